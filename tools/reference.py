@@ -1,0 +1,563 @@
+#!/usr/bin/python3
+"""Independent PyTorch reference for MarianMT inference, written for attend's tests.
+
+It is not Hugging Face's code: it re-implements what transformers' MarianMTModel computes
+(post-LayerNorm transformer, sinusoidal positions with sines in the first half, scaled
+embeddings, final_logits_bias, greedy generate with pad banned and forced EOS) so the C
+engine can be checked against it on the same HF-style checkpoint directories users have.
+
+Library use:
+    m = load_hf_dir("opus-mt-de-en")            # config.json + weights + spm + vocab.json
+    r = greedy(m, m.tok.encode("Hallo Welt"))   # ids, per-step logits, every attention
+    print(m.tok.decode(r.ids))
+
+Command line: see `reference.py --help`.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_np  # noqa: E402
+
+# --------------------------------------------------------------------------------------
+# Configuration: the config.json keys of a MarianConfig, with opus-mt's values as defaults
+
+DEFAULT_CONFIG = {
+    "model_type": "marian",
+    "architectures": ["MarianMTModel"],
+    "vocab_size": 58101,
+    "decoder_vocab_size": 58101,
+    "d_model": 512,
+    "encoder_layers": 6,
+    "decoder_layers": 6,
+    "encoder_attention_heads": 8,
+    "decoder_attention_heads": 8,
+    "encoder_ffn_dim": 2048,
+    "decoder_ffn_dim": 2048,
+    "activation_function": "swish",
+    "scale_embedding": True,
+    "max_position_embeddings": 512,
+    "pad_token_id": 58100,
+    "eos_token_id": 0,
+    "decoder_start_token_id": 58100,
+    "forced_eos_token_id": 0,
+    "bad_words_ids": [[58100]],
+    "share_encoder_decoder_embeddings": True,
+    "tie_word_embeddings": True,
+    "max_length": 512,
+    "num_beams": 1,
+    "dropout": 0.1,
+    "attention_dropout": 0.0,
+    "activation_dropout": 0.0,
+    "init_std": 0.02,
+    "is_encoder_decoder": True,
+}
+
+ACTIVATIONS = {
+    "swish": nn.functional.silu,
+    "silu": nn.functional.silu,
+    "relu": nn.functional.relu,
+    "gelu": nn.functional.gelu,  # exact erf form, as HF's "gelu"
+}
+
+
+def sinusoidal_positions(n_pos, dim):
+    """[n_pos, dim]: angle pos / 10000^(2*(j//2)/dim); sines of even j in the first half,
+    cosines of odd j in the second half (not interleaved). Computed in float64 like HF."""
+    j = np.arange(dim)
+    angle = np.arange(n_pos)[:, None] / np.power(10000, 2 * (j // 2) / dim)[None, :]
+    out = np.zeros((n_pos, dim), dtype=np.float32)
+    half = dim // 2 + dim % 2
+    out[:, :half] = np.sin(angle[:, 0::2])
+    out[:, half:] = np.cos(angle[:, 1::2])
+    return torch.from_numpy(out)
+
+
+# --------------------------------------------------------------------------------------
+# Model: module names follow HF so state_dict() keys are those of real checkpoints
+
+class Attention(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads, self.head_dim = heads, d // heads
+        self.q_proj, self.k_proj = nn.Linear(d, d), nn.Linear(d, d)
+        self.v_proj, self.out_proj = nn.Linear(d, d), nn.Linear(d, d)
+
+    def forward(self, x, kv, causal=False, key_mask=None):
+        """x [B,T,d] queries, kv [B,S,d] keys/values; key_mask [B,S] True = keep.
+        Returns output [B,T,d] and probabilities [B,H,T,S]."""
+        B, T, d = x.shape
+        S = kv.shape[1]
+        split = lambda t, n: t.view(B, n, self.heads, self.head_dim).transpose(1, 2)
+        q = split(self.q_proj(x) * self.head_dim ** -0.5, T)
+        k, v = split(self.k_proj(kv), S), split(self.v_proj(kv), S)
+        scores = q @ k.transpose(-1, -2)
+        if causal:
+            scores = scores.masked_fill(torch.ones(T, S, dtype=torch.bool).triu(1), float("-inf"))
+        if key_mask is not None:
+            scores = scores.masked_fill(~key_mask[:, None, None, :], float("-inf"))
+        probs = scores.softmax(-1)
+        out = (probs @ v).transpose(1, 2).reshape(B, T, d)
+        return self.out_proj(out), probs
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        d = c["d_model"]
+        self.self_attn = Attention(d, c["encoder_attention_heads"])
+        self.self_attn_layer_norm = nn.LayerNorm(d, eps=1e-5)
+        self.fc1, self.fc2 = nn.Linear(d, c["encoder_ffn_dim"]), nn.Linear(c["encoder_ffn_dim"], d)
+        self.final_layer_norm = nn.LayerNorm(d, eps=1e-5)
+        self.act = ACTIVATIONS[c["activation_function"]]
+        self.drop = c.get("dropout", 0.0)
+
+    def forward(self, x, key_mask):
+        drop = lambda t: nn.functional.dropout(t, self.drop, self.training)
+        a, probs = self.self_attn(x, x, key_mask=key_mask)
+        x = self.self_attn_layer_norm(x + drop(a))
+        x = self.final_layer_norm(x + drop(self.fc2(self.act(self.fc1(x)))))
+        return x, probs
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        d = c["d_model"]
+        self.self_attn = Attention(d, c["decoder_attention_heads"])
+        self.self_attn_layer_norm = nn.LayerNorm(d, eps=1e-5)
+        self.encoder_attn = Attention(d, c["decoder_attention_heads"])
+        self.encoder_attn_layer_norm = nn.LayerNorm(d, eps=1e-5)
+        self.fc1, self.fc2 = nn.Linear(d, c["decoder_ffn_dim"]), nn.Linear(c["decoder_ffn_dim"], d)
+        self.final_layer_norm = nn.LayerNorm(d, eps=1e-5)
+        self.act = ACTIVATIONS[c["activation_function"]]
+        self.drop = c.get("dropout", 0.0)
+
+    def forward(self, y, memory, src_mask, tgt_mask=None):
+        drop = lambda t: nn.functional.dropout(t, self.drop, self.training)
+        a, self_probs = self.self_attn(y, y, causal=True, key_mask=tgt_mask)
+        y = self.self_attn_layer_norm(y + drop(a))
+        a, cross_probs = self.encoder_attn(y, memory, key_mask=src_mask)
+        y = self.encoder_attn_layer_norm(y + drop(a))
+        y = self.final_layer_norm(y + drop(self.fc2(self.act(self.fc1(y)))))
+        return y, self_probs, cross_probs
+
+
+class Stack(nn.Module):
+    """HF's model.encoder / model.decoder: embed_tokens plus layers."""
+
+    def __init__(self, layers, embed):
+        super().__init__()
+        self.embed_tokens = embed
+        self.layers = nn.ModuleList(layers)
+
+
+class Inner(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        d = c["d_model"]
+        self.shared = nn.Embedding(c["vocab_size"], d)
+        if c["share_encoder_decoder_embeddings"]:
+            enc_embed = dec_embed = self.shared
+        else:
+            enc_embed = nn.Embedding(c["vocab_size"], d)
+            dec_embed = nn.Embedding(c["decoder_vocab_size"], d)
+        self.encoder = Stack([EncoderLayer(c) for _ in range(c["encoder_layers"])], enc_embed)
+        self.decoder = Stack([DecoderLayer(c) for _ in range(c["decoder_layers"])], dec_embed)
+
+
+class Marian(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        c = dict(DEFAULT_CONFIG, **config)
+        if not c["share_encoder_decoder_embeddings"] and "decoder_vocab_size" not in config:
+            c["decoder_vocab_size"] = c["vocab_size"]
+        if c["share_encoder_decoder_embeddings"]:
+            c["decoder_vocab_size"] = c["vocab_size"]
+        self.config = c
+        self.model = Inner(c)
+        vt = c["decoder_vocab_size"]
+        self.lm_head = nn.Linear(c["d_model"], vt, bias=False)
+        if c["tie_word_embeddings"]:
+            self.lm_head.weight = self.model.decoder.embed_tokens.weight
+        self.register_buffer("final_logits_bias", torch.zeros(1, vt))
+        self.embed_scale = math.sqrt(c["d_model"]) if c["scale_embedding"] else 1.0
+        self.positions = sinusoidal_positions(c["max_position_embeddings"], c["d_model"])
+        self.tok = None
+
+    def encode(self, src, src_mask=None):
+        """src [B,S] ids -> memory [B,S,d], per-layer self-attention probs [B,H,S,S]."""
+        x = self.model.encoder.embed_tokens(src) * self.embed_scale
+        x = x + self.positions[: src.shape[1]]
+        x = nn.functional.dropout(x, self.config.get("dropout", 0.0), self.training)
+        probs = []
+        for layer in self.model.encoder.layers:
+            x, p = layer(x, src_mask)
+            probs.append(p)
+        return x, probs
+
+    def decode(self, tgt, memory, src_mask=None, tgt_mask=None):
+        """tgt [B,T] decoder inputs -> logits [B,T,V], self probs, cross probs per layer."""
+        y = self.model.decoder.embed_tokens(tgt) * self.embed_scale
+        y = y + self.positions[: tgt.shape[1]]
+        y = nn.functional.dropout(y, self.config.get("dropout", 0.0), self.training)
+        self_p, cross_p = [], []
+        for layer in self.model.decoder.layers:
+            y, sp, cp = layer(y, memory, src_mask, tgt_mask)
+            self_p.append(sp)
+            cross_p.append(cp)
+        logits = self.lm_head(y) + self.final_logits_bias
+        return logits, self_p, cross_p
+
+    def hf_state_dict(self, with_duplicates):
+        """Tensors under HF's names. Without duplicates it is what model.safetensors holds
+        (tied copies and positions left out); with them, what old pytorch_model.bin held."""
+        c = self.config
+        sd = {k: v.detach().clone() for k, v in self.state_dict().items()}
+        if with_duplicates:
+            pos = self.positions.clone()
+            sd["model.encoder.embed_positions.weight"] = pos
+            sd["model.decoder.embed_positions.weight"] = pos.clone()
+            return sd
+        drop = []
+        if c["share_encoder_decoder_embeddings"]:
+            drop += ["model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"]
+        else:
+            drop += ["model.shared.weight"]
+        if c["tie_word_embeddings"]:
+            drop += ["lm_head.weight"]
+        return {k: v for k, v in sd.items() if k not in drop}
+
+
+# --------------------------------------------------------------------------------------
+# Tokenizer: SentencePiece pieces mapped through vocab.json, as MarianTokenizer does
+
+class MarianTok:
+    CLEANUPS = [(" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"),
+                (" n't", "n't"), (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")]
+
+    def __init__(self, source_spm, target_spm, vocab, target_vocab=None):
+        import sentencepiece as spm
+        self.src_sp = spm.SentencePieceProcessor(model_file=source_spm)
+        self.tgt_sp = spm.SentencePieceProcessor(model_file=target_spm)
+        self.src_vocab = vocab
+        self.tgt_vocab = target_vocab if target_vocab is not None else vocab
+        self.tgt_pieces = {i: p for p, i in self.tgt_vocab.items()}
+        self.unk = vocab.get("<unk>", 1)
+        self.eos = vocab.get("</s>", 0)
+        self.pad = vocab.get("<pad>", len(vocab) - 1)
+
+    def pieces(self, text):
+        """Source pieces; a leading >>xxx<< language token stays whole."""
+        code = []
+        if text.startswith(">>"):
+            end = text.find("<<")
+            if end > 2:
+                code, text = [text[: end + 2]], text[end + 2:]
+        return code + self.src_sp.encode(text, out_type=str)
+
+    def encode(self, text):
+        """Source ids with </s> appended; unknown pieces become <unk>."""
+        return [self.src_vocab.get(p, self.unk) for p in self.pieces(text)] + [self.eos]
+
+    def decode(self, ids):
+        specials = {self.eos, self.pad, self.unk}
+        pieces = [self.tgt_pieces[i] for i in ids if i not in specials and i in self.tgt_pieces]
+        text = self.tgt_sp.decode_pieces(pieces)
+        for a, b in self.CLEANUPS:
+            text = text.replace(a, b)
+        return text
+
+
+# --------------------------------------------------------------------------------------
+# Greedy decoding, as HF generate(num_beams=1) applies it
+
+@dataclass
+class Result:
+    ids: list                                  # generated ids, without the start token
+    logits: np.ndarray                         # [T, V] raw logits at each step
+    enc_self: list = field(default_factory=list)   # per layer [H, S, S]
+    dec_self: list = field(default_factory=list)   # per layer [H, T, T]
+    cross: list = field(default_factory=list)      # per layer [H, T, S]
+
+
+def generation_limits(c, max_length=None):
+    """max_length counts the start token; positions stop at max_position_embeddings - 1."""
+    ml = max_length if max_length is not None else c.get("max_length", 20) or 20
+    return min(ml, c["max_position_embeddings"] + 1)
+
+
+@torch.no_grad()
+def greedy(model, src_ids, max_length=None):
+    """Greedy-decode one source. Recomputes the whole decoder each step (no cache) so it
+    shares no state-handling shortcuts with the engine it checks."""
+    c = model.config
+    model.eval()
+    ml = generation_limits(c, max_length)
+    src = torch.tensor([src_ids[: c["max_position_embeddings"]]])
+    memory, enc_p = model.encode(src)
+    tgt = [c["decoder_start_token_id"]]
+    step_logits = []
+    forced = c.get("forced_eos_token_id") is not None
+    eos = c["eos_token_id"]
+    while True:
+        logits, _, _ = model.decode(torch.tensor([tgt]), memory)
+        raw = logits[0, -1]
+        step_logits.append(raw.numpy().copy())
+        scores = raw.clone()
+        scores[c["pad_token_id"]] = float("-inf")
+        if forced and len(tgt) == ml - 1:
+            keep = scores[eos].clone()
+            scores[:] = float("-inf")
+            scores[eos] = keep
+        nxt = int(torch.argmax(scores))
+        tgt.append(nxt)
+        if nxt == eos or len(tgt) >= ml:
+            break
+    _, self_p, cross_p = model.decode(torch.tensor([tgt[:-1]]), memory)
+    return Result(ids=tgt[1:], logits=np.stack(step_logits),
+                  enc_self=[p[0].numpy() for p in enc_p],
+                  dec_self=[p[0].numpy() for p in self_p],
+                  cross=[p[0].numpy() for p in cross_p])
+
+
+@torch.no_grad()
+def force_decode(model, src_ids, tgt_ids):
+    """Teacher-force tgt_ids (ending in </s>): per-token log-probabilities and attention."""
+    c = model.config
+    model.eval()
+    memory, enc_p = model.encode(torch.tensor([src_ids]))
+    inp = [c["decoder_start_token_id"]] + list(tgt_ids[:-1])
+    logits, self_p, cross_p = model.decode(torch.tensor([inp]), memory)
+    logp = logits[0].log_softmax(-1)
+    return [float(logp[t, i]) for t, i in enumerate(tgt_ids)], cross_p
+
+
+# --------------------------------------------------------------------------------------
+# HF-style directories: what users download, and what random test models are saved as
+
+def load_hf_dir(path):
+    """Load config.json, model.safetensors (or pytorch_model.bin), spm models and vocab."""
+    with open(os.path.join(path, "config.json")) as f:
+        config = json.load(f)
+    gen = os.path.join(path, "generation_config.json")
+    if os.path.exists(gen):
+        with open(gen) as f:
+            g = json.load(f)
+        for k in ("max_length", "forced_eos_token_id", "decoder_start_token_id", "bad_words_ids"):
+            if k in g:
+                config[k] = g[k]
+    if "max_length" not in config:
+        config["max_length"] = 20
+    if "forced_eos_token_id" not in config:
+        config["forced_eos_token_id"] = None
+    model = Marian(config)
+    st = os.path.join(path, "model.safetensors")
+    if os.path.exists(st):
+        sd = {k: torch.from_numpy(v) for k, v in safetensors_np.load(st).items()}
+    else:
+        sd = torch.load(os.path.join(path, "pytorch_model.bin"), map_location="cpu")
+    own = model.state_dict()
+    c = model.config
+    for name in own:
+        src = name
+        if name not in sd:
+            if name.endswith("embed_tokens.weight") and c["share_encoder_decoder_embeddings"]:
+                src = "model.shared.weight"
+            elif name == "lm_head.weight" and c["tie_word_embeddings"]:
+                src = ("model.shared.weight" if c["share_encoder_decoder_embeddings"]
+                       else "model.decoder.embed_tokens.weight")
+            elif name == "model.shared.weight" and not c["share_encoder_decoder_embeddings"]:
+                continue
+        own[name].copy_(sd[src].to(torch.float32).reshape(own[name].shape))
+    with open(os.path.join(path, "vocab.json")) as f:
+        vocab = json.load(f)
+    tv = os.path.join(path, "target_vocab.json")
+    target_vocab = None
+    if os.path.exists(tv):
+        with open(tv) as f:
+            target_vocab = json.load(f)
+    model.tok = MarianTok(os.path.join(path, "source.spm"), os.path.join(path, "target.spm"),
+                          vocab, target_vocab)
+    return model
+
+
+def save_hf_dir(model, path, source_spm, target_spm, vocab, target_vocab=None, fmt="safetensors"):
+    """Write an HF-style MarianMT directory: config.json, weights, spm models, vocab.json."""
+    os.makedirs(path, exist_ok=True)
+    c = dict(model.config)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(c, f, indent=2)
+    if fmt == "safetensors":
+        sd = model.hf_state_dict(with_duplicates=False)
+        safetensors_np.save({k: v.numpy() for k, v in sd.items()},
+                            os.path.join(path, "model.safetensors"))
+    else:
+        torch.save(model.hf_state_dict(with_duplicates=True), os.path.join(path, "pytorch_model.bin"))
+    for name, blob in (("source.spm", source_spm), ("target.spm", target_spm)):
+        with open(os.path.join(path, name), "wb") as f:
+            f.write(blob)
+    with open(os.path.join(path, "vocab.json"), "w") as f:
+        json.dump(vocab, f, ensure_ascii=False, indent=0)
+    if target_vocab is not None:
+        with open(os.path.join(path, "target_vocab.json"), "w") as f:
+            json.dump(target_vocab, f, ensure_ascii=False, indent=0)
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump({"separate_vocabs": target_vocab is not None, "model_max_length": 512}, f)
+
+
+def build_vocab(*spm_files):
+    """opus-mt's joint vocabulary: </s>=0, <unk>=1, then every piece of the given
+    SentencePiece models in order of first appearance, <pad> last."""
+    import sentencepiece as spm
+    vocab = {"</s>": 0, "<unk>": 1}
+    for path in spm_files:
+        sp = spm.SentencePieceProcessor(model_file=path)
+        for i in range(sp.get_piece_size()):
+            p = sp.id_to_piece(i)
+            if sp.is_control(i) or sp.is_unknown(i) or p in vocab:
+                continue
+            vocab[p] = len(vocab)
+    vocab["<pad>"] = len(vocab)
+    return vocab
+
+
+def random_model(config, seed=0, gain=3.0, eos_bias=0.0, bias_std=0.0):
+    """A Marian model with random weights, std gain/sqrt(fan_in): a gain near 3 keeps the
+    greedy output from collapsing onto one repeated token. eos_bias shifts
+    final_logits_bias[eos] so outputs end early or late."""
+    torch.manual_seed(seed)
+    m = Marian(config)
+    c = m.config
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, gain / math.sqrt(p.shape[1]))
+            elif "norm" in name and name.endswith("weight"):
+                p.uniform_(0.5, 1.5)
+            else:
+                p.normal_(0.0, 0.1)
+        if not c["scale_embedding"]:
+            # without the sqrt(d) scale, give embeddings unit variance so tokens still matter
+            for e in {id(x): x for x in (m.model.shared, m.model.encoder.embed_tokens,
+                                          m.model.decoder.embed_tokens)}.values():
+                e.weight.normal_(0.0, gain)
+        m.final_logits_bias.normal_(0.0, bias_std)
+        m.final_logits_bias[0, c["eos_token_id"]] += eos_bias
+    return m
+
+
+def calibrate_eos(model, sources, rate):
+    """Raise final_logits_bias[eos] so that about `rate` of greedy steps end the sentence:
+    the bias becomes that quantile of (best other logit - eos logit) over the sources.
+    Random models then give outputs of many lengths, some ending at once."""
+    c = model.config
+    margins = []
+    for src in sources:
+        r = greedy(model, src)
+        lg = r.logits.copy()
+        lg[:, c["pad_token_id"]] = -np.inf
+        eos = lg[:, c["eos_token_id"]].copy()
+        lg[:, c["eos_token_id"]] = -np.inf
+        margins.extend(lg.max(1) - eos)
+    with torch.no_grad():
+        model.final_logits_bias[0, c["eos_token_id"]] += float(np.quantile(margins, rate)) + 1e-3
+
+
+# --------------------------------------------------------------------------------------
+# Command line
+
+def _cmd_translate(a):
+    m = load_hf_dir(a.model_dir)
+    lines = a.text if a.text else [l.rstrip("\n") for l in sys.stdin]
+    for line in lines:
+        r = greedy(m, m.tok.encode(line), a.max_length)
+        print(m.tok.decode(r.ids), flush=True)
+
+
+def _cmd_dump(a):
+    """Write ids, logits and every attention matrix per sentence to an .npz for the tests."""
+    m = load_hf_dir(a.model_dir)
+    with open(a.input, encoding="utf-8") as f:
+        lines = [l.rstrip("\n") for l in f]
+    out = {}
+    for i, line in enumerate(lines):
+        src = m.tok.encode(line)
+        r = greedy(m, src, a.max_length)
+        out[f"s{i}/src_ids"] = np.array(src, dtype=np.int32)
+        out[f"s{i}/tgt_ids"] = np.array(r.ids, dtype=np.int32)
+        out[f"s{i}/logits"] = r.logits.astype(np.float32)
+        out[f"s{i}/text"] = np.array(m.tok.decode(r.ids))
+        for l, p in enumerate(r.enc_self):
+            out[f"s{i}/enc_self/l{l}"] = p
+        for l, p in enumerate(r.dec_self):
+            out[f"s{i}/dec_self/l{l}"] = p
+        for l, p in enumerate(r.cross):
+            out[f"s{i}/cross/l{l}"] = p
+    np.savez(a.out, **out)
+
+
+def _cmd_random(a):
+    """Save a random model over the given SentencePiece models as an HF-style directory."""
+    with open(a.source_spm, "rb") as f:
+        ssp = f.read()
+    with open(a.target_spm, "rb") as f:
+        tsp = f.read()
+    vocab = build_vocab(a.source_spm, a.target_spm)
+    pad = vocab["<pad>"]
+    config = json.loads(a.config) if a.config else {}
+    config.update(vocab_size=len(vocab), decoder_vocab_size=len(vocab), pad_token_id=pad,
+                  decoder_start_token_id=pad, bad_words_ids=[[pad]])
+    m = random_model(config, seed=a.seed, gain=a.gain, eos_bias=a.eos_bias, bias_std=a.bias_std)
+    if a.calibrate_eos:
+        m.tok = MarianTok(a.source_spm, a.target_spm, vocab)
+        with open(a.calibrate_eos, encoding="utf-8") as f:
+            sources = [m.tok.encode(l.rstrip("\n")) for l in f]
+        calibrate_eos(m, sources, a.eos_rate)
+    save_hf_dir(m, a.out_dir, ssp, tsp, vocab, fmt=a.format)
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    t = sub.add_parser("translate", help="greedy-translate arguments or stdin lines")
+    t.add_argument("model_dir")
+    t.add_argument("text", nargs="*")
+    t.add_argument("--max-length", type=int)
+    t.set_defaults(fn=_cmd_translate)
+    d = sub.add_parser("dump", help="ids, logits and attention of each input line to .npz")
+    d.add_argument("model_dir")
+    d.add_argument("--input", required=True)
+    d.add_argument("--out", required=True)
+    d.add_argument("--max-length", type=int)
+    d.set_defaults(fn=_cmd_dump)
+    r = sub.add_parser("random", help="save a random model as an HF-style directory")
+    r.add_argument("out_dir")
+    r.add_argument("--source-spm", required=True)
+    r.add_argument("--target-spm", required=True)
+    r.add_argument("--config", help="JSON object of config.json overrides")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--eos-bias", type=float, default=0.0)
+    r.add_argument("--bias-std", type=float, default=0.0)
+    r.add_argument("--gain", type=float, default=3.0, help="weight std times sqrt(fan_in)")
+    r.add_argument("--calibrate-eos", metavar="FILE",
+                   help="source lines on which to set the EOS bias (see --eos-rate)")
+    r.add_argument("--eos-rate", type=float, default=0.08,
+                   help="fraction of greedy steps that should pick </s> (default 0.08)")
+    r.add_argument("--format", choices=["safetensors", "bin"], default="safetensors")
+    r.set_defaults(fn=_cmd_random)
+    a = p.parse_args(argv)
+    a.fn(a)
+
+
+if __name__ == "__main__":
+    main()
