@@ -1,0 +1,360 @@
+#!/usr/bin/python3
+"""Convert a Hugging Face MarianMT (OPUS-MT) directory into attend's .gguf checkpoint.
+
+Reads config.json (+ generation_config.json), model.safetensors (or pytorch_model.bin),
+source.spm, target.spm, vocab.json (+ target_vocab.json for separate target vocabularies)
+and writes one file in the format of weights/FORMAT.md. Unsupported models are refused with
+a one-line message and exit code 2.
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gguf_io as G  # noqa: E402
+import safetensors_np  # noqa: E402
+
+FORMAT_VERSION = 1
+ALIGNMENT = 64
+LAYER_NORM_EPS = 1e-5
+ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}
+U32_MAX = 2 ** 32 - 1
+
+
+class Refuse(Exception):
+    """An unsupported or broken input: reported in one line, exit code 2."""
+
+
+# --------------------------------------------------------------------------------------
+# Configuration
+
+def _read_json(path, what):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise Refuse(f"missing file {path} ({what})") from None
+    except (OSError, ValueError) as e:
+        raise Refuse(f"cannot read {path}: {e}") from None
+
+
+def _int(c, key, lo=0, hi=U32_MAX):
+    if key not in c:
+        raise Refuse(f"config.json: missing required key {key}")
+    v = c[key]
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise Refuse(f"config.json: unsupported {key} = {json.dumps(v)} "
+                     f"(an integer in {lo}..{hi} is required)")
+    return v
+
+
+def _bool(c, key, default):
+    v = c.get(key, default)
+    if not isinstance(v, bool):
+        raise Refuse(f"config.json: {key} = {json.dumps(v)} is not true/false")
+    return v
+
+
+def read_config(hf_dir):
+    """The MarianConfig of hf_dir as the dict of values the format needs."""
+    c = _read_json(os.path.join(hf_dir, "config.json"), "config.json")
+    if not isinstance(c, dict):
+        raise Refuse("config.json: not a JSON object")
+    gen_path = os.path.join(hf_dir, "generation_config.json")
+    if os.path.exists(gen_path):
+        g = _read_json(gen_path, "generation_config.json")
+        for k in ("max_length", "forced_eos_token_id", "decoder_start_token_id", "bad_words_ids"):
+            if isinstance(g, dict) and k in g:
+                c[k] = g[k]
+
+    if c.get("model_type") != "marian":
+        raise Refuse(f"config.json: unsupported model_type = {json.dumps(c.get('model_type'))} "
+                     f"(only \"marian\")")
+    for key, bad in (("normalize_before", True), ("add_final_layer_norm", True),
+                     ("normalize_embedding", True), ("static_position_embeddings", False)):
+        if key in c and c[key] == bad:
+            raise Refuse(f"config.json: unsupported {key} = {json.dumps(bad)}")
+    act = c.get("activation_function")
+    if act not in ACTIVATIONS:
+        raise Refuse(f"config.json: unsupported activation_function = {json.dumps(act)} "
+                     f"(swish, silu, relu or gelu)")
+
+    out = {"activation": ACTIVATIONS[act]}
+    for key in ("vocab_size", "d_model", "encoder_layers", "decoder_layers",
+                "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
+                "decoder_ffn_dim", "max_position_embeddings"):
+        out[key] = _int(c, key, lo=1)
+    d = out["d_model"]
+    if d % 2:
+        raise Refuse(f"config.json: unsupported d_model = {d} (must be even)")
+    for key in ("encoder_attention_heads", "decoder_attention_heads"):
+        if d % out[key]:
+            raise Refuse(f"config.json: unsupported {key} = {out[key]} "
+                         f"(does not divide d_model = {d})")
+    if "scale_embedding" not in c:
+        raise Refuse("config.json: missing required key scale_embedding")
+    out["scale_embedding"] = _bool(c, "scale_embedding", None)
+
+    # embedding sharing exactly as reference.py's Marian: shared embeddings force one
+    # vocabulary; unshared without decoder_vocab_size uses vocab_size for both
+    out["shared"] = _bool(c, "share_encoder_decoder_embeddings", True)
+    out["tied"] = _bool(c, "tie_word_embeddings", True)
+    if out["shared"] or c.get("decoder_vocab_size") is None:
+        out["decoder_vocab_size"] = out["vocab_size"]
+    else:
+        out["decoder_vocab_size"] = _int(c, "decoder_vocab_size", lo=1)
+    V, Vt = out["vocab_size"], out["decoder_vocab_size"]
+
+    out["pad_id"] = _int(c, "pad_token_id", hi=Vt - 1)
+    out["eos_id"] = _int(c, "eos_token_id", hi=min(V, Vt) - 1)
+    out["decoder_start_id"] = _int(c, "decoder_start_token_id", hi=Vt - 1)
+
+    ml = c.get("max_length", 20)
+    if ml is None:
+        ml = 20
+    if isinstance(ml, bool) or not isinstance(ml, int) or not 0 <= ml <= U32_MAX:
+        raise Refuse(f"config.json: unsupported max_length = {json.dumps(ml)}")
+    out["max_length"] = ml or 20  # as reference.py: 0 means the HF default
+
+    fe = c.get("forced_eos_token_id")
+    if fe is not None and fe != out["eos_id"]:
+        raise Refuse(f"config.json: unsupported forced_eos_token_id = {json.dumps(fe)} "
+                     f"(only null or eos_token_id = {out['eos_id']})")
+    out["forced_eos"] = fe is not None
+
+    bw = c.get("bad_words_ids")
+    if bw not in (None, [], [[out["pad_id"]]]):
+        raise Refuse(f"config.json: unsupported bad_words_ids = {json.dumps(bw)} "
+                     f"(only [[pad_token_id]]: the engine bans <pad> and nothing else)")
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Vocabularies
+
+def read_pieces(path, size, size_key, what):
+    """vocab.json-style {piece: id} -> list of pieces indexed by id, "" where absent."""
+    v = _read_json(path, what)
+    if not isinstance(v, dict):
+        raise Refuse(f"{what}: not a JSON object")
+    name = os.path.basename(path)
+    pieces = [None] * size
+    for p, i in v.items():
+        if isinstance(i, bool) or not isinstance(i, int):
+            raise Refuse(f"{name}: piece {json.dumps(p)} has non-integer id {json.dumps(i)}")
+        if not 0 <= i < size:
+            raise Refuse(f"{name}: piece {json.dumps(p)} has id {i}, outside the "
+                         f"{size_key} = {size}")
+        if pieces[i] is not None:
+            raise Refuse(f"{name}: id {i} is given to both {json.dumps(pieces[i])} and "
+                         f"{json.dumps(p)}")
+        pieces[i] = p
+    return [p if p is not None else "" for p in pieces], v
+
+
+# --------------------------------------------------------------------------------------
+# Weights
+
+def read_weights(hf_dir):
+    """{HF name: float32 numpy array} from model.safetensors, else pytorch_model.bin."""
+    st = os.path.join(hf_dir, "model.safetensors")
+    if os.path.exists(st):
+        try:
+            raw = safetensors_np.load(st)
+        except (OSError, ValueError, KeyError) as e:
+            raise Refuse(f"cannot read {st}: {e}") from None
+        return {k: np.asarray(v) for k, v in raw.items()}
+    pt = os.path.join(hf_dir, "pytorch_model.bin")
+    if not os.path.exists(pt):
+        raise Refuse(f"missing file {st} (or pytorch_model.bin)")
+    import torch  # only this path needs torch
+    try:
+        sd = torch.load(pt, map_location="cpu")
+    except Exception as e:  # noqa: BLE001 - any unpickling failure is a bad input
+        raise Refuse(f"cannot read {pt}: {e}") from None
+    if not isinstance(sd, dict):
+        raise Refuse(f"{pt}: not a state dict")
+    out = {}
+    for k, t in sd.items():
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            out[k] = t.detach().to(torch.float32).contiguous().numpy()
+    return out
+
+
+def _get(sd, names, shape, allow_shapes=()):
+    """The first of names present in sd, as float32 of the given shape."""
+    for n in names:
+        if n in sd:
+            a = sd[n]
+            if a.dtype.kind != "f":
+                raise Refuse(f"tensor {n}: non-float dtype {a.dtype}")
+            if tuple(a.shape) != tuple(shape) and tuple(a.shape) not in allow_shapes:
+                raise Refuse(f"tensor {n}: expected shape {list(shape)}, got {list(a.shape)}")
+            a = np.asarray(a, dtype=np.float32).reshape(shape)
+            if not np.isfinite(a).all():
+                raise Refuse(f"tensor {n}: holds non-finite values")
+            return a
+    raise Refuse(f"missing tensor {names[0]}"
+                 + (f" (or {', '.join(names[1:])})" if len(names) > 1 else ""))
+
+
+def map_tensors(cfg, sd):
+    """[(attend name, float32 array)] in FORMAT.md order."""
+    d, V, Vt = cfg["d_model"], cfg["vocab_size"], cfg["decoder_vocab_size"]
+    out = []
+    if cfg["shared"]:
+        enc = ["model.shared.weight", "model.encoder.embed_tokens.weight",
+               "model.decoder.embed_tokens.weight"]
+        if cfg["tied"]:
+            enc.append("lm_head.weight")
+        out.append(("enc.embed.weight", _get(sd, enc, (V, d))))
+    else:
+        out.append(("enc.embed.weight", _get(sd, ["model.encoder.embed_tokens.weight"], (V, d))))
+        dec = ["model.decoder.embed_tokens.weight"]
+        if cfg["tied"]:
+            dec.append("lm_head.weight")
+        out.append(("dec.embed.weight", _get(sd, dec, (Vt, d))))
+    if not cfg["tied"]:
+        out.append(("lm_head.weight", _get(sd, ["lm_head.weight"], (Vt, d))))
+    out.append(("final_logits_bias", _get(sd, ["final_logits_bias"], (Vt,), [(1, Vt)])))
+
+    def attn(prefix, hf):
+        for p, hp in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "out_proj")):
+            out.append((f"{prefix}.{p}.weight", _get(sd, [f"{hf}.{hp}.weight"], (d, d))))
+            out.append((f"{prefix}.{p}.bias", _get(sd, [f"{hf}.{hp}.bias"], (d,))))
+
+    def norm(name, hf):
+        for s in ("weight", "bias"):
+            out.append((f"{name}.{s}", _get(sd, [f"{hf}.{s}"], (d,))))
+
+    def ffn(prefix, hf, f):
+        out.append((f"{prefix}.ffn.fc1.weight", _get(sd, [f"{hf}.fc1.weight"], (f, d))))
+        out.append((f"{prefix}.ffn.fc1.bias", _get(sd, [f"{hf}.fc1.bias"], (f,))))
+        out.append((f"{prefix}.ffn.fc2.weight", _get(sd, [f"{hf}.fc2.weight"], (d, f))))
+        out.append((f"{prefix}.ffn.fc2.bias", _get(sd, [f"{hf}.fc2.bias"], (d,))))
+
+    for i in range(cfg["encoder_layers"]):
+        p, hf = f"enc.{i}", f"model.encoder.layers.{i}"
+        attn(f"{p}.self_attn", f"{hf}.self_attn")
+        norm(f"{p}.self_attn_norm", f"{hf}.self_attn_layer_norm")
+        ffn(p, hf, cfg["encoder_ffn_dim"])
+        norm(f"{p}.ffn_norm", f"{hf}.final_layer_norm")
+    for i in range(cfg["decoder_layers"]):
+        p, hf = f"dec.{i}", f"model.decoder.layers.{i}"
+        attn(f"{p}.self_attn", f"{hf}.self_attn")
+        norm(f"{p}.self_attn_norm", f"{hf}.self_attn_layer_norm")
+        attn(f"{p}.cross_attn", f"{hf}.encoder_attn")
+        norm(f"{p}.cross_attn_norm", f"{hf}.encoder_attn_layer_norm")
+        ffn(p, hf, cfg["decoder_ffn_dim"])
+        norm(f"{p}.ffn_norm", f"{hf}.final_layer_norm")
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Export
+
+def export(hf_dir, out_path, dtype="f32", name=None):
+    cfg = read_config(hf_dir)
+    spm = {}
+    for f in ("source.spm", "target.spm"):
+        path = os.path.join(hf_dir, f)
+        try:
+            with open(path, "rb") as fh:
+                spm[f] = fh.read()
+        except FileNotFoundError:
+            raise Refuse(f"missing file {path}") from None
+    V, Vt = cfg["vocab_size"], cfg["decoder_vocab_size"]
+    src_pieces, vocab = read_pieces(os.path.join(hf_dir, "vocab.json"), V, "vocab_size",
+                                    "vocab.json")
+    if "<unk>" not in vocab:
+        raise Refuse("vocab.json: no <unk> piece")
+    unk = vocab["<unk>"]
+    tv = os.path.join(hf_dir, "target_vocab.json")
+    if os.path.exists(tv):
+        tgt_pieces, _ = read_pieces(tv, Vt, "decoder_vocab_size", "target_vocab.json")
+    else:
+        tgt_pieces, _ = read_pieces(os.path.join(hf_dir, "vocab.json"), Vt,
+                                    "decoder_vocab_size", "vocab.json")
+
+    tensors = []
+    for tname, arr in map_tensors(cfg, read_weights(hf_dir)):
+        if dtype == "f16" and arr.ndim == 2:
+            h = arr.astype(np.float16)
+            if not np.isfinite(h).all():
+                raise Refuse(f"tensor {tname}: values beyond the f16 range; use --dtype f32")
+            tensors.append((tname, h, G.GGML_F16))
+        else:
+            tensors.append((tname, arr, G.GGML_F32))
+
+    meta = [("general.architecture", G.STRING, "marian"),
+            ("general.alignment", G.UINT32, ALIGNMENT)]
+    if name:
+        meta.append(("general.name", G.STRING, name))
+    meta += [
+        ("attend.format_version", G.UINT32, FORMAT_VERSION),
+        (G.CRC_KEY, G.ARRAY, None),  # filled in by the writer
+        ("marian.vocab_size", G.UINT32, V),
+        ("marian.decoder_vocab_size", G.UINT32, Vt),
+        ("marian.d_model", G.UINT32, cfg["d_model"]),
+        ("marian.encoder_layers", G.UINT32, cfg["encoder_layers"]),
+        ("marian.decoder_layers", G.UINT32, cfg["decoder_layers"]),
+        ("marian.encoder_heads", G.UINT32, cfg["encoder_attention_heads"]),
+        ("marian.decoder_heads", G.UINT32, cfg["decoder_attention_heads"]),
+        ("marian.encoder_ffn_dim", G.UINT32, cfg["encoder_ffn_dim"]),
+        ("marian.decoder_ffn_dim", G.UINT32, cfg["decoder_ffn_dim"]),
+        ("marian.max_position_embeddings", G.UINT32, cfg["max_position_embeddings"]),
+        ("marian.activation", G.STRING, cfg["activation"]),
+        ("marian.scale_embedding", G.BOOL, cfg["scale_embedding"]),
+        ("marian.layer_norm_eps", G.FLOAT32, LAYER_NORM_EPS),
+        ("marian.shared_embeddings", G.BOOL, cfg["shared"]),
+        ("marian.tied_output", G.BOOL, cfg["tied"]),
+        ("marian.pad_id", G.UINT32, cfg["pad_id"]),
+        ("marian.eos_id", G.UINT32, cfg["eos_id"]),
+        ("marian.unk_id", G.UINT32, unk),
+        ("marian.decoder_start_id", G.UINT32, cfg["decoder_start_id"]),
+        ("marian.max_length", G.UINT32, cfg["max_length"]),
+        ("marian.forced_eos", G.BOOL, cfg["forced_eos"]),
+        ("tokenizer.source_spm", G.ARRAY, (G.UINT8, spm["source.spm"])),
+        ("tokenizer.target_spm", G.ARRAY, (G.UINT8, spm["target.spm"])),
+        ("tokenizer.source_pieces", G.ARRAY, (G.STRING, src_pieces)),
+        ("tokenizer.target_pieces", G.ARRAY, (G.STRING, tgt_pieces)),
+    ]
+    tmp = out_path + ".tmp"
+    try:
+        G.write(tmp, meta, tensors)
+        os.replace(tmp, out_path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return cfg, tensors
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="export_marian.py", description=__doc__.split("\n\n")[0],
+        epilog="Exit codes: 0 written, 2 refused (unsupported or broken input; one-line "
+               "message on stderr), 1 other errors.")
+    p.add_argument("hf_dir", metavar="HF_DIR", help="Hugging Face MarianMT model directory")
+    p.add_argument("out", metavar="OUT.gguf", help="output file")
+    p.add_argument("--dtype", choices=["f32", "f16"], default="f32",
+                   help="storage type of weight matrices (vectors are always f32); default f32")
+    p.add_argument("--name", help="general.name to record (default: the HF_DIR's name)")
+    a = p.parse_args(argv)
+    name = a.name if a.name is not None else os.path.basename(os.path.normpath(os.path.abspath(a.hf_dir)))
+    try:
+        if not os.path.isdir(a.hf_dir):
+            raise Refuse(f"missing directory {a.hf_dir}")
+        cfg, tensors = export(a.hf_dir, a.out, a.dtype, name)
+    except Refuse as e:
+        print(f"export_marian: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {a.out}: {len(tensors)} tensors, vocab {cfg['vocab_size']}/"
+          f"{cfg['decoder_vocab_size']}, d_model {cfg['d_model']}, {a.dtype}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
