@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 
@@ -244,7 +245,7 @@ class MarianTok:
     CLEANUPS = [(" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"),
                 (" n't", "n't"), (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")]
 
-    def __init__(self, source_spm, target_spm, vocab, target_vocab=None):
+    def __init__(self, source_spm, target_spm, vocab, target_vocab=None, max_len=None):
         import sentencepiece as spm
         self.src_sp = spm.SentencePieceProcessor(model_file=source_spm)
         self.tgt_sp = spm.SentencePieceProcessor(model_file=target_spm)
@@ -254,24 +255,43 @@ class MarianTok:
         self.unk = vocab.get("<unk>", 1)
         self.eos = vocab.get("</s>", 0)
         self.pad = vocab.get("<pad>", len(vocab) - 1)
+        self.max_len = max_len
+
+    LANGUAGE_CODE = re.compile(">>.+<<")
 
     def pieces(self, text):
-        """Source pieces; a leading >>xxx<< language token stays whole."""
-        code = []
-        if text.startswith(">>"):
-            end = text.find("<<")
-            if end > 2:
-                code, text = [text[: end + 2]], text[end + 2:]
-        return code + self.src_sp.encode(text, out_type=str)
+        """Source pieces. Like MarianTokenizer, every >>.+<< match is removed from the text
+        and a match at the very start is kept whole as the first piece."""
+        match = self.LANGUAGE_CODE.match(text)
+        code = [match.group(0)] if match else []
+        return code + self.src_sp.encode(self.LANGUAGE_CODE.sub("", text), out_type=str)
 
-    def encode(self, text):
-        """Source ids with </s> appended; unknown pieces become <unk>."""
-        return [self.src_vocab.get(p, self.unk) for p in self.pieces(text)] + [self.eos]
+    def encode(self, text, max_len=None):
+        """Source ids with </s> appended; unknown pieces become <unk>. With max_len, keep
+        the first max_len - 1 pieces and the </s> (HF's truncation=True)."""
+        ids = [self.src_vocab.get(p, self.unk) for p in self.pieces(text)]
+        max_len = max_len if max_len is not None else self.max_len
+        if max_len is not None:
+            ids = ids[: max_len - 1]
+        return ids + [self.eos]
 
     def decode(self, ids):
+        """As HF decode(skip_special_tokens=True): specials dropped, ids without a piece
+        read as <unk> (a special token, kept verbatim), pieces joined by the target model,
+        leftover ▁ made spaces, stripped, then clean_up_tokenization."""
         specials = {self.eos, self.pad, self.unk}
-        pieces = [self.tgt_pieces[i] for i in ids if i not in specials and i in self.tgt_pieces]
-        text = self.tgt_sp.decode_pieces(pieces)
+        out, cur = "", []
+        for i in ids:
+            if i in specials:
+                continue
+            p = self.tgt_pieces.get(i, "")
+            if p == "":
+                out += self.tgt_sp.decode_pieces(cur) + "<unk>" + " "
+                cur = []
+            else:
+                cur.append(p)
+        out += self.tgt_sp.decode_pieces(cur)
+        text = out.replace("\u2581", " ").strip()
         for a, b in self.CLEANUPS:
             text = text.replace(a, b)
         return text
@@ -302,7 +322,9 @@ def greedy(model, src_ids, max_length=None):
     c = model.config
     model.eval()
     ml = generation_limits(c, max_length)
-    src = torch.tensor([src_ids[: c["max_position_embeddings"]]])
+    if len(src_ids) > c["max_position_embeddings"]:
+        raise ValueError("source longer than max_position_embeddings: encode with max_len")
+    src = torch.tensor([src_ids])
     memory, enc_p = model.encode(src)
     tgt = [c["decoder_start_token_id"]]
     step_logits = []
@@ -386,7 +408,7 @@ def load_hf_dir(path):
         with open(tv) as f:
             target_vocab = json.load(f)
     model.tok = MarianTok(os.path.join(path, "source.spm"), os.path.join(path, "target.spm"),
-                          vocab, target_vocab)
+                          vocab, target_vocab, max_len=c["max_position_embeddings"])
     return model
 
 

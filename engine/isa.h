@@ -1,0 +1,14 @@
+/* isa: which kernel sets this build has and this CPU can run (CPUID, checked at run time). */
+#ifndef ATTEND_ISA_H
+#define ATTEND_ISA_H
+
+#include "kernels.h"
+
+/* The fastest kernel set the CPU supports. */
+const at_kernels *at_isa_best(void);
+/* A kernel set by name ("generic", "avx2", "avx512") if the CPU supports it, else NULL. */
+const at_kernels *at_isa_by_name(const char *name);
+/* Names of the kernel sets this CPU supports, e.g. "generic avx2 avx512". */
+const char *at_isa_list(void);
+
+#endif

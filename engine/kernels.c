@@ -1,0 +1,227 @@
+/* Generic kernels, ISA dispatch and the small kernels every path shares. */
+#include "kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+
+#include "isa.h"
+
+/* Below this many multiply-adds a parallel region costs more than it saves. */
+#define PARALLEL_GRAIN (1 << 15)
+
+/* ---------------------------------------------------------------------------------------
+ * f16 <-> f32, exact (IEEE binary16, round to nearest even) */
+
+float at_f16_to_f32_1(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;
+    if (exp == 0) {
+        if (man == 0) {
+            bits = sign;
+        } else { /* subnormal: normalize */
+            exp = 127 - 15 + 1;
+            while (!(man & 0x400)) { man <<= 1; exp--; }
+            bits = sign | (exp << 23) | ((man & 0x3ff) << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000 | (man << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+    }
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+uint16_t at_f32_to_f16_1(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000, absx = x & 0x7fffffff;
+    if (absx >= 0x7f800000) return (uint16_t)(sign | 0x7c00 | (absx > 0x7f800000 ? 0x200 : 0));
+    if (absx >= 0x477ff000) return (uint16_t)(sign | 0x7c00); /* rounds to infinity */
+    if (absx < 0x38800000) {                                  /* subnormal or zero */
+        float a;
+        memcpy(&a, &absx, 4);
+        return (uint16_t)(sign | (uint32_t)lrintf(a * 16777216.0f)); /* a / 2^-24 */
+    }
+    uint32_t r = absx + 0xfff + ((absx >> 13) & 1) - ((127 - 15) << 23);
+    return (uint16_t)(sign | (r >> 13));
+}
+
+static void generic_f16_to_f32(float *dst, const uint16_t *src, size_t n) {
+    for (size_t i = 0; i < n; i++) dst[i] = at_f16_to_f32_1(src[i]);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Generic dot, axpy and linear */
+
+static float generic_dot(const float *a, const float *b, int n) {
+    /* 8 independent partial sums in a fixed order: the same result on every call */
+    float s[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += a[i + j] * b[i + j];
+    for (; i < n; i++) s[i & 7] += a[i] * b[i];
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
+}
+
+static void generic_axpy(float *y, float a, const float *x, int n) {
+    for (int i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+/* y[n,out] = x[n,in] · Wᵀ + b: W rows are split over threads; an f16 row is widened once
+ * and then used for every input row. */
+static void generic_linear(float *y, const float *x, const at_matrix *w, const float *b, int n) {
+    const int out = w->rows, in = w->cols;
+    const double work = (double)n * out * in;
+#pragma omp parallel if (work > PARALLEL_GRAIN && at_threads() > 1)
+    {
+        float *buf = w->dtype == AT_F16 ? malloc(sizeof(float) * (size_t)in) : NULL;
+#pragma omp for schedule(static)
+        for (int o = 0; o < out; o++) {
+            const float *row;
+            if (w->dtype == AT_F16) {
+                generic_f16_to_f32(buf, (const uint16_t *)w->data + (size_t)o * in, (size_t)in);
+                row = buf;
+            } else {
+                row = (const float *)w->data + (size_t)o * in;
+            }
+            const float bias = b ? b[o] : 0.0f;
+            for (int t = 0; t < n; t++) y[(size_t)t * out + o] = generic_dot(x + (size_t)t * in, row, in) + bias;
+        }
+        free(buf);
+    }
+}
+
+const at_kernels at_kernels_generic = {
+    .name = "generic",
+    .linear = generic_linear,
+    .dot = generic_dot,
+    .axpy = generic_axpy,
+    .f16_to_f32 = generic_f16_to_f32,
+};
+
+/* ---------------------------------------------------------------------------------------
+ * Dispatch */
+
+static const at_kernels *active = &at_kernels_generic;
+
+int at_kernels_init(char *err, size_t errlen) {
+    const char *want = getenv("ATTEND_ISA");
+    const at_kernels *best = at_isa_best();
+    if (!want || !*want) {
+        active = best;
+        return 0;
+    }
+    const at_kernels *k = at_isa_by_name(want);
+    if (!k) {
+        snprintf(err, errlen, "ATTEND_ISA=%s: unknown or not supported by this CPU (%s)", want,
+                 at_isa_list());
+        return -1;
+    }
+    active = k;
+    return 0;
+}
+
+const at_kernels *at_k(void) { return active; }
+
+/* ---------------------------------------------------------------------------------------
+ * Threads */
+
+static int n_threads = 0;
+
+void at_set_threads(int n) {
+    if (n <= 0) n = omp_get_num_procs();
+    n_threads = n;
+    omp_set_num_threads(n);
+}
+
+int at_threads(void) {
+    if (!n_threads) at_set_threads(0);
+    return n_threads;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Shared small kernels */
+
+void at_add_layernorm(float *x, const float *r, const float *g, const float *b, int n, int d,
+                      float eps) {
+    for (int t = 0; t < n; t++) {
+        float *row = x + (size_t)t * d;
+        if (r) {
+            const float *rr = r + (size_t)t * d;
+            for (int i = 0; i < d; i++) row[i] += rr[i];
+        }
+        double mean = 0, var = 0;
+        for (int i = 0; i < d; i++) mean += row[i];
+        mean /= d;
+        for (int i = 0; i < d; i++) var += (row[i] - mean) * (row[i] - mean);
+        var /= d;
+        const float m = (float)mean, inv = (float)(1.0 / sqrt(var + eps));
+        for (int i = 0; i < d; i++) row[i] = (row[i] - m) * inv * g[i] + b[i];
+    }
+}
+
+void at_activate(float *x, size_t n, at_activation act) {
+    switch (act) {
+    case AT_ACT_SWISH:
+        for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+        break;
+    case AT_ACT_RELU:
+        for (size_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0;
+        break;
+    case AT_ACT_GELU:
+        for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+        break;
+    }
+}
+
+void at_softmax(float *x, int n) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    if (mx == -INFINITY) { /* nothing visible: all zero rather than NaN */
+        memset(x, 0, sizeof(float) * (size_t)n);
+        return;
+    }
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+int at_argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+void at_attention(float *out, int ld_o, const float *q, int ld_q, const float *k,
+                  const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
+                  int q_pos0, float *probs, float *scratch) {
+    const at_kernels *K = at_k();
+    const double work = (double)heads * t_n * s_n * hd * 2;
+#pragma omp parallel for schedule(static) if (work > PARALLEL_GRAIN && at_threads() > 1)
+    for (int h = 0; h < heads; h++) {
+        float *sc = scratch + (size_t)h * s_n;
+        for (int t = 0; t < t_n; t++) {
+            const float *qt = q + (size_t)t * ld_q + (size_t)h * hd;
+            const int visible = causal ? (q_pos0 + t + 1 < s_n ? q_pos0 + t + 1 : s_n) : s_n;
+            for (int s = 0; s < visible; s++) sc[s] = K->dot(qt, k + (size_t)s * ld_kv + (size_t)h * hd, hd);
+            at_softmax(sc, visible);
+            float *o = out + (size_t)t * ld_o + (size_t)h * hd;
+            memset(o, 0, sizeof(float) * (size_t)hd);
+            for (int s = 0; s < visible; s++) K->axpy(o, sc[s], v + (size_t)s * ld_kv + (size_t)h * hd, hd);
+            if (probs) {
+                float *p = probs + ((size_t)h * t_n + t) * s_n;
+                memcpy(p, sc, sizeof(float) * (size_t)visible);
+                memset(p + visible, 0, sizeof(float) * (size_t)(s_n - visible));
+            }
+        }
+    }
+}

@@ -1,0 +1,74 @@
+/* engine: the numeric kernels of attend, on plain pointers with explicit sizes.
+ *
+ * Matrices are row-major. A linear layer computes y[n,out] = x[n,in] · Wᵀ + b with W stored
+ * [out,in] (PyTorch's layout) in f32 or f16. Every kernel gives each output element the same
+ * summation order whatever n is, so results never depend on how sentences are batched.
+ *
+ * The kernel set is chosen once from CPUID (at_kernels_init); ATTEND_ISA=generic|avx2|avx512
+ * forces one, so tests can run every path on one machine. Kernels are thread-safe; the big
+ * ones split their outer loop over OpenMP threads when the work is large enough. */
+#ifndef ATTEND_KERNELS_H
+#define ATTEND_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum at_dtype { AT_F32 = 0, AT_F16 = 1 };
+
+typedef struct {
+    const void *data; /* rows x cols elements of dtype, row-major */
+    int dtype;        /* enum at_dtype */
+    int rows, cols;
+} at_matrix;
+
+typedef enum { AT_ACT_SWISH = 0, AT_ACT_RELU, AT_ACT_GELU } at_activation;
+
+/* ISA-specific entry points; fields may be NULL-free generic fallbacks. */
+typedef struct {
+    const char *name;
+    /* y[n,out] = x[n,in] · Wᵀ (+ b if b). */
+    void (*linear)(float *y, const float *x, const at_matrix *w, const float *b, int n);
+    /* dot product of two f32 vectors */
+    float (*dot)(const float *a, const float *b, int n);
+    /* y[i] += a * x[i] */
+    void (*axpy)(float *y, float a, const float *x, int n);
+    /* f16 -> f32 */
+    void (*f16_to_f32)(float *dst, const uint16_t *src, size_t n);
+} at_kernels;
+
+/* Pick the kernels for this CPU (or $ATTEND_ISA). Returns 0, or -1 with a message if
+ * $ATTEND_ISA names an ISA this CPU lacks or that is unknown. Safe to call more than once. */
+int at_kernels_init(char *err, size_t errlen);
+const at_kernels *at_k(void);
+
+/* Generic implementations, also used as the naive reference by tests. */
+extern const at_kernels at_kernels_generic;
+
+/* x[n,d] = LayerNorm(x + r) * g + b, row by row (r may be NULL). */
+void at_add_layernorm(float *x, const float *r, const float *g, const float *b, int n, int d,
+                      float eps);
+/* In-place activation over n values. */
+void at_activate(float *x, size_t n, at_activation act);
+/* In-place softmax over n values; -INFINITY entries get probability 0. */
+void at_softmax(float *x, int n);
+/* Index of the largest value (the first one on ties, like torch.argmax). */
+int at_argmax(const float *x, int n);
+float at_f16_to_f32_1(uint16_t h);
+uint16_t at_f32_to_f16_1(float f);
+
+/* Multi-head attention for one sentence.
+ *   q [t_n, ld_q]   queries of heads side by side (head h at columns h*hd), already scaled
+ *   k, v [s_n, ld_kv] keys and values
+ *   out [t_n, ld_o] head outputs side by side
+ *   causal: query i sees keys 0 .. q_pos0 + i (q_pos0 = position of the first query)
+ *   probs: if not NULL, receives [heads, t_n, s_n] attention probabilities
+ *   scratch: heads * s_n floats (heads run in parallel, one score row each) */
+void at_attention(float *out, int ld_o, const float *q, int ld_q, const float *k,
+                  const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
+                  int q_pos0, float *probs, float *scratch);
+
+/* Threads: 0 = the default (physical cores). */
+void at_set_threads(int n);
+int at_threads(void);
+
+#endif

@@ -1,0 +1,183 @@
+/* The public API (attend.h) over the Marian model. */
+#include "attend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "translate.h"
+
+struct attend_model {
+    marian_model *m;
+    attend_config config;
+};
+
+static const char *activation_name(at_activation a) {
+    return a == AT_ACT_RELU ? "relu" : a == AT_ACT_GELU ? "gelu" : "swish";
+}
+
+attend_params attend_default_params(void) {
+    attend_params p = {0};
+    return p;
+}
+
+attend_model *attend_load(const char *path, char *err, size_t errlen) {
+    if (at_kernels_init(err, errlen)) return NULL;
+    attend_model *am = calloc(1, sizeof *am);
+    if (!am) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    am->m = marian_load(path, err, errlen);
+    if (!am->m) {
+        free(am);
+        return NULL;
+    }
+    const marian_config *c = &am->m->c;
+    attend_config *o = &am->config;
+    o->vocab_size = c->vocab_size;
+    o->decoder_vocab_size = c->decoder_vocab_size;
+    o->d_model = c->d_model;
+    o->encoder_layers = c->enc_layers;
+    o->decoder_layers = c->dec_layers;
+    o->encoder_heads = c->enc_heads;
+    o->decoder_heads = c->dec_heads;
+    o->encoder_ffn_dim = c->enc_ffn;
+    o->decoder_ffn_dim = c->dec_ffn;
+    o->max_position_embeddings = c->max_pos;
+    o->max_length = c->max_length;
+    o->activation = activation_name(c->act);
+    o->scale_embedding = c->scale_embedding;
+    o->shared_embeddings = c->shared_embeddings;
+    o->tied_output = c->tied_output;
+    o->forced_eos = c->forced_eos;
+    o->pad_id = c->pad_id;
+    o->eos_id = c->eos_id;
+    o->unk_id = c->unk_id;
+    o->decoder_start_id = c->start_id;
+    o->dtype = am->m->dtype == AT_F16 ? "f16" : "f32";
+    o->tensor_count = (long long)gguf_tensor_count(am->m->file);
+    o->file_bytes = (long long)gguf_file_size(am->m->file);
+    return am;
+}
+
+void attend_free(attend_model *m) {
+    if (!m) return;
+    marian_free(m->m);
+    free(m);
+}
+
+const attend_config *attend_get_config(const attend_model *m) { return &m->config; }
+
+int attend_verify(const attend_model *m, char *err, size_t errlen) {
+    return marian_verify(m->m, err, errlen);
+}
+
+const char *attend_isa(void) { return at_k()->name; }
+
+void attend_result_free(attend_result *r) {
+    if (!r) return;
+    free(r->text);
+    free(r->src_ids);
+    free(r->tgt_ids);
+    for (int i = 0; r->src_pieces && i < r->n_src; i++) free(r->src_pieces[i]);
+    for (int i = 0; r->tgt_pieces && i < r->n_tgt; i++) free(r->tgt_pieces[i]);
+    free(r->src_pieces);
+    free(r->tgt_pieces);
+    free(r->logprob);
+    free(r->logits);
+    free(r->enc_self);
+    free(r->dec_self);
+    free(r->cross);
+    memset(r, 0, sizeof *r);
+}
+
+int attend_translate(attend_model *am, const char *const *lines, const size_t *lens, int n,
+                     const char *const *targets, const attend_params *p, attend_result *out,
+                     char *err, size_t errlen) {
+    const marian_model *m = am->m;
+    attend_params defaults = attend_default_params();
+    if (!p) p = &defaults;
+    if (n < 0) {
+        snprintf(err, errlen, "negative sentence count");
+        return -1;
+    }
+    if (p->max_length < 0 || p->max_length == 1) {
+        snprintf(err, errlen, "max_length %d: must be 0 (the model's) or at least 2", p->max_length);
+        return -1;
+    }
+    at_set_threads(p->threads);
+    memset(out, 0, sizeof(*out) * (size_t)n);
+    marian_source *src = calloc((size_t)n + 1, sizeof *src);
+    marian_output *res = calloc((size_t)n + 1, sizeof *res);
+    if (!src || !res) {
+        free(src);
+        free(res);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    char inner[256];
+    for (int i = 0; i < n; i++) {
+        size_t len = lens ? lens[i] : strlen(lines[i]);
+        if (marian_encode_text(m, lines[i], len, &out[i].src_ids, &out[i].n_src, &out[i].src_pieces,
+                               &out[i].truncated, inner, sizeof inner)) {
+            snprintf(err, errlen, "line %d: %s", i + 1, inner);
+            goto fail;
+        }
+        src[i].ids = out[i].src_ids;
+        src[i].n = out[i].n_src;
+        if (targets && targets[i]) {
+            int *tids, tn, tt;
+            char **tp;
+            if (marian_encode_target(m, targets[i], strlen(targets[i]), &tids, &tn, &tp, &tt, inner,
+                                     sizeof inner)) {
+                snprintf(err, errlen, "target %d: %s", i + 1, inner);
+                goto fail;
+            }
+            for (int k = 0; k < tn; k++) free(tp[k]);
+            free(tp);
+            src[i].forced = tids;
+            src[i].n_forced = tn;
+        }
+    }
+    marian_opts o = {p->max_length, p->want_logits, p->want_scores, p->want_attention};
+    if (marian_translate_ids(m, src, n, &o, res, err, errlen)) goto fail;
+    for (int i = 0; i < n; i++) {
+        attend_result *r = &out[i];
+        r->n_tgt = res[i].n;
+        r->tgt_ids = res[i].ids;
+        r->logits = res[i].logits;
+        r->logprob = res[i].logprob;
+        r->enc_self = res[i].enc_self;
+        r->dec_self = res[i].dec_self;
+        r->cross = res[i].cross;
+        memset(&res[i], 0, sizeof res[i]);
+        r->text = marian_decode_text(m, r->tgt_ids, r->n_tgt);
+        r->tgt_pieces = calloc((size_t)r->n_tgt + 1, sizeof(char *));
+        if (!r->text || !r->tgt_pieces) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        for (int k = 0; k < r->n_tgt; k++) {
+            const char *pc = vocab_piece(m->tgt_vocab, r->tgt_ids[k]);
+            r->tgt_pieces[k] = strdup(pc ? pc : "");
+            if (!r->tgt_pieces[k]) {
+                snprintf(err, errlen, "out of memory");
+                goto fail;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) free((void *)src[i].forced);
+    free(src);
+    free(res);
+    return 0;
+fail:
+    for (int i = 0; i < n; i++) {
+        free((void *)src[i].forced);
+        marian_output_free(&res[i]);
+        attend_result_free(&out[i]);
+    }
+    free(src);
+    free(res);
+    return -1;
+}

@@ -1,0 +1,88 @@
+/* attend: translate with MarianMT / OPUS-MT checkpoints and see where the model looked.
+ *
+ *   #include <attend.h>
+ *   char err[256];
+ *   attend_model *m = attend_load("opus-mt-de-en.gguf", err, sizeof err);
+ *   if (!m) { fprintf(stderr, "%s\n", err); return 1; }
+ *   attend_params p = attend_default_params();
+ *   const char *lines[] = {"Wo ist der Bahnhof?"};
+ *   attend_result r[1];
+ *   if (attend_translate(m, lines, NULL, 1, NULL, &p, r, err, sizeof err) == 0) {
+ *       puts(r[0].text);
+ *       attend_result_free(&r[0]);
+ *   }
+ *   attend_free(m);
+ *
+ * Thread safety: a loaded model is read-only; attend_translate may run from several threads
+ * on one model. Threads used inside one call: attend_params.threads. Library functions
+ * never print and never exit: failures return a status and a one-line message in err. */
+#ifndef ATTEND_H
+#define ATTEND_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct attend_model attend_model;
+
+typedef struct {
+    int vocab_size, decoder_vocab_size, d_model;
+    int encoder_layers, decoder_layers, encoder_heads, decoder_heads;
+    int encoder_ffn_dim, decoder_ffn_dim, max_position_embeddings, max_length;
+    const char *activation; /* "swish", "relu" or "gelu" */
+    int scale_embedding, shared_embeddings, tied_output, forced_eos;
+    int pad_id, eos_id, unk_id, decoder_start_id;
+    const char *dtype; /* "f32" or "f16" (matrices) */
+    long long tensor_count, file_bytes;
+} attend_config;
+
+typedef struct {
+    int threads;        /* 0 = one per core */
+    int max_length;     /* generation limit counting the start token; 0 = the model's */
+    int want_scores;    /* fill attend_result.logprob */
+    int want_logits;    /* fill attend_result.logits */
+    int want_attention; /* fill the attention matrices */
+} attend_params;
+
+typedef struct {
+    char *text;         /* the translation (UTF-8) */
+    int n_src, n_tgt;   /* source ids (ending in </s>), target ids (ending in </s> unless cut) */
+    int *src_ids, *tgt_ids;
+    char **src_pieces;  /* n_src pieces */
+    char **tgt_pieces;  /* n_tgt pieces */
+    int truncated;      /* the source was cut to max_position_embeddings tokens */
+    float *logprob;     /* [n_tgt] log-probability of each target token (want_scores) */
+    float *logits;      /* [n_tgt, decoder_vocab_size] raw logits (want_logits) */
+    float *enc_self;    /* [encoder_layers, encoder_heads, n_src, n_src] (want_attention) */
+    float *dec_self;    /* [decoder_layers, decoder_heads, n_tgt, n_tgt] */
+    float *cross;       /* [decoder_layers, decoder_heads, n_tgt, n_src] */
+} attend_result;
+
+attend_params attend_default_params(void);
+
+/* Load a .gguf checkpoint, checking every key, tensor, dtype and shape. NULL on failure. */
+attend_model *attend_load(const char *path, char *err, size_t errlen);
+void attend_free(attend_model *m);
+const attend_config *attend_get_config(const attend_model *m);
+
+/* Check every tensor's CRC-32 and that all weights are finite. 0 or -1 with err. */
+int attend_verify(const attend_model *m, char *err, size_t errlen);
+
+/* Translate n lines (lens[i] bytes each, or NUL-terminated when lens is NULL) as one batch.
+ * With targets (n strings or NULL entries), those sentences are force-decoded: their
+ * scores and attention are those of the given translation. out[i] is filled for each line;
+ * free each with attend_result_free. Returns 0, or -1 with err set (nothing to free). */
+int attend_translate(attend_model *m, const char *const *lines, const size_t *lens, int n,
+                     const char *const *targets, const attend_params *p, attend_result *out,
+                     char *err, size_t errlen);
+void attend_result_free(attend_result *r);
+
+/* Which kernel set runs here ("generic", "avx2", "avx512"). */
+const char *attend_isa(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

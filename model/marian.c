@@ -1,0 +1,419 @@
+/* Loading a Marian checkpoint: config from GGUF keys, tensors checked and bound by name. */
+#include "marian.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+static void fail(char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Config */
+
+static int get_int(const gguf_file *f, const char *key, int lo, int hi, int *out, char *err,
+                   size_t errlen) {
+    uint32_t v;
+    if (gguf_get_u32(f, key, &v, err, errlen)) return -1;
+    if (v < (uint32_t)lo || v > (uint32_t)hi) {
+        fail(err, errlen, "key %s: value %u outside %d..%d", key, v, lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int read_config(const gguf_file *f, marian_config *c, char *err, size_t errlen) {
+    gguf_str s;
+    uint32_t version;
+    if (gguf_get_str(f, "general.architecture", &s, err, errlen)) return -1;
+    if (s.len != 6 || memcmp(s.ptr, "marian", 6) != 0) {
+        fail(err, errlen, "key general.architecture: '%.*s' is not 'marian'",
+             (int)(s.len > 40 ? 40 : s.len), s.ptr);
+        return -1;
+    }
+    if (gguf_get_u32(f, "attend.format_version", &version, err, errlen)) return -1;
+    if (version == 0 || version > MARIAN_FORMAT_VERSION) {
+        fail(err, errlen, "attend format version %u; this attend reads versions 1..%d "
+             "(re-export the model or update attend)", version, MARIAN_FORMAT_VERSION);
+        return -1;
+    }
+    const int BIG = 1 << 24;
+    if (get_int(f, "marian.vocab_size", 3, BIG, &c->vocab_size, err, errlen) ||
+        get_int(f, "marian.decoder_vocab_size", 3, BIG, &c->decoder_vocab_size, err, errlen) ||
+        get_int(f, "marian.d_model", 2, 65536, &c->d_model, err, errlen) ||
+        get_int(f, "marian.encoder_layers", 1, 256, &c->enc_layers, err, errlen) ||
+        get_int(f, "marian.decoder_layers", 1, 256, &c->dec_layers, err, errlen) ||
+        get_int(f, "marian.encoder_heads", 1, 1024, &c->enc_heads, err, errlen) ||
+        get_int(f, "marian.decoder_heads", 1, 1024, &c->dec_heads, err, errlen) ||
+        get_int(f, "marian.encoder_ffn_dim", 1, 1 << 20, &c->enc_ffn, err, errlen) ||
+        get_int(f, "marian.decoder_ffn_dim", 1, 1 << 20, &c->dec_ffn, err, errlen) ||
+        get_int(f, "marian.max_position_embeddings", 2, 1 << 16, &c->max_pos, err, errlen) ||
+        get_int(f, "marian.max_length", 2, 1 << 20, &c->max_length, err, errlen) ||
+        gguf_get_bool(f, "marian.scale_embedding", &c->scale_embedding, err, errlen) ||
+        gguf_get_bool(f, "marian.shared_embeddings", &c->shared_embeddings, err, errlen) ||
+        gguf_get_bool(f, "marian.tied_output", &c->tied_output, err, errlen) ||
+        gguf_get_bool(f, "marian.forced_eos", &c->forced_eos, err, errlen) ||
+        gguf_get_f32(f, "marian.layer_norm_eps", &c->eps, err, errlen))
+        return -1;
+    if (c->d_model % 2) {
+        fail(err, errlen, "key marian.d_model: %d is odd", c->d_model);
+        return -1;
+    }
+    if (c->d_model % c->enc_heads || c->d_model % c->dec_heads) {
+        fail(err, errlen, "key marian.encoder_heads/decoder_heads: %d/%d do not divide d_model %d",
+             c->enc_heads, c->dec_heads, c->d_model);
+        return -1;
+    }
+    if (!(c->eps > 0 && c->eps < 1)) {
+        fail(err, errlen, "key marian.layer_norm_eps: %g outside (0, 1)", c->eps);
+        return -1;
+    }
+    if (c->shared_embeddings && c->vocab_size != c->decoder_vocab_size) {
+        fail(err, errlen, "shared embeddings but vocab_size %d != decoder_vocab_size %d",
+             c->vocab_size, c->decoder_vocab_size);
+        return -1;
+    }
+    int vt = c->decoder_vocab_size;
+    if (get_int(f, "marian.pad_id", 0, vt - 1, &c->pad_id, err, errlen) ||
+        get_int(f, "marian.eos_id", 0, vt - 1, &c->eos_id, err, errlen) ||
+        get_int(f, "marian.unk_id", 0, c->vocab_size - 1, &c->unk_id, err, errlen) ||
+        get_int(f, "marian.decoder_start_id", 0, vt - 1, &c->start_id, err, errlen))
+        return -1;
+    if (c->eos_id >= c->vocab_size) {
+        fail(err, errlen, "key marian.eos_id: %d outside the source vocabulary", c->eos_id);
+        return -1;
+    }
+    if (c->pad_id == c->eos_id) {
+        fail(err, errlen, "key marian.pad_id: equals eos_id %d", c->eos_id);
+        return -1;
+    }
+    if (gguf_get_str(f, "marian.activation", &s, err, errlen)) return -1;
+    if (s.len == 5 && !memcmp(s.ptr, "swish", 5)) c->act = AT_ACT_SWISH;
+    else if (s.len == 4 && !memcmp(s.ptr, "relu", 4)) c->act = AT_ACT_RELU;
+    else if (s.len == 4 && !memcmp(s.ptr, "gelu", 4)) c->act = AT_ACT_GELU;
+    else {
+        fail(err, errlen, "key marian.activation: '%.*s' not supported (swish, relu, gelu)",
+             (int)(s.len > 40 ? 40 : s.len), s.ptr);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Tensors */
+
+typedef struct {
+    const gguf_file *f;
+    char *err;
+    size_t errlen;
+    int n_bound;
+    int any_f16;
+} binder;
+
+/* Find tensor `name` with shape [rows, cols] (cols = 0: a vector of rows). */
+static const gguf_tensor *find(binder *b, const char *name, int rows, int cols) {
+    const gguf_tensor *t = gguf_find_tensor(b->f, name);
+    if (!t) {
+        fail(b->err, b->errlen, "tensor %s: missing", name);
+        return NULL;
+    }
+    int want_dims = cols ? 2 : 1;
+    if ((int)t->n_dims != want_dims || (cols ? (t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows)
+                                            : t->ne[0] != (uint64_t)rows)) {
+        char got[96];
+        if (t->n_dims == 1) snprintf(got, sizeof got, "[%llu]", (unsigned long long)t->ne[0]);
+        else snprintf(got, sizeof got, "[%llu, %llu%s]", (unsigned long long)t->ne[t->n_dims - 1],
+                      (unsigned long long)t->ne[t->n_dims - 2], t->n_dims > 2 ? ", ..." : "");
+        if (cols) fail(b->err, b->errlen, "tensor %s: shape %s, expected [%d, %d]", name, got, rows, cols);
+        else fail(b->err, b->errlen, "tensor %s: shape %s, expected [%d]", name, got, rows);
+        return NULL;
+    }
+    b->n_bound++;
+    return t;
+}
+
+static int bind_matrix(binder *b, at_matrix *m, const char *name, int rows, int cols) {
+    const gguf_tensor *t = find(b, name, rows, cols);
+    if (!t) return -1;
+    if (t->type != GGUF_T_F32 && t->type != GGUF_T_F16) {
+        fail(b->err, b->errlen, "tensor %s: dtype %s, expected f32 or f16", name,
+             gguf_tensor_type_name(t->type));
+        return -1;
+    }
+    m->data = t->data;
+    m->dtype = t->type == GGUF_T_F16 ? AT_F16 : AT_F32;
+    m->rows = rows;
+    m->cols = cols;
+    if (m->dtype == AT_F16) b->any_f16 = 1;
+    return 0;
+}
+
+static int bind_vector(binder *b, const float **v, const char *name, int n) {
+    const gguf_tensor *t = find(b, name, n, 0);
+    if (!t) return -1;
+    if (t->type != GGUF_T_F32) {
+        fail(b->err, b->errlen, "tensor %s: dtype %s, expected f32", name,
+             gguf_tensor_type_name(t->type));
+        return -1;
+    }
+    *v = t->data;
+    return 0;
+}
+
+static int bind_linear(binder *b, linear *l, const char *prefix, int out, int in) {
+    char name[128];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    if (bind_matrix(b, &l->w, name, out, in)) return -1;
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    return bind_vector(b, &l->b, name, out);
+}
+
+static int bind_norm(binder *b, norm *n, const char *prefix, int d) {
+    char name[128];
+    snprintf(name, sizeof name, "%s.weight", prefix);
+    if (bind_vector(b, &n->g, name, d)) return -1;
+    snprintf(name, sizeof name, "%s.bias", prefix);
+    return bind_vector(b, &n->b, name, d);
+}
+
+static int bind_attn(binder *b, attn_weights *a, const char *prefix, int d) {
+    char name[128];
+    const char *parts[4] = {"q", "k", "v", "o"};
+    linear *dst[4] = {&a->q, &a->k, &a->v, &a->o};
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof name, "%s.%s", prefix, parts[i]);
+        if (bind_linear(b, dst[i], name, d, d)) return -1;
+    }
+    return 0;
+}
+
+static int bind_all(marian_model *m, binder *b) {
+    const marian_config *c = &m->c;
+    const int d = c->d_model;
+    char p[96];
+    if (bind_matrix(b, &m->enc_embed, "enc.embed.weight", c->vocab_size, d)) return -1;
+    if (c->shared_embeddings) m->dec_embed = m->enc_embed;
+    else if (bind_matrix(b, &m->dec_embed, "dec.embed.weight", c->decoder_vocab_size, d)) return -1;
+    if (c->tied_output) m->out_proj = m->dec_embed;
+    else if (bind_matrix(b, &m->out_proj, "lm_head.weight", c->decoder_vocab_size, d)) return -1;
+    if (bind_vector(b, &m->final_logits_bias, "final_logits_bias", c->decoder_vocab_size)) return -1;
+    m->enc = calloc((size_t)c->enc_layers, sizeof(enc_layer));
+    m->dec = calloc((size_t)c->dec_layers, sizeof(dec_layer));
+    if (!m->enc || !m->dec) {
+        fail(b->err, b->errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < c->enc_layers; i++) {
+        enc_layer *L = &m->enc[i];
+        snprintf(p, sizeof p, "enc.%d.self_attn", i);
+        if (bind_attn(b, &L->self_attn, p, d)) return -1;
+        snprintf(p, sizeof p, "enc.%d.self_attn_norm", i);
+        if (bind_norm(b, &L->self_attn_norm, p, d)) return -1;
+        snprintf(p, sizeof p, "enc.%d.ffn.fc1", i);
+        if (bind_linear(b, &L->fc1, p, c->enc_ffn, d)) return -1;
+        snprintf(p, sizeof p, "enc.%d.ffn.fc2", i);
+        if (bind_linear(b, &L->fc2, p, d, c->enc_ffn)) return -1;
+        snprintf(p, sizeof p, "enc.%d.ffn_norm", i);
+        if (bind_norm(b, &L->ffn_norm, p, d)) return -1;
+    }
+    for (int i = 0; i < c->dec_layers; i++) {
+        dec_layer *L = &m->dec[i];
+        snprintf(p, sizeof p, "dec.%d.self_attn", i);
+        if (bind_attn(b, &L->self_attn, p, d)) return -1;
+        snprintf(p, sizeof p, "dec.%d.self_attn_norm", i);
+        if (bind_norm(b, &L->self_attn_norm, p, d)) return -1;
+        snprintf(p, sizeof p, "dec.%d.cross_attn", i);
+        if (bind_attn(b, &L->cross_attn, p, d)) return -1;
+        snprintf(p, sizeof p, "dec.%d.cross_attn_norm", i);
+        if (bind_norm(b, &L->cross_attn_norm, p, d)) return -1;
+        snprintf(p, sizeof p, "dec.%d.ffn.fc1", i);
+        if (bind_linear(b, &L->fc1, p, c->dec_ffn, d)) return -1;
+        snprintf(p, sizeof p, "dec.%d.ffn.fc2", i);
+        if (bind_linear(b, &L->fc2, p, d, c->dec_ffn)) return -1;
+        snprintf(p, sizeof p, "dec.%d.ffn_norm", i);
+        if (bind_norm(b, &L->ffn_norm, p, d)) return -1;
+    }
+    if ((uint64_t)b->n_bound != gguf_tensor_count(b->f)) {
+        /* name the first tensor nobody asked for */
+        for (uint64_t i = 0; i < gguf_tensor_count(b->f); i++) {
+            const char *nm = gguf_tensor_at(b->f, i)->name;
+            int known = 0;
+            /* cheap re-check: a tensor is known if binding it again by name would succeed,
+             * which we approximate by the fixed name patterns */
+            int layer;
+            char rest[64];
+            if (!strcmp(nm, "enc.embed.weight") || !strcmp(nm, "final_logits_bias") ||
+                (!c->shared_embeddings && !strcmp(nm, "dec.embed.weight")) ||
+                (!c->tied_output && !strcmp(nm, "lm_head.weight")))
+                known = 1;
+            else if (sscanf(nm, "enc.%d.%63s", &layer, rest) == 2 && layer >= 0 && layer < c->enc_layers)
+                known = 1;
+            else if (sscanf(nm, "dec.%d.%63s", &layer, rest) == 2 && layer >= 0 && layer < c->dec_layers)
+                known = 1;
+            if (!known) {
+                fail(b->err, b->errlen, "tensor %s: not part of this model's configuration", nm);
+                return -1;
+            }
+        }
+        fail(b->err, b->errlen, "file holds %llu tensors, the configuration uses %d",
+             (unsigned long long)gguf_tensor_count(b->f), b->n_bound);
+        return -1;
+    }
+    m->dtype = b->any_f16 ? AT_F16 : AT_F32;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Tokenizer parts */
+
+static vocab *load_vocab(const gguf_file *f, const char *key, int n, char *err, size_t errlen) {
+    const gguf_kv *kv = gguf_get_array(f, key, GGUF_STRING, err, errlen);
+    if (!kv) return NULL;
+    if (kv->count != (uint64_t)n) {
+        fail(err, errlen, "key %s: %llu pieces, the model has %d ids", key,
+             (unsigned long long)kv->count, n);
+        return NULL;
+    }
+    const char **pieces = malloc(sizeof(char *) * (size_t)n);
+    uint64_t *lens = malloc(sizeof(uint64_t) * (size_t)n);
+    vocab *v = NULL;
+    if (!pieces || !lens) {
+        fail(err, errlen, "out of memory");
+    } else {
+        for (int i = 0; i < n; i++) {
+            pieces[i] = kv->strings[i].ptr;
+            lens[i] = kv->strings[i].len;
+        }
+        v = vocab_new(pieces, lens, n, err, errlen);
+    }
+    free(pieces);
+    free(lens);
+    return v;
+}
+
+static spm_model *load_spm(const gguf_file *f, const char *key, char *err, size_t errlen) {
+    const gguf_kv *kv = gguf_get_array(f, key, GGUF_U8, err, errlen);
+    if (!kv) return NULL;
+    char inner[200];
+    spm_model *sp = spm_load(kv->data, kv->count, inner, sizeof inner);
+    if (!sp) fail(err, errlen, "key %s: %s", key, inner);
+    return sp;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Load / free / verify */
+
+static float *make_positions(int n_pos, int d) {
+    float *p = malloc(sizeof(float) * (size_t)n_pos * d);
+    if (!p) return NULL;
+    const int half = d / 2;
+    for (int pos = 0; pos < n_pos; pos++)
+        for (int j = 0; j < d; j++) {
+            /* column j has angle pos / 10000^(2*(j//2)/d); even columns' sines fill the
+             * first half, odd columns' cosines the second half (HF Marian) */
+            double angle = pos / pow(10000.0, 2.0 * (j / 2) / d);
+            if (j % 2 == 0) p[(size_t)pos * d + j / 2] = (float)sin(angle);
+            else p[(size_t)pos * d + half + j / 2] = (float)cos(angle);
+        }
+    return p;
+}
+
+marian_model *marian_load(const char *path, char *err, size_t errlen) {
+    marian_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        fail(err, errlen, "out of memory");
+        return NULL;
+    }
+    m->file = gguf_open(path, err, errlen);
+    if (!m->file || read_config(m->file, &m->c, err, errlen)) goto fail;
+    binder b = {m->file, err, errlen, 0, 0};
+    if (bind_all(m, &b)) goto fail;
+    const gguf_kv *crc = gguf_get_array(m->file, "attend.tensor_crc32", GGUF_U32, err, errlen);
+    if (!crc) goto fail;
+    if (crc->count != gguf_tensor_count(m->file)) {
+        fail(err, errlen, "key attend.tensor_crc32: %llu entries for %llu tensors",
+             (unsigned long long)crc->count, (unsigned long long)gguf_tensor_count(m->file));
+        goto fail;
+    }
+    m->src_vocab = load_vocab(m->file, "tokenizer.source_pieces", m->c.vocab_size, err, errlen);
+    if (!m->src_vocab) goto fail;
+    m->tgt_vocab = load_vocab(m->file, "tokenizer.target_pieces", m->c.decoder_vocab_size, err, errlen);
+    if (!m->tgt_vocab) goto fail;
+    m->src_spm = load_spm(m->file, "tokenizer.source_spm", err, errlen);
+    if (!m->src_spm) goto fail;
+    m->tgt_spm = load_spm(m->file, "tokenizer.target_spm", err, errlen);
+    if (!m->tgt_spm) goto fail;
+    m->positions = make_positions(m->c.max_pos, m->c.d_model);
+    if (!m->positions) {
+        fail(err, errlen, "out of memory");
+        goto fail;
+    }
+    return m;
+fail:
+    marian_free(m);
+    return NULL;
+}
+
+void marian_free(marian_model *m) {
+    if (!m) return;
+    spm_free(m->src_spm);
+    spm_free(m->tgt_spm);
+    vocab_free(m->src_vocab);
+    vocab_free(m->tgt_vocab);
+    free(m->positions);
+    free(m->enc);
+    free(m->dec);
+    gguf_close(m->file);
+    free(m);
+}
+
+int marian_verify(const marian_model *m, char *err, size_t errlen) {
+    const gguf_kv *crc = gguf_get_array(m->file, "attend.tensor_crc32", GGUF_U32, err, errlen);
+    if (!crc) return -1;
+    for (uint64_t i = 0; i < gguf_tensor_count(m->file); i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->file, i);
+        uint32_t want, got = (uint32_t)crc32(0L, Z_NULL, 0);
+        memcpy(&want, crc->data + 4 * i, 4);
+        const uint8_t *p = t->data;
+        for (uint64_t left = t->nbytes; left;) { /* zlib takes uInt lengths */
+            uInt n = left > (1u << 30) ? (1u << 30) : (uInt)left;
+            got = (uint32_t)crc32(got, p, n);
+            p += n;
+            left -= n;
+        }
+        if (got != want) {
+            fail(err, errlen, "tensor %s: CRC-32 %08x, file says %08x (corrupted data)", t->name,
+                 got, want);
+            return -1;
+        }
+        if (t->type == GGUF_T_F32) { /* NaN/Inf weights would poison every translation */
+            const float *v = t->data;
+            for (uint64_t j = 0; j < t->nbytes / 4; j++) {
+                float x;
+                memcpy(&x, v + j, 4);
+                if (!isfinite(x)) {
+                    fail(err, errlen, "tensor %s: element %llu is not finite", t->name,
+                         (unsigned long long)j);
+                    return -1;
+                }
+            }
+        } else if (t->type == GGUF_T_F16) {
+            const uint16_t *v = t->data;
+            for (uint64_t j = 0; j < t->nbytes / 2; j++)
+                if ((v[j] & 0x7c00) == 0x7c00) {
+                    fail(err, errlen, "tensor %s: element %llu is not finite", t->name,
+                         (unsigned long long)j);
+                    return -1;
+                }
+        }
+    }
+    return 0;
+}

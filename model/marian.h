@@ -1,0 +1,74 @@
+/* marian: the MarianMT transformer (weights, tokenizer, forward passes, greedy decoding).
+ * Internal to libattend; the public API is attend.h. */
+#ifndef ATTEND_MARIAN_H
+#define ATTEND_MARIAN_H
+
+#include <stddef.h>
+
+#include "../engine/kernels.h"
+#include "../tokenizer/spm.h"
+#include "../tokenizer/vocab.h"
+#include "../weights/gguf.h"
+
+#define MARIAN_FORMAT_VERSION 1
+
+typedef struct {
+    int vocab_size, decoder_vocab_size, d_model;
+    int enc_layers, dec_layers, enc_heads, dec_heads, enc_ffn, dec_ffn, max_pos;
+    at_activation act;
+    int scale_embedding, shared_embeddings, tied_output, forced_eos;
+    float eps;
+    int pad_id, eos_id, unk_id, start_id, max_length;
+} marian_config;
+
+typedef struct {
+    at_matrix w;
+    const float *b;
+} linear;
+
+typedef struct {
+    const float *g, *b;
+} norm;
+
+typedef struct {
+    linear q, k, v, o;
+} attn_weights;
+
+typedef struct {
+    attn_weights self_attn;
+    norm self_attn_norm;
+    linear fc1, fc2;
+    norm ffn_norm;
+} enc_layer;
+
+typedef struct {
+    attn_weights self_attn;
+    norm self_attn_norm;
+    attn_weights cross_attn;
+    norm cross_attn_norm;
+    linear fc1, fc2;
+    norm ffn_norm;
+} dec_layer;
+
+typedef struct marian_model {
+    marian_config c;
+    gguf_file *file;
+    int dtype; /* of the matrices: AT_F32 or AT_F16 (mixed files report AT_F16) */
+    at_matrix enc_embed, dec_embed, out_proj;
+    const float *final_logits_bias;
+    enc_layer *enc;
+    dec_layer *dec;
+    float *positions; /* [max_pos, d] sinusoids */
+    spm_model *src_spm, *tgt_spm;
+    vocab *src_vocab, *tgt_vocab;
+} marian_model;
+
+/* Load and check a checkpoint: every key, tensor name, dtype and shape against the config.
+ * Returns NULL with a one-line message in err. */
+marian_model *marian_load(const char *path, char *err, size_t errlen);
+void marian_free(marian_model *m);
+
+/* Check the CRC-32 of every tensor. Returns 0, or -1 naming the first bad tensor. */
+int marian_verify(const marian_model *m, char *err, size_t errlen);
+
+#endif

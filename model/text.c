@@ -1,0 +1,203 @@
+/* Text <-> ids, as transformers' MarianTokenizer does it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "translate.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Source side */
+
+/* HF removes every match of the regex >>.+<< (greedy: from the first ">>" to the last "<<"
+ * at least one character later) and keeps the match as a piece when it starts the text. */
+static void find_language_code(const char *text, size_t len, size_t *start, size_t *end) {
+    *start = *end = 0;
+    size_t i = 0, j = 0;
+    int have_i = 0, have_j = 0;
+    for (size_t k = 0; k + 1 < len; k++) {
+        if (!have_i && text[k] == '>' && text[k + 1] == '>') { i = k; have_i = 1; }
+        if (text[k] == '<' && text[k + 1] == '<') { j = k; have_j = 1; }
+    }
+    if (!have_i || !have_j || j < i + 3) return;
+    for (size_t k = i; k < j + 2; k++) /* '.' does not match a newline */
+        if (text[k] == '\n') return;
+    *start = i;
+    *end = j + 2;
+}
+
+static int encode_side(const marian_model *m, int target, const char *text, size_t len,
+                       int **ids_out, int *n_out, char ***pieces_out, int *truncated, char *err,
+                       size_t errlen) {
+    const spm_model *spm = target ? m->tgt_spm : m->src_spm;
+    const vocab *voc = target ? m->tgt_vocab : m->src_vocab;
+    size_t cs = 0, ce = 0;
+    if (!target) find_language_code(text, len, &cs, &ce);
+    char *rest = malloc(len + 1);
+    if (!rest) goto oom0;
+    memcpy(rest, text, cs);
+    memcpy(rest + cs, text + ce, len - ce);
+    size_t rest_len = len - (ce - cs);
+    rest[rest_len] = 0;
+    spm_pieces sp;
+    if (spm_encode(spm, rest, rest_len, &sp, err, errlen)) {
+        free(rest);
+        return -1;
+    }
+    free(rest);
+    const int has_code = ce > cs && cs == 0;
+    int n = sp.n + has_code + 1;
+    *truncated = 0;
+    if (n > m->c.max_pos) { /* keep the first pieces and the closing </s> */
+        n = m->c.max_pos;
+        *truncated = 1;
+    }
+    int *ids = malloc(sizeof(int) * (size_t)n);
+    char **pieces = pieces_out ? calloc((size_t)n + 1, sizeof(char *)) : NULL;
+    if (!ids || (pieces_out && !pieces)) {
+        free(ids);
+        free(pieces);
+        spm_pieces_free(&sp);
+        goto oom0;
+    }
+    for (int k = 0; k < n - 1; k++) {
+        const char *p = has_code && k == 0 ? NULL : sp.piece[k - has_code];
+        size_t plen = p ? strlen(p) : ce - cs;
+        if (!p) p = text;
+        int id = vocab_id(voc, p, plen);
+        ids[k] = id >= 0 ? id : m->c.unk_id;
+        if (pieces) pieces[k] = strndup(p, plen);
+    }
+    ids[n - 1] = m->c.eos_id;
+    if (pieces) pieces[n - 1] = strdup(vocab_piece(voc, m->c.eos_id));
+    spm_pieces_free(&sp);
+    if (pieces)
+        for (int k = 0; k < n; k++)
+            if (!pieces[k]) {
+                for (int j = 0; j < n; j++) free(pieces[j]);
+                free(pieces);
+                free(ids);
+                goto oom0;
+            }
+    *ids_out = ids;
+    *n_out = n;
+    if (pieces_out) *pieces_out = pieces;
+    return 0;
+oom0:
+    snprintf(err, errlen, "out of memory tokenizing a %zu-byte line", len);
+    return -1;
+}
+
+int marian_encode_text(const marian_model *m, const char *text, size_t len, int **ids, int *n,
+                       char ***pieces, int *truncated, char *err, size_t errlen) {
+    return encode_side(m, 0, text, len, ids, n, pieces, truncated, err, errlen);
+}
+
+int marian_encode_target(const marian_model *m, const char *text, size_t len, int **ids, int *n,
+                         char ***pieces, int *truncated, char *err, size_t errlen) {
+    return encode_side(m, 1, text, len, ids, n, pieces, truncated, err, errlen);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Target side */
+
+typedef struct {
+    char *s;
+    size_t n, cap;
+} strbuf;
+
+static int sb_add(strbuf *b, const char *s, size_t n) {
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->n + n + 1) cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p) return -1;
+        b->s = p;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+    return 0;
+}
+
+/* Decode the collected pieces with the target model and append. */
+static int flush_pieces(const marian_model *m, strbuf *out, const char **cur, int *n_cur) {
+    if (!*n_cur) return 0;
+    char *t = spm_decode(m->tgt_spm, cur, *n_cur);
+    *n_cur = 0;
+    if (!t) return -1;
+    int rc = sb_add(out, t, strlen(t));
+    free(t);
+    return rc;
+}
+
+/* Length of the Python-whitespace character at s (0 if none): str.strip() removes these. */
+static size_t space_len(const unsigned char *s, size_t n) {
+    if (n >= 1 && ((s[0] >= 9 && s[0] <= 13) || s[0] == ' ' || (s[0] >= 0x1c && s[0] <= 0x1f))) return 1;
+    if (n >= 2 && s[0] == 0xc2 && (s[1] == 0x85 || s[1] == 0xa0)) return 2;
+    if (n >= 3 && s[0] == 0xe1 && s[1] == 0x9a && s[2] == 0x80) return 3;
+    if (n >= 3 && s[0] == 0xe2 && s[1] == 0x80 && (s[2] <= 0x8a || s[2] == 0xa8 || s[2] == 0xa9 || s[2] == 0xaf)) return 3;
+    if (n >= 3 && s[0] == 0xe2 && s[1] == 0x81 && s[2] == 0x9f) return 3;
+    if (n >= 3 && s[0] == 0xe3 && s[1] == 0x80 && s[2] == 0x80) return 3;
+    return 0;
+}
+
+/* Replace every occurrence of `from` by `to` (to no longer than from), in place. */
+static void replace_all(char *s, const char *from, const char *to) {
+    size_t fl = strlen(from), tl = strlen(to);
+    char *r = s, *w = s;
+    while (*r) {
+        if (strncmp(r, from, fl) == 0) {
+            memcpy(w, to, tl);
+            w += tl;
+            r += fl;
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = 0;
+}
+
+char *marian_decode_text(const marian_model *m, const int *ids, int n) {
+    const marian_config *c = &m->c;
+    strbuf out = {0};
+    const char **cur = malloc(sizeof(char *) * (size_t)(n + 1));
+    int n_cur = 0;
+    if (!cur || sb_add(&out, "", 0)) goto oom;
+    for (int i = 0; i < n; i++) {
+        int id = ids[i];
+        if (id == c->eos_id || id == c->pad_id || id == c->unk_id) continue;
+        const char *p = vocab_piece(m->tgt_vocab, id);
+        if (!p || !*p) { /* an id without a piece reads as <unk>, a special token */
+            if (flush_pieces(m, &out, cur, &n_cur) || sb_add(&out, "<unk> ", 6)) goto oom;
+            continue;
+        }
+        cur[n_cur++] = p;
+    }
+    if (flush_pieces(m, &out, cur, &n_cur)) goto oom;
+    free(cur);
+    cur = NULL;
+    replace_all(out.s, "\xe2\x96\x81", " "); /* any ▁ the decoder left */
+    /* strip */
+    size_t a = 0, b = out.n, k;
+    while (a < b && (k = space_len((unsigned char *)out.s + a, b - a))) a += k;
+    for (;;) { /* trailing: test each possible character start */
+        size_t found = 0;
+        for (size_t w = 1; w <= 3 && w <= b - a; w++)
+            if (space_len((unsigned char *)out.s + b - w, w) == w) { found = w; break; }
+        if (!found) break;
+        b -= found;
+    }
+    memmove(out.s, out.s + a, b - a);
+    out.s[b - a] = 0;
+    /* HF's clean_up_tokenization */
+    static const char *const pairs[][2] = {
+        {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+        {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+    for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) replace_all(out.s, pairs[i][0], pairs[i][1]);
+    return out.s;
+oom:
+    free(cur);
+    free(out.s);
+    return NULL;
+}

@@ -1,0 +1,56 @@
+/* translate: the encoder, the decoder with its caches, and greedy decoding over a batch.
+ *
+ * Sentences of a batch are packed one after another (no padding), the weights are read once
+ * per step for all of them, and finished sentences leave the batch. Each sentence's numbers
+ * are computed exactly as if it were alone, so results never depend on batch composition. */
+#ifndef ATTEND_TRANSLATE_H
+#define ATTEND_TRANSLATE_H
+
+#include "marian.h"
+
+typedef struct {
+    const int *ids; /* source ids, ending in </s>; at most max_position_embeddings */
+    int n;
+    const int *forced; /* if not NULL: decode exactly these target ids (teacher forcing) */
+    int n_forced;
+} marian_source;
+
+typedef struct {
+    int max_length;     /* generation limit counting the start token; 0 = the model's */
+    int want_logits;    /* keep raw logits of every step */
+    int want_scores;    /* keep log-probability of every chosen token */
+    int want_attention; /* keep every attention probability matrix */
+} marian_opts;
+
+typedef struct {
+    int *ids; /* generated ids, ending in </s> unless cut by max_length without forced EOS */
+    int n;
+    float *logits;   /* [n, decoder_vocab_size] raw logits (want_logits) */
+    float *logprob;  /* [n] log-softmax of the chosen token (want_scores) */
+    float *enc_self; /* [enc_layers, enc_heads, S, S] (want_attention) */
+    float *dec_self; /* [dec_layers, dec_heads, n, n], zero above the diagonal */
+    float *cross;    /* [dec_layers, dec_heads, n, S] */
+} marian_output;
+
+/* Translate n sources. out[i] receives sentence i's results (free with marian_output_free).
+ * Returns 0, or -1 with err set (only for out-of-memory or invalid arguments). */
+int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
+                         const marian_opts *opts, marian_output *out, char *err, size_t errlen);
+void marian_output_free(marian_output *o);
+
+/* The effective generation limit for opts (counts the start token). */
+int marian_max_length(const marian_model *m, const marian_opts *opts);
+
+/* Text side. Source text -> ids (pieces mapped through the vocabulary, unknown -> <unk>,
+ * </s> appended, a leading >>xx<< code kept whole), cut to max_position_embeddings with
+ * *truncated set. pieces (optional) receives the source pieces, "</s>" last. */
+int marian_encode_text(const marian_model *m, const char *text, size_t len, int **ids, int *n,
+                       char ***pieces, int *truncated, char *err, size_t errlen);
+/* A given translation -> target ids (target model and vocabulary, </s> appended), for
+ * forced decoding. */
+int marian_encode_target(const marian_model *m, const char *text, size_t len, int **ids, int *n,
+                         char ***pieces, int *truncated, char *err, size_t errlen);
+/* Target ids -> text, as HF's decode(skip_special_tokens=True) with its default clean-up. */
+char *marian_decode_text(const marian_model *m, const int *ids, int n);
+
+#endif
