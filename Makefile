@@ -14,7 +14,7 @@ LDLIBS  = -fopenmp -lsentencepiece -lz -lm
 LIB_C   = engine/kernels.c engine/isa.c weights/gguf.c tokenizer/vocab.c \
           model/marian.c model/translate.c model/text.c model/api.c
 LIB_CXX = tokenizer/spm.cc
-CLI_C   = tools/attend.c tools/npz.c
+CLI_C   = tools/attend.c tools/cli.c tools/cmd_translate.c tools/cmd_info.c tools/npz.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o)
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h tools/*.h)

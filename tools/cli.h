@@ -1,0 +1,22 @@
+/* cli: what the attend subcommands share (model lookup, number parsing, exit statuses). */
+#ifndef ATTEND_CLI_H
+#define ATTEND_CLI_H
+
+#include <stddef.h>
+
+#include "../model/attend.h"
+
+/* Exit statuses (documented in README.md). */
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_IO = 4 };
+
+/* Load -m's model (path may be NULL: $ATTEND_MODEL, else the shipped model next to the
+ * binary); on failure print one line and exit with EXIT_USAGE or EXIT_MODEL. */
+attend_model *cli_load_model(const char *path);
+/* Parse an integer option value in lo..hi, or print one line and exit with EXIT_USAGE. */
+int cli_parse_int(const char *opt, const char *s, int lo, int hi);
+
+int cmd_translate(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+
+#endif

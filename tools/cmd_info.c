@@ -1,0 +1,63 @@
+/* attend info and attend verify. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+/* ---------------------------------------------------------------------------------------
+ * info, verify */
+
+int cmd_info(int argc, char **argv) {
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("usage: attend info [MODEL.gguf]\n\nPrint the model's configuration, vocabulary sizes, "
+               "tensor count, dtype and size.\n");
+        return EXIT_OK;
+    }
+    if (argc > 2) {
+        fprintf(stderr, "attend info: one model at a time (see --help)\n");
+        return EXIT_USAGE;
+    }
+    attend_model *m = cli_load_model(argc > 1 ? argv[1] : NULL);
+    const attend_config *c = attend_get_config(m);
+    printf("architecture        marian\n");
+    printf("dtype               %s\n", c->dtype);
+    printf("file size           %lld bytes (%.1f MiB)\n", c->file_bytes, c->file_bytes / 1048576.0);
+    printf("tensors             %lld\n", c->tensor_count);
+    printf("d_model             %d\n", c->d_model);
+    printf("encoder             %d layers, %d heads, ffn %d\n", c->encoder_layers, c->encoder_heads, c->encoder_ffn_dim);
+    printf("decoder             %d layers, %d heads, ffn %d\n", c->decoder_layers, c->decoder_heads, c->decoder_ffn_dim);
+    printf("activation          %s\n", c->activation);
+    printf("source vocabulary   %d\n", c->vocab_size);
+    printf("target vocabulary   %d\n", c->decoder_vocab_size);
+    printf("shared embeddings   %s\n", c->shared_embeddings ? "yes" : "no");
+    printf("tied output         %s\n", c->tied_output ? "yes" : "no");
+    printf("scale embedding     %s\n", c->scale_embedding ? "yes" : "no");
+    printf("max positions       %d\n", c->max_position_embeddings);
+    printf("max length          %d (forced </s>: %s)\n", c->max_length, c->forced_eos ? "yes" : "no");
+    printf("special ids         eos %d, unk %d, pad %d, decoder start %d\n", c->eos_id, c->unk_id, c->pad_id,
+           c->decoder_start_id);
+    printf("kernels             %s\n", attend_isa());
+    attend_free(m);
+    return EXIT_OK;
+}
+
+int cmd_verify(int argc, char **argv) {
+    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+        printf("usage: attend verify [MODEL.gguf]\n\nCheck the file structure, every tensor's CRC-32, "
+               "and that every weight is finite.\n");
+        return EXIT_OK;
+    }
+    if (argc > 2) {
+        fprintf(stderr, "attend verify: one model at a time (see --help)\n");
+        return EXIT_USAGE;
+    }
+    attend_model *m = cli_load_model(argc > 1 ? argv[1] : NULL);
+    char err[512];
+    int rc = attend_verify(m, err, sizeof err);
+    const attend_config *c = attend_get_config(m);
+    if (rc) fprintf(stderr, "attend: %s: %s\n", argc > 1 ? argv[1] : "model", err);
+    else printf("ok: %lld tensors, CRC-32 and values checked\n", c->tensor_count);
+    attend_free(m);
+    return rc ? EXIT_MODEL : EXIT_OK;
+}
+

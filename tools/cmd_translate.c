@@ -1,0 +1,312 @@
+/* attend translate: one line in, one line out, in order, flushed as soon as ready. */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "npz.h"
+
+#define DEFAULT_BATCH 32
+
+/* ---------------------------------------------------------------------------------------
+ * Reading lines: our own buffer on fd 0, so we know which lines are already here and can
+ * batch them without waiting for more (interactive use stays one line in, one line out). */
+
+typedef struct {
+    int fd;
+    char *buf;
+    size_t len, cap, start;
+    int eof;
+} line_reader;
+
+/* Pull more bytes. Returns 1 if some arrived, 0 at end of input, -1 on error. */
+static int reader_fill(line_reader *r) {
+    if (r->start > 0) {
+        memmove(r->buf, r->buf + r->start, r->len - r->start);
+        r->len -= r->start;
+        r->start = 0;
+    }
+    if (r->len + 65536 > r->cap) {
+        size_t cap = r->cap ? r->cap * 2 : 1 << 17;
+        char *p = realloc(r->buf, cap);
+        if (!p) return -1;
+        r->buf = p;
+        r->cap = cap;
+    }
+    for (;;) {
+        ssize_t k = read(r->fd, r->buf + r->len, r->cap - r->len);
+        if (k < 0 && errno == EINTR) continue;
+        if (k < 0) return -1;
+        if (k == 0) {
+            r->eof = 1;
+            return 0;
+        }
+        r->len += (size_t)k;
+        return 1;
+    }
+}
+
+/* A complete line already buffered? Sets line and length (without \n or \r\n). */
+static int reader_take(line_reader *r, char **line, size_t *n) {
+    char *nl = memchr(r->buf + r->start, '\n', r->len - r->start);
+    if (!nl && !(r->eof && r->len > r->start)) return 0;
+    char *s = r->buf + r->start;
+    size_t l = nl ? (size_t)(nl - s) : r->len - r->start;
+    r->start += l + (nl ? 1 : 0);
+    if (l && s[l - 1] == '\r') l--;
+    *line = s;
+    *n = l;
+    return 1;
+}
+
+static int input_waiting(int fd) {
+    struct pollfd p = {fd, POLLIN, 0};
+    return poll(&p, 1, 0) > 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * translate */
+
+static void usage_translate(FILE *f) {
+    fprintf(f,
+            "usage: attend translate [-m MODEL.gguf] [options] [TEXT ...]\n"
+            "\n"
+            "Translate each TEXT argument, or else each line of standard input: exactly one\n"
+            "output line per input line, in order, flushed as soon as it is ready.\n"
+            "\n"
+            "options:\n"
+            "  -m, --model FILE        checkpoint (default: $ATTEND_MODEL, else the shipped\n"
+            "                          models/de-en.gguf next to the binary)\n"
+            "  -t, --threads N         threads (default: one per core)\n"
+            "  -b, --batch-size N      sentences translated together (default %d)\n"
+            "      --max-length N      generation limit counting the start token\n"
+            "                          (default: the model's max_length)\n"
+            "      --dump-attention F  write every attention matrix, ids and pieces to the\n"
+            "                          NumPy archive F (.npz); see README\n"
+            "      --dump-logits       with --dump-attention: also the raw logits per step\n"
+            "  -h, --help              this help\n",
+            DEFAULT_BATCH);
+}
+
+typedef struct {
+    attend_model *m;
+    attend_params p;
+    npz_writer *dump;
+    int dump_logits;
+    long long n_done; /* sentences written so far */
+} translate_ctx;
+
+static int is_blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\f' && s[i] != '\v') return 0;
+    return 1;
+}
+
+static void dump_result(translate_ctx *cx, long long idx, const attend_result *r) {
+    const attend_config *c = attend_get_config(cx->m);
+    npz_writer *z = cx->dump;
+    char name[96];
+    int S = r->n_src, T = r->n_tgt;
+    int shape[3];
+    snprintf(name, sizeof name, "s%lld/src_ids", idx);
+    npz_add_i32(z, name, r->src_ids, 1, &S);
+    snprintf(name, sizeof name, "s%lld/tgt_ids", idx);
+    npz_add_i32(z, name, r->tgt_ids, 1, &T);
+    snprintf(name, sizeof name, "s%lld/src_pieces", idx);
+    npz_add_str(z, name, (const char *const *)r->src_pieces, S);
+    snprintf(name, sizeof name, "s%lld/tgt_pieces", idx);
+    npz_add_str(z, name, (const char *const *)r->tgt_pieces, T);
+    const char *text = r->text;
+    snprintf(name, sizeof name, "s%lld/text", idx);
+    npz_add_str(z, name, &text, 1);
+    snprintf(name, sizeof name, "s%lld/logprob", idx);
+    npz_add_f32(z, name, r->logprob, 1, &T);
+    if (cx->dump_logits) {
+        shape[0] = T;
+        shape[1] = c->decoder_vocab_size;
+        snprintf(name, sizeof name, "s%lld/logits", idx);
+        npz_add_f32(z, name, r->logits, 2, shape);
+    }
+    for (int l = 0; l < c->encoder_layers; l++) {
+        shape[0] = c->encoder_heads, shape[1] = S, shape[2] = S;
+        snprintf(name, sizeof name, "s%lld/enc_self/l%d", idx, l);
+        npz_add_f32(z, name, r->enc_self + (size_t)l * c->encoder_heads * S * S, 3, shape);
+    }
+    for (int l = 0; l < c->decoder_layers; l++) {
+        shape[0] = c->decoder_heads, shape[1] = T, shape[2] = T;
+        snprintf(name, sizeof name, "s%lld/dec_self/l%d", idx, l);
+        npz_add_f32(z, name, r->dec_self + (size_t)l * c->decoder_heads * T * T, 3, shape);
+        shape[2] = S;
+        snprintf(name, sizeof name, "s%lld/cross/l%d", idx, l);
+        npz_add_f32(z, name, r->cross + (size_t)l * c->decoder_heads * T * S, 3, shape);
+    }
+}
+
+/* Translate a batch and write one line per input, in order. Blank lines give blank lines
+ * without running the model. Returns 0 or an exit status. */
+static int translate_batch(translate_ctx *cx, char **lines, size_t *lens, int n) {
+    const char **todo = malloc(sizeof(char *) * (size_t)n);
+    size_t *todo_len = malloc(sizeof(size_t) * (size_t)n);
+    int *slot = malloc(sizeof(int) * (size_t)n);
+    attend_result *res = calloc((size_t)n, sizeof *res);
+    if (!todo || !todo_len || !slot || !res) {
+        fprintf(stderr, "attend: out of memory\n");
+        return EXIT_FAIL;
+    }
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        slot[i] = -1;
+        if (!is_blank(lines[i], lens[i])) {
+            slot[i] = k;
+            todo[k] = lines[i];
+            todo_len[k++] = lens[i];
+        }
+    }
+    char err[512];
+    int status = 0;
+    if (k && attend_translate(cx->m, todo, todo_len, k, NULL, &cx->p, res, err, sizeof err)) {
+        fprintf(stderr, "attend: %s\n", err);
+        status = EXIT_FAIL;
+    }
+    for (int i = 0; !status && i < n; i++) {
+        long long idx = cx->n_done + i + 1;
+        if (slot[i] < 0) {
+            fputc('\n', stdout);
+            continue;
+        }
+        attend_result *r = &res[slot[i]];
+        if (r->truncated)
+            fprintf(stderr, "attend: line %lld: longer than the model's %d positions; "
+                    "translated its first %d tokens\n", idx,
+                    attend_get_config(cx->m)->max_position_embeddings, r->n_src);
+        fputs(r->text, stdout);
+        fputc('\n', stdout);
+        if (cx->dump) dump_result(cx, idx - 1, r);
+    }
+    if (!status && fflush(stdout) != 0) {
+        fprintf(stderr, "attend: writing output: %s\n", strerror(errno));
+        status = EXIT_IO;
+    }
+    cx->n_done += n;
+    for (int i = 0; i < k; i++) attend_result_free(&res[i]);
+    free(res);
+    free(todo);
+    free(todo_len);
+    free(slot);
+    return status;
+}
+
+int cmd_translate(int argc, char **argv) {
+    const char *model = NULL, *dump_path = NULL;
+    translate_ctx cx = {0};
+    cx.p = attend_default_params();
+    int batch = DEFAULT_BATCH, first_text = argc;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE                                                                  \
+    if (!v) {                                                                       \
+        fprintf(stderr, "attend translate: %s needs a value (see --help)\n", a); \
+        return EXIT_USAGE;                                                          \
+    }                                                                               \
+    i++;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage_translate(stdout);
+            return EXIT_OK;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            NEED_VALUE model = v;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            NEED_VALUE cx.p.threads = cli_parse_int(a, v, 1, 1024);
+        } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
+            NEED_VALUE batch = cli_parse_int(a, v, 1, 100000);
+        } else if (!strcmp(a, "--max-length")) {
+            NEED_VALUE cx.p.max_length = cli_parse_int(a, v, 2, 1 << 20);
+        } else if (!strcmp(a, "--dump-attention")) {
+            NEED_VALUE dump_path = v;
+        } else if (!strcmp(a, "--dump-logits")) {
+            cx.dump_logits = 1;
+        } else if (!strcmp(a, "--")) {
+            first_text = i + 1;
+            break;
+        } else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "attend translate: unknown option %s (see --help)\n", a);
+            return EXIT_USAGE;
+        } else {
+            first_text = i;
+            break;
+        }
+    }
+    if (cx.dump_logits && !dump_path) {
+        fprintf(stderr, "attend translate: --dump-logits needs --dump-attention FILE\n");
+        return EXIT_USAGE;
+    }
+    cx.m = cli_load_model(model);
+    char err[512];
+    if (dump_path) {
+        cx.dump = npz_open(dump_path, err, sizeof err);
+        if (!cx.dump) {
+            fprintf(stderr, "attend: --dump-attention: %s\n", err);
+            attend_free(cx.m);
+            return EXIT_IO;
+        }
+        cx.p.want_attention = cx.p.want_scores = 1;
+        cx.p.want_logits = cx.dump_logits;
+    }
+    int status = 0;
+    if (first_text < argc) {
+        for (int i = first_text; !status && i < argc; i += batch) {
+            int n = argc - i < batch ? argc - i : batch;
+            size_t *lens = malloc(sizeof(size_t) * (size_t)n);
+            if (!lens) return EXIT_FAIL;
+            for (int j = 0; j < n; j++) lens[j] = strlen(argv[i + j]);
+            status = translate_batch(&cx, argv + i, lens, n);
+            free(lens);
+        }
+    } else {
+        line_reader r = {0};
+        char **lines = malloc(sizeof(char *) * (size_t)batch);
+        size_t *lens = malloc(sizeof(size_t) * (size_t)batch);
+        if (!lines || !lens) return EXIT_FAIL;
+        while (!status) {
+            int n = 0;
+            /* block for the first line, then take whatever else has already arrived */
+            for (;;) {
+                char *s;
+                size_t l;
+                if (n < batch && reader_take(&r, &s, &l)) {
+                    lines[n] = s; /* copy out: the buffer moves when refilled */
+                    lines[n] = malloc(l + 1);
+                    if (!lines[n]) return EXIT_FAIL;
+                    memcpy(lines[n], s, l);
+                    lines[n][l] = 0;
+                    lens[n++] = l;
+                    continue;
+                }
+                if (n == batch || r.eof) break;
+                if (n > 0 && !input_waiting(r.fd)) break;
+                int got = reader_fill(&r);
+                if (got < 0) {
+                    fprintf(stderr, "attend: reading input: %s\n", strerror(errno));
+                    status = EXIT_IO;
+                    break;
+                }
+            }
+            if (n == 0) break;
+            if (!status) status = translate_batch(&cx, lines, lens, n);
+            for (int j = 0; j < n; j++) free(lines[j]);
+        }
+        free(lines);
+        free(lens);
+        free(r.buf);
+    }
+    if (cx.dump && npz_close(cx.dump, err, sizeof err)) {
+        fprintf(stderr, "attend: --dump-attention %s: %s\n", dump_path, err);
+        if (!status) status = EXIT_IO;
+    }
+    attend_free(cx.m);
+    return status;
+}
+

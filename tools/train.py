@@ -1,0 +1,574 @@
+#!/usr/bin/python3
+"""Train attend's small German->English MarianMT model from scratch.
+
+Data (read from the shared data directory, never copied into the repo):
+  * Multi30k train (29,000 pairs) + the Tatoeba deu-eng training part (15,871 pairs);
+  * a held-out test slice is carved out of Tatoeba BEFORE training (see HELD-OUT RULE);
+  * dev = Multi30k val (greedy dev BLEU after each epoch).
+
+HELD-OUT RULE. The Tatoeba pairs are shuffled with random.Random(seed) (indices 0..N-1,
+random.shuffle); the first --heldout pairs of that order are the held-out slice. Every
+other Tatoeba pair, and every Multi30k train pair, is a training candidate. A candidate is
+dropped when its German side is identical (after stripping surrounding whitespace) to any
+German sentence, or its English side identical to any English sentence, of the held-out
+slice, of Multi30k val or of Multi30k test_2016_flickr. So no held-out, dev or test
+sentence, on either side, occurs in training. Counts are logged; the held-out slice is
+written to WORK/data/tatoeba-heldout.{de,en}.
+
+Model: reference.Marian (tools/reference.py), trained with dropout, label smoothing, Adam
+with linear warm-up and inverse-square-root decay, token-based batches of similar-length
+sentences, bf16 autocast (oneDNN/AMX matmuls), fixed seeds. SentencePiece unigram models
+(source: German, target: English) are trained here; their pieces form one joint vocab.json
+through reference.build_vocab (</s>=0, <unk>=1, pieces, <pad> last; decoder start = pad),
+with shared, tied embeddings as opus-mt has.
+
+Resumable: a checkpoint (model, optimizer, RNG states, epoch, step, history) is written to
+WORK after every epoch; a restart with the same WORK continues from the latest one. At the
+end the parameters of the last --average epochs' checkpoints are averaged, the better of
+averaged/last on dev is kept, and written as an HF-style MarianMT directory to --out.
+"""
+import argparse
+import gzip
+import json
+import math
+import os
+import random
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import bleu  # noqa: E402
+import reference  # noqa: E402
+
+T0 = time.time()
+
+
+def log(msg):
+    line = f"[{time.strftime('%H:%M:%S')} +{(time.time() - T0) / 60:5.1f}m] {msg}"
+    print(line, flush=True)
+
+
+# --------------------------------------------------------------------------------------
+# Data
+
+def read_gz(path):
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [l.strip() for l in lines]
+
+
+def write_lines(path, lines):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        for l in lines:
+            f.write(l + "\n")
+    os.replace(tmp, path)
+
+
+def prepare_data(a):
+    """Returns dict with train/dev/test/heldout pairs (lists of (de, en))."""
+    d = a.data_dir
+    m_de, m_en = read_gz(f"{d}/multi30k/train.de.gz"), read_gz(f"{d}/multi30k/train.en.gz")
+    t_de = read_gz(f"{d}/tatoeba-deu-eng/tatoeba-deu-eng.train.de.gz")
+    t_en = read_gz(f"{d}/tatoeba-deu-eng/tatoeba-deu-eng.train.en.gz")
+    v_de, v_en = read_gz(f"{d}/multi30k/val.de.gz"), read_gz(f"{d}/multi30k/val.en.gz")
+    s_de = read_gz(f"{d}/multi30k/test_2016_flickr.de.gz")
+    s_en = read_gz(f"{d}/multi30k/test_2016_flickr.en.gz")
+    for x, y in ((m_de, m_en), (t_de, t_en), (v_de, v_en), (s_de, s_en)):
+        assert len(x) == len(y)
+    order = list(range(len(t_de)))
+    random.Random(a.seed).shuffle(order)
+    held = [(t_de[i], t_en[i]) for i in order[: a.heldout]]
+    rest = [(t_de[i], t_en[i]) for i in order[a.heldout:]]
+    prot_de = {p[0] for p in held} | set(v_de) | set(s_de)
+    prot_en = {p[1] for p in held} | set(v_en) | set(s_en)
+    train, stats = [], {}
+    for name, pairs in (("multi30k", list(zip(m_de, m_en))), ("tatoeba", rest)):
+        kept = [p for p in pairs if p[0] and p[1] and p[0] not in prot_de and p[1] not in prot_en]
+        stats[name] = (len(pairs), len(kept))
+        train += kept
+    return {"train": train, "dev": list(zip(v_de, v_en)), "test": list(zip(s_de, s_en)),
+            "heldout": held, "stats": stats}
+
+
+def train_spm(a, data, work):
+    """SentencePiece unigram models for German (source) and English (target)."""
+    import sentencepiece as spm
+    paths = {}
+    for side, idx, size in (("source", 0, a.src_vocab), ("target", 1, a.tgt_vocab)):
+        prefix = os.path.join(work, f"{side}")
+        paths[side] = prefix + ".spm"
+        if os.path.exists(paths[side]):
+            continue
+        txt = os.path.join(work, "data", f"spm-{side}.txt")
+        write_lines(txt, [p[idx] for p in data["train"]])
+        spm.set_random_generator_seed(a.seed)
+        spm.SentencePieceTrainer.train(
+            input=txt, model_prefix=prefix + ".tmp", vocab_size=size, model_type="unigram",
+            character_coverage=1.0, num_threads=1, input_sentence_size=0,
+            shuffle_input_sentence=False, minloglevel=2)
+        os.replace(prefix + ".tmp.model", paths[side])
+        os.remove(prefix + ".tmp.vocab")
+    return paths["source"], paths["target"]
+
+
+def encode_pairs(tok, pairs):
+    """(src ids + </s>, tgt ids + </s>) with the same piece->id mapping as inference."""
+    out = []
+    tv = tok.tgt_vocab
+    for de, en in pairs:
+        src = tok.encode(de)
+        tgt = [tv.get(p, tok.unk) for p in tok.tgt_sp.encode(en, out_type=str)] + [tok.eos]
+        out.append((src, tgt))
+    return out
+
+
+def make_batches(examples, max_tokens, rng):
+    """Token-based batches of length-sorted examples; batch order shuffled by rng.
+    A batch's cost is (#sentences) x (longest source or target), padding included."""
+    idx = list(range(len(examples)))
+    rng.shuffle(idx)  # random tie-break among equal lengths
+    idx.sort(key=lambda i: (len(examples[i][0]), len(examples[i][1])))
+    batches, cur, cur_max = [], [], 0
+    for i in idx:
+        L = max(len(examples[i][0]), len(examples[i][1]))
+        if cur and max(cur_max, L) * (len(cur) + 1) > max_tokens:
+            batches.append(cur)
+            cur, cur_max = [], 0
+        cur.append(i)
+        cur_max = max(cur_max, L)
+    if cur:
+        batches.append(cur)
+    rng.shuffle(batches)
+    return batches
+
+
+def collate(examples, ids, pad):
+    src = [examples[i][0] for i in ids]
+    tgt = [examples[i][1] for i in ids]
+    S, T = max(map(len, src)), max(map(len, tgt))
+    s = torch.full((len(ids), S), pad, dtype=torch.long)
+    dec_in = torch.full((len(ids), T), pad, dtype=torch.long)
+    labels = torch.full((len(ids), T), -100, dtype=torch.long)
+    for b, (x, y) in enumerate(zip(src, tgt)):
+        s[b, : len(x)] = torch.tensor(x)
+        dec_in[b, 1: len(y)] = torch.tensor(y[:-1])   # dec_in[:, 0] = pad = decoder start
+        labels[b, : len(y)] = torch.tensor(y)
+    return s, dec_in, labels
+
+
+# --------------------------------------------------------------------------------------
+# Training forward: reference.Marian's encode, its decoder layers, and the output layer
+# fused with the loss (so the [tokens, vocab] logits never exist whole in memory)
+
+def decoder_hidden(model, tgt, memory, src_mask):
+    """reference.Marian.decode without the output layer: the last decoder states [B,T,d].
+    logits = hidden @ lm_head.weight.T + final_logits_bias (checked by check_forward)."""
+    y = model.model.decoder.embed_tokens(tgt) * model.embed_scale
+    y = y + model.positions[: tgt.shape[1]]
+    y = F.dropout(y, model.config.get("dropout", 0.0), model.training)
+    for layer in model.model.decoder.layers:
+        y, _, _ = layer(y, memory, src_mask, None)
+    return y
+
+
+class SmoothedCE(torch.autograd.Function):
+    """Sum over rows of label-smoothed cross-entropy of logits = h @ W.T + bias, as
+    F.cross_entropy(..., label_smoothing=eps, reduction="sum"): (1-eps) * NLL + eps * mean
+    over the vocabulary of -log p. Computed in row chunks with bf16 matmuls and f32
+    softmax; the gradients are formed chunk by chunk during the forward pass."""
+
+    @staticmethod
+    def forward(ctx, h, W, bias, labels, eps, chunk):
+        Wb = W.detach().to(torch.bfloat16)
+        hb = h.detach().to(torch.bfloat16)
+        gh = torch.empty(h.shape, dtype=torch.float32)
+        gW = torch.zeros(W.shape, dtype=torch.float32)
+        V = W.shape[0]
+        total = torch.zeros((), dtype=torch.float64)
+        for r in range(0, h.shape[0], chunk):
+            hc, y = hb[r: r + chunk], labels[r: r + chunk]
+            x = torch.mm(hc, Wb.t()).float()
+            x += bias
+            lse = torch.logsumexp(x, 1)
+            tgt = x.gather(1, y[:, None])[:, 0]
+            loss = lse - (1 - eps) * tgt - (eps / V) * x.sum(1)
+            total += loss.double().sum()
+            x -= lse[:, None]
+            x.exp_()
+            x -= eps / V
+            x.scatter_add_(1, y[:, None], torch.full((len(y), 1), -(1 - eps)))
+            g = x.to(torch.bfloat16)
+            gh[r: r + chunk] = torch.mm(g, Wb).float()
+            gW += torch.mm(g.t(), hc).float()
+        ctx.save_for_backward(gh, gW)
+        ctx.h_dtype = h.dtype
+        return total.float()
+
+    @staticmethod
+    def backward(ctx, grad):
+        gh, gW = ctx.saved_tensors
+        return (gh * grad).to(ctx.h_dtype), gW * grad, None, None, None, None
+
+
+def train_loss(model, src, dec_in, labels, eps, pad):
+    """Summed label-smoothed loss over the non-padding target tokens, and their number."""
+    src_mask = src != pad
+    memory, _ = model.encode(src, src_mask)
+    h = decoder_hidden(model, dec_in, memory, src_mask)
+    keep = labels != -100
+    hk = h[keep]
+    loss = SmoothedCE.apply(hk, model.lm_head.weight, model.final_logits_bias[0].float(),
+                            labels[keep], eps, 512)
+    return loss, int(keep.sum())
+
+
+def check_forward(model, examples, pad, eps):
+    """The training path must compute what reference.Marian.decode computes: compare the
+    logits and the loss (float32, eval mode) with F.cross_entropy on a small batch."""
+    was = model.training
+    model.eval()
+    src, dec_in, labels = collate(examples, list(range(8)), pad)
+    with torch.no_grad():
+        memory, _ = model.encode(src, src != pad)
+        ref_logits, _, _ = model.decode(dec_in, memory, src != pad, None)
+        h = decoder_hidden(model, dec_in, memory, src != pad)
+        mine = h @ model.lm_head.weight.t() + model.final_logits_bias
+        V = ref_logits.shape[-1]
+        ref_loss = F.cross_entropy(ref_logits.view(-1, V), labels.view(-1), ignore_index=-100,
+                                   label_smoothing=eps, reduction="sum")
+        loss, _ = train_loss(model, src, dec_in, labels, eps, pad)
+    model.train(was)
+    d_logits = float((mine - ref_logits).abs().max())
+    d_loss = abs(float(loss) - float(ref_loss)) / float(ref_loss)
+    assert d_logits < 1e-3, f"decoder path differs from reference.decode: {d_logits}"
+    assert d_loss < 2e-2, f"fused loss differs from F.cross_entropy: {float(loss)} vs {float(ref_loss)}"
+    return d_logits, d_loss
+
+
+# --------------------------------------------------------------------------------------
+# Fast batched greedy decoding for the dev estimate (same layer math as reference.Marian,
+# computing only the newest position each step)
+
+@torch.no_grad()
+def greedy_batch(model, srcs, max_len):
+    c = model.config
+    pad, eos = c["pad_token_id"], c["eos_token_id"]
+    B, S = len(srcs), max(map(len, srcs))
+    src = torch.full((B, S), pad, dtype=torch.long)
+    for b, x in enumerate(srcs):
+        src[b, : len(x)] = torch.tensor(x)
+    mask = src != pad
+    memory, _ = model.encode(src, mask)
+    dec = model.model.decoder
+    caches = [None] * len(dec.layers)
+    tok = torch.full((B,), c["decoder_start_token_id"], dtype=torch.long)
+    out = []
+    done = torch.zeros(B, dtype=torch.bool)
+    limit = min(max_len, c["max_length"] - 1)
+    for t in range(limit):
+        y = dec.embed_tokens(tok)[:, None] * model.embed_scale + model.positions[t]
+        for l, layer in enumerate(dec.layers):
+            caches[l] = y if caches[l] is None else torch.cat([caches[l], y], 1)
+            a, _ = layer.self_attn(y, caches[l])
+            y = layer.self_attn_layer_norm(y + a)
+            a, _ = layer.encoder_attn(y, memory, key_mask=mask)
+            y = layer.encoder_attn_layer_norm(y + a)
+            y = layer.final_layer_norm(y + layer.fc2(layer.act(layer.fc1(y))))
+        scores = (model.lm_head(y[:, 0]) + model.final_logits_bias).float()
+        scores[:, pad] = float("-inf")
+        if t == c["max_length"] - 2:           # forced EOS at the last allowed step
+            scores[:, :] = float("-inf")
+            scores[:, eos] = 0.0
+        tok = scores.argmax(-1)
+        tok = torch.where(done, torch.full_like(tok, eos), tok)
+        out.append(tok)
+        done |= tok == eos
+        if bool(done.all()):
+            break
+    ids = torch.stack(out, 1).tolist()
+    res = []
+    for row in ids:
+        res.append(row[: row.index(eos) + 1] if eos in row else row)
+    return res
+
+
+def translate(model, tok, sentences, bf16=True, batch_sents=128):
+    model.eval()
+    enc = [tok.encode(s)[: model.config["max_position_embeddings"]] for s in sentences]
+    order = sorted(range(len(enc)), key=lambda i: len(enc[i]))
+    hyps = [None] * len(enc)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        for k in range(0, len(order), batch_sents):
+            ids = order[k: k + batch_sents]
+            srcs = [enc[i] for i in ids]
+            outs = greedy_batch(model, srcs, max_len=2 * max(map(len, srcs)) + 10)
+            for i, o in zip(ids, outs):
+                hyps[i] = tok.decode(o)
+    return hyps
+
+
+def dev_bleu(model, tok, pairs, bf16=True):
+    hyps = translate(model, tok, [p[0] for p in pairs], bf16)
+    score, d = bleu.corpus_bleu(hyps, [p[1] for p in pairs])
+    return score, d, hyps
+
+
+# --------------------------------------------------------------------------------------
+# Model, schedule, checkpoints
+
+def build_config(a, vocab):
+    pad = vocab["<pad>"]
+    return {
+        "vocab_size": len(vocab), "decoder_vocab_size": len(vocab),
+        "d_model": a.d_model, "encoder_layers": a.enc_layers, "decoder_layers": a.dec_layers,
+        "encoder_attention_heads": a.heads, "decoder_attention_heads": a.heads,
+        "encoder_ffn_dim": a.ffn, "decoder_ffn_dim": a.ffn,
+        "activation_function": "swish", "scale_embedding": True,
+        "max_position_embeddings": a.max_positions, "max_length": a.max_length,
+        "pad_token_id": pad, "eos_token_id": 0, "decoder_start_token_id": pad,
+        "forced_eos_token_id": 0, "bad_words_ids": [[pad]], "num_beams": 1,
+        "share_encoder_decoder_embeddings": True, "tie_word_embeddings": True,
+        "dropout": a.dropout, "attention_dropout": 0.0, "activation_dropout": 0.0,
+        "init_std": 0.02,
+    }
+
+
+def init_weights(model, d):
+    """Xavier-uniform matrices, zero biases, N(0, d^-1/2) embeddings (x sqrt(d) on input)."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name == "model.shared.weight":
+                p.normal_(0.0, d ** -0.5)
+            elif p.dim() == 2:
+                torch.nn.init.xavier_uniform_(p)
+            elif "norm" in name and name.endswith("weight"):
+                p.fill_(1.0)
+            else:
+                p.zero_()
+
+
+def lr_at(step, a):
+    step = max(step, 1)
+    return a.lr * min(step / a.warmup, math.sqrt(a.warmup / step))
+
+
+def ckpt_path(work, epoch):
+    return os.path.join(work, f"checkpoint-{epoch:03d}.pt")
+
+
+def latest_epoch(work):
+    eps = [int(f[11:14]) for f in os.listdir(work) if f.startswith("checkpoint-") and f.endswith(".pt")]
+    return max(eps) if eps else 0
+
+
+def save_ckpt(work, epoch, model, opt, state):
+    path = ckpt_path(work, epoch)
+    blob = {"epoch": epoch, "model": model.state_dict(), "optimizer": opt.state_dict(),
+            "torch_rng": torch.get_rng_state(), "py_rng": random.getstate(),
+            "np_rng": np.random.get_state(), **state}
+    torch.save(blob, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def average_checkpoints(work, epochs):
+    avg = None
+    for e in epochs:
+        sd = torch.load(ckpt_path(work, e), map_location="cpu")["model"]
+        if avg is None:
+            avg = {k: v.clone().double() for k, v in sd.items()}
+        else:
+            for k in avg:
+                avg[k] += sd[k].double()
+    return {k: (v / len(epochs)).float() for k, v in avg.items()}
+
+
+# --------------------------------------------------------------------------------------
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                epilog=__doc__.split("\n\n", 1)[1],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    g = p.add_argument_group("paths")
+    g.add_argument("--data-dir", default=os.path.normpath(os.path.join(REPO, "..", "shared", "data")))
+    g.add_argument("--work", default=os.path.join(REPO, "build", "train-de-en", "work"),
+                   help="checkpoints, spm models, prepared data (default build/train-de-en/work)")
+    g.add_argument("--out", default=os.path.join(REPO, "build", "train-de-en", "hf"),
+                   help="HF-style output directory (default build/train-de-en/hf)")
+    g = p.add_argument_group("data")
+    g.add_argument("--heldout", type=int, default=1000, help="Tatoeba pairs held out (1000)")
+    g.add_argument("--src-vocab", type=int, default=5000, help="German spm pieces (5000)")
+    g.add_argument("--tgt-vocab", type=int, default=4000, help="English spm pieces (4000)")
+    g.add_argument("--max-train-len", type=int, default=100,
+                   help="drop training pairs longer than this many tokens (100)")
+    g = p.add_argument_group("model")
+    g.add_argument("--d-model", type=int, default=256)
+    g.add_argument("--enc-layers", type=int, default=6)
+    g.add_argument("--dec-layers", type=int, default=3)
+    g.add_argument("--heads", type=int, default=4)
+    g.add_argument("--ffn", type=int, default=1024)
+    g.add_argument("--dropout", type=float, default=0.2)
+    g.add_argument("--max-positions", type=int, default=256)
+    g.add_argument("--max-length", type=int, default=256, help="generation max_length")
+    g = p.add_argument_group("training")
+    g.add_argument("--epochs", type=int, default=30)
+    g.add_argument("--max-train-minutes", type=float, default=0,
+                   help="stop starting new epochs once training time (summed over restarts) "
+                        "plus one epoch would exceed this (0 = no limit)")
+    g.add_argument("--max-steps", type=int, default=0, help="stop an epoch after this many "
+                   "steps (for timing runs; 0 = full epochs)")
+    g.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per batch")
+    g.add_argument("--lr", type=float, default=1e-3, help="peak learning rate")
+    g.add_argument("--warmup", type=int, default=800, help="warm-up steps")
+    g.add_argument("--label-smoothing", type=float, default=0.1)
+    g.add_argument("--clip-norm", type=float, default=1.0, help="0 = off")
+    g.add_argument("--average", type=int, default=5, help="average the last N epochs (5)")
+    g.add_argument("--dev-size", type=int, default=0, help="dev sentences used per epoch (0 = all)")
+    g.add_argument("--seed", type=int, default=1234)
+    g.add_argument("--threads", type=int, default=2)
+    g.add_argument("--no-bf16", action="store_true", help="train in float32 (slow here)")
+    a = p.parse_args(argv)
+
+    torch.set_num_threads(a.threads)
+    bf16 = not a.no_bf16
+    work = a.work
+    os.makedirs(os.path.join(work, "data"), exist_ok=True)
+    log(f"args: {json.dumps(vars(a))}")
+
+    data = prepare_data(a)
+    for name, (n, k) in data["stats"].items():
+        log(f"data: {name}: {n} candidate pairs, {k} kept ({n - k} dropped: overlap with "
+            f"held-out/dev/test sentences or empty)")
+    log(f"data: train {len(data['train'])} pairs, dev {len(data['dev'])}, "
+        f"tatoeba held-out {len(data['heldout'])}")
+    write_lines(os.path.join(work, "data", "tatoeba-heldout.de"), [x[0] for x in data["heldout"]])
+    write_lines(os.path.join(work, "data", "tatoeba-heldout.en"), [x[1] for x in data["heldout"]])
+
+    src_spm, tgt_spm = train_spm(a, data, work)
+    vocab = reference.build_vocab(src_spm, tgt_spm)
+    tok = reference.MarianTok(src_spm, tgt_spm, vocab)
+    log(f"vocab: {len(vocab)} entries (source spm {a.src_vocab}, target spm {a.tgt_vocab})")
+
+    train = [e for e in encode_pairs(tok, data["train"])
+             if len(e[0]) <= a.max_train_len and len(e[1]) <= a.max_train_len]
+    ntok = sum(len(e[1]) for e in train)
+    log(f"train: {len(train)} pairs, {sum(len(e[0]) for e in train)} source / {ntok} target tokens")
+    dev = data["dev"][: a.dev_size] if a.dev_size else data["dev"]
+
+    config = build_config(a, vocab)
+    torch.manual_seed(a.seed)
+    model = reference.Marian(config)
+    init_weights(model, a.d_model)
+    nparam = sum(p.numel() for p in model.parameters())
+    log(f"model: {nparam / 1e6:.2f}M parameters (f16 ~{2 * nparam / 1e6:.1f} MB)")
+    opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9)
+
+    start = latest_epoch(work)
+    step, history, train_secs = 0, [], 0.0
+    random.seed(a.seed)
+    np.random.seed(a.seed)
+    if start:
+        ck = torch.load(ckpt_path(work, start), map_location="cpu")
+        model.load_state_dict(ck["model"])
+        opt.load_state_dict(ck["optimizer"])
+        torch.set_rng_state(ck["torch_rng"])
+        random.setstate(ck["py_rng"])
+        np.random.set_state(ck["np_rng"])
+        step, history, train_secs = ck["step"], ck["history"], ck["train_secs"]
+        log(f"resumed from {ckpt_path(work, start)} (epoch {start}, step {step})")
+
+    pad = config["pad_token_id"]
+    d_logits, d_loss = check_forward(model, train, pad, a.label_smoothing)
+    log(f"check: training forward vs reference.decode: max |logit diff| {d_logits:.1e}, "
+        f"relative loss diff {d_loss:.1e} (bf16 matmuls in the fused loss)")
+    for epoch in range(start + 1, a.epochs + 1):
+        if a.max_train_minutes and history:
+            per_epoch = train_secs / len(history)
+            if train_secs + per_epoch > a.max_train_minutes * 60:
+                log(f"time budget: {train_secs / 60:.1f} min used, an epoch takes "
+                    f"{per_epoch / 60:.1f} min; stopping before epoch {epoch}")
+                break
+        t_ep = time.time()
+        model.train()
+        batches = make_batches(train, a.max_tokens, random.Random(a.seed * 1000 + epoch))
+        tot_loss = tot_tok = 0.0
+        for bi, ids in enumerate(batches):
+            if a.max_steps and bi >= a.max_steps:
+                break
+            src, dec_in, labels = collate(train, ids, pad)
+            step += 1
+            for gr in opt.param_groups:
+                gr["lr"] = lr_at(step, a)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss, n = train_loss(model, src, dec_in, labels, a.label_smoothing, pad)
+            opt.zero_grad(set_to_none=True)
+            (loss / n).backward()
+            if a.clip_norm:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip_norm)
+            opt.step()
+            tot_loss += float(loss)
+            tot_tok += n
+            if a.max_steps and bi % 10 == 0:
+                log(f"  step {step} batch {bi} loss {float(loss) / n:.3f} "
+                    f"{(time.time() - t_ep) / (bi + 1):.3f} s/step")
+        t_train = time.time() - t_ep
+        train_secs += t_train
+        t_dev = time.time()
+        score, d, _ = dev_bleu(model, tok, dev, bf16)
+        t_dev = time.time() - t_dev
+        history.append({"epoch": epoch, "step": step, "loss": tot_loss / tot_tok,
+                        "dev_bleu": score, "train_secs": t_train, "dev_secs": t_dev})
+        save_ckpt(work, epoch, model, opt, {"step": step, "history": history,
+                                            "train_secs": train_secs})
+        for old in range(1, epoch - max(a.average, 1) + 1):
+            if os.path.exists(ckpt_path(work, old)):
+                os.remove(ckpt_path(work, old))
+        log(f"epoch {epoch:3d}  step {step:6d}  lr {lr_at(step, a):.2e}  train loss "
+            f"{tot_loss / tot_tok:.4f}  dev BLEU {score:5.2f}  (epoch {t_train / 60:.1f} min "
+            f"+ dev {t_dev:.0f} s, total {(time.time() - T0) / 60:.1f} min)")
+
+    # ---- final model: average of the last checkpoints, or the last one if better on dev
+    last = latest_epoch(work)
+    if not last:
+        log("no checkpoint: nothing to export")
+        return 1
+    eps = [e for e in range(last - a.average + 1, last + 1) if e >= 1 and os.path.exists(ckpt_path(work, e))]
+    model.load_state_dict(torch.load(ckpt_path(work, last), map_location="cpu")["model"])
+    best_score, _, _ = dev_bleu(model, tok, data["dev"], bf16)
+    best_name, best_sd = f"epoch {last}", {k: v.clone() for k, v in model.state_dict().items()}
+    log(f"final: epoch {last} alone: dev BLEU {best_score:.2f} (full val)")
+    if len(eps) > 1:
+        model.load_state_dict(average_checkpoints(work, eps))
+        s_avg, _, _ = dev_bleu(model, tok, data["dev"], bf16)
+        log(f"final: average of epochs {eps[0]}-{eps[-1]}: dev BLEU {s_avg:.2f} (full val)")
+        if s_avg >= best_score:
+            best_score, best_name = s_avg, f"average of epochs {eps[0]}-{eps[-1]}"
+            best_sd = {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(best_sd)
+    model.eval()
+    with open(src_spm, "rb") as f:
+        ssp = f.read()
+    with open(tgt_spm, "rb") as f:
+        tsp = f.read()
+    reference.save_hf_dir(model, a.out, ssp, tsp, vocab)
+    info = {"selected": best_name, "dev_bleu_bf16_greedy": best_score, "history": history,
+            "args": vars(a), "data_stats": data["stats"]}
+    with open(os.path.join(os.path.dirname(os.path.abspath(a.out)), "train-info.json"), "w") as f:
+        json.dump(info, f, indent=1)
+    log(f"wrote {a.out} ({best_name}, dev BLEU {best_score:.2f})")
+    s_test, d_test, _ = dev_bleu(model, tok, data["test"], bf16)
+    log(f"info: test_2016_flickr greedy bf16 (python): {bleu.format_bleu(d_test)}")
+    log(f"done in {(time.time() - T0) / 60:.1f} min")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
