@@ -1,13 +1,81 @@
-/* Kernel-set selection from CPUID. SIMD sets register here as they are added. */
+/* Kernel-set selection from CPUID, checked at run time: a set is offered only if the CPU has
+ * its instructions and the OS saves the registers they use (XGETBV), so one binary runs on
+ * any x86-64 and picks the fastest path it can. */
 #include "isa.h"
 
 #include <string.h>
 
-const at_kernels *at_isa_best(void) { return &at_kernels_generic; }
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#define AT_X86 1
+extern const at_kernels at_kernels_avx2, at_kernels_avx512;
+#endif
+
+typedef struct {
+    int probed;
+    int avx2;       /* AVX2 + FMA + F16C, YMM state enabled */
+    int avx512;     /* AVX-512 F/BW/VL/DQ, ZMM and mask state enabled */
+    int avx512vnni; /* vpdpbusd on zmm */
+    int avxvnni;    /* vpdpbusd on ymm (VEX) */
+} cpu_features;
+
+static cpu_features cpu;
+
+static void probe(void) {
+    if (cpu.probed) return;
+    cpu.probed = 1;
+#ifdef AT_X86
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+    const int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+    if (!osxsave || !avx) return;
+    unsigned xlo, xhi;
+    __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+    const int ymm_os = (xlo & 0x6) == 0x6, zmm_os = (xlo & 0xe6) == 0xe6;
+    if (__get_cpuid_max(0, NULL) < 7) return;
+    __cpuid_count(7, 0, a, b, c, d);
+    const int avx2 = (b >> 5) & 1, f = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1,
+              vl = (b >> 31) & 1, vnni = (c >> 11) & 1;
+    unsigned a1, b1, c1, d1;
+    __cpuid_count(7, 1, a1, b1, c1, d1);
+    cpu.avx2 = ymm_os && avx2 && fma && f16c;
+    cpu.avx512 = cpu.avx2 && zmm_os && f && dq && bw && vl;
+    cpu.avx512vnni = cpu.avx512 && vnni;
+    cpu.avxvnni = cpu.avx2 && ((a1 >> 4) & 1);
+#endif
+}
+
+int at_cpu_has(const char *feature) {
+    probe();
+    if (strcmp(feature, "avx2") == 0) return cpu.avx2;
+    if (strcmp(feature, "avx512") == 0) return cpu.avx512;
+    if (strcmp(feature, "avx512vnni") == 0) return cpu.avx512vnni;
+    if (strcmp(feature, "avxvnni") == 0) return cpu.avxvnni;
+    return 0;
+}
+
+const at_kernels *at_isa_best(void) {
+    probe();
+#ifdef AT_X86
+    if (cpu.avx512) return &at_kernels_avx512;
+    if (cpu.avx2) return &at_kernels_avx2;
+#endif
+    return &at_kernels_generic;
+}
 
 const at_kernels *at_isa_by_name(const char *name) {
+    probe();
     if (strcmp(name, "generic") == 0) return &at_kernels_generic;
+#ifdef AT_X86
+    if (strcmp(name, "avx2") == 0 && cpu.avx2) return &at_kernels_avx2;
+    if (strcmp(name, "avx512") == 0 && cpu.avx512) return &at_kernels_avx512;
+#endif
     return NULL;
 }
 
-const char *at_isa_list(void) { return "generic"; }
+const char *at_isa_list(void) {
+    probe();
+    if (cpu.avx512) return "generic avx2 avx512";
+    if (cpu.avx2) return "generic avx2";
+    return "generic";
+}

@@ -10,5 +10,8 @@ const at_kernels *at_isa_best(void);
 const at_kernels *at_isa_by_name(const char *name);
 /* Names of the kernel sets this CPU supports, e.g. "generic avx2 avx512". */
 const char *at_isa_list(void);
+/* 1 if the CPU (and OS) support a feature: "avx2" (with FMA, F16C), "avx512" (F, BW, VL,
+ * DQ), "avx512vnni", "avxvnni"; else 0. */
+int at_cpu_has(const char *feature);
 
 #endif

@@ -73,7 +73,104 @@ static void generic_axpy(float *y, float a, const float *x, int n) {
 
 /* y[n,out] = x[n,in] · Wᵀ + b: W rows are split over threads; an f16 row is widened once
  * and then used for every input row. */
+/* ---------------------------------------------------------------------------------------
+ * int8: quantization and the generic integer linear */
+
+float at_quantize_row(int8_t *q, const float *x, int n) {
+    float amax = 0;
+    for (int i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    if (amax == 0 || !isfinite(amax)) {
+        memset(q, 0, (size_t)n);
+        return amax == 0 ? 0.0f : NAN;
+    }
+    const float inv = 127.0f / amax;
+    for (int i = 0; i < n; i++) {
+        float v = nearbyintf(x[i] * inv);
+        q[i] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+    }
+    return amax / 127.0f;
+}
+
+int32_t *at_matrix_i8_sums(const int8_t *q, int rows, int cols) {
+    int32_t *s = malloc(sizeof(int32_t) * (size_t)(rows > 0 ? rows : 1));
+    if (!s) return NULL;
+    for (int r = 0; r < rows; r++) {
+        int32_t a = 0;
+        for (int c = 0; c < cols; c++) a += q[(size_t)r * cols + c];
+        s[r] = a;
+    }
+    return s;
+}
+
+void at_matrix_row(float *dst, const at_matrix *m, int r) {
+    const size_t off = (size_t)r * m->cols;
+    if (m->dtype == AT_F16) {
+        at_k()->f16_to_f32(dst, (const uint16_t *)m->data + off, (size_t)m->cols);
+    } else if (m->dtype == AT_I8) {
+        const int8_t *q = (const int8_t *)m->data + off;
+        for (int c = 0; c < m->cols; c++) dst[c] = (float)q[c] * m->scale[r];
+    } else {
+        memcpy(dst, (const float *)m->data + off, sizeof(float) * (size_t)m->cols);
+    }
+}
+
+/* Per-thread scratch that only grows (OpenMP threads persist: reused across calls). */
+static int8_t *i8_scratch(size_t n) {
+    static _Thread_local int8_t *buf;
+    static _Thread_local size_t cap;
+    if (n > cap) {
+        int8_t *p = realloc(buf, n);
+        if (!p) return NULL;
+        buf = p;
+        cap = n;
+    }
+    return buf;
+}
+
+/* Quantize x[n,in] row by row into the calling thread's scratch: n*in int8 followed by n
+ * float scales. NULL if out of memory. */
+int8_t *at_quantize_rows(const float *x, int n, int in, float **scales) {
+    const size_t qb = ((size_t)n * in + 63) & ~(size_t)63;
+    int8_t *q = i8_scratch(qb + sizeof(float) * (size_t)n);
+    if (!q) return NULL;
+    *scales = (float *)(q + qb);
+    for (int t = 0; t < n; t++) (*scales)[t] = at_quantize_row(q + (size_t)t * in, x + (size_t)t * in, in);
+    return q;
+}
+
+/* y[n,out] = (xq · Wqᵀ) * sx * sw + b in exact integer arithmetic. */
+static void generic_linear_i8(float *y, const float *x, const at_matrix *w, const float *b, int n) {
+    const int out = w->rows, in = w->cols;
+    float *sx;
+    const int8_t *xq = at_quantize_rows(x, n, in, &sx);
+    if (!xq) { /* out of memory for a few KiB: fall back to dequantized rows, slowly */
+        float *row = malloc(sizeof(float) * (size_t)in);
+        for (int o = 0; o < out && row; o++) {
+            at_matrix_row(row, w, o);
+            for (int t = 0; t < n; t++)
+                y[(size_t)t * out + o] = generic_dot(x + (size_t)t * in, row, in) + (b ? b[o] : 0.0f);
+        }
+        free(row);
+        return;
+    }
+    const double work = (double)n * out * in;
+#pragma omp parallel for schedule(static) if (work > PARALLEL_GRAIN && at_threads() > 1)
+    for (int o = 0; o < out; o++) {
+        const int8_t *wr = (const int8_t *)w->data + (size_t)o * in;
+        for (int t = 0; t < n; t++) {
+            const int8_t *xr = xq + (size_t)t * in;
+            int32_t acc = 0;
+            for (int k = 0; k < in; k++) acc += (int32_t)xr[k] * wr[k];
+            y[(size_t)t * out + o] = AT_I8_OUT(acc, sx[t], w->scale[o], b ? b[o] : 0.0f);
+        }
+    }
+}
+
 static void generic_linear(float *y, const float *x, const at_matrix *w, const float *b, int n) {
+    if (w->dtype == AT_I8) {
+        generic_linear_i8(y, x, w, b, n);
+        return;
+    }
     const int out = w->rows, in = w->cols;
     const double work = (double)n * out * in;
 #pragma omp parallel if (work > PARALLEL_GRAIN && at_threads() > 1)

@@ -13,12 +13,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
-enum at_dtype { AT_F32 = 0, AT_F16 = 1 };
+enum at_dtype { AT_F32 = 0, AT_F16 = 1, AT_I8 = 2 };
 
+/* An AT_I8 matrix holds row r as int8 q[r, :] with w[r, c] ≈ q[r, c] * scale[r]; wsum[r] is
+ * the sum of q[r, :] (the VNNI kernels need it; at_matrix_i8_sums computes it). A linear
+ * layer on it quantizes each input row on the fly (at_quantize_row) and multiplies in
+ * integers, which are exact: every ISA gives bit-identical int8 results. */
 typedef struct {
     const void *data; /* rows x cols elements of dtype, row-major */
     int dtype;        /* enum at_dtype */
     int rows, cols;
+    const float *scale;   /* AT_I8: [rows] per-row scales */
+    const int32_t *wsum;  /* AT_I8: [rows] row sums of the int8 values */
 } at_matrix;
 
 typedef enum { AT_ACT_SWISH = 0, AT_ACT_RELU, AT_ACT_GELU } at_activation;
@@ -54,6 +60,18 @@ void at_softmax(float *x, int n);
 /* Index of the largest value (the first one on ties, like torch.argmax). */
 int at_argmax(const float *x, int n);
 float at_f16_to_f32_1(uint16_t h);
+/* x[n] -> q[n] in [-127, 127] with x ≈ q * scale: scale = max|x| / 127, q = x * (127 / max|x|)
+ * rounded to nearest even. Returns the scale (0 for an all-zero row). */
+float at_quantize_row(int8_t *q, const float *x, int n);
+/* Quantize x[n,in] row by row into the calling thread's scratch (reused by the next call):
+ * returns n*in int8 values (64-byte padded), *scales gets the n row scales. NULL if OOM. */
+int8_t *at_quantize_rows(const float *x, int n, int in, float **scales);
+/* One int8 output element from its exact integer dot product: the same expression on every ISA. */
+#define AT_I8_OUT(acc, sx, sw, bias) ((float)(acc) * ((sx) * (sw)) + (bias))
+/* Row sums of an int8 matrix, for at_matrix.wsum: malloc'd [rows], NULL if out of memory. */
+int32_t *at_matrix_i8_sums(const int8_t *q, int rows, int cols);
+/* Row r of any matrix as f32 (int8 rows dequantized). */
+void at_matrix_row(float *dst, const at_matrix *m, int r);
 uint16_t at_f32_to_f16_1(float f);
 
 /* Multi-head attention for one sentence.

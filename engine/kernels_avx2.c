@@ -1,0 +1,149 @@
+/* AVX2 + FMA + F16C kernels: 8 f32 lanes. Compiled for AVX2 whatever the build flags;
+ * isa.c only selects this set after CPUID and XGETBV say the CPU and the OS support it. */
+#pragma GCC target("avx2,fma,f16c")
+#include <immintrin.h>
+#include <string.h>
+
+#include "isa.h"
+
+typedef __m256 V;
+#define VN 8
+#define V_ZERO() _mm256_setzero_ps()
+#define V_LOAD(p) _mm256_loadu_ps(p)
+#define V_STORE(p, v) _mm256_storeu_ps((p), (v))
+#define V_LOADH(p) _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)))
+#define V_FMA(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#define V_SET1(a) _mm256_set1_ps(a)
+
+/* the first k lanes set (k in 0..8) */
+static inline __m256i lane_mask(int k) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+#define V_LOADN(p, k) _mm256_maskload_ps((p), lane_mask(k))
+#define V_STOREN(p, v, k) _mm256_maskstore_ps((p), lane_mask(k), (v))
+static inline __m256 V_LOADHN(const uint16_t *p, int k) {
+    uint16_t tmp[8] = {0};
+    memcpy(tmp, p, sizeof(uint16_t) * (size_t)k);
+    return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)tmp));
+}
+
+/* lanes summed as halves, then quarters, ... : one fixed order */
+static inline float V_HSUM(__m256 v) {
+    __m128 q = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    q = _mm_add_ps(q, _mm_movehl_ps(q, q));
+    q = _mm_add_ss(q, _mm_movehdup_ps(q));
+    return _mm_cvtss_f32(q);
+}
+
+#include "kernels_simd.h"
+
+/* ---------------------------------------------------------------------------------------
+ * int8: vpmaddubsw multiplies unsigned by signed bytes, so each product is formed as
+ * |x| · (w with x's sign); |x|, |w| ≤ 127 keep the 16-bit pair sums below saturation, and
+ * vpmaddwd widens them to 32 bits. Exact, like every int8 path. */
+
+#define I8_TILE_W 4
+#define I8_TILE_X 3
+
+static inline __m256i dot_step(__m256i acc, __m256i xabs, __m256i xs, __m256i w) {
+    const __m256i p16 = _mm256_maddubs_epi16(xabs, _mm256_sign_epi8(w, xs));
+    return _mm256_add_epi32(acc, _mm256_madd_epi16(p16, _mm256_set1_epi16(1)));
+}
+
+static inline int32_t hsum_i32(__m256i v) {
+    __m128i q = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0x4e));
+    q = _mm_add_epi32(q, _mm_shuffle_epi32(q, 0xb1));
+    return _mm_cvtsi128_si32(q);
+}
+
+static inline __m256i load_tail(const int8_t *p, int k) {
+    int8_t tmp[32] = {0};
+    memcpy(tmp, p, (size_t)k);
+    return _mm256_loadu_si256((const __m256i *)(const void *)tmp);
+}
+
+static inline __attribute__((always_inline)) void tile_i8(float *y, int ldy, const int8_t *xq, const float *sx,
+                                                         const int8_t *w, int in, const float *sw,
+                                                         const float *b, const int RW, const int NX) {
+    __m256i acc[I8_TILE_W][I8_TILE_X];
+    UNROLL for (int r = 0; r < RW; r++) UNROLL for (int j = 0; j < NX; j++) acc[r][j] = _mm256_setzero_si256();
+    int k = 0;
+    for (; k + 32 <= in; k += 32) {
+        __m256i xs[I8_TILE_X], xa[I8_TILE_X];
+        UNROLL for (int j = 0; j < NX; j++) {
+            xs[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq + (size_t)j * in + k));
+            xa[j] = _mm256_abs_epi8(xs[j]);
+        }
+        UNROLL for (int r = 0; r < RW; r++) {
+            const __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(w + (size_t)r * in + k));
+            UNROLL for (int j = 0; j < NX; j++) acc[r][j] = dot_step(acc[r][j], xa[j], xs[j], wv);
+        }
+    }
+    if (k < in) {
+        __m256i xs[I8_TILE_X], xa[I8_TILE_X];
+        UNROLL for (int j = 0; j < NX; j++) {
+            xs[j] = load_tail(xq + (size_t)j * in + k, in - k);
+            xa[j] = _mm256_abs_epi8(xs[j]);
+        }
+        UNROLL for (int r = 0; r < RW; r++) {
+            const __m256i wv = load_tail(w + (size_t)r * in + k, in - k);
+            UNROLL for (int j = 0; j < NX; j++) acc[r][j] = dot_step(acc[r][j], xa[j], xs[j], wv);
+        }
+    }
+    UNROLL for (int j = 0; j < NX; j++) UNROLL for (int r = 0; r < RW; r++)
+        y[(size_t)j * ldy + r] = AT_I8_OUT(hsum_i32(acc[r][j]), sx[j], sw[r], b ? b[r] : 0.0f);
+}
+
+#define I8_CASES(RW)                                                                          \
+    switch (nx) {                                                                             \
+    case 1: tile_i8(y, ldy, xq, sx, w, in, sw, b, RW, 1); break;                              \
+    case 2: tile_i8(y, ldy, xq, sx, w, in, sw, b, RW, 2); break;                              \
+    default: tile_i8(y, ldy, xq, sx, w, in, sw, b, RW, 3); break;                             \
+    }
+
+static void tile_i8_4(float *y, int ldy, const int8_t *xq, const float *sx, const int8_t *w, int in,
+                      const float *sw, const float *b, int nx) { I8_CASES(4) }
+static void tile_i8_1(float *y, int ldy, const int8_t *xq, const float *sx, const int8_t *w, int in,
+                      const float *sw, const float *b, int nx) { I8_CASES(1) }
+
+static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const float *b, int n) {
+    const int out = w->rows, in = w->cols;
+    float *sx;
+    const int8_t *xq = at_quantize_rows(x, n, in, &sx);
+    if (!xq) {
+        at_kernels_generic.linear(y, x, w, b, n);
+        return;
+    }
+    const int8_t *W = (const int8_t *)w->data;
+    const double work = (double)n * out * in;
+    const int RB = n == 1 ? 32 : 64, nb = (out + RB - 1) / RB, XB = 48;
+#pragma omp parallel for schedule(static) if (work > 4 * SIMD_PARALLEL_GRAIN && at_threads() > 1)
+    for (int blk = 0; blk < nb; blk++) {
+        const int o0 = blk * RB, o1 = o0 + RB < out ? o0 + RB : out;
+        for (int t0 = 0; t0 < n; t0 += XB) {
+            const int t1 = t0 + XB < n ? t0 + XB : n;
+            int o = o0;
+            for (; o + I8_TILE_W <= o1; o += I8_TILE_W)
+                for (int t = t0; t < t1; t += I8_TILE_X) {
+                    const int nx = t1 - t < I8_TILE_X ? t1 - t : I8_TILE_X;
+                    tile_i8_4(y + (size_t)t * out + o, out, xq + (size_t)t * in, sx + t, W + (size_t)o * in, in,
+                              w->scale + o, b ? b + o : NULL, nx);
+                }
+            for (; o < o1; o++)
+                for (int t = t0; t < t1; t += I8_TILE_X) {
+                    const int nx = t1 - t < I8_TILE_X ? t1 - t : I8_TILE_X;
+                    tile_i8_1(y + (size_t)t * out + o, out, xq + (size_t)t * in, sx + t, W + (size_t)o * in, in,
+                              w->scale + o, b ? b + o : NULL, nx);
+                }
+        }
+    }
+}
+
+const at_kernels at_kernels_avx2 = {
+    .name = "avx2",
+    .linear = simd_linear,
+    .dot = simd_dot,
+    .axpy = simd_axpy,
+    .f16_to_f32 = simd_f16_to_f32,
+};

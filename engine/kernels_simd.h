@@ -1,0 +1,186 @@
+/* The SIMD kernel set, written once over a small vector vocabulary and included by
+ * kernels_avx2.c (8 lanes) and kernels_avx512.c (16 lanes), each compiled for its ISA.
+ *
+ * The including file defines:
+ *   V, VN              vector type and lanes
+ *   V_ZERO()           all-zero vector
+ *   V_LOAD(p)          VN floats
+ *   V_LOADH(p)         VN halves (f16) widened to floats
+ *   V_LOADN(p, k)      k < VN floats, the rest zero;  V_LOADHN(p, k) the same for halves
+ *   V_STOREN(p, v, k)  k <= VN floats
+ *   V_FMA(a, b, c)     a * b + c, fused
+ *   V_ADD, V_MUL, V_SET1
+ *   V_HSUM(v)          sum of the lanes in one fixed order
+ *   KSET_NAME          "avx2" / "avx512";  KSET_SYM the at_kernels variable name
+ *   I8 kernels:        see the int8 section.
+ *
+ * Summation order. Every output element y[t,o] is computed the same way whatever n is, and
+ * whichever tile it falls in: one vector accumulator, k from 0 upwards in steps of VN with
+ * a zero-padded last step, fused multiply-adds, then V_HSUM, then + bias. Tiles only decide
+ * which elements are computed together, never how. */
+
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels.h"
+
+/* Below this many multiply-adds a parallel region costs more than it saves. */
+#define SIMD_PARALLEL_GRAIN (1 << 16)
+#define TILE_W 4 /* W rows per micro-tile */
+#define TILE_X 6 /* input rows per micro-tile */
+
+/* ---------------------------------------------------------------------------------------
+ * Small vector kernels */
+
+static float simd_dot(const float *a, const float *b, int n) {
+    V acc = V_ZERO();
+    int k = 0;
+    for (; k + VN <= n; k += VN) acc = V_FMA(V_LOAD(a + k), V_LOAD(b + k), acc);
+    if (k < n) acc = V_FMA(V_LOADN(a + k, n - k), V_LOADN(b + k, n - k), acc);
+    return V_HSUM(acc);
+}
+
+static void simd_axpy(float *y, float a, const float *x, int n) {
+    const V av = V_SET1(a);
+    int k = 0;
+    for (; k + VN <= n; k += VN) V_STORE(y + k, V_FMA(av, V_LOAD(x + k), V_LOAD(y + k)));
+    if (k < n) V_STOREN(y + k, V_FMA(av, V_LOADN(x + k, n - k), V_LOADN(y + k, n - k)), n - k);
+}
+
+static void simd_f16_to_f32(float *dst, const uint16_t *src, size_t n) {
+    size_t k = 0;
+    for (; k + VN <= n; k += VN) V_STORE(dst + k, V_LOADH(src + k));
+    if (k < n) V_STOREN(dst + k, V_LOADHN(src + k, (int)(n - k)), (int)(n - k));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * f32 / f16 linear: y[n,out] = x[n,in] · Wᵀ + b
+ *
+ * Micro-tile: RW (≤ TILE_W) W rows × NX (≤ TILE_X) input rows, RW*NX accumulators held in
+ * registers over the whole k range; W rows are f32 or f16 (widened in the loop). */
+
+#define UNROLL _Pragma("GCC unroll 8")
+
+static inline __attribute__((always_inline)) void tile(float *y, int ldy, const float *x, int in,
+                                                      const void *w, int f16, const float *b,
+                                                      const int RW, const int NX) {
+    V acc[TILE_W][TILE_X];
+    UNROLL for (int r = 0; r < RW; r++) UNROLL for (int j = 0; j < NX; j++) acc[r][j] = V_ZERO();
+    const float *wf = (const float *)w;
+    const uint16_t *wh = (const uint16_t *)w;
+    int k = 0;
+    for (; k + VN <= in; k += VN) {
+        V xv[TILE_X];
+        UNROLL for (int j = 0; j < NX; j++) xv[j] = V_LOAD(x + (size_t)j * in + k);
+        UNROLL for (int r = 0; r < RW; r++) {
+            const V wv = f16 ? V_LOADH(wh + (size_t)r * in + k) : V_LOAD(wf + (size_t)r * in + k);
+            UNROLL for (int j = 0; j < NX; j++) acc[r][j] = V_FMA(wv, xv[j], acc[r][j]);
+        }
+    }
+    if (k < in) {
+        const int rest = in - k;
+        V xv[TILE_X];
+        UNROLL for (int j = 0; j < NX; j++) xv[j] = V_LOADN(x + (size_t)j * in + k, rest);
+        UNROLL for (int r = 0; r < RW; r++) {
+            const V wv = f16 ? V_LOADHN(wh + (size_t)r * in + k, rest) : V_LOADN(wf + (size_t)r * in + k, rest);
+            UNROLL for (int j = 0; j < NX; j++) acc[r][j] = V_FMA(wv, xv[j], acc[r][j]);
+        }
+    }
+    UNROLL for (int j = 0; j < NX; j++) UNROLL for (int r = 0; r < RW; r++)
+        y[(size_t)j * ldy + r] = V_HSUM(acc[r][j]) + (b ? b[r] : 0.0f);
+}
+
+/* One tile of RW rows over NX input rows, dispatched to a fully unrolled instance. */
+#define TILE_CASES(RW, F16)                                                                  \
+    switch (nx) {                                                                            \
+    case 1: tile(y, ldy, x, in, w, F16, b, RW, 1); break;                                    \
+    case 2: tile(y, ldy, x, in, w, F16, b, RW, 2); break;                                    \
+    case 3: tile(y, ldy, x, in, w, F16, b, RW, 3); break;                                    \
+    case 4: tile(y, ldy, x, in, w, F16, b, RW, 4); break;                                    \
+    case 5: tile(y, ldy, x, in, w, F16, b, RW, 5); break;                                    \
+    default: tile(y, ldy, x, in, w, F16, b, RW, 6); break;                                   \
+    }
+
+static void tile_f32_4(float *y, int ldy, const float *x, int in, const void *w, const float *b, int nx) { TILE_CASES(4, 0) }
+static void tile_f32_1(float *y, int ldy, const float *x, int in, const void *w, const float *b, int nx) { TILE_CASES(1, 0) }
+static void tile_f16_4(float *y, int ldy, const float *x, int in, const void *w, const float *b, int nx) { TILE_CASES(4, 1) }
+static void tile_f16_1(float *y, int ldy, const float *x, int in, const void *w, const float *b, int nx) { TILE_CASES(1, 1) }
+
+/* A per-thread scratch buffer that only grows (OpenMP threads persist, so this is reused
+ * across calls: no allocation in the steady state). NULL if out of memory. */
+static float *thread_scratch(size_t n) {
+    static _Thread_local float *buf;
+    static _Thread_local size_t cap;
+    if (n > cap) {
+        float *p = realloc(buf, sizeof(float) * n);
+        if (!p) return NULL;
+        buf = p;
+        cap = n;
+    }
+    return buf;
+}
+
+/* W rows [o0, o1) against every input row. f16 rows are widened once into scratch when
+ * several input rows will reuse them (exact, so the result is the same either way). */
+static void linear_block(float *y, const float *x, const at_matrix *w, const float *b, int n,
+                         int o0, int o1) {
+    const int out = w->rows, in = w->cols;
+    const void *wb;
+    int f16 = w->dtype == AT_F16;
+    if (f16) {
+        wb = (const uint16_t *)w->data + (size_t)o0 * in;
+        float *buf = n >= 4 ? thread_scratch((size_t)(o1 - o0) * in) : NULL;
+        if (buf) {
+            simd_f16_to_f32(buf, (const uint16_t *)wb, (size_t)(o1 - o0) * in);
+            wb = buf;
+            f16 = 0;
+        }
+    } else {
+        wb = (const float *)w->data + (size_t)o0 * in;
+    }
+    const size_t es = f16 ? 2 : 4;
+    /* input rows in blocks that stay in L2 while the W block is swept over them */
+    const int XB = 48;
+    for (int t0 = 0; t0 < n; t0 += XB) {
+        const int t1 = t0 + XB < n ? t0 + XB : n;
+        int o = o0;
+        for (; o + TILE_W <= o1; o += TILE_W) {
+            const void *wr = (const char *)wb + (size_t)(o - o0) * in * es;
+            for (int t = t0; t < t1; t += TILE_X) {
+                const int nx = t1 - t < TILE_X ? t1 - t : TILE_X;
+                if (f16) tile_f16_4(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, b ? b + o : NULL, nx);
+                else tile_f32_4(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, b ? b + o : NULL, nx);
+            }
+        }
+        for (; o < o1; o++) {
+            const void *wr = (const char *)wb + (size_t)(o - o0) * in * es;
+            for (int t = t0; t < t1; t += TILE_X) {
+                const int nx = t1 - t < TILE_X ? t1 - t : TILE_X;
+                if (f16) tile_f16_1(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, b ? b + o : NULL, nx);
+                else tile_f32_1(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, b ? b + o : NULL, nx);
+            }
+        }
+    }
+}
+
+static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const float *b, int n);
+
+/* Split W rows over threads in blocks (a multiple of TILE_W), each block against all inputs. */
+static void simd_linear(float *y, const float *x, const at_matrix *w, const float *b, int n) {
+    if (w->dtype == AT_I8) {
+        simd_linear_i8(y, x, w, b, n);
+        return;
+    }
+    const int out = w->rows;
+    const double work = (double)n * out * w->cols;
+    const int nt = at_threads();
+    /* batch 1 streams W once: small blocks balance threads; larger batches reuse a block */
+    int RB = n == 1 ? 16 : 32;
+    const int nb = (out + RB - 1) / RB;
+#pragma omp parallel for schedule(static) if (work > SIMD_PARALLEL_GRAIN && nt > 1)
+    for (int i = 0; i < nb; i++) {
+        const int o0 = i * RB, o1 = o0 + RB < out ? o0 + RB : out;
+        linear_block(y, x, w, b, n, o0, o1);
+    }
+}
