@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../engine/isa.h"
 #include "translate.h"
 
 struct attend_model {
@@ -74,6 +75,10 @@ int attend_verify(const attend_model *m, char *err, size_t errlen) {
 }
 
 const char *attend_isa(void) { return at_k()->name; }
+
+int attend_select_isa(char *err, size_t errlen) { return at_kernels_init(err, errlen); }
+
+const char *attend_isa_available(void) { return at_isa_list(); }
 
 void attend_result_free(attend_result *r) {
     if (!r) return;

@@ -79,8 +79,12 @@ int attend_translate(attend_model *m, const char *const *lines, const size_t *le
                      char *err, size_t errlen);
 void attend_result_free(attend_result *r);
 
-/* Which kernel set runs here ("generic", "avx2", "avx512"). */
+/* Choose the kernel set from CPUID, or from $ATTEND_ISA if set (attend_load does this too).
+ * 0, or -1 with err if $ATTEND_ISA names a set this CPU cannot run. */
+int attend_select_isa(char *err, size_t errlen);
+/* Which kernel set runs ("generic", "avx2", "avx512"), and all this CPU supports. */
 const char *attend_isa(void);
+const char *attend_isa_available(void);
 
 #ifdef __cplusplus
 }

@@ -18,6 +18,7 @@ static void usage(FILE *f) {
             "  translate   translate arguments or standard input, one line per line\n"
             "  info        print a model's configuration\n"
             "  verify      check a model file's checksums and values\n"
+            "  isa         print the kernel set in use ($ATTEND_ISA=generic|avx2|avx512 forces one)\n"
             "\n"
             "Run 'attend COMMAND --help' for a command's options.\n");
 }
@@ -30,6 +31,15 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage(stdout);
+        return EXIT_OK;
+    }
+    if (!strcmp(cmd, "isa")) {
+        char err[256];
+        if (attend_select_isa(err, sizeof err)) {
+            fprintf(stderr, "attend: %s\n", err);
+            return EXIT_USAGE;
+        }
+        printf("%s (this CPU: %s)\n", attend_isa(), attend_isa_available());
         return EXIT_OK;
     }
     if (!strcmp(cmd, "translate")) return cmd_translate(argc - 1, argv + 1);

@@ -254,7 +254,7 @@ class MarianTok:
         self.tgt_pieces = {i: p for p, i in self.tgt_vocab.items()}
         self.unk = vocab.get("<unk>", 1)
         self.eos = vocab.get("</s>", 0)
-        self.pad = vocab.get("<pad>", len(vocab) - 1)
+        self.pad = self.tgt_vocab.get("<pad>", len(self.tgt_vocab) - 1)  # decoding specials
         self.max_len = max_len
 
     LANGUAGE_CODE = re.compile(">>.+<<")

@@ -1,0 +1,102 @@
+"""Shared helpers for the Python tests: paths, a tiny test runner, SentencePiece models
+trained on the shared corpora, random HF-style models exported to .gguf."""
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import traceback
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOLS = os.path.join(REPO, "tools")
+ATTEND = os.path.join(REPO, "build", "attend")
+DATA = os.path.normpath(os.path.join(REPO, "..", "shared", "data"))
+PYTHON = sys.executable
+sys.path.insert(0, TOOLS)
+
+
+def corpus_lines(name, side, n, skip=0):
+    """n lines of a shared corpus file, e.g. corpus_lines('tatoeba', 'de', 100)."""
+    files = {
+        "tatoeba": f"tatoeba-deu-eng/tatoeba-deu-eng.train.{side}.gz",
+        "multi30k": f"multi30k/train.{side}.gz",
+    }
+    path = os.path.join(DATA, files[name])
+    if not os.path.exists(path):
+        raise SystemExit(f"missing {path}: the tests read ../shared/data beside the repo")
+    out = []
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            if i < skip:
+                continue
+            if len(out) >= n:
+                break
+            out.append(line.rstrip("\n"))
+    return out
+
+
+def train_spm(workdir, prefix, lines, vocab_size):
+    """Train a SentencePiece unigram model on lines; returns the .model path."""
+    import sentencepiece as spm
+    txt = os.path.join(workdir, prefix + ".txt")
+    with open(txt, "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    spm.SentencePieceTrainer.train(input=txt, model_prefix=os.path.join(workdir, prefix),
+                                   vocab_size=vocab_size, model_type="unigram",
+                                   character_coverage=1.0, minloglevel=2, seed_sentencepiece_size=100000,
+                                   num_threads=1)
+    return os.path.join(workdir, prefix + ".model")
+
+
+def export(hf_dir, out, dtype="f32"):
+    subprocess.run([PYTHON, os.path.join(TOOLS, "export_marian.py"), hf_dir, out, "--dtype", dtype,
+                    "--name", "test"], check=True, stdout=subprocess.DEVNULL)
+    return out
+
+
+def run_attend(args, input_text=None, env=None, check=True):
+    e = dict(os.environ)
+    if env:
+        e.update(env)
+    p = subprocess.run([ATTEND] + args, input=input_text, capture_output=True, text=True, env=e,
+                       errors="replace")
+    if check and p.returncode != 0:
+        raise AssertionError(f"attend {' '.join(args)} exited {p.returncode}: {p.stderr.strip()}")
+    return p
+
+
+def available_isas():
+    """Kernel sets this CPU can run, as attend reports them."""
+    out = []
+    for isa in ("generic", "avx2", "avx512"):
+        probe = subprocess.run([ATTEND, "isa"], env=dict(os.environ, ATTEND_ISA=isa),
+                               capture_output=True, text=True)
+        if probe.returncode == 0:
+            out.append(isa)
+    return out or ["generic"]
+
+
+class Runner:
+    """Collects named checks; prints 'N passed, M failed' and exits accordingly."""
+
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def check(self, name, fn, *args):
+        try:
+            fn(*args)
+            print(f"ok   {name}", flush=True)
+            self.passed += 1
+        except Exception:
+            print(f"FAIL {name}", flush=True)
+            traceback.print_exc()
+            self.failed += 1
+
+    def finish(self):
+        print(f"{self.passed} passed, {self.failed} failed")
+        sys.exit(1 if self.failed else 0)
+
+
+def tempdir():
+    return tempfile.mkdtemp(prefix="attend-test-")
