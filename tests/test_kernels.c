@@ -1,0 +1,250 @@
+/* Kernel unit tests: every kernel of every kernel set this CPU runs, against naive code
+ * computed in double precision. Prints "N passed, M failed". */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/isa.h"
+#include "../engine/kernels.h"
+
+static int passed, failed;
+
+#define CHECK(cond, ...)                                             \
+    do {                                                             \
+        if (cond) {                                                  \
+            passed++;                                                \
+        } else {                                                     \
+            failed++;                                                \
+            printf("FAIL %s:%d [%s] ", __FILE__, __LINE__, isa_name); \
+            printf(__VA_ARGS__);                                     \
+            printf("\n");                                            \
+        }                                                            \
+    } while (0)
+
+static const char *isa_name = "?";
+static unsigned rng_state = 12345;
+
+static float frand(void) { /* uniform in [-1, 1) */
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return (float)((rng_state >> 8) & 0xffffff) / 8388608.0f - 1.0f;
+}
+
+static void fill(float *x, size_t n, float scale) {
+    for (size_t i = 0; i < n; i++) x[i] = frand() * scale;
+}
+
+/* ------------------------------------------------------------------------------------- */
+
+static void test_f16(void) {
+    const at_kernels *K = at_k();
+    uint16_t *h = malloc(65536 * 2);
+    float *f = malloc(65536 * 4);
+    for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    K->f16_to_f32(f, h, 65536);
+    int bad = 0;
+    for (int i = 0; i < 65536; i++) {
+        float want = at_f16_to_f32_1((uint16_t)i);
+        if (memcmp(&want, &f[i], 4) != 0 && !(isnan(want) && isnan(f[i]))) bad++;
+    }
+    CHECK(bad == 0, "f16_to_f32: %d of 65536 values differ from the exact conversion", bad);
+    /* round trip of every finite half, and round-to-nearest-even on a tie */
+    int rt = 0;
+    for (int i = 0; i < 65536; i++) {
+        float v = at_f16_to_f32_1((uint16_t)i);
+        if (isfinite(v) && at_f32_to_f16_1(v) != (uint16_t)i && !(v == 0 && (i & 0x7fff) == 0)) rt++;
+    }
+    CHECK(rt == 0, "f32_to_f16 round trip: %d values", rt);
+    CHECK(at_f32_to_f16_1(1.0f + 1.0f / 2048) == 0x3c00, "tie 1+2^-11 rounds to even (1.0)");
+    CHECK(at_f32_to_f16_1(1.0f + 3.0f / 2048) == 0x3c02, "tie 1+3*2^-11 rounds to even");
+    CHECK(at_f32_to_f16_1(65520.0f) == 0x7c00, "65520 overflows to inf");
+    free(h);
+    free(f);
+}
+
+static void test_dot_axpy(void) {
+    const at_kernels *K = at_k();
+    int sizes[] = {1, 3, 7, 8, 15, 16, 17, 31, 64, 100, 257};
+    for (size_t s = 0; s < sizeof sizes / sizeof *sizes; s++) {
+        int n = sizes[s];
+        float *a = malloc(4 * n), *b = malloc(4 * n), *y = malloc(4 * n), *y0 = malloc(4 * n);
+        fill(a, n, 1), fill(b, n, 1), fill(y, n, 1);
+        memcpy(y0, y, 4 * n);
+        double want = 0;
+        for (int i = 0; i < n; i++) want += (double)a[i] * b[i];
+        float got = K->dot(a, b, n);
+        CHECK(fabs(got - want) <= 1e-5 * (1 + sqrt(n)), "dot n=%d: %g vs %g", n, got, want);
+        K->axpy(y, 0.5f, a, n);
+        double err = 0;
+        for (int i = 0; i < n; i++) err = fmax(err, fabs(y[i] - (y0[i] + 0.5 * a[i])));
+        CHECK(err <= 1e-6, "axpy n=%d: error %g", n, err);
+        free(a), free(b), free(y), free(y0);
+    }
+}
+
+/* y = x Wᵀ + b for several shapes, f32 and f16 weights; and batch independence. */
+static void test_linear(void) {
+    const at_kernels *K = at_k();
+    int shapes[][3] = {{1, 1, 1}, {1, 64, 64}, {3, 17, 33}, {5, 48, 100}, {1, 512, 512},
+                       {7, 130, 257}, {20, 64, 128}, {33, 96, 31}, {64, 40, 72}, {2, 1000, 64}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        int n = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
+        for (int dtype = 0; dtype < 2; dtype++) {
+            float *x = malloc(sizeof(float) * n * in), *w = malloc(sizeof(float) * out * in);
+            float *b = malloc(sizeof(float) * out), *y = malloc(sizeof(float) * n * out);
+            float *y1 = malloc(sizeof(float) * out);
+            uint16_t *wh = malloc(2 * (size_t)out * in);
+            fill(x, (size_t)n * in, 1), fill(w, (size_t)out * in, 0.2f), fill(b, out, 1);
+            for (size_t i = 0; i < (size_t)out * in; i++) {
+                wh[i] = at_f32_to_f16_1(w[i]);
+                if (dtype == AT_F16) w[i] = at_f16_to_f32_1(wh[i]); /* what the kernel sees */
+            }
+            at_matrix W = {.data = dtype == AT_F16 ? (const void *)wh : (const void *)w,
+                           .dtype = dtype, .rows = out, .cols = in};
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                K->linear(y, x, &W, with_bias ? b : NULL, n);
+                double err = 0;
+                for (int t = 0; t < n; t++)
+                    for (int o = 0; o < out; o++) {
+                        double want = with_bias ? b[o] : 0;
+                        for (int i = 0; i < in; i++) want += (double)x[t * in + i] * w[(size_t)o * in + i];
+                        err = fmax(err, fabs(y[t * out + o] - want));
+                    }
+                CHECK(err <= 2e-5 * sqrt(in), "linear %s n=%d out=%d in=%d bias=%d: error %g",
+                      dtype ? "f16" : "f32", n, out, in, with_bias, err);
+            }
+            /* each row alone must give bit-identical results to the batched call */
+            int diff = 0;
+            for (int t = 0; t < n; t++) {
+                K->linear(y1, x + (size_t)t * in, &W, b, 1);
+                K->linear(y, x, &W, b, n);
+                if (memcmp(y1, y + (size_t)t * out, sizeof(float) * out)) diff++;
+            }
+            CHECK(diff == 0, "linear %s n=%d out=%d in=%d: %d rows depend on the batch",
+                  dtype ? "f16" : "f32", n, out, in, diff);
+            free(x), free(w), free(b), free(y), free(y1), free(wh);
+        }
+    }
+}
+
+static void test_small_kernels(void) {
+    /* layernorm with residual */
+    int n = 3, d = 50;
+    float x[150], r[150], g[50], b[50], x0[150];
+    fill(x, 150, 3), fill(r, 150, 1), fill(g, 50, 1), fill(b, 50, 1);
+    memcpy(x0, x, sizeof x);
+    at_add_layernorm(x, r, g, b, n, d, 1e-5f);
+    double err = 0;
+    for (int t = 0; t < n; t++) {
+        double mean = 0, var = 0;
+        for (int i = 0; i < d; i++) mean += x0[t * d + i] + r[t * d + i];
+        mean /= d;
+        for (int i = 0; i < d; i++) var += pow(x0[t * d + i] + r[t * d + i] - mean, 2);
+        var /= d;
+        for (int i = 0; i < d; i++) {
+            double want = (x0[t * d + i] + r[t * d + i] - mean) / sqrt(var + 1e-5) * g[i] + b[i];
+            err = fmax(err, fabs(x[t * d + i] - want));
+        }
+    }
+    CHECK(err < 1e-5, "add_layernorm: error %g", err);
+
+    /* activations */
+    float a[5] = {-3, -0.5f, 0, 0.7f, 4}, s[5], rl[5], ge[5];
+    memcpy(s, a, sizeof a), memcpy(rl, a, sizeof a), memcpy(ge, a, sizeof a);
+    at_activate(s, 5, AT_ACT_SWISH), at_activate(rl, 5, AT_ACT_RELU), at_activate(ge, 5, AT_ACT_GELU);
+    double es = 0, er = 0, eg = 0;
+    for (int i = 0; i < 5; i++) {
+        es = fmax(es, fabs(s[i] - a[i] / (1 + exp(-a[i]))));
+        er = fmax(er, fabs(rl[i] - (a[i] > 0 ? a[i] : 0)));
+        eg = fmax(eg, fabs(ge[i] - 0.5 * a[i] * (1 + erf(a[i] / sqrt(2)))));
+    }
+    CHECK(es < 1e-6 && er == 0 && eg < 1e-6, "activations: swish %g relu %g gelu %g", es, er, eg);
+
+    /* softmax, including -inf entries and an all -inf row */
+    float sm[4] = {1, 2, -INFINITY, 3}, dead[2] = {-INFINITY, -INFINITY};
+    at_softmax(sm, 4);
+    double z = exp(1) + exp(2) + exp(3);
+    CHECK(fabs(sm[0] - exp(1) / z) < 1e-7 && sm[2] == 0 && fabs(sm[3] - exp(3) / z) < 1e-7, "softmax");
+    at_softmax(dead, 2);
+    CHECK(dead[0] == 0 && dead[1] == 0, "softmax of an all -inf row is zeros, not NaN");
+
+    /* argmax: first of equal maxima, like torch.argmax */
+    float am[5] = {1, 5, 2, 5, -1};
+    CHECK(at_argmax(am, 5) == 1, "argmax picks the first maximum");
+}
+
+/* Multi-head attention against a naive version; causal and not; probabilities returned. */
+static void test_attention(void) {
+    int cases[][5] = {/* t_n, s_n, heads, hd, causal */
+                      {1, 1, 1, 4, 0}, {5, 9, 4, 8, 0}, {7, 7, 2, 16, 1}, {1, 12, 8, 64, 1}, {3, 40, 3, 24, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        int tn = cases[c][0], sn = cases[c][1], H = cases[c][2], hd = cases[c][3], causal = cases[c][4];
+        int d = H * hd, pos0 = causal ? sn - tn : 0;
+        float *q = malloc(4 * tn * d), *k = malloc(4 * sn * d), *v = malloc(4 * sn * d);
+        float *o = malloc(4 * tn * d), *p = malloc(4 * H * tn * sn), *scratch = malloc(4 * H * sn);
+        fill(q, tn * d, 1), fill(k, sn * d, 1), fill(v, sn * d, 1);
+        at_attention(o, d, q, d, k, v, d, tn, sn, H, hd, causal, pos0, p, scratch);
+        double eo = 0, ep = 0, erow = 0, above = 0;
+        double *sc = malloc(sizeof(double) * sn);
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < tn; t++) {
+                int vis = causal ? pos0 + t + 1 : sn;
+                double mx = -1e300, sum = 0, rowsum = 0;
+                for (int s = 0; s < vis; s++) {
+                    sc[s] = 0;
+                    for (int j = 0; j < hd; j++) sc[s] += (double)q[t * d + h * hd + j] * k[s * d + h * hd + j];
+                    mx = fmax(mx, sc[s]);
+                }
+                for (int s = 0; s < vis; s++) sum += (sc[s] = exp(sc[s] - mx));
+                for (int s = 0; s < sn; s++) {
+                    double want = s < vis ? sc[s] / sum : 0, got = p[(h * tn + t) * sn + s];
+                    ep = fmax(ep, fabs(got - want));
+                    rowsum += got;
+                    if (s >= vis) above = fmax(above, fabs(got));
+                }
+                erow = fmax(erow, fabs(rowsum - 1));
+                for (int j = 0; j < hd; j++) {
+                    double want = 0;
+                    for (int s = 0; s < vis; s++) want += sc[s] / sum * v[s * d + h * hd + j];
+                    eo = fmax(eo, fabs(o[t * d + h * hd + j] - want));
+                }
+            }
+        CHECK(ep < 1e-6 && eo < 1e-5 && erow < 1e-5 && above == 0,
+              "attention t=%d s=%d heads=%d hd=%d causal=%d: probs %g out %g rowsum %g masked %g", tn, sn,
+              H, hd, causal, ep, eo, erow, above);
+        free(q), free(k), free(v), free(o), free(p), free(scratch), free(sc);
+    }
+}
+
+int main(void) {
+    const char *names[] = {"generic", "avx2", "avx512"};
+    char err[256];
+    int ran = 0;
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        if (!at_isa_by_name(names[i])) {
+            printf("skip %s: not supported by this CPU or build\n", names[i]);
+            continue;
+        }
+        setenv("ATTEND_ISA", names[i], 1);
+        if (at_kernels_init(err, sizeof err)) {
+            printf("FAIL %s\n", err);
+            failed++;
+            continue;
+        }
+        isa_name = names[i];
+        for (int threads = 1; threads <= 2; threads++) {
+            at_set_threads(threads);
+            int before = failed;
+            test_f16();
+            test_dot_axpy();
+            test_linear();
+            test_small_kernels();
+            test_attention();
+            printf("%s %s, %d thread%s\n", failed == before ? "ok  " : "FAIL", names[i], threads,
+                   threads > 1 ? "s" : "");
+        }
+        ran++;
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed || !ran ? 1 : 0;
+}
