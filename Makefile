@@ -12,9 +12,10 @@ ALL_CXXFLAGS = $(CXXFLAGS) -std=c++17 -Wall -Wextra -fPIC
 LDLIBS  = -fopenmp -lsentencepiece -lz -lm
 
 LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/isa.c weights/gguf.c tokenizer/vocab.c \
-          model/marian.c model/translate.c model/text.c model/api.c
+          model/marian.c model/translate.c model/text.c model/api.c model/align.c
 LIB_CXX = tokenizer/spm.cc
-CLI_C   = tools/attend.c tools/cli.c tools/cmd_translate.c tools/cmd_info.c tools/npz.c
+CLI_C   = tools/attend.c tools/cli.c tools/cmd_translate.c tools/cmd_info.c tools/npz.c \
+          tools/cmd_align.c tools/heatmap.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o)
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h tools/*.h)
@@ -64,7 +65,7 @@ deps:
 	fi
 
 # --- tests ---------------------------------------------------------------------------
-TEST_BINS = $(BUILD)/tests/test_kernels
+TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libattend.a
 	@mkdir -p $(dir $@)

@@ -1,0 +1,331 @@
+/* Attention views, word merging and hard alignments (see align.h for the presets' sources). */
+#include "align.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------
+ * Views */
+
+attend_view attend_view_single(int layer, int head) {
+    attend_view v;
+    memset(&v, 0, sizeof v);
+    v.n = 1;
+    v.layer[0] = layer;
+    v.head[0] = head;
+    return v;
+}
+
+/* Parse an integer from [s, e); 0 on success. */
+static int parse_index(const char *s, const char *e, int *out) {
+    if (s == e || e - s > 6) return -1;
+    int neg = 0, v = 0;
+    if (*s == '-') {
+        neg = 1;
+        if (++s == e) return -1;
+    }
+    for (; s < e; s++) {
+        if (!isdigit((unsigned char)*s)) return -1;
+        v = v * 10 + (*s - '0');
+    }
+    *out = neg ? -v : v;
+    return 0;
+}
+
+static int word_is(const char *s, const char *e, const char *w) {
+    return (size_t)(e - s) == strlen(w) && !memcmp(s, w, (size_t)(e - s));
+}
+
+int attend_view_parse(const char *spec, attend_view *v, char *err, size_t errlen) {
+    memset(v, 0, sizeof *v);
+    if (!spec || !*spec) {
+        snprintf(err, errlen, "empty attention view");
+        return -1;
+    }
+    const char *s = spec;
+    for (;;) {
+        const char *e = s;
+        while (*e && *e != ',') e++;
+        while (s < e && *s == ' ') s++;
+        const char *end = e;
+        while (end > s && end[-1] == ' ') end--;
+        if (word_is(s, end, "shift")) {
+            v->shift = 1;
+        } else {
+            const char *colon = memchr(s, ':', (size_t)(end - s));
+            int layer, head;
+            if (!colon) goto bad;
+            if (word_is(s, colon, "last")) layer = ATTEND_LAYER_LAST;
+            else if (word_is(s, colon, "penultimate")) layer = ATTEND_LAYER_PENULTIMATE;
+            else if (word_is(s, colon, "all")) layer = ATTEND_LAYER_ALL;
+            else if (parse_index(s, colon, &layer) == 0) {
+                /* negative indices count from the end: -1 last, -2 penultimate, ... */
+                if (layer < 0) layer = layer == -1 ? ATTEND_LAYER_LAST
+                                     : layer == -2 ? ATTEND_LAYER_PENULTIMATE : -1000 + layer;
+            } else goto bad;
+            if (word_is(colon + 1, end, "avg")) head = ATTEND_HEAD_AVG;
+            else if (parse_index(colon + 1, end, &head) || head < 0) goto bad;
+            if (v->n == ATTEND_VIEW_MAX) {
+                snprintf(err, errlen, "attention view '%s': more than %d items", spec, ATTEND_VIEW_MAX);
+                return -1;
+            }
+            v->layer[v->n] = layer;
+            v->head[v->n++] = head;
+        }
+        if (!*e) break;
+        s = e + 1;
+    }
+    if (v->n == 0) {
+        snprintf(err, errlen, "attention view '%s' names no layer:head (e.g. last:0)", spec);
+        return -1;
+    }
+    return 0;
+bad:
+    snprintf(err, errlen,
+             "attention view '%s': expected items LAYER:HEAD (LAYER a 0-based number, last, "
+             "penultimate or all; HEAD a number or avg) and optionally 'shift', "
+             "e.g. last:0, penultimate:avg, 4:avg,shift",
+             spec);
+    return -1;
+}
+
+void attend_view_name(const attend_view *v, char *buf, size_t n) {
+    size_t k = 0;
+    if (n == 0) return;
+    buf[0] = 0;
+    for (int i = 0; i < v->n + v->shift && k < n; i++) {
+        char item[48], ls[16], hs[16];
+        if (i == v->n) {
+            snprintf(item, sizeof item, "shift");
+        } else {
+            int l = v->layer[i];
+            if (l == ATTEND_LAYER_LAST) snprintf(ls, sizeof ls, "last");
+            else if (l == ATTEND_LAYER_PENULTIMATE) snprintf(ls, sizeof ls, "penultimate");
+            else if (l == ATTEND_LAYER_ALL) snprintf(ls, sizeof ls, "all");
+            else if (l <= -1000) snprintf(ls, sizeof ls, "%d", l + 1000);
+            else snprintf(ls, sizeof ls, "%d", l);
+            if (v->head[i] == ATTEND_HEAD_AVG) snprintf(hs, sizeof hs, "avg");
+            else snprintf(hs, sizeof hs, "%d", v->head[i]);
+            snprintf(item, sizeof item, "%s:%s", ls, hs);
+        }
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? "," : "", item);
+    }
+}
+
+/* Resolve a symbolic layer against L; -1 when it names no layer (ALL is handled apart). */
+static int resolve_layer(int l, int L) {
+    if (l == ATTEND_LAYER_LAST) return L - 1;
+    if (l == ATTEND_LAYER_PENULTIMATE) return L >= 2 ? L - 2 : -1;
+    if (l <= -1000) l = L + (l + 1000);
+    return l >= 0 && l < L ? l : -1;
+}
+
+int attend_view_reduce(const attend_view *v, const float *cross, int L, int H, int T, int S,
+                       float *out, char *err, size_t errlen) {
+    unsigned char *sel = calloc((size_t)L * H + 1, 1);
+    if (!sel) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < v->n; i++) {
+        int l0 = 0, l1 = L - 1;
+        if (v->layer[i] != ATTEND_LAYER_ALL) {
+            l0 = l1 = resolve_layer(v->layer[i], L);
+            if (l0 < 0) {
+                char name[32];
+                attend_view one = attend_view_single(v->layer[i], v->head[i]);
+                attend_view_name(&one, name, sizeof name);
+                snprintf(err, errlen, "attention view %s: the model has %d decoder layers (0..%d)%s",
+                         name, L, L - 1,
+                         v->layer[i] == ATTEND_LAYER_PENULTIMATE ? ", no penultimate one" : "");
+                free(sel);
+                return -1;
+            }
+        }
+        if (v->head[i] >= H) {
+            snprintf(err, errlen, "attention view: head %d does not exist; the model has %d heads (0..%d)",
+                     v->head[i], H, H - 1);
+            free(sel);
+            return -1;
+        }
+        for (int l = l0; l <= l1; l++)
+            for (int h = 0; h < H; h++)
+                if (v->head[i] == ATTEND_HEAD_AVG || v->head[i] == h) sel[l * H + h] = 1;
+    }
+    int count = 0;
+    memset(out, 0, sizeof(float) * (size_t)T * S);
+    /* out[t] = mean over selected heads of cross[l][h][t + shift] */
+    for (int lh = 0; lh < L * H; lh++) {
+        if (!sel[lh]) continue;
+        count++;
+        const float *m = cross + (size_t)lh * T * S;
+        for (int t = 0; t + v->shift < T; t++)
+            for (int j = 0; j < S; j++) out[(size_t)t * S + j] += m[(size_t)(t + v->shift) * S + j];
+    }
+    for (size_t i = 0; i < (size_t)T * S; i++) out[i] /= (float)count;
+    free(sel);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Words */
+
+#define WORD_START "\xe2\x96\x81" /* U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's space */
+
+static int is_special(const char *p) {
+    return !strcmp(p, "</s>") || !strcmp(p, "<pad>") || !strcmp(p, "<s>");
+}
+
+int attend_words_from_pieces(const char *const *pieces, int n, attend_words *w) {
+    memset(w, 0, sizeof *w);
+    w->n_pieces = n;
+    w->word_of = malloc(sizeof(int) * (size_t)(n + 1));
+    w->words = calloc((size_t)n + 1, sizeof(char *));
+    size_t total = 1;
+    for (int i = 0; i < n; i++) total += strlen(pieces[i]);
+    char *buf = malloc(total); /* the word being built */
+    if (!w->word_of || !w->words || !buf) goto oom;
+    int cur = -1;
+    size_t len = 0;
+    for (int i = 0; i < n; i++) {
+        const char *p = pieces[i];
+        if (is_special(p)) {
+            w->word_of[i] = -1;
+            continue;
+        }
+        int starts = !strncmp(p, WORD_START, 3);
+        if (starts || cur < 0) {
+            if (cur >= 0 && !(w->words[cur] = strndup(buf, len))) goto oom;
+            cur = w->n_words++;
+            len = 0;
+        }
+        /* the word's text: pieces without their ▁ markers */
+        for (const char *q = p; *q;) {
+            if (!strncmp(q, WORD_START, 3)) {
+                q += 3;
+                continue;
+            }
+            buf[len++] = *q++;
+        }
+        w->word_of[i] = cur;
+    }
+    if (cur >= 0 && !(w->words[cur] = strndup(buf, len))) goto oom;
+    free(buf);
+    return 0;
+oom:
+    free(buf);
+    attend_words_free(w);
+    return -1;
+}
+
+void attend_words_free(attend_words *w) {
+    for (int i = 0; w->words && i < w->n_words; i++) free(w->words[i]);
+    free(w->words);
+    free(w->word_of);
+    memset(w, 0, sizeof *w);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Hard alignment */
+
+void attend_align_argmax(const float *A, int T, int S, const attend_words *src,
+                         const attend_words *tgt, int *best) {
+    for (int t = 0; t < T; t++) {
+        best[t] = -1;
+        if (tgt->word_of[t] < 0) continue;
+        float bv = 0.0f; /* an all-zero row (the shifted view's last) links nothing */
+        for (int j = 0; j < S; j++)
+            if (src->word_of[j] >= 0 && A[(size_t)t * S + j] > bv) {
+                bv = A[(size_t)t * S + j];
+                best[t] = j;
+            }
+    }
+}
+
+static int cmp_link(const void *a, const void *b) {
+    const int *x = a, *y = b;
+    return x[0] != y[0] ? (x[0] > y[0]) - (x[0] < y[0]) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+int attend_align_links(const int *best, int T, const attend_words *src, const attend_words *tgt,
+                       int *links) {
+    int k = 0;
+    for (int t = 0; t < T; t++) {
+        if (best[t] < 0) continue;
+        links[2 * k] = src->word_of[best[t]];
+        links[2 * k + 1] = tgt->word_of[t];
+        k++;
+    }
+    qsort(links, (size_t)k, 2 * sizeof(int), cmp_link);
+    int u = 0;
+    for (int i = 0; i < k; i++)
+        if (u == 0 || cmp_link(links + 2 * i, links + 2 * (u - 1))) {
+            links[2 * u] = links[2 * i];
+            links[2 * u + 1] = links[2 * i + 1];
+            u++;
+        }
+    return u;
+}
+
+void attend_words_matrix(const float *A, int T, int S, const attend_words *src,
+                         const attend_words *tgt, float *out) {
+    const int TW = tgt->n_words, SW = src->n_words;
+    memset(out, 0, sizeof(float) * (size_t)TW * SW);
+    int *cnt = calloc((size_t)TW + 1, sizeof(int));
+    for (int t = 0; t < T; t++) {
+        int tw = tgt->word_of[t];
+        if (tw < 0) continue;
+        if (cnt) cnt[tw]++;
+        for (int j = 0; j < S; j++)
+            if (src->word_of[j] >= 0) out[(size_t)tw * SW + src->word_of[j]] += A[(size_t)t * S + j];
+    }
+    for (int tw = 0; cnt && tw < TW; tw++)
+        for (int j = 0; cnt[tw] > 1 && j < SW; j++) out[(size_t)tw * SW + j] /= (float)cnt[tw];
+    free(cnt);
+}
+
+char *attend_pharaoh(const int *links, int k) {
+    char *s = malloc((size_t)k * 24 + 1);
+    if (!s) return NULL;
+    size_t n = 0;
+    s[0] = 0;
+    for (int i = 0; i < k; i++)
+        n += (size_t)sprintf(s + n, "%s%d-%d", i ? " " : "", links[2 * i], links[2 * i + 1]);
+    return s;
+}
+
+char *attend_alignment(const attend_result *r, const attend_config *c, const attend_view *v,
+                       char *err, size_t errlen) {
+    const int T = r->n_tgt, S = r->n_src;
+    if (!r->cross) {
+        snprintf(err, errlen, "no attention captured: translate with want_attention");
+        return NULL;
+    }
+    float *A = malloc(sizeof(float) * ((size_t)T * S + 1));
+    int *best = malloc(sizeof(int) * ((size_t)T + 1)), *links = malloc(sizeof(int) * (2 * (size_t)T + 1));
+    attend_words sw, tw;
+    char *out = NULL;
+    int have_sw = 0, have_tw = 0;
+    if (!A || !best || !links) goto oom;
+    if (attend_view_reduce(v, r->cross, c->decoder_layers, c->decoder_heads, T, S, A, err, errlen))
+        goto done;
+    if (attend_words_from_pieces((const char *const *)r->src_pieces, S, &sw)) goto oom;
+    have_sw = 1;
+    if (attend_words_from_pieces((const char *const *)r->tgt_pieces, T, &tw)) goto oom;
+    have_tw = 1;
+    attend_align_argmax(A, T, S, &sw, &tw, best);
+    out = attend_pharaoh(links, attend_align_links(best, T, &sw, &tw, links));
+    if (!out) goto oom;
+    goto done;
+oom:
+    snprintf(err, errlen, "out of memory");
+done:
+    if (have_sw) attend_words_free(&sw);
+    if (have_tw) attend_words_free(&tw);
+    free(A);
+    free(best);
+    free(links);
+    return out;
+}

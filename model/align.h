@@ -1,0 +1,119 @@
+/* align: reduce cross-attention to a view, merge pieces into words, and read off hard word
+ * alignments in Pharaoh format. Works on the raw matrices attend_translate returns
+ * (attend_result.cross, [layers, heads, n_tgt, n_src]); nothing is reduced before asked.
+ *
+ *   attend_view v;
+ *   if (attend_view_parse("penultimate:avg", &v, err, sizeof err)) ...;
+ *   char *pharaoh = attend_alignment(&result, attend_get_config(m), &v, err, sizeof err);
+ *   printf("%s ||| %s\n", result.text, pharaoh);    // "0-0 1-2 2-1"
+ *   free(pharaoh);
+ *
+ * Views (layers and heads are 0-based; "last" = decoder_layers-1, "penultimate" = one before):
+ *   last:0          head 0 of the last decoder layer. OPUS-MT transformer-align models are
+ *                   trained with guided alignment on exactly this head (Marian's
+ *                   --guided-alignment, alignment head = head 0 of the last layer), and it is
+ *                   what Marian (--alignment) and CTranslate2 (return_attention) report.
+ *   penultimate:avg the average of all heads of the second-to-last layer: Garg et al. 2019,
+ *                   "Jointly Learning to Align and Translate with Transformer Models" (EMNLP),
+ *                   found the penultimate layer's averaged attention aligns best.
+ *   L:avg,shift     layer L averaged, read one step later: Chen et al. 2020, "Accurate Word
+ *                   Alignment Induction from Neural Machine Translation" (EMNLP, "Shift-Att").
+ *                   Row t of the cross-attention is computed while the decoder reads y_{t-1}
+ *                   and predicts y_t; shift-att aligns y_t with the row where y_t is the
+ *                   decoder's input, i.e. row t+1. The last target token has no such row and
+ *                   gets no alignment (it is normally </s>, which is never aligned anyway).
+ *   all:avg         the average over every layer and head.
+ *   L:H[,L:H...]    explicit heads; several items are averaged. An item "L:avg" stands for
+ *                   all heads of L; "all:H" for head H of every layer. "shift" may be added
+ *                   as an item to any view. Each (layer, head) pair counts once.
+ *
+ * Hard alignment (the choice made here): each target piece, except </s>, is linked to the
+ * source piece with the highest weight in its row, </s> excluded from the candidates (so
+ * every real target piece gets exactly one link; attention mass parked on </s> is ignored).
+ * Pieces merge into words at SentencePiece's "▁" word-start marker; two words are aligned if
+ * any of their pieces are. Pharaoh output: "i-j" with i the 0-based source word and j the
+ * 0-based target word, sorted by i then j.
+ *
+ * Thread safety: all functions are pure; no shared state. */
+#ifndef ATTEND_ALIGN_H
+#define ATTEND_ALIGN_H
+
+#include <stddef.h>
+
+#include "attend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTEND_VIEW_MAX 64
+#define ATTEND_DEFAULT_VIEW "last:0"
+
+/* Symbolic layers (and the one symbolic head) a view item may name before it is resolved
+ * against a model's sizes. Non-negative values are plain 0-based indices. */
+enum { ATTEND_LAYER_LAST = -1, ATTEND_LAYER_PENULTIMATE = -2, ATTEND_LAYER_ALL = -3 };
+enum { ATTEND_HEAD_AVG = -1 };
+
+typedef struct {
+    int n;                              /* items */
+    int layer[ATTEND_VIEW_MAX];         /* index, or ATTEND_LAYER_* */
+    int head[ATTEND_VIEW_MAX];          /* index, or ATTEND_HEAD_AVG */
+    int shift;                          /* read row t+1 for target token t (shift-att) */
+} attend_view;
+
+/* Parse a view ("last:0", "penultimate:avg", "3:avg,shift", "4:1,5:0", "all:avg"). 0, or -1
+ * with err. Layer indices may also be negative (-1 = last). */
+int attend_view_parse(const char *spec, attend_view *v, char *err, size_t errlen);
+/* A view for one head of one layer (head may be ATTEND_HEAD_AVG). */
+attend_view attend_view_single(int layer, int head);
+/* Write the view back as text ("5:0", "penultimate:avg,shift") into buf. */
+void attend_view_name(const attend_view *v, char *buf, size_t n);
+
+/* Reduce cross [L, H, T, S] to out [T, S]: the mean of the selected heads, shifted if asked
+ * (the shifted view's last row is all zero). 0, or -1 with err when a layer or head does
+ * not exist in a model of L layers and H heads. */
+int attend_view_reduce(const attend_view *v, const float *cross, int L, int H, int T, int S,
+                       float *out, char *err, size_t errlen);
+
+/* Pieces -> words. word_of[p] is the word of piece p, or -1 for pieces that belong to no
+ * word (</s>, <pad>, <unk>-free special tokens). words[w] is the word's text with "▁"
+ * removed. */
+typedef struct {
+    int n_pieces, n_words;
+    int *word_of;  /* [n_pieces] */
+    char **words;  /* [n_words] */
+} attend_words;
+
+/* Fill w from n pieces. 0, or -1 when out of memory. Free with attend_words_free. */
+int attend_words_from_pieces(const char *const *pieces, int n, attend_words *w);
+void attend_words_free(attend_words *w);
+
+/* For each target piece t: the source piece with the largest weight in row t of A [T, S]
+ * among source pieces that belong to a word, or -1 when t belongs to no word or its row is
+ * all zero (or there is no source word). best[T] is written. */
+void attend_align_argmax(const float *A, int T, int S, const attend_words *src,
+                         const attend_words *tgt, int *best);
+
+/* Word links from per-piece argmaxes: a sorted, duplicate-free list of (src word, tgt word)
+ * pairs, written to links as 2*k ints. Returns k (links must hold 2*T ints). */
+int attend_align_links(const int *best, int T, const attend_words *src, const attend_words *tgt,
+                       int *links);
+
+/* Word-level view [tgt words, src words]: a target word's row is the mean of its pieces'
+ * rows; a source word's column is the sum of its pieces' columns (so rows still sum to at
+ * most 1). out must hold tgt->n_words * src->n_words floats. */
+void attend_words_matrix(const float *A, int T, int S, const attend_words *src,
+                         const attend_words *tgt, float *out);
+
+/* Pharaoh text "0-0 1-2" for k links (malloc'd; "" for none). NULL when out of memory. */
+char *attend_pharaoh(const int *links, int k);
+
+/* All of the above for one translated sentence: the Pharaoh alignment of r under view v.
+ * r must have been translated with want_attention. malloc'd string, or NULL with err. */
+char *attend_alignment(const attend_result *r, const attend_config *c, const attend_view *v,
+                       char *err, size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,270 @@
+/* Unit tests of model/align.c on hand-made matrices with known answers: view parsing and
+ * reduction (last:0, penultimate:avg, shift, all:avg, explicit lists), word merging at "▁",
+ * argmax hard alignment with </s> excluded, word links and Pharaoh text.
+ * Run: build/tests/test_align (prints "N passed, 0 failed"; exit status 1 on failure). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model/align.h"
+
+static int passed, failed;
+
+#define CHECK(cond)                                                                    \
+    do {                                                                               \
+        if (cond) passed++;                                                            \
+        else {                                                                         \
+            failed++;                                                                  \
+            fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, __func__, \
+                    #cond);                                                            \
+        }                                                                              \
+    } while (0)
+
+static int near(float a, float b) { return fabsf(a - b) < 1e-6f; }
+
+/* ---------------------------------------------------------------------------------------
+ * A cross-attention tensor [L=3][H=2][T=3][S=2] where entry (l,h,t,s) is recognisable:
+ * row t of head (l,h) puts weight w = 0.1*(l*2+h) + 0.05*t on source 0 and 1-w on 1. */
+
+enum { L = 3, H = 2, T = 3, S = 2 };
+static float X[L][H][T][S];
+
+static void fill(void) {
+    for (int l = 0; l < L; l++)
+        for (int h = 0; h < H; h++)
+            for (int t = 0; t < T; t++) {
+                float w = 0.1f * (l * 2 + h) + 0.05f * t;
+                X[l][h][t][0] = w;
+                X[l][h][t][1] = 1 - w;
+            }
+}
+
+static void reduce(const char *spec, float *out) {
+    attend_view v;
+    char err[256];
+    int rc = attend_view_parse(spec, &v, err, sizeof err);
+    CHECK(rc == 0);
+    if (rc) fprintf(stderr, "  %s: %s\n", spec, err);
+    rc = attend_view_reduce(&v, &X[0][0][0][0], L, H, T, S, out, err, sizeof err);
+    CHECK(rc == 0);
+    if (rc) fprintf(stderr, "  %s: %s\n", spec, err);
+}
+
+static void test_views(void) {
+    float o[T * S];
+    fill();
+    reduce("last:0", o); /* layer 2 head 0: w = 0.4 + 0.05 t */
+    CHECK(near(o[0], 0.4f) && near(o[1], 0.6f) && near(o[2 * S], 0.5f));
+    reduce("2:1", o); /* w = 0.5 + 0.05 t */
+    CHECK(near(o[0], 0.5f) && near(o[S], 0.55f));
+    reduce("-1:1", o);
+    CHECK(near(o[0], 0.5f));
+    reduce("penultimate:avg", o); /* layer 1, heads 0,1: w = (0.2 + 0.3)/2 + 0.05 t */
+    CHECK(near(o[0], 0.25f) && near(o[S], 0.30f) && near(o[S + 1], 0.70f));
+    reduce("all:avg", o); /* mean of 0.0..0.5 = 0.25 */
+    CHECK(near(o[0], 0.25f) && near(o[2 * S], 0.35f));
+    reduce("all:0", o); /* heads (0,0) (1,0) (2,0): mean of 0, .2, .4 */
+    CHECK(near(o[0], 0.2f));
+    reduce("0:0,2:1", o); /* (0 + 0.5)/2 */
+    CHECK(near(o[0], 0.25f));
+    reduce("0:0,0:0,2:1", o); /* a pair counts once */
+    CHECK(near(o[0], 0.25f));
+    reduce("1:avg,1:0", o);
+    CHECK(near(o[0], 0.25f));
+    /* shift-att: row t is row t+1 of the plain view; the last row is empty */
+    reduce("last:0,shift", o);
+    CHECK(near(o[0], 0.45f) && near(o[S], 0.5f) && near(o[2 * S], 0.0f) && near(o[2 * S + 1], 0.0f));
+    reduce(" penultimate:avg , shift ", o);
+    CHECK(near(o[0], 0.30f));
+    /* rows of any view without shift sum to 1 when the inputs' rows do */
+    reduce("all:avg", o);
+    for (int t = 0; t < T; t++) CHECK(near(o[t * S] + o[t * S + 1], 1.0f));
+}
+
+static void test_view_names_and_errors(void) {
+    attend_view v;
+    char err[256], name[128];
+    const char *round[] = {"last:0", "penultimate:avg,shift", "3:1,4:avg", "all:avg", "-3:2"};
+    for (size_t i = 0; i < sizeof round / sizeof *round; i++) {
+        CHECK(attend_view_parse(round[i], &v, err, sizeof err) == 0);
+        attend_view_name(&v, name, sizeof name);
+        CHECK(!strcmp(name, round[i]));
+        if (strcmp(name, round[i])) fprintf(stderr, "  %s -> %s\n", round[i], name);
+    }
+    const char *bad[] = {"", "last", "x:0", "0:x", "0:-1", "shift", "0:0,,", "1:", ":1", "0:0;1:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        int rc = attend_view_parse(bad[i], &v, err, sizeof err);
+        CHECK(rc == -1 && err[0]);
+        if (rc != -1) fprintf(stderr, "  accepted bad view '%s'\n", bad[i]);
+    }
+    float o[T * S];
+    fill();
+    CHECK(attend_view_parse("3:0", &v, err, sizeof err) == 0);
+    CHECK(attend_view_reduce(&v, &X[0][0][0][0], L, H, T, S, o, err, sizeof err) == -1);
+    CHECK(strstr(err, "3 decoder layers") != NULL);
+    CHECK(attend_view_parse("0:2", &v, err, sizeof err) == 0);
+    CHECK(attend_view_reduce(&v, &X[0][0][0][0], L, H, T, S, o, err, sizeof err) == -1);
+    CHECK(strstr(err, "head 2") != NULL);
+    CHECK(attend_view_parse("penultimate:0", &v, err, sizeof err) == 0);
+    CHECK(attend_view_reduce(&v, &X[0][0][0][0], 1, H, T, S, o, err, sizeof err) == -1);
+    CHECK(attend_view_parse("-4:0", &v, err, sizeof err) == 0);
+    CHECK(attend_view_reduce(&v, &X[0][0][0][0], L, H, T, S, o, err, sizeof err) == -1);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Words */
+
+#define U "\xe2\x96\x81" /* ▁ */
+
+static void test_words(void) {
+    const char *src[] = {U "Wo", U "ist", U "der", U "Bahn", "hof", "?", "</s>"};
+    attend_words w;
+    CHECK(attend_words_from_pieces(src, 7, &w) == 0);
+    CHECK(w.n_words == 4);
+    int want[] = {0, 1, 2, 3, 3, 3, -1};
+    for (int i = 0; i < 7; i++) CHECK(w.word_of[i] == want[i]);
+    CHECK(!strcmp(w.words[0], "Wo") && !strcmp(w.words[3], "Bahnhof?"));
+    attend_words_free(&w);
+
+    /* no ▁ on the first piece; a bare ▁ piece starts a word; specials belong to none */
+    const char *odd[] = {"ab", "c", U, "d", "<pad>", U "e" U "f", "</s>"};
+    CHECK(attend_words_from_pieces(odd, 7, &w) == 0);
+    CHECK(w.n_words == 3);
+    int want2[] = {0, 0, 1, 1, -1, 2, -1};
+    for (int i = 0; i < 7; i++) CHECK(w.word_of[i] == want2[i]);
+    CHECK(!strcmp(w.words[0], "abc") && !strcmp(w.words[1], "d") && !strcmp(w.words[2], "ef"));
+    attend_words_free(&w);
+
+    CHECK(attend_words_from_pieces(odd + 6, 1, &w) == 0); /* only </s> */
+    CHECK(w.n_words == 0 && w.word_of[0] == -1);
+    attend_words_free(&w);
+}
+
+/* A 5x6 piece matrix: target "▁Where ▁is ▁the ▁station </s>" over source
+ * "▁Wo ▁ist ▁der ▁Bahn hof </s>". Known answer, worked by hand:
+ *   ▁Where   -> ▁Wo (0.7)                      word link 0-0
+ *   ▁is      -> </s> has 0.6 but is excluded; ▁ist 0.3   1-1
+ *   ▁the     -> ▁der 0.5                        2-2
+ *   ▁station -> hof 0.4 (beats ▁Bahn 0.35)      3-3 (pieces 3,4 are source word 3)
+ *   </s>     -> excluded target                 -
+ */
+static const float A[5 * 6] = {
+    0.70f, 0.10f, 0.05f, 0.05f, 0.05f, 0.05f,
+    0.02f, 0.30f, 0.04f, 0.02f, 0.02f, 0.60f,
+    0.10f, 0.10f, 0.50f, 0.10f, 0.10f, 0.10f,
+    0.05f, 0.05f, 0.05f, 0.35f, 0.40f, 0.10f,
+    0.90f, 0.02f, 0.02f, 0.02f, 0.02f, 0.02f,
+};
+
+static void test_hard_alignment(void) {
+    const char *src[] = {U "Wo", U "ist", U "der", U "Bahn", "hof", "</s>"};
+    const char *tgt[] = {U "Where", U "is", U "the", U "station", "</s>"};
+    attend_words sw, tw;
+    CHECK(attend_words_from_pieces(src, 6, &sw) == 0);
+    CHECK(attend_words_from_pieces(tgt, 5, &tw) == 0);
+    int best[5], links[10];
+    attend_align_argmax(A, 5, 6, &sw, &tw, best);
+    int want[] = {0, 1, 2, 4, -1};
+    for (int t = 0; t < 5; t++) CHECK(best[t] == want[t]);
+    int k = attend_align_links(best, 5, &sw, &tw, links);
+    CHECK(k == 4);
+    char *p = attend_pharaoh(links, k);
+    CHECK(p && !strcmp(p, "0-0 1-1 2-2 3-3"));
+    free(p);
+
+    /* word matrix: target rows = mean of pieces, source columns = sum of pieces */
+    float W[4 * 4];
+    attend_words_matrix(A, 5, 6, &sw, &tw, W);
+    CHECK(near(W[0], 0.70f) && near(W[3 * 4 + 3], 0.75f) && near(W[1 * 4 + 1], 0.30f));
+    attend_words_free(&sw);
+    attend_words_free(&tw);
+}
+
+/* Many-to-one, one-to-many and reordering: links are unique and sorted source-first.
+ * Source "▁das ▁Haus chen </s>" (words 0: das, 1: Hauschen), target
+ * "▁the ▁little ▁house </s>"; "little" and "house" both look at pieces of word 1, "the"
+ * at word 0, and a second target piece of "house" ("s") looks at "chen". */
+static void test_merge_links(void) {
+    const char *src[] = {U "das", U "Haus", "chen", "</s>"};
+    const char *tgt[] = {U "the", U "little", U "house", "s", "</s>"};
+    const float M[5 * 4] = {
+        0.8f, 0.1f, 0.1f, 0.0f,
+        0.1f, 0.2f, 0.7f, 0.0f,
+        0.1f, 0.8f, 0.1f, 0.0f,
+        0.1f, 0.1f, 0.8f, 0.0f,
+        0.0f, 0.0f, 0.0f, 1.0f, /* </s> row: not aligned */
+    };
+    attend_words sw, tw;
+    CHECK(attend_words_from_pieces(src, 4, &sw) == 0);
+    CHECK(attend_words_from_pieces(tgt, 5, &tw) == 0);
+    CHECK(sw.n_words == 2 && tw.n_words == 3);
+    int best[5], links[10];
+    attend_align_argmax(M, 5, 4, &sw, &tw, best);
+    int k = attend_align_links(best, 5, &sw, &tw, links);
+    char *p = attend_pharaoh(links, k);
+    CHECK(p && !strcmp(p, "0-0 1-1 1-2"));
+    if (p && strcmp(p, "0-0 1-1 1-2")) fprintf(stderr, "  got %s\n", p);
+    free(p);
+    /* a zero row (shift-att's last) links nothing */
+    float Z[2 * 4] = {0};
+    attend_align_argmax(Z, 2, 4, &sw, &tw, best);
+    CHECK(best[0] == -1 && best[1] == -1);
+    p = attend_pharaoh(links, 0);
+    CHECK(p && !strcmp(p, ""));
+    free(p);
+    attend_words_free(&sw);
+    attend_words_free(&tw);
+}
+
+/* attend_alignment end to end on a fake result: 2 layers x 2 heads, where head 0 of the
+ * last layer aligns monotonically and everything else crosses over. */
+static void test_alignment_result(void) {
+    char *sp[] = {U "a", U "b", "</s>"}, *tp[] = {U "x", U "y", "</s>"};
+    float cross[2][2][3][3];
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < 2; h++)
+            for (int t = 0; t < 3; t++)
+                for (int s = 0; s < 3; s++) {
+                    int mono = (l == 1 && h == 0);
+                    int hit = mono ? s == t : s == 1 - t;
+                    cross[l][h][t][s] = t == 2 ? (s == 2) : hit ? 0.9f : 0.05f;
+                }
+    attend_result r;
+    memset(&r, 0, sizeof r);
+    r.n_src = r.n_tgt = 3;
+    r.src_pieces = sp;
+    r.tgt_pieces = tp;
+    r.cross = &cross[0][0][0][0];
+    attend_config c;
+    memset(&c, 0, sizeof c);
+    c.decoder_layers = 2;
+    c.decoder_heads = 2;
+    char err[256];
+    attend_view v;
+    attend_view_parse("last:0", &v, err, sizeof err);
+    char *p = attend_alignment(&r, &c, &v, err, sizeof err);
+    CHECK(p && !strcmp(p, "0-0 1-1"));
+    free(p);
+    attend_view_parse("0:1", &v, err, sizeof err);
+    p = attend_alignment(&r, &c, &v, err, sizeof err);
+    CHECK(p && !strcmp(p, "0-1 1-0"));
+    free(p);
+    attend_view_parse("5:0", &v, err, sizeof err);
+    p = attend_alignment(&r, &c, &v, err, sizeof err);
+    CHECK(p == NULL && strstr(err, "decoder layers"));
+    r.cross = NULL;
+    p = attend_alignment(&r, &c, &v, err, sizeof err);
+    CHECK(p == NULL && strstr(err, "want_attention"));
+}
+
+int main(void) {
+    test_views();
+    test_view_names_and_errors();
+    test_words();
+    test_hard_alignment();
+    test_merge_links();
+    test_alignment_result();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
