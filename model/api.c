@@ -56,7 +56,7 @@ attend_model *attend_load(const char *path, char *err, size_t errlen) {
     o->eos_id = c->eos_id;
     o->unk_id = c->unk_id;
     o->decoder_start_id = c->start_id;
-    o->dtype = am->m->dtype == AT_F16 ? "f16" : "f32";
+    o->dtype = am->m->dtype == AT_I8 ? "int8" : am->m->dtype == AT_F16 ? "f16" : "f32";
     o->tensor_count = (long long)gguf_tensor_count(am->m->file);
     o->file_bytes = (long long)gguf_file_size(am->m->file);
     return am;
@@ -145,7 +145,11 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
             src[i].n_forced = tn;
         }
     }
-    marian_opts o = {p->max_length, p->want_logits, p->want_scores, p->want_attention};
+    marian_opts o = {0};
+    o.max_length = p->max_length;
+    o.want_logits = p->want_logits;
+    o.want_scores = p->want_scores;
+    o.want_attention = p->want_attention;
     if (marian_translate_ids(m, src, n, &o, res, err, errlen)) goto fail;
     for (int i = 0; i < n; i++) {
         attend_result *r = &out[i];

@@ -34,7 +34,7 @@ typedef struct {
     const char *activation; /* "swish", "relu" or "gelu" */
     int scale_embedding, shared_embeddings, tied_output, forced_eos;
     int pad_id, eos_id, unk_id, decoder_start_id;
-    const char *dtype; /* "f32" or "f16" (matrices) */
+    const char *dtype; /* "f32", "f16" or "int8" (matrices) */
     long long tensor_count, file_bytes;
 } attend_config;
 

@@ -116,6 +116,9 @@ typedef struct {
     size_t errlen;
     int n_bound;
     int any_f16;
+    int any_i8;
+    uint32_t version;  /* attend.format_version of the file */
+    marian_model *m;   /* owns the int8 row sums */
 } binder;
 
 /* Find tensor `name` with shape [rows, cols] (cols = 0: a vector of rows). */
@@ -140,19 +143,44 @@ static const gguf_tensor *find(binder *b, const char *name, int rows, int cols) 
     return t;
 }
 
+static int bind_vector(binder *b, const float **v, const char *name, int n);
+
 static int bind_matrix(binder *b, at_matrix *m, const char *name, int rows, int cols) {
     const gguf_tensor *t = find(b, name, rows, cols);
     if (!t) return -1;
-    if (t->type != GGUF_T_F32 && t->type != GGUF_T_F16) {
-        fail(b->err, b->errlen, "tensor %s: dtype %s, expected f32 or f16", name,
-             gguf_tensor_type_name(t->type));
+    const int i8_ok = b->version >= 2;
+    if (t->type != GGUF_T_F32 && t->type != GGUF_T_F16 && !(t->type == GGUF_T_I8 && i8_ok)) {
+        fail(b->err, b->errlen, "tensor %s: dtype %s, expected f32 or f16%s", name,
+             gguf_tensor_type_name(t->type), i8_ok ? " or i8" : " (i8 needs format version 2)");
         return -1;
     }
     m->data = t->data;
-    m->dtype = t->type == GGUF_T_F16 ? AT_F16 : AT_F32;
+    m->dtype = t->type == GGUF_T_F16 ? AT_F16 : t->type == GGUF_T_I8 ? AT_I8 : AT_F32;
     m->rows = rows;
     m->cols = cols;
+    m->scale = NULL;
+    m->wsum = NULL;
     if (m->dtype == AT_F16) b->any_f16 = 1;
+    if (m->dtype == AT_I8) { /* per-row scales beside it; row sums for the VNNI kernels */
+        char sname[160];
+        snprintf(sname, sizeof sname, "%s.scale", name);
+        if (bind_vector(b, &m->scale, sname, rows)) return -1;
+        for (int r = 0; r < rows; r++)
+            if (!isfinite(m->scale[r]) || m->scale[r] < 0) {
+                fail(b->err, b->errlen, "tensor %s: row %d scale is not a finite non-negative number", sname, r);
+                return -1;
+            }
+        int32_t **owned = realloc(b->m->i8_sums, sizeof(int32_t *) * (size_t)(b->m->n_i8_sums + 1));
+        int32_t *sums = owned ? at_matrix_i8_sums(t->data, rows, cols) : NULL;
+        if (owned) b->m->i8_sums = owned;
+        if (!sums) {
+            fail(b->err, b->errlen, "out of memory");
+            return -1;
+        }
+        owned[b->m->n_i8_sums++] = sums;
+        m->wsum = sums;
+        b->any_i8 = 1;
+    }
     return 0;
 }
 
@@ -267,7 +295,7 @@ static int bind_all(marian_model *m, binder *b) {
              (unsigned long long)gguf_tensor_count(b->f), b->n_bound);
         return -1;
     }
-    m->dtype = b->any_f16 ? AT_F16 : AT_F32;
+    m->dtype = b->any_i8 ? AT_I8 : b->any_f16 ? AT_F16 : AT_F32;
     return 0;
 }
 
@@ -334,7 +362,8 @@ marian_model *marian_load(const char *path, char *err, size_t errlen) {
     }
     m->file = gguf_open(path, err, errlen);
     if (!m->file || read_config(m->file, &m->c, err, errlen)) goto fail;
-    binder b = {m->file, err, errlen, 0, 0};
+    binder b = {m->file, err, errlen, 0, 0, 0, 0, m};
+    if (gguf_get_u32(m->file, "attend.format_version", &b.version, err, errlen)) goto fail;
     if (bind_all(m, &b)) goto fail;
     const gguf_kv *crc = gguf_get_array(m->file, "attend.tensor_crc32", GGUF_U32, err, errlen);
     if (!crc) goto fail;
@@ -369,6 +398,8 @@ void marian_free(marian_model *m) {
     vocab_free(m->src_vocab);
     vocab_free(m->tgt_vocab);
     free(m->positions);
+    for (int i = 0; i < m->n_i8_sums; i++) free(m->i8_sums[i]);
+    free(m->i8_sums);
     free(m->enc);
     free(m->dec);
     gguf_close(m->file);

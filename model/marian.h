@@ -10,7 +10,8 @@
 #include "../tokenizer/vocab.h"
 #include "../weights/gguf.h"
 
-#define MARIAN_FORMAT_VERSION 1
+/* Version 2 adds int8 matrices (I8 + per-row F32 scales); f32/f16 files stay version 1. */
+#define MARIAN_FORMAT_VERSION 2
 
 typedef struct {
     int vocab_size, decoder_vocab_size, d_model;
@@ -53,7 +54,9 @@ typedef struct {
 typedef struct marian_model {
     marian_config c;
     gguf_file *file;
-    int dtype; /* of the matrices: AT_F32 or AT_F16 (mixed files report AT_F16) */
+    int dtype; /* of the matrices: AT_F32, AT_F16 or AT_I8 (mixed files report the smallest) */
+    int32_t **i8_sums; /* owned row sums of the int8 matrices (at_matrix.wsum) */
+    int n_i8_sums;
     at_matrix enc_embed, dec_embed, out_proj;
     const float *final_logits_bias;
     enc_layer *enc;

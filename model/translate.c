@@ -5,14 +5,20 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---------------------------------------------------------------------------------------
  * Helpers */
 
 static void embed_row(float *dst, const at_matrix *e, int id, float scale, const float *pos, int d) {
-    if (e->dtype == AT_F16) at_k()->f16_to_f32(dst, (const uint16_t *)e->data + (size_t)id * d, (size_t)d);
-    else memcpy(dst, (const float *)e->data + (size_t)id * d, sizeof(float) * (size_t)d);
+    at_matrix_row(dst, e, id);
     for (int j = 0; j < d; j++) dst[j] = dst[j] * scale + pos[j];
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 static void scale_rows(float *x, size_t n, float s) {
@@ -170,11 +176,11 @@ static int encode(const marian_model *m, float *X, const sent_state *st, int n, 
 
 /* Choose the next token from raw logits as HF's greedy search does: pad never, and only
  * </s> at the last allowed step when forced_eos is set. */
-static int choose(const marian_config *c, const float *logits, int last_step) {
+static int choose(const marian_config *c, const float *logits, int last_step, int ignore_eos) {
     if (last_step && c->forced_eos) return c->eos_id;
     int best = -1;
     for (int i = 0; i < c->decoder_vocab_size; i++) {
-        if (i == c->pad_id) continue;
+        if (i == c->pad_id || (ignore_eos && !last_step && i == c->eos_id)) continue;
         if (best < 0 || logits[i] > logits[best]) best = i;
     }
     return best;
@@ -231,6 +237,7 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
     float *x = NULL, *q = NULL, *kk = NULL, *vv = NULL, *ctx = NULL, *tmp = NULL, *ff = NULL, *logits = NULL;
     if (!st || !X || !ck || !cv || !active || !tok) goto oom;
 
+    const double t_start = now();
     /* embeddings and per-sentence state */
     for (int i = 0, off = 0; i < n; i++) {
         st[i].off = off;
@@ -271,12 +278,13 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
     logits = malloc(sizeof(float) * (size_t)n * Vt);
     if (!x || !q || !kk || !vv || !ctx || !tmp || !ff || !logits) goto oom;
 
-    int B = n;
+    const double t_decode = now();
+    int B = n, steps = 0;
     for (int i = 0; i < n; i++) {
         active[i] = i;
         tok[i] = c->start_id;
     }
-    for (int t = 0; B > 0; t++) {
+    for (int t = 0; B > 0; t++, steps++) {
         for (int b = 0; b < B; b++) {
             const int i = active[b];
             if (ensure_capacity(m, o, &st[i], &out[i], t + 1)) goto oom;
@@ -334,7 +342,7 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
             marian_output *ob = &out[i];
             int next;
             if (src[i].forced) next = src[i].forced[t];
-            else next = choose(c, lg, t == ml - 2);
+            else next = choose(c, lg, t == ml - 2, o->ignore_eos);
             if (o->want_logits) memcpy(ob->logits + (size_t)t * Vt, lg, sizeof(float) * (size_t)Vt);
             if (o->want_scores) ob->logprob[t] = log_softmax_at(lg, Vt, next);
             ob->ids[t] = next;
@@ -349,6 +357,11 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
             }
         }
         B = keep;
+    }
+    if (o->timing) {
+        o->timing->encode = t_decode - t_start;
+        o->timing->decode = now() - t_decode;
+        o->timing->steps = steps;
     }
     rc = 0;
     goto cleanup;

@@ -20,7 +20,17 @@ typedef struct {
     int want_logits;    /* keep raw logits of every step */
     int want_scores;    /* keep log-probability of every chosen token */
     int want_attention; /* keep every attention probability matrix */
+    int ignore_eos;     /* never choose </s> before the limit: exactly max_length-1 tokens
+                           (benchmarks; default off) */
+    struct marian_timing *timing; /* if not NULL: receives where the time went */
 } marian_opts;
+
+/* Wall-clock seconds of one marian_translate_ids call, by phase. */
+typedef struct marian_timing {
+    double encode; /* embeddings, encoder, cross-attention keys/values */
+    double decode; /* the step loop */
+    int steps;     /* decoder steps run */
+} marian_timing;
 
 typedef struct {
     int *ids; /* generated ids, ending in </s> unless cut by max_length without forced EOS */

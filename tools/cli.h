@@ -18,6 +18,7 @@ int cli_parse_int(const char *opt, const char *s, int lo, int hi);
 int cmd_translate(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 int cmd_align(int argc, char **argv);
 
 #endif

@@ -256,6 +256,17 @@ def map_tensors(cfg, sd):
 # --------------------------------------------------------------------------------------
 # Export
 
+def quantize_rows(w):
+    """Per-row symmetric int8: scale = max|row| / 127 (f32), q = rint(row / scale), the
+    same arithmetic as `attend quantize` so both give identical files."""
+    w = np.asarray(w, dtype=np.float32)
+    amax = np.abs(w).max(axis=1).astype(np.float32)
+    scale = (amax / np.float32(127)).astype(np.float32)
+    safe = np.where(scale > 0, scale, np.float32(1)).astype(np.float32)
+    q = np.rint(w / safe[:, None]).clip(-127, 127).astype(np.int8)
+    return q, scale
+
+
 def export(hf_dir, out_path, dtype="f32", name=None):
     cfg = read_config(hf_dir)
     spm = {}
@@ -281,7 +292,11 @@ def export(hf_dir, out_path, dtype="f32", name=None):
 
     tensors = []
     for tname, arr in map_tensors(cfg, read_weights(hf_dir)):
-        if dtype == "f16" and arr.ndim == 2:
+        if dtype == "int8" and arr.ndim == 2:
+            q, scale = quantize_rows(arr)
+            tensors.append((tname, q, G.GGML_I8))
+            tensors.append((tname + ".scale", scale, G.GGML_F32))
+        elif dtype == "f16" and arr.ndim == 2:
             h = arr.astype(np.float16)
             if not np.isfinite(h).all():
                 raise Refuse(f"tensor {tname}: values beyond the f16 range; use --dtype f32")
@@ -294,7 +309,8 @@ def export(hf_dir, out_path, dtype="f32", name=None):
     if name:
         meta.append(("general.name", G.STRING, name))
     meta += [
-        ("attend.format_version", G.UINT32, FORMAT_VERSION),
+        # the lowest version that describes the file: int8 tensors need 2
+        ("attend.format_version", G.UINT32, 2 if dtype == "int8" else FORMAT_VERSION),
         (G.CRC_KEY, G.ARRAY, None),  # filled in by the writer
         ("marian.vocab_size", G.UINT32, V),
         ("marian.decoder_vocab_size", G.UINT32, Vt),
@@ -339,8 +355,9 @@ def main(argv=None):
                "message on stderr), 1 other errors.")
     p.add_argument("hf_dir", metavar="HF_DIR", help="Hugging Face MarianMT model directory")
     p.add_argument("out", metavar="OUT.gguf", help="output file")
-    p.add_argument("--dtype", choices=["f32", "f16"], default="f32",
-                   help="storage type of weight matrices (vectors are always f32); default f32")
+    p.add_argument("--dtype", choices=["f32", "f16", "int8"], default="f32",
+                   help="storage type of weight matrices (vectors are always f32); int8 stores "
+                        "per-row scales beside each matrix (format version 2); default f32")
     p.add_argument("--name", help="general.name to record (default: the HF_DIR's name)")
     a = p.parse_args(argv)
     name = a.name if a.name is not None else os.path.basename(os.path.normpath(os.path.abspath(a.hf_dir)))

@@ -43,9 +43,9 @@ _NP = {UINT8: "<u1", INT8: "<i1", UINT16: "<u2", INT16: "<i2", UINT32: "<u4", IN
 _INT_TYPES = (UINT8, INT8, UINT16, INT16, UINT32, INT32, UINT64, INT64)
 
 # tensor types
-GGML_F32, GGML_F16 = 0, 1
-GGML_NAMES = {GGML_F32: "F32", GGML_F16: "F16"}
-_GGML_NP = {GGML_F32: np.dtype("<f4"), GGML_F16: np.dtype("<f2")}
+GGML_F32, GGML_F16, GGML_I8 = 0, 1, 24
+GGML_NAMES = {GGML_F32: "F32", GGML_F16: "F16", GGML_I8: "I8"}
+_GGML_NP = {GGML_F32: np.dtype("<f4"), GGML_F16: np.dtype("<f2"), GGML_I8: np.dtype("i1")}
 
 
 class GGUFError(ValueError):
@@ -129,7 +129,10 @@ def _tensor_bytes(name, arr, ggml_type):
     if ggml_type not in _GGML_NP:
         raise GGUFError(f"tensor {name}: unsupported ggml type {ggml_type}")
     arr = np.asarray(arr)
-    if arr.dtype.kind != "f":
+    if ggml_type == GGML_I8:
+        if arr.dtype != np.int8:
+            raise GGUFError(f"tensor {name}: int8 array expected for I8, got {arr.dtype}")
+    elif arr.dtype.kind != "f":
         raise GGUFError(f"tensor {name}: floating-point array expected, got {arr.dtype}")
     if arr.ndim < 1 or arr.ndim > 4:
         raise GGUFError(f"tensor {name}: {arr.ndim} dimensions (1..4 supported)")

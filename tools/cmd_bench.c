@@ -1,0 +1,265 @@
+/* attend bench: time translation of random sources, and measure the machine in the same run
+ * (memory bandwidth, and how much of it a batch-1 decoder step achieves). */
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../engine/isa.h"
+#include "../model/translate.h"
+#include "cli.h"
+
+static void usage_bench(FILE *f) {
+    fprintf(f,
+            "usage: attend bench -m MODEL.gguf [options]\n"
+            "\n"
+            "Translate B random sources of S tokens, decoding exactly T target tokens (</s> is\n"
+            "never chosen early), R timed rounds after one warm-up, and report time per sentence,\n"
+            "target tokens/s, encoder and decoder time and peak RSS. Then measure the memory\n"
+            "bandwidth (a STREAM-like triad, multi-threaded, over 3 x 640 MiB) and, at batch 1,\n"
+            "the fraction of it one decoder step reaches (weight bytes per step / step time).\n"
+            "\n"
+            "options:\n"
+            "  -m, --model FILE     checkpoint (required)\n"
+            "  -b, --batch B        sentences per batch (default 1)\n"
+            "  -s, --src-len S      source tokens per sentence, </s> included (default 20)\n"
+            "  -n, --tgt-len T      target tokens decoded per sentence (default 20)\n"
+            "  -t, --threads N      threads (default: one per core)\n"
+            "  -r, --rounds R       timed rounds (default 5)\n"
+            "      --seed N         random source ids (default 1)\n"
+            "      --no-bandwidth   skip the bandwidth measurement\n"
+            "      --json           one JSON object instead of the table\n"
+            "  -h, --help           this help\n"
+            "\n"
+            "$ATTEND_ISA=generic|avx2|avx512 forces a kernel set.\n");
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Memory bandwidth: a[i] = b[i] + s * c[i] over three arrays far larger than any cache,
+ * counted as STREAM counts it (3 x 4 bytes per element). Run in a child process so its
+ * 1.9 GiB never shows in the benchmark's peak RSS. Returns GB/s (best of 5), or 0. */
+
+static double triad_gbps(int threads) {
+    int fd[2];
+    if (pipe(fd)) return 0;
+    pid_t pid = fork();
+    if (pid < 0) return 0;
+    if (pid == 0) {
+        close(fd[0]);
+        const size_t n = (size_t)160 << 20; /* 160 Mi floats = 640 MiB per array */
+        float *a = malloc(n * 4), *b = malloc(n * 4), *c = malloc(n * 4);
+        double best = 0;
+        if (a && b && c) {
+            omp_set_num_threads(threads);
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < n; i++) a[i] = 0, b[i] = 1, c[i] = 2;
+            for (int rep = 0; rep < 5; rep++) {
+                const float s = 0.5f + rep;
+                double t0 = now();
+#pragma omp parallel for schedule(static)
+                for (size_t i = 0; i < n; i++) a[i] = b[i] + s * c[i];
+                double gbps = 3.0 * 4 * n / (now() - t0) / 1e9;
+                if (gbps > best) best = gbps;
+            }
+        }
+        if (write(fd[1], &best, sizeof best) != sizeof best) _exit(1);
+        _exit(0);
+    }
+    close(fd[1]);
+    double r = 0;
+    if (read(fd[0], &r, sizeof r) != sizeof r) r = 0;
+    close(fd[0]);
+    waitpid(pid, NULL, 0);
+    return r;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Bytes a batch-1 decoder step reads: every decoder matrix but the cross-attention keys
+ * and values (computed once per sentence), the output projection, and the vectors. */
+
+static double matrix_bytes(const at_matrix *w) {
+    const double n = (double)w->rows * w->cols;
+    switch (w->dtype) {
+    case AT_F16: return 2 * n;
+    case AT_I8: return n + 8.0 * w->rows; /* + scale, row sum */
+    default: return 4 * n;
+    }
+}
+
+static double linear_bytes(const linear *l) { return matrix_bytes(&l->w) + 4.0 * l->w.rows; }
+
+static double step_bytes(const marian_model *m) {
+    const int d = m->c.d_model;
+    double s = matrix_bytes(&m->out_proj) + 4.0 * m->c.decoder_vocab_size;
+    for (int l = 0; l < m->c.dec_layers; l++) {
+        const dec_layer *L = &m->dec[l];
+        s += linear_bytes(&L->self_attn.q) + linear_bytes(&L->self_attn.k) + linear_bytes(&L->self_attn.v) +
+             linear_bytes(&L->self_attn.o) + linear_bytes(&L->cross_attn.q) + linear_bytes(&L->cross_attn.o) +
+             linear_bytes(&L->fc1) + linear_bytes(&L->fc2) + 3 * 2 * 4.0 * d;
+    }
+    return s;
+}
+
+static const char *dtype_name(int dt) { return dt == AT_I8 ? "int8" : dt == AT_F16 ? "f16" : "f32"; }
+
+/* ---------------------------------------------------------------------------------------
+ * bench */
+
+int cmd_bench(int argc, char **argv) {
+    const char *path = NULL;
+    int B = 1, S = 20, T = 20, threads = 0, rounds = 5, seed = 1, bandwidth = 1, json = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const int has = i + 1 < argc;
+#define ARG(s, l) ((!strcmp(a, s) || !strcmp(a, l)) && has)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage_bench(stdout);
+            return EXIT_OK;
+        } else if (ARG("-m", "--model")) path = argv[++i];
+        else if (ARG("-b", "--batch")) B = cli_parse_int(a, argv[++i], 1, 100000);
+        else if (ARG("-s", "--src-len")) S = cli_parse_int(a, argv[++i], 1, 100000);
+        else if (ARG("-n", "--tgt-len")) T = cli_parse_int(a, argv[++i], 1, 100000);
+        else if (ARG("-t", "--threads")) threads = cli_parse_int(a, argv[++i], 1, 4096);
+        else if (ARG("-r", "--rounds")) rounds = cli_parse_int(a, argv[++i], 1, 100000);
+        else if (ARG("--seed", "--seed")) seed = cli_parse_int(a, argv[++i], 0, 1 << 30);
+        else if (!strcmp(a, "--no-bandwidth")) bandwidth = 0;
+        else if (!strcmp(a, "--json")) json = 1;
+        else {
+            fprintf(stderr, "attend bench: unknown or incomplete option '%s' (see --help)\n", a);
+            return EXIT_USAGE;
+        }
+#undef ARG
+    }
+    if (!path) {
+        fprintf(stderr, "attend bench: -m MODEL.gguf is required (see --help)\n");
+        return EXIT_USAGE;
+    }
+    char err[512];
+    if (at_kernels_init(err, sizeof err)) {
+        fprintf(stderr, "attend bench: %s\n", err);
+        return EXIT_USAGE;
+    }
+    at_set_threads(threads);
+    threads = at_threads();
+    marian_model *m = marian_load(path, err, sizeof err);
+    if (!m) {
+        fprintf(stderr, "attend bench: %s: %s\n", path, err);
+        return EXIT_MODEL;
+    }
+    const marian_config *c = &m->c;
+    if (S > c->max_pos || T + 1 > c->max_pos + 1) {
+        fprintf(stderr, "attend bench: lengths must fit the model's %d positions\n", c->max_pos);
+        marian_free(m);
+        return EXIT_USAGE;
+    }
+
+    /* random sources: ordinary ids (not </s>, <unk> or pad), </s> last */
+    int *ids = malloc(sizeof(int) * (size_t)B * S);
+    marian_source *src = calloc((size_t)B, sizeof *src);
+    marian_output *out = calloc((size_t)B, sizeof *out);
+    double *t_round = malloc(sizeof(double) * rounds), *t_enc = malloc(sizeof(double) * rounds);
+    double *t_dec = malloc(sizeof(double) * rounds);
+    if (!ids || !src || !out || !t_round || !t_enc || !t_dec) {
+        fprintf(stderr, "attend bench: out of memory\n");
+        return EXIT_FAIL;
+    }
+    srand((unsigned)seed);
+    for (int i = 0; i < B; i++) {
+        for (int j = 0; j < S - 1; j++) {
+            int id;
+            do id = rand() % c->vocab_size;
+            while (id == c->eos_id || id == c->pad_id || id == c->unk_id);
+            ids[(size_t)i * S + j] = id;
+        }
+        ids[(size_t)i * S + S - 1] = c->eos_id;
+        src[i].ids = ids + (size_t)i * S;
+        src[i].n = S;
+    }
+    marian_timing tm;
+    marian_opts o = {0};
+    o.max_length = T + 1;
+    o.ignore_eos = 1;
+    o.timing = &tm;
+    int produced = 0;
+    for (int r = -1; r < rounds; r++) { /* round -1 warms caches and page tables */
+        double t0 = now();
+        if (marian_translate_ids(m, src, B, &o, out, err, sizeof err)) {
+            fprintf(stderr, "attend bench: %s\n", err);
+            return EXIT_FAIL;
+        }
+        double dt = now() - t0;
+        produced = 0;
+        for (int i = 0; i < B; i++) {
+            produced += out[i].n;
+            marian_output_free(&out[i]);
+        }
+        if (r >= 0) {
+            t_round[r] = dt;
+            t_enc[r] = tm.encode;
+            t_dec[r] = tm.decode;
+        }
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    const double rss_mib = ru.ru_maxrss / 1024.0;
+    double best = t_round[0];
+    for (int r = 1; r < rounds; r++) best = t_round[r] < best ? t_round[r] : best;
+    const double med = median(t_round, rounds), enc = median(t_enc, rounds), dec = median(t_dec, rounds);
+    const double tok_s = produced / med, tok_s_max = produced / best;
+    const double wbytes = step_bytes(m);
+    const double step_s = dec / T;
+    const double achieved = wbytes / step_s / 1e9;
+    const double bw = bandwidth ? triad_gbps(threads) : 0;
+
+    if (json) {
+        printf("{\"model\": \"%s\", \"dtype\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"batch\": %d, "
+               "\"src_len\": %d, \"tgt_len\": %d, \"rounds\": %d, \"tokens\": %d, "
+               "\"ms_per_sentence\": %.3f, \"ms_per_sentence_min\": %.3f, \"tok_s\": %.2f, \"tok_s_max\": %.2f, "
+               "\"encode_ms\": %.3f, \"decode_ms\": %.3f, \"step_ms\": %.4f, \"peak_rss_mib\": %.1f, "
+               "\"step_weight_mb\": %.3f, \"step_gbps\": %.3f, \"triad_gbps\": %.3f, \"bw_fraction\": %.4f}\n",
+               path, dtype_name(m->dtype), at_k()->name, threads, B, S, T, rounds, produced,
+               1e3 * med / B, 1e3 * best / B, tok_s, tok_s_max, 1e3 * enc, 1e3 * dec, 1e3 * step_s, rss_mib,
+               wbytes / 1e6, achieved, bw, bw > 0 ? achieved / bw : 0.0);
+    } else {
+        printf("model               %s (%s, kernels %s, %d threads)\n", path, dtype_name(m->dtype), at_k()->name, threads);
+        printf("shape               batch %d, %d source tokens, %d target tokens, %d rounds\n", B, S, T, rounds);
+        printf("time per sentence   %.2f ms median, %.2f ms min\n", 1e3 * med / B, 1e3 * best / B);
+        printf("target tokens/s     %.1f median, %.1f max\n", tok_s, tok_s_max);
+        printf("encoder / decoder   %.2f ms / %.2f ms per batch (median)\n", 1e3 * enc, 1e3 * dec);
+        printf("peak RSS            %.1f MiB\n", rss_mib);
+        printf("decoder step        %.3f ms, %.1f MB of weights -> %.2f GB/s%s\n", 1e3 * step_s, wbytes / 1e6, achieved,
+               B == 1 ? "" : " (batch > 1: weights are shared by the batch)");
+        if (bw > 0)
+            printf("memory bandwidth    %.2f GB/s triad (%d threads); step reaches %.0f%% of it\n", bw, threads,
+                   100 * achieved / bw);
+    }
+    free(ids);
+    free(src);
+    free(out);
+    free(t_round);
+    free(t_enc);
+    free(t_dec);
+    marian_free(m);
+    return EXIT_OK;
+}
