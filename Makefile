@@ -22,7 +22,7 @@ HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h tools/*.h)
 
 # Debian packages the build and the tests need.
 DEB_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev python3-torch python3-numpy \
-           python3-sentencepiece unzip
+           python3-sentencepiece unzip clang libclang-rt-dev libomp-dev valgrind
 
 .PHONY: all deps test test-c test-py install clean help
 
@@ -33,6 +33,9 @@ help:
 	@echo "make deps       install missing Debian packages (apt-get; root)"
 	@echo "make test       install what is missing, build, run every test"
 	@echo "make install    PREFIX=$(PREFIX): binary, library, header, shipped model"
+	@echo "make sanitize   ASan+UBSan build in $(SAN_DIR): C tests and an end-to-end run"
+	@echo "make valgrind   memcheck (leaks, invalid reads) on the tiny test model"
+	@echo "make fuzz       libFuzzer on the loader and translate path, FUZZ_SECONDS=$(FUZZ_SECONDS) each"
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -74,12 +77,95 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libattend.a
 test: deps
 	$(MAKE) all $(TEST_BINS)
 	$(MAKE) test-c test-py
+	$(MAKE) sanitize fuzz-smoke
 
 test-c: $(TEST_BINS)
 	@for t in $(TEST_BINS); do echo "== $$t"; $$t || exit 1; done
 
 test-py: $(BUILD)/attend
 	$(PYTHON) tests/run_python_tests.py
+
+# --- sanitizers, valgrind, fuzzing ------------------------------------------------------
+# make sanitize: everything rebuilt with ASan+UBSan in build-san; the C tests and an
+# end-to-end run (info, verify, translate, a refused file) on the committed tiny model.
+TINY     = tests/data/tiny-v1.gguf
+SAN_DIR  = build-san
+SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
+SAN_ENV  = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
+E2E_IN   = printf 'Hallo Welt!\n\n  \nWo ist der Bahnhof?\r\nkaputt \377\376 \000 Ende\nletzte Zeile'
+
+.PHONY: sanitize sanitize-run valgrind fuzz fuzz-smoke fuzz-build fuzz-gguf fuzz-translate
+
+sanitize:
+	$(MAKE) BUILD=$(SAN_DIR) CFLAGS="$(SAN_OPTS)" CXXFLAGS="$(SAN_OPTS)" \
+	  LDLIBS="$(SAN_OPTS) $(LDLIBS)" sanitize-run
+
+sanitize-run: $(BUILD)/attend $(TEST_BINS)
+	@for t in $(TEST_BINS); do echo "== $$t (sanitized)"; $(SAN_ENV) $$t || exit 1; done
+	@echo "== $(BUILD)/attend end to end (sanitized)"
+	$(SAN_ENV) $(BUILD)/attend info $(TINY) >/dev/null
+	$(SAN_ENV) $(BUILD)/attend verify $(TINY) >/dev/null
+	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY) -b 2 >$(BUILD)/e2e.out
+	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 6
+	$(SAN_ENV) $(BUILD)/attend translate -m $(TINY) "$$(head -c 3000 /dev/zero | tr '\0' a)" >/dev/null 2>&1
+	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(SAN_ENV) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
+	  test $$? -eq 3
+	@echo "sanitize: ok"
+
+# make valgrind: memcheck on the normal build, no leaks and no errors allowed.
+VALGRIND = valgrind -q --error-exitcode=9 --leak-check=full --show-leak-kinds=definite,indirect \
+           --errors-for-leak-kinds=definite,indirect
+valgrind: $(BUILD)/attend
+	$(VALGRIND) $(BUILD)/attend verify $(TINY) >/dev/null
+	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 >/dev/null
+	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(VALGRIND) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
+	  test $$? -eq 3
+	@echo "valgrind: ok"
+
+# make fuzz: libFuzzer (clang) on the loader and on the translate path, FUZZ_SECONDS each;
+# corpora grow in build-fuzz/corpus/*, crashes land in build-fuzz/. fuzz-smoke: 15 s each.
+FUZZ_DIR     = build-fuzz
+FUZZ_SECONDS ?= 600
+FUZZ_CC      = clang
+FUZZ_CXX     = clang++
+FUZZ_OPTS    = -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+               -fno-sanitize-recover=all -fno-sanitize=vptr
+FUZZ_NICE    ?= nice -n 19
+FUZZ_FLAGS   = -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
+
+# clang ignores '#pragma GCC target': give the ISA-specific kernel files their flags here
+$(FUZZ_DIR)/engine/kernels_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
+$(FUZZ_DIR)/engine/kernels_avx512.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq \
+  -mavx512vnni -mavx2 -mfma -mf16c
+
+fuzz-build:
+	$(MAKE) BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) CXX=$(FUZZ_CXX) CFLAGS="$(FUZZ_OPTS)" \
+	  CXXFLAGS="$(FUZZ_OPTS)" $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_translate
+
+$(BUILD)/fuzz_%: tests/fuzz_%.c $(BUILD)/libattend.a
+	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
+
+$(FUZZ_DIR)/corpus/gguf: $(TINY)
+	mkdir -p $@ && cp $(TINY) $@/seed-tiny-v1.gguf
+	if [ -f models/de-en.gguf ] && [ $$(stat -c %s models/de-en.gguf) -lt 1000000 ]; then \
+	  cp models/de-en.gguf $@/seed-de-en.gguf; fi
+
+$(FUZZ_DIR)/corpus/translate:
+	mkdir -p $@
+	printf '\000Hallo Welt!' >$@/s1; printf '\001Wo ist der Bahnhof? Where is the station?' >$@/s2
+	printf '\006>>deu<< Guten Morgen\r' >$@/s3; printf '\002\377\376\000 kaputt \342\202' >$@/s4
+
+fuzz-gguf: fuzz-build $(FUZZ_DIR)/corpus/gguf
+	$(FUZZ_NICE) $(FUZZ_DIR)/fuzz_gguf $(FUZZ_FLAGS) -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus/gguf
+
+fuzz-translate: fuzz-build $(FUZZ_DIR)/corpus/translate
+	FUZZ_MODEL=$(TINY) $(FUZZ_NICE) $(FUZZ_DIR)/fuzz_translate $(FUZZ_FLAGS) -max_len=4096 \
+	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus/translate
+
+fuzz: fuzz-gguf fuzz-translate
+
+fuzz-smoke:
+	$(MAKE) fuzz-gguf fuzz-translate FUZZ_SECONDS=15
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
@@ -90,4 +176,4 @@ install: all
 	if [ -f models/de-en.gguf ]; then install -m 644 models/de-en.gguf $(DESTDIR)$(PREFIX)/share/attend/; fi
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(SAN_DIR) $(FUZZ_DIR)

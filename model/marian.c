@@ -15,6 +15,17 @@ static void fail(char *err, size_t errlen, const char *fmt, ...) {
     va_end(ap);
 }
 
+/* At most 40 bytes of a file string for a message, control bytes as '?' (one-line errors). */
+static const char *shown(char *buf, size_t n, gguf_str s) {
+    size_t k = 0;
+    for (uint64_t i = 0; i < s.len && i < 40 && k + 1 < n; i++) {
+        unsigned char ch = (unsigned char)s.ptr[i];
+        buf[k++] = ch < 32 || ch == 127 ? '?' : (char)ch;
+    }
+    buf[k] = 0;
+    return buf;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Config */
 
@@ -35,8 +46,8 @@ static int read_config(const gguf_file *f, marian_config *c, char *err, size_t e
     uint32_t version;
     if (gguf_get_str(f, "general.architecture", &s, err, errlen)) return -1;
     if (s.len != 6 || memcmp(s.ptr, "marian", 6) != 0) {
-        fail(err, errlen, "key general.architecture: '%.*s' is not 'marian'",
-             (int)(s.len > 40 ? 40 : s.len), s.ptr);
+        char b[48];
+        fail(err, errlen, "key general.architecture: '%s' is not 'marian'", shown(b, sizeof b, s));
         return -1;
     }
     if (gguf_get_u32(f, "attend.format_version", &version, err, errlen)) return -1;
@@ -84,7 +95,9 @@ static int read_config(const gguf_file *f, marian_config *c, char *err, size_t e
     int vt = c->decoder_vocab_size;
     if (get_int(f, "marian.pad_id", 0, vt - 1, &c->pad_id, err, errlen) ||
         get_int(f, "marian.eos_id", 0, vt - 1, &c->eos_id, err, errlen) ||
-        get_int(f, "marian.unk_id", 0, c->vocab_size - 1, &c->unk_id, err, errlen) ||
+        /* <unk> stands for unknown pieces on both sides (forced decoding encodes targets) */
+        get_int(f, "marian.unk_id", 0, (c->vocab_size < vt ? c->vocab_size : vt) - 1, &c->unk_id,
+                err, errlen) ||
         get_int(f, "marian.decoder_start_id", 0, vt - 1, &c->start_id, err, errlen))
         return -1;
     if (c->eos_id >= c->vocab_size) {
@@ -100,8 +113,9 @@ static int read_config(const gguf_file *f, marian_config *c, char *err, size_t e
     else if (s.len == 4 && !memcmp(s.ptr, "relu", 4)) c->act = AT_ACT_RELU;
     else if (s.len == 4 && !memcmp(s.ptr, "gelu", 4)) c->act = AT_ACT_GELU;
     else {
-        fail(err, errlen, "key marian.activation: '%.*s' not supported (swish, relu, gelu)",
-             (int)(s.len > 40 ? 40 : s.len), s.ptr);
+        char b[48];
+        fail(err, errlen, "key marian.activation: '%s' not supported (swish, relu, gelu)",
+             shown(b, sizeof b, s));
         return -1;
     }
     return 0;
@@ -354,6 +368,9 @@ static float *make_positions(int n_pos, int d) {
     return p;
 }
 
+/* Everything after opening the container: config, tensors, tokenizer. Frees m on failure. */
+static marian_model *load_opened(marian_model *m, char *err, size_t errlen);
+
 marian_model *marian_load(const char *path, char *err, size_t errlen) {
     marian_model *m = calloc(1, sizeof *m);
     if (!m) {
@@ -361,6 +378,20 @@ marian_model *marian_load(const char *path, char *err, size_t errlen) {
         return NULL;
     }
     m->file = gguf_open(path, err, errlen);
+    return load_opened(m, err, errlen);
+}
+
+marian_model *marian_load_buffer(const void *buf, size_t len, char *err, size_t errlen) {
+    marian_model *m = calloc(1, sizeof *m);
+    if (!m) {
+        fail(err, errlen, "out of memory");
+        return NULL;
+    }
+    m->file = gguf_open_buffer(buf, len, err, errlen);
+    return load_opened(m, err, errlen);
+}
+
+static marian_model *load_opened(marian_model *m, char *err, size_t errlen) {
     if (!m->file || read_config(m->file, &m->c, err, errlen)) goto fail;
     binder b = {m->file, err, errlen, 0, 0, 0, 0, m};
     if (gguf_get_u32(m->file, "attend.format_version", &b.version, err, errlen)) goto fail;

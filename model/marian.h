@@ -69,6 +69,8 @@ typedef struct marian_model {
 /* Load and check a checkpoint: every key, tensor name, dtype and shape against the config.
  * Returns NULL with a one-line message in err. */
 marian_model *marian_load(const char *path, char *err, size_t errlen);
+/* The same from a buffer the caller keeps until marian_free (used by the fuzzer). */
+marian_model *marian_load_buffer(const void *buf, size_t len, char *err, size_t errlen);
 void marian_free(marian_model *m);
 
 /* Check the CRC-32 of every tensor. Returns 0, or -1 naming the first bad tensor. */

@@ -38,6 +38,9 @@ static int encode_side(const marian_model *m, int target, const char *text, size
     memcpy(rest + cs, text + ce, len - ce);
     size_t rest_len = len - (ce - cs);
     rest[rest_len] = 0;
+    /* NUL bytes are read as spaces: SentencePiece's pieces travel as C strings */
+    for (size_t k = 0; k < rest_len; k++)
+        if (rest[k] == 0) rest[k] = ' ';
     spm_pieces sp;
     if (spm_encode(spm, rest, rest_len, &sp, err, errlen)) {
         free(rest);

@@ -14,8 +14,12 @@ struct spm_model {
     sentencepiece::SentencePieceProcessor proc;
 };
 
+// Library messages may quote model bytes: control bytes become '?' to keep errors one line.
 static void set_err(char *err, size_t errlen, const std::string &msg) {
-    if (err && errlen) snprintf(err, errlen, "%s", msg.c_str());
+    if (!err || !errlen) return;
+    snprintf(err, errlen, "%s", msg.c_str());
+    for (char *p = err; *p; p++)
+        if (static_cast<unsigned char>(*p) < 32 || *p == 127) *p = '?';
 }
 
 extern "C" spm_model *spm_load(const void *bytes, size_t n, char *err, size_t errlen) {

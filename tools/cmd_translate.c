@@ -101,7 +101,8 @@ typedef struct {
 
 static int is_blank(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\f' && s[i] != '\v') return 0;
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\f' && s[i] != '\v' && s[i] != 0)
+            return 0; /* NUL reads as a space (model/text.c) */
     return 1;
 }
 
@@ -182,12 +183,15 @@ static int translate_batch(translate_ctx *cx, char **lines, size_t *lens, int n)
             fprintf(stderr, "attend: line %lld: longer than the model's %d positions; "
                     "translated its first %d tokens\n", idx,
                     attend_get_config(cx->m)->max_position_embeddings, r->n_src);
+        for (char *c = r->text; *c; c++) /* one line out, whatever the vocabulary holds */
+            if (*c == '\n' || *c == '\r') *c = ' ';
         fputs(r->text, stdout);
         fputc('\n', stdout);
         if (cx->dump) dump_result(cx, idx - 1, r);
     }
-    if (!status && fflush(stdout) != 0) {
-        fprintf(stderr, "attend: writing output: %s\n", strerror(errno));
+    if (!status && (fflush(stdout) != 0 || ferror(stdout))) { /* ferror: a failed earlier write */
+        /* a closed pipe (reader gone, SIGPIPE ignored) ends quietly, like the signal would */
+        if (errno != EPIPE) fprintf(stderr, "attend: writing output: %s\n", strerror(errno));
         status = EXIT_IO;
     }
     cx->n_done += n;

@@ -28,6 +28,7 @@ struct gguf_file {
     /* open-addressing hash of tensor names, for lookups in O(1) */
     uint64_t *tensor_slots;
     uint64_t n_slots;
+    uint64_t *key_slots; /* used while parsing only */
 };
 
 /* ---------------------------------------------------------------------------------------
@@ -187,6 +188,25 @@ static int64_t slot_of(const gguf_file *f, const char *name, size_t n) {
     }
 }
 
+/* Insert key #i into the open-addressing index (slots hold index + 1); 1 if an earlier key
+ * has the same bytes. */
+static int key_seen(uint64_t *slots, uint64_t mask, const gguf_kv *kv, uint64_t i) {
+    const gguf_str *k = &kv[i].key;
+    for (uint64_t h = hash_name(k->ptr, k->len) & mask;; h = (h + 1) & mask) {
+        uint64_t v = slots[h];
+        if (v == 0) {
+            slots[h] = i + 1;
+            return 0;
+        }
+        if (kv[v - 1].key.len == k->len && memcmp(kv[v - 1].key.ptr, k->ptr, k->len) == 0) return 1;
+    }
+}
+
+static int by_offset(const void *a, const void *b) {
+    const gguf_tensor *x = *(const gguf_tensor *const *)a, *y = *(const gguf_tensor *const *)b;
+    return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Parsing */
 
@@ -219,6 +239,16 @@ static gguf_file *parse(gguf_file *f, char *err, size_t errlen) {
         fail(err, errlen, "out of memory");
         return NULL;
     }
+    /* key index for the duplicate check (a quadratic scan would let a file of many small
+     * keys stall the loader) */
+    uint64_t key_mask = 15;
+    while (key_mask + 1 < 2 * f->n_kv) key_mask = key_mask * 2 + 1;
+    uint64_t *key_slots = calloc(key_mask + 1, sizeof(uint64_t));
+    if (!key_slots) {
+        fail(err, errlen, "out of memory");
+        return NULL;
+    }
+    f->key_slots = key_slots;
     uint64_t alignment = GGUF_DEFAULT_ALIGNMENT;
     for (uint64_t i = 0; i < f->n_kv; i++) {
         gguf_kv *kv = &f->kv[i];
@@ -228,12 +258,10 @@ static gguf_file *parse(gguf_file *f, char *err, size_t errlen) {
         }
         printable(name, sizeof name, kv->key);
         if (read_value(&c, kv, name, err, errlen)) return NULL;
-        for (uint64_t j = 0; j < i; j++)
-            if (f->kv[j].key.len == kv->key.len &&
-                memcmp(f->kv[j].key.ptr, kv->key.ptr, kv->key.len) == 0) {
-                fail(err, errlen, "key %s: appears twice", name);
-                return NULL;
-            }
+        if (key_seen(key_slots, key_mask, f->kv, i)) {
+            fail(err, errlen, "key %s: appears twice", name);
+            return NULL;
+        }
         if (kv->key.len == 17 && memcmp(kv->key.ptr, "general.alignment", 17) == 0) {
             uint32_t a;
             if (kv->type != GGUF_U32) {
@@ -257,7 +285,10 @@ static gguf_file *parse(gguf_file *f, char *err, size_t errlen) {
             return NULL;
         }
         printable(name, sizeof name, s);
-        if (s.len == 0 || s.len > 256 || memchr(s.ptr, 0, s.len)) {
+        int bad_byte = 0; /* control bytes would break one-line error messages */
+        for (uint64_t k = 0; k < s.len && k <= 256; k++)
+            if ((unsigned char)s.ptr[k] < 32 || s.ptr[k] == 127) bad_byte = 1;
+        if (s.len == 0 || s.len > 256 || bad_byte) {
             fail(err, errlen, "tensor #%llu: invalid name '%s'", (unsigned long long)i, name);
             return NULL;
         }
@@ -276,7 +307,8 @@ static gguf_file *parse(gguf_file *f, char *err, size_t errlen) {
         uint64_t elems = 1;
         for (uint32_t d = 0; d < t->n_dims; d++) {
             if (read_u64(&c, &t->ne[d])) goto truncated;
-            if (t->ne[d] == 0 || t->ne[d] > (1ull << 40) || elems > (1ull << 62) / t->ne[d]) {
+            /* elems <= 2^60, so nbytes = elems * (at most 4) cannot overflow */
+            if (t->ne[d] == 0 || t->ne[d] > (1ull << 40) || elems > (1ull << 60) / t->ne[d]) {
                 fail(err, errlen, "tensor %s: dimension %u is %llu, out of range", name, d,
                      (unsigned long long)t->ne[d]);
                 return NULL;
@@ -318,6 +350,24 @@ static gguf_file *parse(gguf_file *f, char *err, size_t errlen) {
             return NULL;
         }
         t->data = f->base + f->data_start + t->offset;
+    }
+    /* no two tensors may share bytes: sort by offset and compare neighbours */
+    if (f->n_tensors > 1) {
+        const gguf_tensor **order = malloc(f->n_tensors * sizeof *order);
+        if (!order) {
+            fail(err, errlen, "out of memory");
+            return NULL;
+        }
+        for (uint64_t i = 0; i < f->n_tensors; i++) order[i] = &f->tensors[i];
+        qsort(order, f->n_tensors, sizeof *order, by_offset);
+        for (uint64_t i = 1; i < f->n_tensors; i++)
+            if (order[i]->offset < order[i - 1]->offset + order[i - 1]->nbytes) {
+                fail(err, errlen, "tensor %s: data overlaps tensor %s", order[i]->name,
+                     order[i - 1]->name);
+                free(order);
+                return NULL;
+            }
+        free(order);
     }
     /* name index; also rejects duplicates */
     f->n_slots = 16;
@@ -402,6 +452,7 @@ void gguf_close(gguf_file *f) {
     free(f->kv);
     free(f->tensors);
     free(f->tensor_slots);
+    free(f->key_slots);
     if (f->mapped) munmap((void *)f->base, f->size);
     free(f);
 }

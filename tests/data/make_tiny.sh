@@ -1,0 +1,26 @@
+#!/bin/sh
+# Rebuild tests/data/tiny-v1.gguf: a tiny random MarianMT model (format version 1) used by
+# the broken-file corpus, the hostile-input tests, the sanitizer run and as the fuzzers'
+# seed. SentencePiece models of 300 pieces with identity normalization keep it under 200 KB.
+# Usage: sh tests/data/make_tiny.sh   (needs python3-torch and python3-sentencepiece)
+set -eu
+REPO=$(cd "$(dirname "$0")/../.." && pwd)
+DATA="$REPO/../shared/data/tatoeba-deu-eng"
+PY=/usr/bin/python3
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+zcat "$DATA/tatoeba-deu-eng.train.de.gz" | head -3000 > "$T/de.txt"
+zcat "$DATA/tatoeba-deu-eng.train.en.gz" | head -3000 > "$T/en.txt"
+awk 'length($0) < 40' "$T/de.txt" | head -20 > "$T/cal.txt"
+cd "$T"
+$PY -c "
+import sentencepiece as s
+for side, f in (('src', 'de.txt'), ('tgt', 'en.txt')):
+    s.SentencePieceTrainer.train(input=f, model_prefix=side, vocab_size=300, minloglevel=2,
+                                 normalization_rule_name='identity')
+"
+$PY "$REPO/tools/reference.py" random m --source-spm src.model --target-spm tgt.model \
+  --config '{"d_model":16,"encoder_layers":1,"decoder_layers":1,"encoder_attention_heads":2,"decoder_attention_heads":2,"encoder_ffn_dim":32,"decoder_ffn_dim":32,"max_position_embeddings":64,"max_length":24}' \
+  --bias-std 1 --calibrate-eos cal.txt >/dev/null
+$PY "$REPO/tools/export_marian.py" m "$REPO/tests/data/tiny-v1.gguf" --name tiny-v1 >/dev/null
+ls -l "$REPO/tests/data/tiny-v1.gguf"

@@ -1,0 +1,389 @@
+#!/usr/bin/python3
+"""Hostile checkpoints: `attend info` and `attend verify` on a corpus of broken files.
+
+Run as `/usr/bin/python3 tests/test_broken_files.py` (after `make`). The corpus is made at
+test time from the committed tiny model tests/data/tiny-v1.gguf: truncations (every byte of
+the first 256, both sides of every field boundary of the header, a spread through the rest
+and through the tensor data), byte flips, huge counts and lengths, wrong value types, bad
+alignment, overlapping or overflowing offsets, duplicate names, bad config values, and
+files re-written with tools/gguf_io.py (valid container, wrong content).
+
+Each file must give: no signal (a crash), no hang, at most one line on stderr, exit 0 or 3
+(EXIT_MODEL). Most must be refused by `info` (exit 3); a corruption that only touches tensor
+bytes loads, and then `verify` must refuse it. BROKEN_FULL=1 truncates at every header byte.
+"""
+import concurrent.futures as cf
+import os
+import random
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import traceback
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+ATTEND = os.environ.get("ATTEND_BIN", os.path.join(REPO, "build", "attend"))
+TINY = os.path.join(HERE, "data", "tiny-v1.gguf")
+sys.path.insert(0, os.path.join(REPO, "tools"))
+import gguf_io as G  # noqa: E402
+
+EXIT_MODEL = 3
+SCALAR = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+
+
+# --------------------------------------------------------------------------------------
+# Where every field of the file is (an independent little parser)
+
+class Layout:
+    def __init__(self, data):
+        self.data = data
+        self.kv = {}       # key -> dict(pos, type_pos, value_pos, end, type, elem, count)
+        self.tensors = []  # dicts(name, pos, ndims_pos, ne_pos, type_pos, offset_pos, offset, nbytes)
+        self.bounds = {0, 4, 8, 16, 24}
+        p = 24
+        (n_t, n_kv) = struct.unpack_from("<QQ", data, 8)
+        for _ in range(n_kv):
+            kpos = p
+            (kl,) = struct.unpack_from("<Q", data, p)
+            key = data[p + 8:p + 8 + kl].decode()
+            p += 8 + kl
+            (vt,) = struct.unpack_from("<I", data, p)
+            e = dict(pos=kpos, type_pos=p, value_pos=p + 4, type=vt, elem=None, count=1)
+            self.bounds |= {kpos, kpos + 8, p, p + 4}
+            p += 4
+            if vt == 8:
+                (n,) = struct.unpack_from("<Q", data, p)
+                p += 8 + n
+            elif vt == 9:
+                et, n = struct.unpack_from("<IQ", data, p)
+                e["elem"], e["count"] = et, n
+                self.bounds |= {p + 4, p + 12}
+                p += 12
+                if et == 8:
+                    for _ in range(n):
+                        (sl,) = struct.unpack_from("<Q", data, p)
+                        p += 8 + sl
+                else:
+                    p += n * SCALAR[et]
+            else:
+                p += SCALAR[vt]
+            e["end"] = p
+            self.kv[key] = e
+        self.alignment = 32
+        if "general.alignment" in self.kv:
+            (self.alignment,) = struct.unpack_from("<I", data, self.kv["general.alignment"]["value_pos"])
+        for _ in range(n_t):
+            t = dict(pos=p)
+            (nl,) = struct.unpack_from("<Q", data, p)
+            t["name"] = data[p + 8:p + 8 + nl].decode()
+            p += 8 + nl
+            t["ndims_pos"] = p
+            (nd,) = struct.unpack_from("<I", data, p)
+            p += 4
+            t["ne_pos"] = p
+            ne = struct.unpack_from(f"<{nd}Q", data, p)
+            p += 8 * nd
+            t["type_pos"], t["offset_pos"] = p, p + 4
+            gt, off = struct.unpack_from("<IQ", data, p)
+            p += 12
+            t["offset"], t["nbytes"] = off, int(np.prod(ne)) * (4 if gt == 0 else 2)
+            self.bounds |= {t["pos"], t["pos"] + 8, t["ndims_pos"], t["ne_pos"], t["type_pos"],
+                            t["offset_pos"], p}
+            self.tensors.append(t)
+        self.info_end = p
+        self.data_start = -(-p // self.alignment) * self.alignment
+        self.data_end = self.data_start + max(t["offset"] + t["nbytes"] for t in self.tensors)
+
+
+# --------------------------------------------------------------------------------------
+# The corpus: (name, bytes, expectation); expectation "info" = refused by info (and so by
+# verify), "verify" = verify must refuse, "any" = either way, but cleanly.
+
+def patch(data, pos, fmt, *values):
+    b = bytearray(data)
+    struct.pack_into(fmt, b, pos, *values)
+    return bytes(b)
+
+
+def corpus(data, L, full):
+    cases = []
+    add = lambda name, b, want="info": cases.append((name, b, want))  # noqa: E731
+
+    # truncations
+    points = set(range(0, 257))
+    if full:
+        points |= set(range(0, L.data_start + 1))
+    for b in L.bounds:
+        points |= {b - 1, b, b + 1}
+    points |= set(range(0, L.data_start, 211))
+    points |= {L.info_end, L.data_start - 1, L.data_start}
+    points |= set(np.linspace(L.data_start, L.data_end - 1, 40).astype(int).tolist())
+    for n in sorted(p for p in points if 0 <= p < L.data_end):
+        add(f"truncated at {n}", data[:n])
+    add("file ends after the last tensor", data[:L.data_end], "any")
+
+    # header
+    add("bad magic", b"GGUF"[::-1] + data[4:])
+    for v in (0, 1, 2, 4, 0xFFFFFFFF):
+        add(f"version {v}", patch(data, 4, "<I", v))
+    (n_t, n_kv) = struct.unpack_from("<QQ", data, 8)
+    for name, pos, base in (("tensor count", 8, n_t), ("key count", 16, n_kv)):
+        for v in (0, base - 1, base + 1, 2**31, 2**63, 2**64 - 1):
+            add(f"{name} {v}", patch(data, pos, "<Q", v))
+
+    # keys
+    first = min(L.kv.values(), key=lambda e: e["pos"])
+    for v in (0, 1, 2**32, 2**63, 2**64 - 1):
+        add(f"first key length {v}", patch(data, first["pos"], "<Q", v))
+    for key, e in L.kv.items():
+        for vt in (13, 255, 0xFFFFFFFF):
+            add(f"key {key}: value type {vt}", patch(data, e["type_pos"], "<I", vt))
+        if e["type"] == 8:
+            for v in (2**40, 2**64 - 1):
+                add(f"key {key}: string length {v}", patch(data, e["value_pos"], "<Q", v))
+        if e["type"] == 9:
+            for et in (9, 13, 0xFFFFFFFF):
+                add(f"key {key}: element type {et}", patch(data, e["value_pos"], "<I", et))
+            for c in (e["count"] + 1, 2**32, 2**61, 2**64 - 1):
+                add(f"key {key}: element count {c}", patch(data, e["value_pos"] + 4, "<Q", c))
+            add(f"key {key}: element count - 1", patch(data, e["value_pos"] + 4, "<Q", e["count"] - 1))
+        if e["type"] == 4:  # u32 -> same-sized wrong types
+            for vt in (5, 6):
+                add(f"key {key}: u32 read as type {vt}", patch(data, e["type_pos"], "<I", vt))
+            for v in (0, 2**31, 2**32 - 1):  # 0 is a valid id
+                add(f"key {key} = {v}", patch(data, e["value_pos"], "<I", v), "any" if v == 0 else "info")
+        if e["type"] == 7:
+            add(f"key {key}: bool 2", patch(data, e["value_pos"], "<B", 2))
+            add(f"key {key}: bool read as u8", patch(data, e["type_pos"], "<I", 0))
+        if e["type"] == 6:
+            add(f"key {key}: f32 read as u32", patch(data, e["type_pos"], "<I", 4))
+            for v in (float("nan"), float("inf"), -1.0, 0.0, 5.0):
+                add(f"key {key} = {v}", patch(data, e["value_pos"], "<f", v))
+    for key, bad in (("general.architecture", b"marion"), ("general.architecture", b"mar\nan"),
+                     ("marian.activation", b"swis\n"), ("marian.activation", b"\0\0\0\0\0")):
+        e = L.kv[key]
+        b = bytearray(data)
+        b[e["value_pos"] + 8:e["value_pos"] + 8 + len(bad)] = bad
+        add(f"key {key} = {bad!r}", bytes(b))
+    for key, v in (("marian.eos_id", 487), ("marian.pad_id", 0), ("marian.unk_id", 488),
+                   ("marian.d_model", 18), ("marian.d_model", 17), ("marian.encoder_heads", 3),
+                   ("marian.vocab_size", 489), ("marian.encoder_layers", 2),
+                   ("attend.format_version", 999), ("marian.max_position_embeddings", 1),
+                   ("general.alignment", 3), ("general.alignment", 1 << 20)):
+        add(f"key {key} = {v}", patch(data, L.kv[key]["value_pos"], "<I", v))
+    for v in (8, 16, 128):  # offsets may still fit; the data then moves and verify notices
+        add(f"key general.alignment = {v}", patch(data, L.kv["general.alignment"]["value_pos"], "<I", v),
+            "any")
+    # two keys of equal length: the second renamed to the first
+    by_len = {}
+    for key, e in L.kv.items():
+        by_len.setdefault(len(key), []).append(key)
+    for keys in by_len.values():
+        if len(keys) > 1:
+            b = bytearray(data)
+            e = L.kv[keys[1]]
+            b[e["pos"] + 8:e["pos"] + 8 + len(keys[0])] = keys[0].encode()
+            add(f"key {keys[0]} twice", bytes(b))
+    # crc
+    crc = L.kv["attend.tensor_crc32"]
+    b = bytearray(data)
+    b[crc["value_pos"] + 12 + 4 * 7] ^= 1
+    add("crc of tensor 7 flipped", bytes(b), "verify")
+
+    # tensor infos
+    for i, t in enumerate(L.tensors):
+        nm = t["name"]
+        if i % 5 == 0 or i == len(L.tensors) - 1:
+            for v in (0, 2**40, 2**64 - 1):
+                add(f"tensor {nm}: name length {v}", patch(data, t["pos"], "<Q", v))
+            b = bytearray(data)
+            b[t["pos"] + 8 + 2] = 10
+            add(f"tensor {nm}: newline in name", bytes(b))
+            for v in (0, 3, 5, 2**32 - 1):
+                add(f"tensor {nm}: {v} dims", patch(data, t["ndims_pos"], "<I", v))
+            for v in (0, 1, 2**40 + 1, 2**63):
+                add(f"tensor {nm}: ne[0] = {v}", patch(data, t["ne_pos"], "<Q", v))
+            for gt in (2, 24, 99):
+                add(f"tensor {nm}: ggml type {gt}", patch(data, t["type_pos"], "<I", gt))
+            add(f"tensor {nm}: ggml type f16", patch(data, t["type_pos"], "<I", 1), "any")
+            for off in (t["offset"] + 1, t["offset"] + L.alignment, L.data_end - L.data_start,
+                        2**63, 2**64 - L.alignment):
+                add(f"tensor {nm}: offset {off}", patch(data, t["offset_pos"], "<Q", off),
+                    "info")
+    # two tensors at one offset; two tensors of equal-length names, the second renamed
+    t0, t1 = L.tensors[0], L.tensors[1]
+    add(f"tensor {t1['name']}: offset of {t0['name']}", patch(data, t1["offset_pos"], "<Q", t0["offset"]))
+    seen = {}
+    for t in L.tensors:
+        other = seen.setdefault(len(t["name"]), t)
+        if other is not t:
+            b = bytearray(data)
+            b[t["pos"] + 8:t["pos"] + 8 + len(other["name"])] = other["name"].encode()
+            add(f"tensor {other['name']} twice", bytes(b))
+            break
+
+    # flips: random bytes of the header (any outcome, but clean), tensor bytes (verify)
+    rng = random.Random(6)
+    for _ in range(150):
+        p = rng.randrange(L.data_start)
+        b = bytearray(data)
+        b[p] ^= 1 << rng.randrange(8)
+        add(f"header byte {p} flipped", bytes(b), "any")
+    for _ in range(30):
+        p = rng.randrange(L.data_start)
+        b = bytearray(data)
+        b[p] = 0xFF
+        add(f"header byte {p} = 0xff", bytes(b), "any")
+    for t in L.tensors[::3]:
+        p = L.data_start + t["offset"] + rng.randrange(t["nbytes"])
+        b = bytearray(data)
+        b[p] ^= 0x40
+        add(f"tensor {t['name']}: data byte {p} flipped", bytes(b), "verify")
+    return cases
+
+
+def rewritten(tmp):
+    """Valid containers with wrong content, written by tools/gguf_io.py (CRCs recomputed)."""
+    f = G.GGUFFile(TINY)
+    meta = [(k, f.types[k] if not isinstance(f.types[k], tuple) else G.ARRAY,
+             f.metadata[k] if not isinstance(f.types[k], tuple) else (f.types[k][1], f.metadata[k]))
+            for k in f.metadata]
+    meta = [(k, t, (v[0], bytes(np.asarray(v[1], dtype=np.uint8))) if t == G.ARRAY and v[0] == G.UINT8
+             else v) for k, t, v in meta]
+    tens = [(t["name"], np.array(f.tensors[t["name"]]), t["ggml_type"]) for t in f.tensor_infos]
+    out = []
+
+    def emit(name, m, t, want="info"):
+        path = os.path.join(tmp, f"rw{len(out)}.gguf")
+        G.write(path, m, t)
+        out.append((name, path, want))
+
+    def with_meta(key, value=None, drop=False):
+        r = []
+        for k, t, v in meta:
+            if k == key:
+                if drop:
+                    continue
+                v = value
+            r.append((k, t, v))
+        return r
+
+    emit("key marian.d_model missing", with_meta("marian.d_model", drop=True), tens)
+    emit("key tokenizer.source_spm missing", with_meta("tokenizer.source_spm", drop=True), tens)
+    src = f.metadata["tokenizer.source_pieces"]
+    emit("one source piece short", with_meta("tokenizer.source_pieces", (G.STRING, src[:-1])), tens)
+    emit("source pieces all equal", with_meta("tokenizer.source_pieces", (G.STRING, ["x"] * len(src))),
+         tens, "any")
+    spm = bytes(np.asarray(f.metadata["tokenizer.source_spm"], dtype=np.uint8))
+    emit("source spm model empty", with_meta("tokenizer.source_spm", (G.UINT8, b"")), tens)
+    emit("source spm model cut in half", with_meta("tokenizer.source_spm", (G.UINT8, spm[:len(spm) // 2])),
+         tens)
+    emit("source spm model is garbage", with_meta("tokenizer.source_spm", (G.UINT8, bytes(range(256)) * 4)),
+         tens)
+    emit("tensor enc.0.ffn.fc1.weight missing", meta, [t for t in tens if t[0] != "enc.0.ffn.fc1.weight"])
+    emit("extra tensor", meta, tens + [("enc.7.extra", np.zeros(4, np.float32), 0)])
+    emit("extra tensor of an unknown name", meta, tens + [("bogus", np.zeros(4, np.float32), 0)])
+    emit("tensor transposed", meta,
+         [(n, a.T.copy() if n == "enc.0.ffn.fc1.weight" else a, g) for n, a, g in tens])
+    emit("bias as a matrix", meta,
+         [(n, a.reshape(1, -1) if n == "enc.0.ffn.fc1.bias" else a, g) for n, a, g in tens])
+    emit("norm weight stored f16", meta,
+         [(n, a, 1 if n == "enc.0.ffn_norm.weight" else g) for n, a, g in tens])
+    nan = [(n, a.copy(), g) for n, a, g in tens]
+    nan[5][1].reshape(-1)[3] = np.nan
+    emit("a NaN weight (CRC matches)", meta, nan, "verify")
+    inf = [(n, a.copy(), g) for n, a, g in tens]
+    inf[0][1].reshape(-1)[0] = np.inf
+    emit("an infinite embedding (CRC matches)", meta, inf, "verify")
+    with np.errstate(over="ignore"):  # 70000 does not fit in f16: that is the point
+        emit("f16 file with an f16 infinity", meta,
+             [(n, (np.full_like(a, 70000.0) if n == "enc.0.self_attn.q.weight" else a),
+               1 if a.ndim == 2 else g) for n, a, g in tens], "verify")
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Running
+
+def run(cmd, path):
+    try:
+        p = subprocess.run([ATTEND, cmd, path], capture_output=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        return "hangs"
+    err = p.stderr.decode("utf-8", "replace")
+    if p.returncode < 0:
+        return f"killed by signal {-p.returncode}: {err.strip()[:300]}"
+    if p.returncode not in (0, EXIT_MODEL):
+        return f"exit {p.returncode}, expected 0 or {EXIT_MODEL}: {err.strip()[:300]}"
+    if p.returncode and (err.count("\n") != 1 or not err.endswith("\n") or len(err) < 10):
+        return f"stderr is not one line: {err[:300]!r}"
+    if p.returncode == 0 and err:
+        return f"exit 0 with stderr {err[:200]!r}"
+    return p.returncode
+
+
+def check(name, path, want):
+    info = run("info", path)
+    if isinstance(info, str):
+        return f"{name}: info: {info}"
+    ver = run("verify", path)
+    if isinstance(ver, str):
+        return f"{name}: verify: {ver}"
+    if info and not ver:
+        return f"{name}: info refused the file but verify accepted it"
+    if want == "info" and info == 0:
+        return f"{name}: info accepted the file"
+    if want == "verify" and ver == 0:
+        return f"{name}: verify accepted the file"
+    if want == "ok" and (info or ver):
+        return f"{name}: refused"
+    return None
+
+
+def main():
+    if not os.path.exists(ATTEND):
+        print(f"{ATTEND} missing: run make first")
+        print("0 passed, 1 failed")
+        return 1
+    data = open(TINY, "rb").read()
+    L = Layout(data)
+    tmp = tempfile.mkdtemp(prefix="attend-broken-")
+    passed = failed = 0
+    try:
+        jobs = []
+        for i, (name, b, want) in enumerate(corpus(data, L, os.environ.get("BROKEN_FULL") == "1")):
+            path = os.path.join(tmp, f"c{i}.gguf")
+            with open(path, "wb") as fh:
+                fh.write(b)
+            jobs.append((name, path, want))
+        try:
+            jobs += rewritten(tmp)
+        except Exception:
+            traceback.print_exc()
+            failed += 1
+        # sanity: the untouched model loads and verifies
+        jobs.append(("the valid model", TINY, "ok"))
+        with cf.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as ex:
+            results = list(ex.map(lambda j: check(*j), jobs))
+        for (name, path, want), r in zip(jobs, results):
+            if r is None:
+                passed += 1
+            else:
+                failed += 1
+                print("FAIL", r)
+        kinds = {}
+        for _, _, want in jobs:
+            kinds[want] = kinds.get(want, 0) + 1
+        print(f"{len(jobs)} files: " + ", ".join(f"{v} expected {k}" for k, v in sorted(kinds.items())))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
