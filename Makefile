@@ -24,13 +24,14 @@ HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h tools/*.h)
 DEB_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev python3-torch python3-numpy \
            python3-sentencepiece unzip clang libclang-rt-dev libomp-dev valgrind
 
-.PHONY: all deps test test-c test-py install clean help
+.PHONY: all deps demo test test-c test-py install clean help
 
 all: $(BUILD)/attend $(BUILD)/libattend.a $(BUILD)/libattend.so
 
 help:
 	@echo "make            build build/attend, build/libattend.a and .so"
 	@echo "make deps       install missing Debian packages (apt-get; root)"
+	@echo "make demo       install what is missing, build, translate with the shipped model"
 	@echo "make test       install what is missing, build, run every test"
 	@echo "make install    PREFIX=$(PREFIX): binary, library, header, shipped model"
 	@echo "make sanitize   ASan+UBSan build in $(SAN_DIR): C tests and an end-to-end run"
@@ -66,6 +67,10 @@ deps:
 	    echo "missing packages; run: sudo apt-get install -y$$missing"; exit 1; \
 	  fi; \
 	fi
+
+demo: deps
+	@$(MAKE) --no-print-directory all >/dev/null
+	@sh tools/demo.sh
 
 # --- tests ---------------------------------------------------------------------------
 TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align
