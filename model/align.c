@@ -122,8 +122,28 @@ static int resolve_layer(int l, int L) {
     return l >= 0 && l < L ? l : -1;
 }
 
+int attend_view_check(const attend_view *v, int L, int H, char *err, size_t errlen) {
+    for (int i = 0; i < v->n; i++) {
+        if (v->layer[i] != ATTEND_LAYER_ALL && resolve_layer(v->layer[i], L) < 0) {
+            char name[32];
+            attend_view one = attend_view_single(v->layer[i], v->head[i]);
+            attend_view_name(&one, name, sizeof name);
+            snprintf(err, errlen, "attention view %s: the model has %d decoder layers (0..%d)%s", name,
+                     L, L - 1, v->layer[i] == ATTEND_LAYER_PENULTIMATE ? ", no penultimate one" : "");
+            return -1;
+        }
+        if (v->head[i] >= H) {
+            snprintf(err, errlen, "attention view: head %d does not exist; the model has %d heads (0..%d)",
+                     v->head[i], H, H - 1);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int attend_view_reduce(const attend_view *v, const float *cross, int L, int H, int T, int S,
                        float *out, char *err, size_t errlen) {
+    if (attend_view_check(v, L, H, err, errlen)) return -1;
     unsigned char *sel = calloc((size_t)L * H + 1, 1);
     if (!sel) {
         snprintf(err, errlen, "out of memory");
@@ -131,25 +151,7 @@ int attend_view_reduce(const attend_view *v, const float *cross, int L, int H, i
     }
     for (int i = 0; i < v->n; i++) {
         int l0 = 0, l1 = L - 1;
-        if (v->layer[i] != ATTEND_LAYER_ALL) {
-            l0 = l1 = resolve_layer(v->layer[i], L);
-            if (l0 < 0) {
-                char name[32];
-                attend_view one = attend_view_single(v->layer[i], v->head[i]);
-                attend_view_name(&one, name, sizeof name);
-                snprintf(err, errlen, "attention view %s: the model has %d decoder layers (0..%d)%s",
-                         name, L, L - 1,
-                         v->layer[i] == ATTEND_LAYER_PENULTIMATE ? ", no penultimate one" : "");
-                free(sel);
-                return -1;
-            }
-        }
-        if (v->head[i] >= H) {
-            snprintf(err, errlen, "attention view: head %d does not exist; the model has %d heads (0..%d)",
-                     v->head[i], H, H - 1);
-            free(sel);
-            return -1;
-        }
+        if (v->layer[i] != ATTEND_LAYER_ALL) l0 = l1 = resolve_layer(v->layer[i], L);
         for (int l = l0; l <= l1; l++)
             for (int h = 0; h < H; h++)
                 if (v->head[i] == ATTEND_HEAD_AVG || v->head[i] == h) sel[l * H + h] = 1;

@@ -69,6 +69,10 @@ attend_view attend_view_single(int layer, int head);
 /* Write the view back as text ("5:0", "penultimate:avg,shift") into buf. */
 void attend_view_name(const attend_view *v, char *buf, size_t n);
 
+/* Check that every layer and head v names exists in a model of L decoder layers and H
+ * heads. 0, or -1 with err. */
+int attend_view_check(const attend_view *v, int L, int H, char *err, size_t errlen);
+
 /* Reduce cross [L, H, T, S] to out [T, S]: the mean of the selected heads, shifted if asked
  * (the shifted view's last row is all zero). 0, or -1 with err when a layer or head does
  * not exist in a model of L layers and H heads. */

@@ -148,6 +148,23 @@ static char *read_stdin_line(void) {
     return line;
 }
 
+/* "label" padded to 13 columns, then text wrapped at spaces to fit width. */
+static void print_wrapped(const char *label, const char *text, int width) {
+    int col = printf("%-12s", label);
+    while (*text) {
+        const char *e = strchr(text, ' ');
+        int len = e ? (int)(e - text) : (int)strlen(text);
+        char word[4096];
+        snprintf(word, sizeof word, "%.*s", len < 4000 ? len : 4000, text);
+        int w = heatmap_text_width(word);
+        if (col + 1 + w > width && col > 12) col = printf("\n%12s", "");
+        col += printf(" %s", word) - (int)strlen(word) + w;
+        text += len;
+        while (*text == ' ') text++;
+    }
+    printf("\n");
+}
+
 typedef struct {
     const char *model, *target, *preset, *svg, *dump;
     int layer, head, words, all_heads, json, color, width, threads;
@@ -251,6 +268,12 @@ int cmd_align(int argc, char **argv) {
 
     attend_model *m = cli_load_model(a.model);
     const attend_config *c = attend_get_config(m);
+    if (attend_view_check(&view, c->decoder_layers, c->decoder_heads, err, sizeof err)) {
+        fprintf(stderr, "attend align: %s\n", err);
+        attend_free(m);
+        free(owned);
+        return EXIT_USAGE;
+    }
     attend_params p = attend_default_params();
     p.threads = a.threads;
     p.want_attention = p.want_scores = 1;
@@ -415,10 +438,9 @@ int cmd_align(int argc, char **argv) {
         }
         printf("\n}\n");
     } else {
-        printf("source:      %s\n", source);
-        printf("%s %s\n", a.target ? "target:     " : "translation:", r.text);
-        printf("log-prob:    %.3f total, %.3f per token (%d tokens incl. </s>)\n", total,
-               T ? total / T : 0.0, T);
+        print_wrapped("source:", source, ho.width);
+        print_wrapped(a.target ? "target:" : "translation:", r.text, ho.width);
+        printf("log-prob:    %.3f (%.3f per token, %d tokens with </s>)\n", total, T ? total / T : 0.0, T);
         if (a.all_heads)
             printf("view:        every head of decoder layer %d%s (layer:head); alignment from %s\n", hl,
                    view.shift ? ", shifted" : "", vname);

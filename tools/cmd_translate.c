@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../model/align.h"
 #include "cli.h"
 #include "npz.h"
 
@@ -87,6 +88,9 @@ static void usage_translate(FILE *f) {
             "      --dump-attention F  write every attention matrix, ids and pieces to the\n"
             "                          NumPy archive F (.npz); see README\n"
             "      --dump-logits       with --dump-attention: also the raw logits per step\n"
+            "      --alignment[=VIEW]  append ' ||| ' and the word alignment (Pharaoh i-j,\n"
+            "                          0-based source-target) from attention VIEW (default\n"
+            "                          " ATTEND_DEFAULT_VIEW "; see attend align --help)\n"
             "  -h, --help              this help\n",
             DEFAULT_BATCH);
 }
@@ -96,6 +100,8 @@ typedef struct {
     attend_params p;
     npz_writer *dump;
     int dump_logits;
+    int align;        /* --alignment: append " ||| " and the Pharaoh alignment */
+    attend_view view;
     long long n_done; /* sentences written so far */
 } translate_ctx;
 
@@ -175,7 +181,7 @@ static int translate_batch(translate_ctx *cx, char **lines, size_t *lens, int n)
     for (int i = 0; !status && i < n; i++) {
         long long idx = cx->n_done + i + 1;
         if (slot[i] < 0) {
-            fputc('\n', stdout);
+            fputs(cx->align ? " ||| \n" : "\n", stdout);
             continue;
         }
         attend_result *r = &res[slot[i]];
@@ -186,6 +192,16 @@ static int translate_batch(translate_ctx *cx, char **lines, size_t *lens, int n)
         for (char *c = r->text; *c; c++) /* one line out, whatever the vocabulary holds */
             if (*c == '\n' || *c == '\r') *c = ' ';
         fputs(r->text, stdout);
+        if (cx->align) {
+            char *al = attend_alignment(r, attend_get_config(cx->m), &cx->view, err, sizeof err);
+            if (!al) {
+                fprintf(stderr, "attend: --alignment: %s\n", err);
+                status = EXIT_USAGE;
+                break;
+            }
+            printf(" ||| %s", al);
+            free(al);
+        }
         fputc('\n', stdout);
         if (cx->dump) dump_result(cx, idx - 1, r);
     }
@@ -232,6 +248,13 @@ int cmd_translate(int argc, char **argv) {
             NEED_VALUE dump_path = v;
         } else if (!strcmp(a, "--dump-logits")) {
             cx.dump_logits = 1;
+        } else if (!strcmp(a, "--alignment") || !strncmp(a, "--alignment=", 12)) {
+            char verr[300];
+            cx.align = 1;
+            if (attend_view_parse(a[11] ? a + 12 : ATTEND_DEFAULT_VIEW, &cx.view, verr, sizeof verr)) {
+                fprintf(stderr, "attend translate: --alignment: %s\n", verr);
+                return EXIT_USAGE;
+            }
         } else if (!strcmp(a, "--")) {
             first_text = i + 1;
             break;
@@ -249,6 +272,15 @@ int cmd_translate(int argc, char **argv) {
     }
     cx.m = cli_load_model(model);
     char err[512];
+    if (cx.align) {
+        const attend_config *c = attend_get_config(cx.m);
+        if (attend_view_check(&cx.view, c->decoder_layers, c->decoder_heads, err, sizeof err)) {
+            fprintf(stderr, "attend translate: --alignment: %s\n", err);
+            attend_free(cx.m);
+            return EXIT_USAGE;
+        }
+        cx.p.want_attention = 1;
+    }
     if (dump_path) {
         cx.dump = npz_open(dump_path, err, sizeof err);
         if (!cx.dump) {

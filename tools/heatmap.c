@@ -147,9 +147,9 @@ static void legend(FILE *f, const heatmap_opts *o, float mx) {
             if (o->color) fputs("\x1b[0m", f);
             fprintf(f, " %.2f", mx * k / 4.0f);
         }
-        fputs("  (weights, shaded up to the largest)\n", f);
+        fputc('\n', f);
     } else {
-        fprintf(f, "scale: ' ' 0 .:-=+*#%% up to '@' %.2f (the largest weight)\n", mx);
+        fprintf(f, "scale: .:-=+*#%%@ rising to %.2f (the largest weight)\n", mx);
     }
 }
 
