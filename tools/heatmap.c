@@ -362,7 +362,9 @@ int heatmap_svg(FILE *f, const heatmap_opts *o, const heatmap_panel *p, int n, c
     const int pw = left + C * CELL + 24, ph = top + R * CELL + 16;
     const int per = n < 4 ? n : 4, prow = (n + per - 1) / per;
     const int head = title ? 30 : 8, scale_w = 90;
-    const int W = per * pw + scale_w, Hh = head + prow * ph + 10;
+    int W = per * pw + scale_w;
+    const int Hh = head + prow * ph + 10;
+    if (title && W < (int)(heatmap_text_width(title) * 9.5) + 20) W = (int)(heatmap_text_width(title) * 9.5) + 20;
     fprintf(f,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "

@@ -1,0 +1,215 @@
+#!/usr/bin/python3
+"""Alignment error rate (AER) of attend's attention views against a gold word alignment.
+
+  aer.py GOLD HYP                          score Pharaoh alignments (one line per sentence;
+                                           'text ||| 0-0 1-2' lines from attend translate
+                                           --alignment are accepted too)
+  aer.py GOLD -m MODEL --source SRC --target TGT [--preset VIEW]
+                                           force-decode each (source, target) pair with
+                                           build/attend align and score its alignment
+  aer.py GOLD -m MODEL --source SRC --target TGT --sweep
+                                           score every decoder layer x head (and each layer's
+                                           average, and all:avg), plain and shifted, and
+                                           print the table, best first
+
+GOLD: one line per sentence of links 'i-j' (sure) and 'ipj' (possible), i the source and j
+the target word (swap with --gold-order tgt-src; 1-based with --one-based). Words are the
+whitespace-separated tokens of SRC and TGT, which is what attend's word merging at
+SentencePiece's '▁' yields on such text.
+
+AER (Och & Ney 2003) over the corpus, with sure links S, possible links P (S is part of P)
+and hypothesis links A:  AER = 1 - (|A & S| + |A & P|) / (|A| + |S|).
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ATTEND = os.path.join(REPO, "build", "attend")
+WORD_START = "\u2581"
+
+
+# --------------------------------------------------------------------------------------
+# Reading alignments
+
+def parse_links(line, one_based=False, swap=False, lineno=0, what="gold"):
+    """'0-1 2p3' -> (sure set, possible set) of (source, target) pairs; possible includes sure."""
+    if " ||| " in line:
+        line = line.split(" ||| ", 1)[1]
+    sure, possible = set(), set()
+    for tok in line.split():
+        sep = "-" if "-" in tok else "p" if "p" in tok else "?" if "?" in tok else None
+        try:
+            a, b = (int(x) for x in tok.split(sep)) if sep else (None, None)
+        except ValueError:
+            a = None
+        if a is None:
+            raise SystemExit(f"aer.py: {what} line {lineno}: '{tok}' is not a link like 3-4 or 3p4")
+        if one_based:
+            a, b = a - 1, b - 1
+        if a < 0 or b < 0:
+            raise SystemExit(f"aer.py: {what} line {lineno}: negative index in '{tok}' "
+                             f"({'--one-based given' if one_based else 'use --one-based?'})")
+        if swap:
+            a, b = b, a
+        possible.add((a, b))
+        if sep == "-":
+            sure.add((a, b))
+    return sure, possible
+
+
+def read_gold(path, one_based, swap):
+    with open(path, encoding="utf-8") as f:
+        return [parse_links(l.rstrip("\n"), one_based, swap, i + 1) for i, l in enumerate(f)]
+
+
+def aer(gold, hyp):
+    """Corpus AER. gold: list of (sure, possible); hyp: list of link sets."""
+    if len(gold) != len(hyp):
+        raise SystemExit(f"aer.py: {len(gold)} gold lines but {len(hyp)} hypothesis lines")
+    a_s = a_p = n_a = n_s = 0
+    for (s, p), a in zip(gold, hyp):
+        a_s += len(a & s)
+        a_p += len(a & p)
+        n_a += len(a)
+        n_s += len(s)
+    return 1.0 - (a_s + a_p) / (n_a + n_s) if n_a + n_s else 0.0
+
+
+# --------------------------------------------------------------------------------------
+# Views, word merging and hard alignment, as model/align.c does them (see align.h)
+
+def words_of(pieces):
+    out, w = [], -1
+    for p in pieces:
+        if p in ("</s>", "<pad>", "<s>"):
+            out.append(-1)
+            continue
+        if p.startswith(WORD_START) or w < 0:
+            w += 1
+        out.append(w)
+    return out
+
+
+def view(cross, layers_heads, shift):
+    """Mean of cross[l][h] ([T, S]) over the (l, h) pairs; shifted: row t <- row t+1."""
+    import numpy as np
+    A = np.mean([cross[l][h] for l, h in layers_heads], axis=0)
+    if shift:
+        A = np.concatenate([A[1:], np.zeros_like(A[:1])])
+    return A
+
+
+def hard_links(A, src_pieces, tgt_pieces):
+    import numpy as np
+    sw, tw = words_of(src_pieces), words_of(tgt_pieces)
+    mask = np.array(sw) >= 0
+    links = set()
+    for t in range(A.shape[0]):
+        if tw[t] < 0 or not mask.any():
+            continue
+        row = np.where(mask, A[t], -1.0)
+        j = int(np.argmax(row))
+        if row[j] > 0:
+            links.add((sw[j], tw[t]))
+    return links
+
+
+# --------------------------------------------------------------------------------------
+# Running attend
+
+def read_lines(path):
+    with open(path, encoding="utf-8") as f:
+        return [l.rstrip("\n") for l in f]
+
+
+def run_align(attend, model, src, tgt, extra):
+    p = subprocess.run([attend, "align", "-m", model, "--target", tgt, "--format", "json"] + extra +
+                       ["--", src], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"aer.py: attend align failed ({p.returncode}): {p.stderr.strip()}")
+    return json.loads(p.stdout)
+
+
+def hyp_from_model(a, srcs, tgts):
+    out = []
+    for s, t in zip(srcs, tgts):
+        js = run_align(a.attend, a.model, s, t, ["--preset", a.preset])
+        out.append({tuple(x) for x in js["links"]})
+    return out
+
+
+def sweep(a, gold, srcs, tgts):
+    import numpy as np
+    sents = []
+    with tempfile.TemporaryDirectory(prefix="aer-") as tmp:
+        for i, (s, t) in enumerate(zip(srcs, tgts)):
+            npz = os.path.join(tmp, f"{i}.npz")
+            run_align(a.attend, a.model, s, t, ["--dump-attention", npz])
+            z = np.load(npz)
+            L = sum(1 for k in z.files if k.startswith("s0/cross/"))
+            sents.append(dict(cross=[z[f"s0/cross/l{l}"] for l in range(L)],
+                              src=[str(x) for x in z["s0/src_pieces"]],
+                              tgt=[str(x) for x in z["s0/tgt_pieces"]]))
+    L = len(sents[0]["cross"])
+    H = sents[0]["cross"][0].shape[0]
+    views = []
+    for l in range(L):
+        for h in range(H):
+            views.append((f"{l}:{h}", [(l, h)]))
+        views.append((f"{l}:avg", [(l, h) for h in range(H)]))
+    views.append(("all:avg", [(l, h) for l in range(L) for h in range(H)]))
+    rows = []
+    for name, lh in views:
+        for shift in (False, True):
+            hyp = [hard_links(view(s["cross"], lh, shift), s["src"], s["tgt"]) for s in sents]
+            rows.append((aer(gold, hyp), name + (",shift" if shift else "")))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    print(f"{'view':<16} {'AER':>7}")
+    for e, name in rows:
+        print(f"{name:<16} {e:7.4f}")
+    print(f"best: {rows[0][1]} (AER {rows[0][0]:.4f}; {L} layers x {H} heads, {len(sents)} sentences)")
+    return rows
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("gold", help="gold alignment file (i-j sure, ipj possible)")
+    p.add_argument("hyp", nargs="?", help="hypothesis alignment file (Pharaoh)")
+    p.add_argument("--one-based", action="store_true", help="gold indices start at 1")
+    p.add_argument("--gold-order", choices=["src-tgt", "tgt-src"], default="src-tgt",
+                   help="which side the gold file's first index is (default src-tgt)")
+    p.add_argument("--hyp-order", choices=["src-tgt", "tgt-src"], default="src-tgt",
+                   help="the same for HYP (attend writes src-tgt)")
+    p.add_argument("-m", "--model", help="model .gguf: compute the hypothesis with attend")
+    p.add_argument("--source", help="source sentences, whitespace-tokenised, one per line")
+    p.add_argument("--target", help="target sentences (the gold's), whitespace-tokenised")
+    p.add_argument("--preset", default="last:0", help="attention view (default last:0)")
+    p.add_argument("--sweep", action="store_true", help="score every layer x head (x shift)")
+    p.add_argument("--attend", default=ATTEND, help="the attend binary (default build/attend)")
+    a = p.parse_args(argv)
+    gold = read_gold(a.gold, a.one_based, a.gold_order == "tgt-src")
+    if a.hyp:
+        with open(a.hyp, encoding="utf-8") as f:
+            hyp = [parse_links(l.rstrip("\n"), False, a.hyp_order == "tgt-src", i + 1, "hypothesis")[1]
+                   for i, l in enumerate(f)]
+        print(f"AER {aer(gold, hyp):.4f} ({len(gold)} sentences)")
+        return 0
+    if not (a.model and a.source and a.target):
+        p.error("give HYP, or --model with --source and --target")
+    srcs, tgts = read_lines(a.source), read_lines(a.target)
+    if not (len(srcs) == len(tgts) == len(gold)):
+        raise SystemExit(f"aer.py: {len(srcs)} source, {len(tgts)} target and {len(gold)} gold lines")
+    if a.sweep:
+        sweep(a, gold, srcs, tgts)
+    else:
+        print(f"AER {aer(gold, hyp_from_model(a, srcs, tgts)):.4f} ({len(gold)} sentences, view {a.preset})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
