@@ -284,6 +284,28 @@ def rewritten(tmp):
          tens)
     emit("source spm model is garbage", with_meta("tokenizer.source_spm", (G.UINT8, bytes(range(256)) * 4)),
          tens)
+    # hostile normalization maps (SentencePiece would follow their trie without bounds checks)
+    def ld(field, payload):
+        n, head = len(payload), bytes([field << 3 | 2])
+        while True:
+            head += bytes([(n & 0x7f) | (0x80 if n > 0x7f else 0)])
+            n >>= 7
+            if not n:
+                return head + payload
+    rng = random.Random(7)
+    for what, blob in (
+            ("random trie", struct.pack("<I", 1024) + rng.randbytes(1024) + b"abc\0"),
+            ("random trie, strings without NUL", struct.pack("<I", 1024) + rng.randbytes(1024) + b"abc"),
+            ("trie size past the end", struct.pack("<I", 4096) + rng.randbytes(64)),
+            ("trie size not whole units", struct.pack("<I", 6) + bytes(6) + b"a\0"),
+            ("root pointing outside", struct.pack("<I", 4) + struct.pack("<I", 0xFFFFFC00) + b"a\0"),
+            ("3 bytes", b"abc")):
+        for field in (3, 5):  # normalizer, denormalizer
+            evil = spm + ld(field, ld(1, b"nmt_nfkc") + ld(2, blob))
+            emit(f"source spm with a hostile {'de' if field == 5 else ''}normalization map: {what}",
+                 with_meta("tokenizer.source_spm", (G.UINT8, evil)), tens)
+    emit("source spm model with a truncated field", with_meta("tokenizer.source_spm", (G.UINT8, spm + b"\x1a\xff\x01")),
+         tens)
     emit("tensor enc.0.ffn.fc1.weight missing", meta, [t for t in tens if t[0] != "enc.0.ffn.fc1.weight"])
     emit("extra tensor", meta, tens + [("enc.7.extra", np.zeros(4, np.float32), 0)])
     emit("extra tensor of an unknown name", meta, tens + [("bogus", np.zeros(4, np.float32), 0)])

@@ -3,6 +3,7 @@
 
 #include <sentencepiece_processor.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,7 +23,114 @@ static void set_err(char *err, size_t errlen, const std::string &msg) {
         if (static_cast<unsigned char>(*p) < 32 || *p == 127) *p = '?';
 }
 
+// ---------------------------------------------------------------------------------------
+// Checking a model's normalization tables before SentencePiece sees them. The library walks
+// the precompiled character map (a Darts-clone double-array trie, then NUL-separated
+// replacement strings) without bounds checks: a hostile model file could make it read
+// anywhere. We walk every trie state an input could reach and check each read it would make.
+
+// A protobuf varint at p (< end); 0 on success.
+static int read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v) {
+    *v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+        if (*p >= end) return -1;
+        uint8_t b = *(*p)++;
+        *v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return 0;
+    }
+    return -1;
+}
+
+// Visit each length-delimited field `want` of the message [p, end); 0 if every one passed
+// check and the message is well formed.
+template <typename F>
+static int each_field(const uint8_t *p, const uint8_t *end, uint64_t want, F check) {
+    while (p < end) {
+        uint64_t key, len;
+        if (read_varint(&p, end, &key)) return -1;
+        switch (key & 7) {
+        case 0:
+            if (read_varint(&p, end, &len)) return -1;
+            break;
+        case 1:
+            if (end - p < 8) return -1;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4) return -1;
+            p += 4;
+            break;
+        case 2:
+            if (read_varint(&p, end, &len) || len > (uint64_t)(end - p)) return -1;
+            if ((key >> 3) == want && check(p, (size_t)len)) return -1;
+            p += len;
+            break;
+        default: return -1; // groups: not in SentencePiece's schema
+        }
+    }
+    return 0;
+}
+
+// Darts-clone unit fields.
+static uint32_t unit_offset(uint32_t u) { return (u >> 10) << ((u & (1u << 9)) >> 6); }
+static uint32_t unit_label(uint32_t u) { return u & ((1u << 31) | 0xff); }
+static int unit_has_leaf(uint32_t u) { return (u >> 8) & 1; }
+static uint32_t unit_value(uint32_t u) { return u & ((1u << 31) - 1); }
+
+// 0 if the precompiled map is safe to use: layout, every reachable trie read in bounds,
+// every replacement index inside the NUL-terminated strings.
+static int check_charsmap(const uint8_t *blob, size_t n) {
+    if (n == 0) return 0; // no map: the library skips it
+    if (n < 4) return -1;
+    uint32_t trie_bytes;
+    memcpy(&trie_bytes, blob, 4);
+    if (trie_bytes < 4 || trie_bytes % 4 || trie_bytes > n - 4) return -1;
+    const uint8_t *trie = blob + 4;
+    const size_t units = trie_bytes / 4, strings = n - 4 - trie_bytes;
+    if (strings == 0 || blob[n - 1] != 0) return -1;
+    auto unit = [&](size_t i) {
+        uint32_t u;
+        memcpy(&u, trie + 4 * i, 4);
+        return u;
+    };
+    std::vector<uint8_t> seen(units, 0);
+    std::vector<uint32_t> todo;
+    const uint32_t root = unit_offset(unit(0)); // node 0's children start here
+    todo.push_back(root);
+    while (!todo.empty()) {
+        uint32_t base = todo.back();
+        todo.pop_back();
+        if ((size_t)(base | 0xff) >= units) return -1; // any next byte is looked up
+        if (seen[base]) continue;
+        seen[base] = 1;
+        for (uint32_t c = 0; c < 256; c++) {
+            uint32_t u = unit(base ^ c);
+            if (unit_label(u) != c) continue; // the search stops here
+            uint32_t next = (base ^ c) ^ unit_offset(u);
+            if (next >= units) return -1;
+            if (unit_has_leaf(u) && unit_value(unit(next)) >= strings) return -1;
+            todo.push_back(next);
+        }
+    }
+    return 0;
+}
+
+// 0 if every normalizer (field 3) and denormalizer (field 5) map in the model is safe.
+static int check_model_maps(const void *bytes, size_t n) {
+    const uint8_t *p = static_cast<const uint8_t *>(bytes);
+    auto spec = [](const uint8_t *q, size_t len) {
+        return each_field(q, q + len, 2, [](const uint8_t *m, size_t mlen) {
+            return check_charsmap(m, mlen);
+        });
+    };
+    return each_field(p, p + n, 3, spec) || each_field(p, p + n, 5, spec) ? -1 : 0;
+}
+
 extern "C" spm_model *spm_load(const void *bytes, size_t n, char *err, size_t errlen) {
+    if (check_model_maps(bytes, n)) {
+        set_err(err, errlen, "SentencePiece model rejected: malformed or unsafe normalization map");
+        return nullptr;
+    }
     spm_model *sp = new (std::nothrow) spm_model;
     if (!sp) {
         set_err(err, errlen, "out of memory");

@@ -52,6 +52,7 @@ static int reader_fill(line_reader *r) {
 
 /* A complete line already buffered? Sets line and length (without \n or \r\n). */
 static int reader_take(line_reader *r, char **line, size_t *n) {
+    if (!r->buf) return 0; /* nothing read yet (memchr on NULL is undefined even for 0 bytes) */
     char *nl = memchr(r->buf + r->start, '\n', r->len - r->start);
     if (!nl && !(r->eof && r->len > r->start)) return 0;
     char *s = r->buf + r->start;
