@@ -115,6 +115,8 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	$(SAN_ENV) $(BUILD)/attend translate -m $(TINY) "$$(head -c 3000 /dev/zero | tr '\0' a)" >/dev/null 2>&1
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(SAN_ENV) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
+	ATTEND_BIN=$(BUILD)/attend BROKEN_SAMPLE=3 $(PYTHON) tests/test_broken_files.py
+	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_hostile_input.py
 	@echo "sanitize: ok"
 
 # make valgrind: memcheck on the normal build, no leaks and no errors allowed.

@@ -297,7 +297,10 @@ int cmd_translate(int argc, char **argv) {
         for (int i = first_text; !status && i < argc; i += batch) {
             int n = argc - i < batch ? argc - i : batch;
             size_t *lens = malloc(sizeof(size_t) * (size_t)n);
-            if (!lens) return EXIT_FAIL;
+            if (!lens) {
+                fprintf(stderr, "attend: out of memory\n");
+                return EXIT_FAIL;
+            }
             for (int j = 0; j < n; j++) lens[j] = strlen(argv[i + j]);
             status = translate_batch(&cx, argv + i, lens, n);
             free(lens);
@@ -306,7 +309,10 @@ int cmd_translate(int argc, char **argv) {
         line_reader r = {0};
         char **lines = malloc(sizeof(char *) * (size_t)batch);
         size_t *lens = malloc(sizeof(size_t) * (size_t)batch);
-        if (!lines || !lens) return EXIT_FAIL;
+        if (!lines || !lens) {
+            fprintf(stderr, "attend: out of memory\n");
+            return EXIT_FAIL;
+        }
         while (!status) {
             int n = 0;
             /* block for the first line, then take whatever else has already arrived */
@@ -316,7 +322,10 @@ int cmd_translate(int argc, char **argv) {
                 if (n < batch && reader_take(&r, &s, &l)) {
                     lines[n] = s; /* copy out: the buffer moves when refilled */
                     lines[n] = malloc(l + 1);
-                    if (!lines[n]) return EXIT_FAIL;
+                    if (!lines[n]) {
+                        fprintf(stderr, "attend: out of memory for a %zu-byte line\n", l);
+                        return EXIT_FAIL;
+                    }
                     memcpy(lines[n], s, l);
                     lines[n][l] = 0;
                     lens[n++] = l;

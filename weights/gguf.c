@@ -253,7 +253,8 @@ static gguf_file *parse(gguf_file *f, char *err, size_t errlen) {
     for (uint64_t i = 0; i < f->n_kv; i++) {
         gguf_kv *kv = &f->kv[i];
         if (read_str(&c, &kv->key) || read_u32(&c, &kv->type)) {
-            fail(err, errlen, "key #%llu: truncated", (unsigned long long)i);
+            fail(err, errlen, "key #%llu: file ends inside its name or type (%llu bytes)",
+                 (unsigned long long)i, (unsigned long long)f->size);
             return NULL;
         }
         printable(name, sizeof name, kv->key);
@@ -281,7 +282,8 @@ static gguf_file *parse(gguf_file *f, char *err, size_t errlen) {
         gguf_tensor *t = &f->tensors[i];
         gguf_str s;
         if (read_str(&c, &s)) {
-            fail(err, errlen, "tensor #%llu: truncated name", (unsigned long long)i);
+            fail(err, errlen, "tensor #%llu: file ends inside its name (%llu bytes)",
+                 (unsigned long long)i, (unsigned long long)f->size);
             return NULL;
         }
         printable(name, sizeof name, s);
@@ -330,7 +332,8 @@ static gguf_file *parse(gguf_file *f, char *err, size_t errlen) {
         }
         continue;
     truncated:
-        fail(err, errlen, "tensor %s: truncated tensor info", name);
+        fail(err, errlen, "tensor %s: file ends inside its tensor info (%llu bytes)", name,
+             (unsigned long long)f->size);
         return NULL;
     }
     f->data_start = (c.pos + alignment - 1) / alignment * alignment;
