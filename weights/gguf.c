@@ -401,6 +401,10 @@ static gguf_file *open_common(gguf_file *f, char *err, size_t errlen) {
 }
 
 gguf_file *gguf_open_buffer(const void *buf, size_t len, char *err, size_t errlen) {
+    if ((uintptr_t)buf % 16) { /* tensors are aligned relative to the start: floats need it */
+        fail(err, errlen, "buffer at %p is not 16-byte aligned", buf);
+        return NULL;
+    }
     gguf_file *f = calloc(1, sizeof *f);
     if (!f) {
         fail(err, errlen, "out of memory");

@@ -50,7 +50,8 @@ typedef struct {
 typedef struct gguf_file gguf_file;
 
 gguf_file *gguf_open(const char *path, char *err, size_t errlen);
-/* Same checks on a buffer the caller owns (kept until gguf_close); used by the fuzzer. */
+/* Same checks on a buffer the caller owns (kept until gguf_close, 16-byte aligned as malloc
+ * gives); used by the fuzzer. */
 gguf_file *gguf_open_buffer(const void *buf, size_t len, char *err, size_t errlen);
 void gguf_close(gguf_file *f);
 
