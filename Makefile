@@ -36,7 +36,7 @@ help:
 	@echo "make install    PREFIX=$(PREFIX): binary, library, header, shipped model"
 	@echo "make sanitize   ASan+UBSan build in $(SAN_DIR): C tests and an end-to-end run"
 	@echo "make valgrind   memcheck (leaks, invalid reads) on the tiny test model"
-	@echo "make fuzz       libFuzzer on the loader and translate path, FUZZ_SECONDS=$(FUZZ_SECONDS) each"
+	@echo "make fuzz       libFuzzer: loader, translate path, SentencePiece models; FUZZ_SECONDS=$(FUZZ_SECONDS) each"
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -99,7 +99,7 @@ SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sani
 SAN_ENV  = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 E2E_IN   = printf 'Hallo Welt!\n\n  \nWo ist der Bahnhof?\r\nkaputt \377\376 \000 Ende\nletzte Zeile'
 
-.PHONY: sanitize sanitize-run valgrind fuzz fuzz-smoke fuzz-build fuzz-gguf fuzz-translate
+.PHONY: sanitize sanitize-run valgrind fuzz fuzz-smoke fuzz-build fuzz-gguf fuzz-translate fuzz-spm
 
 sanitize:
 	$(MAKE) BUILD=$(SAN_DIR) CFLAGS="$(SAN_OPTS)" CXXFLAGS="$(SAN_OPTS)" \
@@ -129,8 +129,9 @@ valgrind: $(BUILD)/attend
 	  test $$? -eq 3
 	@echo "valgrind: ok"
 
-# make fuzz: libFuzzer (clang) on the loader and on the translate path, FUZZ_SECONDS each;
-# corpora grow in build-fuzz/corpus/*, crashes land in build-fuzz/. fuzz-smoke: 15 s each.
+# make fuzz: libFuzzer (clang) on the loader, the translate path and the SentencePiece
+# model loader, FUZZ_SECONDS each;
+# corpora grow in build-fuzz/corpus/*, crashes land in build-fuzz/. fuzz-smoke: 10 s each.
 FUZZ_DIR     = build-fuzz
 FUZZ_SECONDS ?= 600
 FUZZ_CC      = clang
@@ -138,6 +139,7 @@ FUZZ_CXX     = clang++
 FUZZ_OPTS    = -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
                -fno-sanitize-recover=all -fno-sanitize=vptr
 FUZZ_NICE    ?= nice -n 19
+FUZZ_DATA    = ../shared/data
 FUZZ_FLAGS   = -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
 
 # clang ignores '#pragma GCC target': give the ISA-specific kernel files their flags here
@@ -147,7 +149,7 @@ $(FUZZ_DIR)/engine/kernels_avx512.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512
 
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) CXX=$(FUZZ_CXX) CFLAGS="$(FUZZ_OPTS)" \
-	  CXXFLAGS="$(FUZZ_OPTS)" $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_translate
+	  CXXFLAGS="$(FUZZ_OPTS)" $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_translate $(FUZZ_DIR)/fuzz_spm
 
 $(BUILD)/fuzz_%: tests/fuzz_%.c $(BUILD)/libattend.a
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
@@ -162,6 +164,18 @@ $(FUZZ_DIR)/corpus/translate:
 	printf '\000Hallo Welt!' >$@/s1; printf '\001Wo ist der Bahnhof? Where is the station?' >$@/s2
 	printf '\006>>deu<< Guten Morgen\r' >$@/s3; printf '\002\377\376\000 kaputt \342\202' >$@/s4
 
+$(FUZZ_DIR)/corpus/spm: $(TINY)
+	mkdir -p $@
+	$(PYTHON) -c "import sys; sys.path.insert(0, 'tools'); import gguf_io as G, numpy as np; \
+	  f = G.GGUFFile('$(TINY)'); [open('$@/seed-' + k.split('.')[1], 'wb').write( \
+	  np.asarray(f.metadata[k], dtype=np.uint8).tobytes()) for k in ('tokenizer.source_spm', 'tokenizer.target_spm')]"
+	cd $@ && zcat ../../../$(FUZZ_DATA)/tatoeba-deu-eng/tatoeba-deu-eng.train.de.gz | head -2000 >train.txt && \
+	  $(PYTHON) -c "import sentencepiece as s; s.SentencePieceTrainer.train(input='train.txt', \
+	  model_prefix='seed-nfkc', vocab_size=200, minloglevel=2)" && rm -f train.txt seed-nfkc.vocab
+
+fuzz-spm: fuzz-build $(FUZZ_DIR)/corpus/spm
+	$(FUZZ_NICE) $(FUZZ_DIR)/fuzz_spm $(FUZZ_FLAGS) -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus/spm
+
 fuzz-gguf: fuzz-build $(FUZZ_DIR)/corpus/gguf
 	$(FUZZ_NICE) $(FUZZ_DIR)/fuzz_gguf $(FUZZ_FLAGS) -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus/gguf
 
@@ -169,10 +183,10 @@ fuzz-translate: fuzz-build $(FUZZ_DIR)/corpus/translate
 	FUZZ_MODEL=$(TINY) $(FUZZ_NICE) $(FUZZ_DIR)/fuzz_translate $(FUZZ_FLAGS) -max_len=4096 \
 	  -artifact_prefix=$(FUZZ_DIR)/ $(FUZZ_DIR)/corpus/translate
 
-fuzz: fuzz-gguf fuzz-translate
+fuzz: fuzz-gguf fuzz-translate fuzz-spm
 
 fuzz-smoke:
-	$(MAKE) fuzz-gguf fuzz-translate FUZZ_SECONDS=15
+	$(MAKE) fuzz-gguf fuzz-translate fuzz-spm FUZZ_SECONDS=10
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
