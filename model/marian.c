@@ -128,7 +128,7 @@ typedef struct {
     const gguf_file *f;
     char *err;
     size_t errlen;
-    int n_bound;
+    unsigned char *used; /* per tensor: bound by name; leftovers are rejected */
     int any_f16;
     int any_i8;
     uint32_t version;  /* attend.format_version of the file */
@@ -153,7 +153,7 @@ static const gguf_tensor *find(binder *b, const char *name, int rows, int cols) 
         else fail(b->err, b->errlen, "tensor %s: shape %s, expected [%d]", name, got, rows);
         return NULL;
     }
-    b->n_bound++;
+    b->used[t - gguf_tensor_at(b->f, 0)] = 1;
     return t;
 }
 
@@ -283,32 +283,12 @@ static int bind_all(marian_model *m, binder *b) {
         snprintf(p, sizeof p, "dec.%d.ffn_norm", i);
         if (bind_norm(b, &L->ffn_norm, p, d)) return -1;
     }
-    if ((uint64_t)b->n_bound != gguf_tensor_count(b->f)) {
-        /* name the first tensor nobody asked for */
-        for (uint64_t i = 0; i < gguf_tensor_count(b->f); i++) {
-            const char *nm = gguf_tensor_at(b->f, i)->name;
-            int known = 0;
-            /* cheap re-check: a tensor is known if binding it again by name would succeed,
-             * which we approximate by the fixed name patterns */
-            int layer;
-            char rest[64];
-            if (!strcmp(nm, "enc.embed.weight") || !strcmp(nm, "final_logits_bias") ||
-                (!c->shared_embeddings && !strcmp(nm, "dec.embed.weight")) ||
-                (!c->tied_output && !strcmp(nm, "lm_head.weight")))
-                known = 1;
-            else if (sscanf(nm, "enc.%d.%63s", &layer, rest) == 2 && layer >= 0 && layer < c->enc_layers)
-                known = 1;
-            else if (sscanf(nm, "dec.%d.%63s", &layer, rest) == 2 && layer >= 0 && layer < c->dec_layers)
-                known = 1;
-            if (!known) {
-                fail(b->err, b->errlen, "tensor %s: not part of this model's configuration", nm);
-                return -1;
-            }
+    for (uint64_t i = 0; i < gguf_tensor_count(b->f); i++)
+        if (!b->used[i]) {
+            fail(b->err, b->errlen, "tensor %s: not part of this model's configuration",
+                 gguf_tensor_at(b->f, i)->name);
+            return -1;
         }
-        fail(b->err, b->errlen, "file holds %llu tensors, the configuration uses %d",
-             (unsigned long long)gguf_tensor_count(b->f), b->n_bound);
-        return -1;
-    }
     m->dtype = b->any_i8 ? AT_I8 : b->any_f16 ? AT_F16 : AT_F32;
     return 0;
 }
@@ -393,9 +373,17 @@ marian_model *marian_load_buffer(const void *buf, size_t len, char *err, size_t 
 
 static marian_model *load_opened(marian_model *m, char *err, size_t errlen) {
     if (!m->file || read_config(m->file, &m->c, err, errlen)) goto fail;
-    binder b = {m->file, err, errlen, 0, 0, 0, 0, m};
-    if (gguf_get_u32(m->file, "attend.format_version", &b.version, err, errlen)) goto fail;
-    if (bind_all(m, &b)) goto fail;
+    binder b = {m->file, err, errlen, NULL, 0, 0, 0, m};
+    b.used = calloc(gguf_tensor_count(m->file) + 1, 1);
+    if (!b.used) {
+        fail(err, errlen, "out of memory");
+        goto fail;
+    }
+    if (gguf_get_u32(m->file, "attend.format_version", &b.version, err, errlen) || bind_all(m, &b)) {
+        free(b.used);
+        goto fail;
+    }
+    free(b.used);
     const gguf_kv *crc = gguf_get_array(m->file, "attend.tensor_crc32", GGUF_U32, err, errlen);
     if (!crc) goto fail;
     if (crc->count != gguf_tensor_count(m->file)) {
