@@ -418,24 +418,24 @@ gguf_file *gguf_open_buffer(const void *buf, size_t len, char *err, size_t errle
 gguf_file *gguf_open(const char *path, char *err, size_t errlen) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) {
-        fail(err, errlen, "%s: %s", path, strerror(errno));
+        fail(err, errlen, "%s", strerror(errno)); /* the caller names the file */
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        fail(err, errlen, "%s: not a regular file", path);
+        fail(err, errlen, "not a regular file");
         close(fd);
         return NULL;
     }
     if (st.st_size == 0) {
-        fail(err, errlen, "%s: empty file", path);
+        fail(err, errlen, "empty file");
         close(fd);
         return NULL;
     }
     void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
-        fail(err, errlen, "%s: mmap failed: %s", path, strerror(errno));
+        fail(err, errlen, "mmap failed: %s", strerror(errno));
         return NULL;
     }
     gguf_file *f = calloc(1, sizeof *f);
