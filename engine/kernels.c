@@ -78,7 +78,7 @@ static void generic_axpy(float *y, float a, const float *x, int n) {
 
 float at_quantize_row(int8_t *q, const float *x, int n) {
     float amax = 0;
-    for (int i = 0; i < n; i++) amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+    for (int i = 0; i < n; i++) amax = !(fabsf(x[i]) <= amax) ? fabsf(x[i]) : amax; /* NaN sticks */
     if (amax == 0 || !isfinite(amax)) {
         memset(q, 0, (size_t)n);
         return amax == 0 ? 0.0f : NAN;
@@ -129,13 +129,18 @@ static int8_t *i8_scratch(size_t n) {
 
 /* Quantize x[n,in] row by row into the calling thread's scratch: n*in int8 followed by n
  * float scales. NULL if out of memory. */
-int8_t *at_quantize_rows(const float *x, int n, int in, float **scales) {
+int8_t *at_quantize_rows_with(const float *x, int n, int in, float **scales,
+                              float (*row)(int8_t *, const float *, int)) {
     const size_t qb = ((size_t)n * in + 63) & ~(size_t)63;
     int8_t *q = i8_scratch(qb + sizeof(float) * (size_t)n);
     if (!q) return NULL;
     *scales = (float *)(q + qb);
-    for (int t = 0; t < n; t++) (*scales)[t] = at_quantize_row(q + (size_t)t * in, x + (size_t)t * in, in);
+    for (int t = 0; t < n; t++) (*scales)[t] = row(q + (size_t)t * in, x + (size_t)t * in, in);
     return q;
+}
+
+int8_t *at_quantize_rows(const float *x, int n, int in, float **scales) {
+    return at_quantize_rows_with(x, n, in, scales, at_quantize_row);
 }
 
 /* y[n,out] = (xq · Wqᵀ) * sx * sw + b in exact integer arithmetic. */
@@ -292,10 +297,25 @@ void at_softmax(float *x, int n) {
 }
 
 int at_argmax(const float *x, int n) {
-    int best = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[best]) best = i;
-    return best;
+    if (n < 64 || x[0] != x[0]) {
+        int best = 0;
+        for (int i = 1; i < n; i++)
+            if (x[i] > x[best]) best = i;
+        return best;
+    }
+    /* the largest value over 8 independent lanes (NaN never wins, as above), then the
+     * first index holding it: the same answer as the loop above, several times faster */
+    float m[8];
+    for (int j = 0; j < 8; j++) m[j] = x[0];
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+    for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
+    float mx = m[0];
+    for (int j = 1; j < 8; j++) mx = m[j] > mx ? m[j] : mx;
+    for (i = 0; i < n; i++)
+        if (x[i] == mx) return i;
+    return 0;
 }
 
 void at_attention(float *out, int ld_o, const float *q, int ld_q, const float *k,

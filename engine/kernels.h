@@ -66,6 +66,9 @@ float at_quantize_row(int8_t *q, const float *x, int n);
 /* Quantize x[n,in] row by row into the calling thread's scratch (reused by the next call):
  * returns n*in int8 values (64-byte padded), *scales gets the n row scales. NULL if OOM. */
 int8_t *at_quantize_rows(const float *x, int n, int in, float **scales);
+/* The same with an ISA's row quantizer, which must give at_quantize_row's exact results. */
+int8_t *at_quantize_rows_with(const float *x, int n, int in, float **scales,
+                              float (*row)(int8_t *, const float *, int));
 /* One int8 output element from its exact integer dot product: the same expression on every ISA. */
 #define AT_I8_OUT(acc, sx, sw, bias) ((float)(acc) * ((sx) * (sw)) + (bias))
 /* Row sums of an int8 matrix, for at_matrix.wsum: malloc'd [rows], NULL if out of memory. */

@@ -2,6 +2,7 @@
  * isa.c only selects this set after CPUID and XGETBV say the CPU and the OS support it. */
 #pragma GCC target("avx2,fma,f16c")
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "isa.h"
@@ -41,6 +42,49 @@ static inline float V_HSUM(__m256 v) {
  * int8: vpmaddubsw multiplies unsigned by signed bytes, so each product is formed as
  * |x| · (w with x's sign); |x|, |w| ≤ 127 keep the 16-bit pair sums below saturation, and
  * vpmaddwd widens them to 32 bits. Exact, like every int8 path. */
+
+/* at_quantize_row, vectorized: the same max, the same 127/max, the same multiply and
+ * round-to-nearest-even conversion, so the same bytes. */
+static float quantize_row(int8_t *q, const float *x, int n) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 mx = _mm256_setzero_ps(), nan = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_loadu_ps(x + i);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        mx = _mm256_max_ps(_mm256_and_ps(v, absmask), mx);
+    }
+    float amax;
+    {
+        float t[8];
+        _mm256_storeu_ps(t, mx);
+        amax = 0;
+        for (int k = 0; k < 8; k++) amax = t[k] > amax ? t[k] : amax;
+        for (int k = i; k < n; k++) amax = !(fabsf(x[k]) <= amax) ? fabsf(x[k]) : amax;
+        if (_mm256_movemask_ps(nan)) amax = NAN;
+    }
+    if (amax == 0 || !isfinite(amax)) {
+        memset(q, 0, (size_t)n);
+        return amax == 0 ? 0.0f : NAN;
+    }
+    const float inv = 127.0f / amax;
+    const __m256 iv = _mm256_set1_ps(inv);
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m256i r0 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
+        __m256i r1 = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + i + 8), iv));
+        r0 = _mm256_min_epi32(_mm256_max_epi32(r0, lo), hi);
+        r1 = _mm256_min_epi32(_mm256_max_epi32(r1, lo), hi);
+        const __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(r0, r1), 0xd8);
+        _mm_storeu_si128((__m128i *)(void *)(q + i),
+                         _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+    }
+    for (; i < n; i++) {
+        float v = nearbyintf(x[i] * inv);
+        q[i] = (int8_t)(v > 127 ? 127 : v < -127 ? -127 : v);
+    }
+    return amax / 127.0f;
+}
 
 #define I8_TILE_W 4
 #define I8_TILE_X 3
@@ -91,8 +135,19 @@ static inline __attribute__((always_inline)) void tile_i8(float *y, int ldy, con
             UNROLL for (int j = 0; j < NX; j++) acc[r][j] = dot_step(acc[r][j], xa[j], xs[j], wv);
         }
     }
-    UNROLL for (int j = 0; j < NX; j++) UNROLL for (int r = 0; r < RW; r++)
-        y[(size_t)j * ldy + r] = AT_I8_OUT(hsum_i32(acc[r][j]), sx[j], sw[r], b ? b[r] : 0.0f);
+    if (RW == 4) { /* AT_I8_OUT for 4 rows at once: the same operations, vectorized */
+        const __m128 swv = _mm_loadu_ps(sw), bv = b ? _mm_loadu_ps(b) : _mm_setzero_ps();
+        UNROLL for (int j = 0; j < NX; j++) {
+            const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(acc[0][j], acc[1][j]),
+                                                _mm256_hadd_epi32(acc[2][j], acc[3][j]));
+            const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+            _mm_storeu_ps(y + (size_t)j * ldy,
+                          _mm_add_ps(_mm_mul_ps(_mm_cvtepi32_ps(s), _mm_mul_ps(_mm_set1_ps(sx[j]), swv)), bv));
+        }
+    } else {
+        UNROLL for (int j = 0; j < NX; j++) UNROLL for (int r = 0; r < RW; r++)
+            y[(size_t)j * ldy + r] = AT_I8_OUT(hsum_i32(acc[r][j]), sx[j], sw[r], b ? b[r] : 0.0f);
+    }
 }
 
 #define I8_CASES(RW)                                                                          \
@@ -110,7 +165,7 @@ static void tile_i8_1(float *y, int ldy, const int8_t *xq, const float *sx, cons
 static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const float *b, int n) {
     const int out = w->rows, in = w->cols;
     float *sx;
-    const int8_t *xq = at_quantize_rows(x, n, in, &sx);
+    const int8_t *xq = at_quantize_rows_with(x, n, in, &sx, quantize_row);
     if (!xq) {
         at_kernels_generic.linear(y, x, w, b, n);
         return;
@@ -118,7 +173,7 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
     const int8_t *W = (const int8_t *)w->data;
     const double work = (double)n * out * in;
     const int RB = n == 1 ? 32 : 64, nb = (out + RB - 1) / RB, XB = 48;
-#pragma omp parallel for schedule(static) if (work > 4 * SIMD_PARALLEL_GRAIN && at_threads() > 1)
+#pragma omp parallel for schedule(dynamic, 1) if (work > 4 * SIMD_PARALLEL_GRAIN && at_threads() > 1)
     for (int blk = 0; blk < nb; blk++) {
         const int o0 = blk * RB, o1 = o0 + RB < out ? o0 + RB : out;
         for (int t0 = 0; t0 < n; t0 += XB) {

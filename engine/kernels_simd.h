@@ -178,7 +178,7 @@ static void simd_linear(float *y, const float *x, const at_matrix *w, const floa
     /* batch 1 streams W once: small blocks balance threads; larger batches reuse a block */
     int RB = n == 1 ? 16 : 32;
     const int nb = (out + RB - 1) / RB;
-#pragma omp parallel for schedule(static) if (work > SIMD_PARALLEL_GRAIN && nt > 1)
+#pragma omp parallel for schedule(dynamic, 1) if (work > SIMD_PARALLEL_GRAIN && nt > 1)
     for (int i = 0; i < nb; i++) {
         const int o0 = i * RB, o1 = o0 + RB < out ? o0 + RB : out;
         linear_block(y, x, w, b, n, o0, o1);

@@ -178,9 +178,19 @@ static int encode(const marian_model *m, float *X, const sent_state *st, int n, 
  * </s> at the last allowed step when forced_eos is set. */
 static int choose(const marian_config *c, const float *logits, int last_step, int ignore_eos) {
     if (last_step && c->forced_eos) return c->eos_id;
+    /* argmax over the ids between the banned ones; an earlier id wins ties */
+    int ban[2] = {c->pad_id, ignore_eos && !last_step ? c->eos_id : c->pad_id};
+    if (ban[1] < ban[0]) {
+        int t = ban[0];
+        ban[0] = ban[1];
+        ban[1] = t;
+    }
+    const int V = c->decoder_vocab_size;
+    const int lo[3] = {0, ban[0] + 1, ban[1] + 1}, hi[3] = {ban[0], ban[1], V};
     int best = -1;
-    for (int i = 0; i < c->decoder_vocab_size; i++) {
-        if (i == c->pad_id || (ignore_eos && !last_step && i == c->eos_id)) continue;
+    for (int s = 0; s < 3; s++) {
+        if (hi[s] <= lo[s]) continue;
+        int i = lo[s] + at_argmax(logits + lo[s], hi[s] - lo[s]);
         if (best < 0 || logits[i] > logits[best]) best = i;
     }
     return best;

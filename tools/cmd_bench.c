@@ -1,7 +1,7 @@
 /* attend bench: time translation of random sources, and measure the machine in the same run
  * (memory bandwidth, and how much of it a batch-1 decoder step achieves). */
 #include <math.h>
-#include <omp.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +60,36 @@ static double median(double *v, int n) {
  * counted as STREAM counts it (3 x 4 bytes per element). Run in a child process so its
  * 1.9 GiB never shows in the benchmark's peak RSS. Returns GB/s (best of 5), or 0. */
 
+/* OpenMP's thread pool does not survive fork(), so the child uses plain pthreads. */
+typedef struct {
+    float *a, *b, *c;
+    size_t lo, hi;
+    float s;
+    int init;
+} triad_part;
+
+static void *triad_run(void *arg) {
+    triad_part *p = arg;
+    if (p->init)
+        for (size_t i = p->lo; i < p->hi; i++) p->a[i] = 0, p->b[i] = 1, p->c[i] = 2;
+    else
+        for (size_t i = p->lo; i < p->hi; i++) p->a[i] = p->b[i] + p->s * p->c[i];
+    return NULL;
+}
+
+static void triad_pass(float *a, float *b, float *c, size_t n, float s, int init, int threads) {
+    pthread_t tid[64];
+    triad_part part[64];
+    if (threads > 64) threads = 64;
+    for (int t = 0; t < threads; t++) {
+        part[t] = (triad_part){a, b, c, n * t / threads, n * (t + 1) / threads, s, init};
+        if (t > 0 && pthread_create(&tid[t], NULL, triad_run, &part[t])) part[t].hi = part[t].lo, tid[t] = 0;
+    }
+    triad_run(&part[0]);
+    for (int t = 1; t < threads; t++)
+        if (part[t].hi > part[t].lo) pthread_join(tid[t], NULL);
+}
+
 static double triad_gbps(int threads) {
     int fd[2];
     if (pipe(fd)) return 0;
@@ -71,14 +101,11 @@ static double triad_gbps(int threads) {
         float *a = malloc(n * 4), *b = malloc(n * 4), *c = malloc(n * 4);
         double best = 0;
         if (a && b && c) {
-            omp_set_num_threads(threads);
-#pragma omp parallel for schedule(static)
-            for (size_t i = 0; i < n; i++) a[i] = 0, b[i] = 1, c[i] = 2;
+            triad_pass(a, b, c, n, 0, 1, threads);
             for (int rep = 0; rep < 5; rep++) {
                 const float s = 0.5f + rep;
                 double t0 = now();
-#pragma omp parallel for schedule(static)
-                for (size_t i = 0; i < n; i++) a[i] = b[i] + s * c[i];
+                triad_pass(a, b, c, n, s, 0, threads);
                 double gbps = 3.0 * 4 * n / (now() - t0) / 1e9;
                 if (gbps > best) best = gbps;
             }
@@ -119,6 +146,22 @@ static double step_bytes(const marian_model *m) {
              linear_bytes(&L->fc1) + linear_bytes(&L->fc2) + 3 * 2 * 4.0 * d;
     }
     return s;
+}
+
+/* Peak resident set of this process: VmHWM (ru_maxrss survives execve, so a big parent
+ * such as a Python driver would show through it). */
+static double peak_rss_mib(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "VmHWM:", 6)) {
+            fclose(f);
+            return atof(line + 6) / 1024.0;
+        }
+    if (f) fclose(f);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024.0;
 }
 
 static const char *dtype_name(int dt) { return dt == AT_I8 ? "int8" : dt == AT_F16 ? "f16" : "f32"; }
@@ -220,9 +263,7 @@ int cmd_bench(int argc, char **argv) {
             t_dec[r] = tm.decode;
         }
     }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    const double rss_mib = ru.ru_maxrss / 1024.0;
+    const double rss_mib = peak_rss_mib();
     double best = t_round[0];
     for (int r = 1; r < rounds; r++) best = t_round[r] < best ? t_round[r] : best;
     const double med = median(t_round, rounds), enc = median(t_enc, rounds), dec = median(t_dec, rounds);

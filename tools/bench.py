@@ -1,0 +1,450 @@
+#!/usr/bin/python3
+"""Benchmark attend against the PyTorch reference on an opus-mt-en-de-shaped random model.
+
+Builds (once, cached in --work) a random MarianMT with the opus-mt-en-de shape (d_model 512,
+6+6 layers, 8 heads, ffn 2048, vocabulary 58,101, swish, tied embeddings) through
+tools/reference.py, exports it to f32, f16 and int8 .gguf files like any user checkpoint, then
+times `attend bench` and a PyTorch greedy decoder on the same weights, same shapes and the
+same thread counts, interleaved round by round, and reports medians and ratios. With --md it
+also writes BENCHMARKS.md (machine, commands, table, ratios, the issue's targets).
+
+The PyTorch side is the reference model's own modules driven the way Hugging Face's
+generate() drives them: encoder once, cross-attention keys/values once, a self-attention
+cache, logits for the last position only, argmax with </s> and <pad> banned (EOS ignored, as
+in `attend bench`). Its f32 matmuls are whatever BLAS Debian's torch uses here.
+
+    tools/bench.py                      # print the table
+    tools/bench.py --md BENCHMARKS.md   # what `make bench` runs
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+
+SHAPE = {"d_model": 512, "encoder_layers": 6, "decoder_layers": 6, "encoder_attention_heads": 8,
+         "decoder_attention_heads": 8, "encoder_ffn_dim": 2048, "decoder_ffn_dim": 2048,
+         "activation_function": "swish", "share_encoder_decoder_embeddings": True,
+         "tie_word_embeddings": True, "max_length": 512}
+VOCAB = 58101
+
+# The issue's reference points (CTranslate2 4.8.1 on this machine kind, 2 threads, medians).
+CT2 = {"f32_b1_ms": 274, "int8_b1_ms": 184, "f32_b64_toks": 563, "int8_b64_toks": 1322,
+       "f32_rss": 360, "int8_rss": 150}
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------
+# The benchmark model
+
+def build_model(work):
+    """HF-style directory + f32/f16/int8 .gguf exports in work/ (reused when present)."""
+    import reference as R
+    hf = os.path.join(work, "hf")
+    paths = {dt: os.path.join(work, f"en-de-shape-{dt}.gguf") for dt in ("f32", "f16", "int8")}
+    if all(os.path.exists(p) for p in paths.values()):
+        return hf, paths
+    os.makedirs(work, exist_ok=True)
+    if not os.path.exists(os.path.join(hf, "config.json")):
+        import gzip
+        import sentencepiece as spm
+        # small SentencePiece models (the benchmark feeds random ids; text is never used)
+        data = "/work/shared/data/tatoeba-deu-eng/tatoeba-deu-eng.train.%s.gz"
+        spms = []
+        for lang in ("en", "de"):
+            txt = os.path.join(work, f"spm.{lang}.txt")
+            if os.path.exists(data % lang):
+                with gzip.open(data % lang, "rt", encoding="utf-8") as f, open(txt, "w") as o:
+                    for i, line in zip(range(5000), f):
+                        o.write(line)
+            else:  # any text will do
+                with open(txt, "w") as o:
+                    for i in range(3000):
+                        o.write(f"sentence number {i} with words w{i % 97} x{i % 13} y{i % 31}\n")
+            prefix = os.path.join(work, f"spm.{lang}")
+            spm.SentencePieceTrainer.train(input=txt, model_prefix=prefix, vocab_size=1000,
+                                           minloglevel=2)
+            spms.append(prefix + ".model")
+        vocab = R.build_vocab(*spms)
+        pad = vocab.pop("<pad>")
+        del pad
+        i = 0
+        while len(vocab) < VOCAB - 1:  # opus-mt's vocabulary size: filler pieces
+            vocab[f"<filler{i}>"] = len(vocab)
+            i += 1
+        vocab["<pad>"] = VOCAB - 1
+        config = dict(SHAPE, vocab_size=VOCAB, decoder_vocab_size=VOCAB, pad_token_id=VOCAB - 1,
+                      decoder_start_token_id=VOCAB - 1, bad_words_ids=[[VOCAB - 1]],
+                      eos_token_id=0, forced_eos_token_id=0)
+        log("building the random opus-mt-en-de-shaped model ...")
+        m = R.random_model(config, seed=0)
+        blobs = [open(p, "rb").read() for p in spms]
+        R.save_hf_dir(m, hf, blobs[0], blobs[1], vocab)
+    for dt, p in paths.items():
+        if not os.path.exists(p):
+            log(f"exporting {dt} ...")
+            subprocess.run([sys.executable, os.path.join(HERE, "export_marian.py"), hf, p,
+                            "--dtype", dt], check=True, stdout=subprocess.DEVNULL)
+    return hf, paths
+
+
+# --------------------------------------------------------------------------------------
+# PyTorch: greedy decoding with caches, as HF generate() does it
+
+class TorchRunner:
+    def __init__(self, hf):
+        import torch
+        import reference as R
+        self.torch = torch
+        self.m = R.load_hf_dir(hf)
+        self.m.eval()
+
+    def run(self, src, T):
+        """Encode src [B,S] and decode exactly T tokens. Returns (encode_s, decode_s)."""
+        torch = self.torch
+        m, c = self.m, self.m.config
+        with torch.no_grad():
+            t0 = time.perf_counter()
+            memory, _ = m.encode(src)
+            B, S, d = memory.shape
+            layers = m.model.decoder.layers
+            H = c["decoder_attention_heads"]
+            hd = d // H
+
+            def split(t):
+                return t.view(B, -1, H, hd).transpose(1, 2)
+
+            ck = [split(L.encoder_attn.k_proj(memory)) for L in layers]
+            cv = [split(L.encoder_attn.v_proj(memory)) for L in layers]
+            t1 = time.perf_counter()
+            sk, sv = [None] * len(layers), [None] * len(layers)
+            tok = torch.full((B, 1), c["decoder_start_token_id"], dtype=torch.long)
+            pad, eos = c["pad_token_id"], c["eos_token_id"]
+            for t in range(T):
+                y = m.model.decoder.embed_tokens(tok) * m.embed_scale + m.positions[t:t + 1]
+                for i, L in enumerate(layers):
+                    a = L.self_attn
+                    q = split(a.q_proj(y) * hd ** -0.5)
+                    k, v = split(a.k_proj(y)), split(a.v_proj(y))
+                    sk[i] = k if t == 0 else torch.cat([sk[i], k], 2)
+                    sv[i] = v if t == 0 else torch.cat([sv[i], v], 2)
+                    p = (q @ sk[i].transpose(-1, -2)).softmax(-1)
+                    y = L.self_attn_layer_norm(y + a.out_proj((p @ sv[i]).transpose(1, 2).reshape(B, 1, d)))
+                    e = L.encoder_attn
+                    q = split(e.q_proj(y) * hd ** -0.5)
+                    p = (q @ ck[i].transpose(-1, -2)).softmax(-1)
+                    y = L.encoder_attn_layer_norm(y + e.out_proj((p @ cv[i]).transpose(1, 2).reshape(B, 1, d)))
+                    y = L.final_layer_norm(y + L.fc2(L.act(L.fc1(y))))
+                logits = m.lm_head(y[:, -1]) + m.final_logits_bias
+                logits[:, pad] = float("-inf")
+                if t < T - 1:
+                    logits[:, eos] = float("-inf")
+                tok = logits.argmax(-1, keepdim=True)
+            t2 = time.perf_counter()
+        return t1 - t0, t2 - t1
+
+
+def random_sources(B, S, seed=1):
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(2, VOCAB - 1, (B, S), generator=g)
+    ids[:, -1] = 0  # </s>
+    return ids
+
+
+# --------------------------------------------------------------------------------------
+# Runs
+
+def attend_bench(binary, model, B, S, T, threads, rounds, bandwidth=False, isa=None):
+    cmd = [binary, "bench", "-m", model, "-b", str(B), "-s", str(S), "-n", str(T), "-t", str(threads),
+           "-r", str(rounds), "--json"]
+    if not bandwidth:
+        cmd.append("--no-bandwidth")
+    env = dict(os.environ)
+    if isa:
+        env["ATTEND_ISA"] = isa
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
+    return json.loads(out), cmd
+
+
+def machine():
+    info = {}
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            k, _, v = line.partition(":")
+            info[k.strip()] = v.strip()
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            kb = int(f.readline().split()[1])
+        mem = f"{kb / 1048576:.1f} GiB"
+    except OSError:
+        pass
+    flags = info.get("Flags", "").split()
+    simd = [f for f in ("avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                        "avx_vnni", "amx_int8") if f in flags]
+    return {
+        "cpu": info.get("Model name", platform.processor()),
+        "cpus": info.get("CPU(s)", "?"),
+        "threads_per_core": info.get("Thread(s) per core", "?"),
+        "l2": info.get("L2 cache", "?"), "l3": info.get("L3 cache", "?"),
+        "mem": mem, "simd": " ".join(simd),
+        "kernel": platform.release(),
+        "load": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+
+
+def others_running():
+    """Other heavy processes (a shared machine): names of the busiest, for the report."""
+    try:
+        out = subprocess.run(["ps", "-eo", "pcpu,comm", "--sort=-pcpu"], capture_output=True,
+                             text=True).stdout.splitlines()[1:6]
+    except OSError:
+        return []
+    me = {"ps", "attend", "python3", "bench.py"}
+    busy = []
+    for line in out:
+        pc, _, name = line.strip().partition(" ")
+        try:
+            if float(pc) > 20 and name.strip() not in me:
+                busy.append(f"{name.strip()} ({pc}% CPU)")
+        except ValueError:
+            pass
+    return busy
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--attend", default=os.path.join(ROOT, "build", "attend"))
+    p.add_argument("--work", default=os.path.join(ROOT, "build", "bench"))
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds (default 5)")
+    p.add_argument("--per-round", type=int, default=3, help="timed repetitions per round (default 3)")
+    p.add_argument("--src-len", type=int, default=20)
+    p.add_argument("--tgt-len", type=int, default=20)
+    p.add_argument("--batches", default="1,64")
+    p.add_argument("--threads", default="1,2")
+    p.add_argument("--dtypes", default="f32,f16,int8")
+    p.add_argument("--no-torch", action="store_true", help="attend only")
+    p.add_argument("--md", help="write this Markdown report (BENCHMARKS.md)")
+    a = p.parse_args(argv)
+    batches = [int(x) for x in a.batches.split(",")]
+    threads = [int(x) for x in a.threads.split(",")]
+    dtypes = a.dtypes.split(",")
+    S, T = a.src_len, a.tgt_len
+    t_start = time.time()
+    hf, paths = build_model(a.work)
+    busy_before = others_running()
+    runner = None if a.no_torch else TorchRunner(hf)
+    import torch
+
+    res = {}   # (system, dtype, B, threads) -> list of per-round dicts
+    cmds = {}
+    for r in range(a.rounds):
+        log(f"round {r + 1}/{a.rounds}")
+        for th in threads:
+            for B in batches:
+                for dt in dtypes:
+                    # bandwidth once per (dtype, threads), at batch 1, in the last round
+                    bw = B == 1 and r == a.rounds - 1
+                    j, cmd = attend_bench(a.attend, paths[dt], B, S, T, th, a.per_round, bandwidth=bw)
+                    res.setdefault(("attend", dt, B, th), []).append(j)
+                    cmds[("attend", dt, B, th)] = cmd
+                if runner:
+                    torch.set_num_threads(th)
+                    src = random_sources(B, S)
+                    if r == 0:
+                        runner.run(src, 2)  # warm-up
+                    times = []
+                    for _ in range(a.per_round):
+                        t0 = time.perf_counter()
+                        enc, dec = runner.run(src, T)
+                        times.append((time.perf_counter() - t0, enc, dec))
+                    times.sort()
+                    tot, enc, dec = times[len(times) // 2]
+                    res.setdefault(("torch", "f32", B, th), []).append(
+                        {"ms_per_sentence": 1e3 * tot / B, "ms_per_sentence_min": 1e3 * times[0][0] / B,
+                         "tok_s": B * T / tot, "tok_s_max": B * T / times[0][0],
+                         "encode_ms": 1e3 * enc, "decode_ms": 1e3 * dec})
+
+    def summary(key):
+        rows = res.get(key)
+        if not rows:
+            return None
+        s = {k: statistics.median(x[k] for x in rows) for k in ("ms_per_sentence", "tok_s", "encode_ms", "decode_ms")}
+        s["ms_min"] = min(x["ms_per_sentence_min"] for x in rows)
+        s["tok_s_max"] = max(x["tok_s_max"] for x in rows)
+        for k in ("peak_rss_mib", "step_ms", "step_gbps", "step_weight_mb", "isa"):
+            if k in rows[0]:
+                s[k] = rows[0][k] if k == "isa" else (max if k == "peak_rss_mib" else statistics.median)(x[k] for x in rows)
+        bwrow = [x for x in rows if x.get("triad_gbps")]
+        if bwrow:
+            s["triad_gbps"] = bwrow[-1]["triad_gbps"]
+            s["bw_fraction"] = bwrow[-1]["bw_fraction"]
+        return s
+
+    table = []
+    for th in threads:
+        for B in batches:
+            for sysname, dt in [("attend", d) for d in dtypes] + ([("torch", "f32")] if runner else []):
+                s = summary((sysname, dt, B, th))
+                if s:
+                    table.append((sysname, dt, B, th, s))
+
+    lines = []
+    hdr = ("| system | dtype | batch | threads | ms/sentence (median / min) | target tok/s (median / max) "
+           "| encoder ms | decoder ms | peak RSS MiB | step: GB/s, % of triad |")
+    lines.append(hdr)
+    lines.append("|" + "---|" * 10)
+    for sysname, dt, B, th, s in table:
+        rss = f"{s['peak_rss_mib']:.0f}" if "peak_rss_mib" in s else "—"
+        bwtxt = "—"
+        if B == 1 and "step_gbps" in s:
+            bwtxt = f"{s['step_gbps']:.1f}"
+            if "bw_fraction" in s:
+                bwtxt += f", {100 * s['bw_fraction']:.0f}% of {s['triad_gbps']:.1f}"
+        name = "attend" if sysname == "attend" else "PyTorch reference"
+        lines.append(f"| {name} | {dt} | {B} | {th} | {s['ms_per_sentence']:.1f} / {s['ms_min']:.1f} | "
+                     f"{s['tok_s']:.0f} / {s['tok_s_max']:.0f} | {s['encode_ms']:.1f} | {s['decode_ms']:.1f} | "
+                     f"{rss} | {bwtxt} |")
+
+    ratios = []
+    if runner:
+        ratios.append("| dtype | batch | threads | attend speed-up over the PyTorch reference (median time ratio) |")
+        ratios.append("|---|---|---|---|")
+        for th in threads:
+            for B in batches:
+                ref = summary(("torch", "f32", B, th))
+                for dt in dtypes:
+                    s = summary(("attend", dt, B, th))
+                    if ref and s:
+                        ratios.append(f"| {dt} | {B} | {th} | {ref['ms_per_sentence'] / s['ms_per_sentence']:.1f}x |")
+
+    # targets (the issue's; CTranslate2 numbers are the issue's measurements on this machine kind)
+    def get(dt, B, th):
+        return summary(("attend", dt, B, th))
+    targets = []
+
+    def target(text, value, ok):
+        targets.append(f"| {text} | {value} | {'met' if ok else 'NOT met'} |")
+    th2 = 2 if 2 in threads else threads[-1]
+    if 1 in batches:
+        s8, s32 = get("int8", 1, th2), get("f32", 1, th2)
+        if s8:
+            target(f"batch 1, int8 ≤ 0.5x CTranslate2 int8 ({0.5 * CT2['int8_b1_ms']:.0f} ms/sentence)",
+                   f"{s8['ms_per_sentence']:.1f} ms", s8["ms_per_sentence"] <= 0.5 * CT2["int8_b1_ms"])
+        if s32:
+            target(f"batch 1, f32 ≤ 0.8x CTranslate2 f32 ({0.8 * CT2['f32_b1_ms']:.0f} ms/sentence)",
+                   f"{s32['ms_per_sentence']:.1f} ms", s32["ms_per_sentence"] <= 0.8 * CT2["f32_b1_ms"])
+    if 64 in batches:
+        s8, s32 = get("int8", 64, th2), get("f32", 64, th2)
+        if s8:
+            target(f"batch 64, int8 ≥ 1.2x CTranslate2 int8 ({1.2 * CT2['int8_b64_toks']:.0f} tok/s)",
+                   f"{s8['tok_s']:.0f} tok/s", s8["tok_s"] >= 1.2 * CT2["int8_b64_toks"])
+        if s32:
+            target(f"batch 64, f32 ≥ CTranslate2 f32 ({CT2['f32_b64_toks']} tok/s)",
+                   f"{s32['tok_s']:.0f} tok/s", s32["tok_s"] >= CT2["f32_b64_toks"])
+    if runner and 1 in batches:
+        ref = summary(("torch", "f32", 1, th2))
+        for dt, want in (("f32", 3), ("int8", 8)):
+            s = get(dt, 1, th2)
+            if s and ref:
+                x = ref["ms_per_sentence"] / s["ms_per_sentence"]
+                target(f"batch 1, {dt} ≥ {want}x the PyTorch reference (same threads)", f"{x:.1f}x", x >= want)
+    if 1 in batches:
+        for dt in dtypes:
+            s = get(dt, 1, th2)
+            if s and "bw_fraction" in s:
+                target(f"batch-1 decoder step ≥ 70% of triad bandwidth ({dt})",
+                       f"{100 * s['bw_fraction']:.0f}%", s["bw_fraction"] >= 0.7)
+        for dt, lim in (("f32", CT2["f32_rss"]), ("int8", CT2["int8_rss"])):
+            s = get(dt, 1, th2)
+            if s and "peak_rss_mib" in s:
+                target(f"peak RSS, {dt}, batch 1 ≤ {lim} MiB", f"{s['peak_rss_mib']:.0f} MiB", s["peak_rss_mib"] <= lim)
+
+    print("\n".join(lines))
+    if ratios:
+        print()
+        print("\n".join(ratios))
+    print()
+    print("\n".join(targets))
+
+    if a.md:
+        mc = machine()
+        busy_after = others_running()
+        isa = next((s.get("isa") for *_, s in table if s.get("isa")), "?")
+        ex = cmds.get(("attend", "int8", 1, th2)) or next(iter(cmds.values()))
+        md = []
+        md.append("# Benchmarks\n")
+        md.append(f"Written by `make bench` (tools/bench.py) on {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} "
+                  f"in {(time.time() - t_start) / 60:.1f} min. Regenerate with `make bench`.\n")
+        md.append("## Machine\n")
+        md.append(f"- CPU: {mc['cpu']}, {mc['cpus']} logical CPUs ({mc['threads_per_core']} thread(s) per core); "
+                  f"L2 {mc['l2']}, L3 {mc['l3']}; memory {mc['mem']}; Linux {mc['kernel']}")
+        md.append(f"- SIMD: {mc['simd']}; attend kernel set: `{isa}`")
+        md.append(f"- load average at the end: {mc['load']}")
+        if busy_before or busy_after:
+            md.append(f"- **shared machine**: other busy processes during the run: "
+                      f"{', '.join(sorted(set(busy_before + busy_after)))}. Absolute numbers are depressed; "
+                      f"the ratios (both systems measured interleaved in the same minutes) are the meaningful part.")
+        md.append("")
+        md.append("## Model and method\n")
+        md.append("- Random weights in the opus-mt-en-de shape (d_model 512, 6+6 layers, 8 heads, ffn 2048, "
+                  "vocabulary 58,101, swish, tied embeddings), made by `tools/reference.py` (`random_model`, "
+                  "`save_hf_dir`) and exported with `tools/export_marian.py --dtype f32|f16|int8`.")
+        md.append(f"- {S}-token random sources, exactly {T} target tokens (EOS ignored), greedy. "
+                  f"{a.rounds} interleaved rounds (attend and PyTorch alternate, every configuration each round), "
+                  f"{a.per_round} timed repetitions per round after a warm-up; medians of the round medians, "
+                  "min/max over everything.")
+        md.append("- attend: `attend bench` (one process per configuration and round; peak RSS is that process's "
+                  "`ru_maxrss`). Memory bandwidth: STREAM-like triad over 3 × 640 MiB, same thread count, in a child "
+                  "process; \"step\" = weight bytes a batch-1 decoder step reads ÷ median step time.")
+        md.append("- PyTorch reference: `tools/reference.py`'s model driven as HF `generate()` drives it (cached "
+                  f"self-attention, cross K/V once, last-position logits), f32, `torch.set_num_threads` = threads; "
+                  f"torch {torch.__version__}.")
+        md.append("")
+        md.append("Commands:\n")
+        md.append("```")
+        md.append("make bench                      # = " + " ".join(["tools/bench.py", "--md", "BENCHMARKS.md"]))
+        md.append(" ".join(shlex.quote(c) for c in ex).replace(ROOT + "/", ""))
+        md.append("```\n")
+        md.append("## Results\n")
+        md += lines
+        md.append("")
+        if ratios:
+            md.append("### Ratios (same threads, same shapes, interleaved)\n")
+            md += ratios
+            md.append("")
+        md.append("## Targets (issue 5)\n")
+        md.append("CTranslate2 figures are the issue's own measurements on this machine kind (CTranslate2 is not "
+                  "installed here, so they are not side by side); PyTorch ratios are.\n")
+        md.append("| target | measured (2 threads) | |")
+        md.append("|---|---|---|")
+        md += targets
+        md.append("")
+        extra = os.path.join(a.work, "quality.md")
+        if os.path.exists(extra):
+            md.append(open(extra).read())
+        with open(a.md, "w") as f:
+            f.write("\n".join(md) + "\n")
+        log(f"wrote {a.md}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
