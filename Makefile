@@ -188,6 +188,12 @@ fuzz: fuzz-gguf fuzz-translate fuzz-spm
 fuzz-smoke:
 	$(MAKE) fuzz-gguf fuzz-translate fuzz-spm FUZZ_SECONDS=10
 
+# Benchmarks (not part of make test): attend vs the PyTorch reference on an opus-mt-en-de-
+# shaped random model, f32/f16/int8 x batch 1/64 x threads 1/2; writes BENCHMARKS.md.
+.PHONY: bench
+bench: $(BUILD)/attend
+	$(PYTHON) tools/bench.py --attend $(BUILD)/attend --work $(BUILD)/bench --md BENCHMARKS.md
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/share/attend
