@@ -360,7 +360,7 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
             tok[i] = next;
             int done = src[i].forced ? t + 1 >= src[i].n_forced : (next == c->eos_id || t >= ml - 2);
             if (!done) {
-                /* rows move down to stay packed; x holds each active row's next input */
+                /* still running: keeps its place in the (compacted) active list */
                 active[keep++] = i;
             } else if (o->want_attention) {
                 finish_captures(m, &st[i], ob);
