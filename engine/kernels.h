@@ -18,7 +18,8 @@ enum at_dtype { AT_F32 = 0, AT_F16 = 1, AT_I8 = 2 };
 /* An AT_I8 matrix holds row r as int8 q[r, :] with w[r, c] ≈ q[r, c] * scale[r]; wsum[r] is
  * the sum of q[r, :] (the VNNI kernels need it; at_matrix_i8_sums computes it). A linear
  * layer on it quantizes each input row on the fly (at_quantize_row) and multiplies in
- * integers, which are exact: every ISA gives bit-identical int8 results. */
+ * integers, which are exact: an int8 linear layer gives bit-identical results on every ISA
+ * (the f32 parts around it, such as attention, still round differently per ISA). */
 typedef struct {
     const void *data; /* rows x cols elements of dtype, row-major */
     int dtype;        /* enum at_dtype */

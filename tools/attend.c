@@ -19,6 +19,7 @@ static void usage(FILE *f) {
             "  info        print a model's configuration\n"
             "  verify      check a model file's checksums and values\n"
             "  align       show where the model looked: attention heatmap, word alignment\n"
+            "  quantize    rewrite a checkpoint with int8 matrices (per-row scales)\n"
             "  bench       time translation of random sources; measure memory bandwidth\n"
             "  isa         print the kernel set in use ($ATTEND_ISA=generic|avx2|avx512 forces one)\n"
             "\n"
@@ -48,6 +49,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
+    if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(cmd, "align")) return cmd_align(argc - 1, argv + 1);
     fprintf(stderr, "attend: unknown command '%s'\n", cmd);
     usage(stderr);

@@ -19,6 +19,7 @@ int cmd_translate(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 int cmd_align(int argc, char **argv);
 
 #endif

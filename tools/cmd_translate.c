@@ -83,7 +83,9 @@ static void usage_translate(FILE *f) {
             "  -m, --model FILE        checkpoint (default: $ATTEND_MODEL, else the shipped\n"
             "                          models/de-en.gguf next to the binary)\n"
             "  -t, --threads N         threads (default: one per core)\n"
-            "  -b, --batch-size N      sentences translated together (default %d)\n"
+            "  -b, --batch-size N      sentences translated together; lines already waiting are\n"
+            "                          sorted by length into batches, output stays in order\n"
+            "                          (default %d)\n"
             "      --max-length N      generation limit counting the start token\n"
             "                          (default: the model's max_length)\n"
             "      --dump-attention F  write every attention matrix, ids and pieces to the\n"
@@ -104,6 +106,7 @@ typedef struct {
     int align;        /* --alignment: append " ||| " and the Pharaoh alignment */
     attend_view view;
     long long n_done; /* sentences written so far */
+    int batch;        /* --batch-size: sentences translated together */
 } translate_ctx;
 
 static int is_blank(const char *s, size_t n) {
@@ -153,7 +156,59 @@ static void dump_result(translate_ctx *cx, long long idx, const attend_result *r
     }
 }
 
-/* Translate a batch and write one line per input, in order. Blank lines give blank lines
+/* ---------------------------------------------------------------------------------------
+ * Batching: a chunk of lines is sorted by length and translated cx->batch sentences at a
+ * time, so the sentences of a batch finish at about the same step; results never depend
+ * on the batch a sentence lands in, and go back to their input positions. */
+
+static const size_t *sort_lens; /* qsort has no context argument */
+
+static int by_length(const void *a, const void *b) {
+    const int i = *(const int *)a, j = *(const int *)b;
+    if (sort_lens[i] != sort_lens[j]) return sort_lens[i] < sort_lens[j] ? -1 : 1;
+    return i < j ? -1 : i > j; /* stable */
+}
+
+/* Translate k lines into res[0..k) (input order). Returns 0 or an exit status. */
+static int translate_sorted(translate_ctx *cx, const char **todo, const size_t *todo_len, int k,
+                            attend_result *res) {
+    int *order = malloc(sizeof(int) * (size_t)(k ? k : 1));
+    const char **bl = malloc(sizeof(char *) * (size_t)(k ? k : 1));
+    size_t *bll = malloc(sizeof(size_t) * (size_t)(k ? k : 1));
+    attend_result *br = calloc((size_t)(k ? k : 1), sizeof *br);
+    int status = 0;
+    if (!order || !bl || !bll || !br) {
+        fprintf(stderr, "attend: out of memory\n");
+        status = EXIT_FAIL;
+    }
+    for (int i = 0; !status && i < k; i++) order[i] = i;
+    if (!status) {
+        sort_lens = todo_len;
+        qsort(order, (size_t)k, sizeof *order, by_length);
+    }
+    const int B = cx->batch > 0 ? cx->batch : k;
+    for (int s = 0; !status && s < k; s += B) {
+        const int n = k - s < B ? k - s : B;
+        for (int j = 0; j < n; j++) {
+            bl[j] = todo[order[s + j]];
+            bll[j] = todo_len[order[s + j]];
+        }
+        char err[512];
+        if (attend_translate(cx->m, bl, bll, n, NULL, &cx->p, br, err, sizeof err)) {
+            fprintf(stderr, "attend: %s\n", err);
+            status = EXIT_FAIL;
+            break;
+        }
+        for (int j = 0; j < n; j++) res[order[s + j]] = br[j];
+    }
+    free(order);
+    free(bl);
+    free(bll);
+    free(br);
+    return status;
+}
+
+/* Translate a chunk and write one line per input, in order. Blank lines give blank lines
  * without running the model. Returns 0 or an exit status. */
 static int translate_batch(translate_ctx *cx, char **lines, size_t *lens, int n) {
     const char **todo = malloc(sizeof(char *) * (size_t)n);
@@ -175,10 +230,7 @@ static int translate_batch(translate_ctx *cx, char **lines, size_t *lens, int n)
     }
     char err[512];
     int status = 0;
-    if (k && attend_translate(cx->m, todo, todo_len, k, NULL, &cx->p, res, err, sizeof err)) {
-        fprintf(stderr, "attend: %s\n", err);
-        status = EXIT_FAIL;
-    }
+    if (k) status = translate_sorted(cx, todo, todo_len, k, res);
     for (int i = 0; !status && i < n; i++) {
         long long idx = cx->n_done + i + 1;
         if (slot[i] < 0) {
@@ -292,6 +344,7 @@ int cmd_translate(int argc, char **argv) {
         cx.p.want_attention = cx.p.want_scores = 1;
         cx.p.want_logits = cx.dump_logits;
     }
+    cx.batch = batch;
     int status = 0;
     if (first_text < argc) {
         for (int i = first_text; !status && i < argc; i += batch) {
@@ -307,8 +360,11 @@ int cmd_translate(int argc, char **argv) {
         }
     } else {
         line_reader r = {0};
-        char **lines = malloc(sizeof(char *) * (size_t)batch);
-        size_t *lens = malloc(sizeof(size_t) * (size_t)batch);
+        /* lines already waiting are read in chunks of several batches to sort them by
+         * length; attention results are big, so then one batch per chunk */
+        const int chunk = cx.p.want_attention || batch > 4096 ? batch : batch * 8;
+        char **lines = malloc(sizeof(char *) * (size_t)chunk);
+        size_t *lens = malloc(sizeof(size_t) * (size_t)chunk);
         if (!lines || !lens) {
             fprintf(stderr, "attend: out of memory\n");
             return EXIT_FAIL;
@@ -319,7 +375,7 @@ int cmd_translate(int argc, char **argv) {
             for (;;) {
                 char *s;
                 size_t l;
-                if (n < batch && reader_take(&r, &s, &l)) {
+                if (n < chunk && reader_take(&r, &s, &l)) {
                     lines[n] = s; /* copy out: the buffer moves when refilled */
                     lines[n] = malloc(l + 1);
                     if (!lines[n]) {
@@ -331,7 +387,7 @@ int cmd_translate(int argc, char **argv) {
                     lens[n++] = l;
                     continue;
                 }
-                if (n == batch || r.eof) break;
+                if (n == chunk || r.eof) break;
                 if (n > 0 && !input_waiting(r.fd)) break;
                 int got = reader_fill(&r);
                 if (got < 0) {
