@@ -250,6 +250,8 @@ int at_threads(void) {
 
 void at_add_layernorm(float *x, const float *r, const float *g, const float *b, int n, int d,
                       float eps) {
+    /* rows are independent: threads split them, each row computed the same way */
+#pragma omp parallel for schedule(static) if ((double)n * d > PARALLEL_GRAIN && at_threads() > 1)
     for (int t = 0; t < n; t++) {
         float *row = x + (size_t)t * d;
         if (r) {
@@ -267,6 +269,17 @@ void at_add_layernorm(float *x, const float *r, const float *g, const float *b, 
 }
 
 void at_activate(float *x, size_t n, at_activation act) {
+    /* element-wise: large arrays are split over threads in chunks, results unchanged */
+    const size_t chunk = 16384;
+    if (n > 2 * chunk && at_threads() > 1) {
+        const long nc = (long)((n + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static)
+        for (long i = 0; i < nc; i++) {
+            const size_t lo = (size_t)i * chunk;
+            at_activate(x + lo, n - lo < chunk ? n - lo : chunk, act);
+        }
+        return;
+    }
     switch (act) {
     case AT_ACT_SWISH:
         for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));

@@ -345,7 +345,8 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
         }
         at_k()->linear(logits, x, &m->out_proj, m->final_logits_bias, B);
 
-        int keep = 0;
+        /* each sentence's choice reads its own logits row and writes its own output */
+#pragma omp parallel for schedule(static) if (B > 1 && at_threads() > 1)
         for (int b = 0; b < B; b++) {
             const int i = active[b];
             const float *lg = logits + (size_t)b * Vt;
@@ -358,6 +359,12 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
             ob->ids[t] = next;
             ob->n = t + 1;
             tok[i] = next;
+        }
+        int keep = 0;
+        for (int b = 0; b < B; b++) {
+            const int i = active[b];
+            marian_output *ob = &out[i];
+            const int next = ob->ids[t];
             int done = src[i].forced ? t + 1 >= src[i].n_forced : (next == c->eos_id || t >= ml - 2);
             if (!done) {
                 /* still running: keeps its place in the (compacted) active list */
