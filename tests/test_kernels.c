@@ -127,6 +127,57 @@ static void test_linear(void) {
     }
 }
 
+/* int8 matrices: the kernel set's result is bit-identical to the generic one (integer dot
+ * products are exact), close to the dequantized product, and independent of the batch;
+ * at_quantize_row keeps every value within half a step. */
+static void test_linear_i8(void) {
+    const at_kernels *K = at_k();
+    int shapes[][3] = {{1, 1, 1}, {1, 64, 64}, {3, 17, 33}, {5, 48, 100}, {1, 512, 512},
+                       {7, 130, 257}, {20, 64, 128}, {33, 96, 31}, {64, 40, 72}, {2, 1000, 64}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        int n = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
+        float *x = malloc(sizeof(float) * n * in), *w = malloc(sizeof(float) * out * in);
+        float *b = malloc(sizeof(float) * out), *y = malloc(sizeof(float) * n * out);
+        float *yg = malloc(sizeof(float) * n * out), *y1 = malloc(sizeof(float) * out);
+        float *sc = malloc(sizeof(float) * out), *xs = malloc(sizeof(float) * n);
+        int8_t *q = malloc((size_t)out * in), *xq = malloc((size_t)n * in);
+        fill(x, (size_t)n * in, 1), fill(w, (size_t)out * in, 0.2f), fill(b, out, 1);
+        if (out > 3) memset(w + (size_t)2 * in, 0, sizeof(float) * in); /* an all-zero row */
+        int bad_q = 0;
+        for (int o = 0; o < out; o++) {
+            sc[o] = at_quantize_row(q + (size_t)o * in, w + (size_t)o * in, in);
+            for (int i = 0; i < in; i++)
+                if (fabs(q[(size_t)o * in + i] * (double)sc[o] - w[(size_t)o * in + i]) > 0.5001 * sc[o]) bad_q++;
+        }
+        CHECK(bad_q == 0, "quantize_row out=%d in=%d: %d values off by more than half a step", out, in, bad_q);
+        int32_t *sums = at_matrix_i8_sums(q, out, in);
+        at_matrix W = {.data = q, .dtype = AT_I8, .rows = out, .cols = in, .scale = sc, .wsum = sums};
+        K->linear(y, x, &W, b, n);
+        at_kernels_generic.linear(yg, x, &W, b, n);
+        CHECK(!memcmp(y, yg, sizeof(float) * n * out), "linear i8 n=%d out=%d in=%d: differs from generic", n,
+              out, in);
+        double err = 0;
+        for (int t = 0; t < n; t++) {
+            xs[t] = at_quantize_row(xq + (size_t)t * in, x + (size_t)t * in, in);
+            for (int o = 0; o < out; o++) {
+                double want = b[o];
+                for (int i = 0; i < in; i++)
+                    want += (double)xq[(size_t)t * in + i] * xs[t] * q[(size_t)o * in + i] * sc[o];
+                err = fmax(err, fabs(y[t * out + o] - want));
+            }
+        }
+        CHECK(err <= 1e-4 * sqrt(in), "linear i8 n=%d out=%d in=%d: error %g against the integer product", n,
+              out, in, err);
+        int diff = 0;
+        for (int t = 0; t < n; t++) {
+            K->linear(y1, x + (size_t)t * in, &W, b, 1);
+            if (memcmp(y1, y + (size_t)t * out, sizeof(float) * out)) diff++;
+        }
+        CHECK(diff == 0, "linear i8 n=%d out=%d in=%d: %d rows depend on the batch", n, out, in, diff);
+        free(x), free(w), free(b), free(y), free(yg), free(y1), free(sc), free(xs), free(q), free(xq), free(sums);
+    }
+}
+
 static void test_small_kernels(void) {
     /* layernorm with residual */
     int n = 3, d = 50;
@@ -238,6 +289,7 @@ int main(void) {
             test_f16();
             test_dot_axpy();
             test_linear();
+            test_linear_i8();
             test_small_kernels();
             test_attention();
             printf("%s %s, %d thread%s\n", failed == before ? "ok  " : "FAIL", names[i], threads,
