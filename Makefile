@@ -94,6 +94,7 @@ test-py: $(BUILD)/attend
 # make sanitize: everything rebuilt with ASan+UBSan in build-san; the C tests and an
 # end-to-end run (info, verify, translate, a refused file) on the committed tiny model.
 TINY     = tests/data/tiny-v1.gguf
+TINY_V2  = tests/data/tiny-v2.gguf
 SAN_DIR  = build-san
 SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all
 SAN_ENV  = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
@@ -112,6 +113,8 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	$(SAN_ENV) $(BUILD)/attend verify $(TINY) >/dev/null
 	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY) -b 2 >$(BUILD)/e2e.out
 	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 6
+	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY_V2) >$(BUILD)/e2e.out
+	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 6
 	$(SAN_ENV) $(BUILD)/attend translate -m $(TINY) "$$(head -c 3000 /dev/zero | tr '\0' a)" >/dev/null 2>&1
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(SAN_ENV) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
@@ -125,6 +128,7 @@ VALGRIND = valgrind -q --error-exitcode=9 --leak-check=full --show-leak-kinds=de
 valgrind: $(BUILD)/attend
 	$(VALGRIND) $(BUILD)/attend verify $(TINY) >/dev/null
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 >/dev/null
+	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY_V2) -t 1 >/dev/null
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(VALGRIND) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
 	@echo "valgrind: ok"
@@ -154,8 +158,8 @@ fuzz-build:
 $(BUILD)/fuzz_%: tests/fuzz_%.c $(BUILD)/libattend.a
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
-$(FUZZ_DIR)/corpus/gguf: $(TINY)
-	mkdir -p $@ && cp $(TINY) $@/seed-tiny-v1.gguf
+$(FUZZ_DIR)/corpus/gguf: $(TINY) $(TINY_V2)
+	mkdir -p $@ && cp $(TINY) $@/seed-tiny-v1.gguf && cp $(TINY_V2) $@/seed-tiny-v2.gguf
 	if [ -f models/de-en.gguf ] && [ $$(stat -c %s models/de-en.gguf) -lt 1000000 ]; then \
 	  cp models/de-en.gguf $@/seed-de-en.gguf; fi
 

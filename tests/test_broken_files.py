@@ -2,7 +2,8 @@
 """Hostile checkpoints: `attend info` and `attend verify` on a corpus of broken files.
 
 Run as `/usr/bin/python3 tests/test_broken_files.py` (after `make`). The corpus is made at
-test time from the committed tiny model tests/data/tiny-v1.gguf: truncations (every byte of
+test time from the committed tiny models tests/data/tiny-v1.gguf (f32, format version 1) and
+tiny-v2.gguf (int8, format version 2): truncations (every byte of
 the first 256, both sides of every field boundary of the header, a spread through the rest
 and through the tensor data), byte flips, huge counts and lengths, wrong value types, bad
 alignment, overlapping or overflowing offsets, duplicate names, bad config values, and
@@ -29,6 +30,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 ATTEND = os.environ.get("ATTEND_BIN", os.path.join(REPO, "build", "attend"))
 TINY = os.path.join(HERE, "data", "tiny-v1.gguf")
+MODELS = [TINY, os.path.join(HERE, "data", "tiny-v2.gguf")]  # f32 (format 1), int8 (format 2)
 sys.path.insert(0, os.path.join(REPO, "tools"))
 import gguf_io as G  # noqa: E402
 
@@ -91,7 +93,7 @@ class Layout:
             t["type_pos"], t["offset_pos"] = p, p + 4
             gt, off = struct.unpack_from("<IQ", data, p)
             p += 12
-            t["offset"], t["nbytes"] = off, int(np.prod(ne)) * (4 if gt == 0 else 2)
+            t["offset"], t["nbytes"], t["type"] = off, int(np.prod(ne)) * {0: 4, 1: 2, 24: 1}[gt], gt
             self.bounds |= {t["pos"], t["pos"] + 8, t["ndims_pos"], t["ne_pos"], t["type_pos"],
                             t["offset_pos"], p}
             self.tensors.append(t)
@@ -208,7 +210,7 @@ def corpus(data, L, full):
                 add(f"tensor {nm}: {v} dims", patch(data, t["ndims_pos"], "<I", v))
             for v in (0, 1, 2**40 + 1, 2**63):
                 add(f"tensor {nm}: ne[0] = {v}", patch(data, t["ne_pos"], "<Q", v))
-            for gt in (2, 24, 99):
+            for gt in (2, 24 if t["type"] != 24 else 0, 99):  # a different type, never the same
                 add(f"tensor {nm}: ggml type {gt}", patch(data, t["type_pos"], "<I", gt))
             add(f"tensor {nm}: ggml type f16", patch(data, t["type_pos"], "<I", 1), "any")
             for off in (t["offset"] + 1, t["offset"] + L.alignment, L.data_end - L.data_start,
@@ -247,9 +249,9 @@ def corpus(data, L, full):
     return cases
 
 
-def rewritten(tmp):
+def rewritten(tmp, model):
     """Valid containers with wrong content, written by tools/gguf_io.py (CRCs recomputed)."""
-    f = G.GGUFFile(TINY)
+    f = G.GGUFFile(model)
     meta = [(k, f.types[k] if not isinstance(f.types[k], tuple) else G.ARRAY,
              f.metadata[k] if not isinstance(f.types[k], tuple) else (f.types[k][1], f.metadata[k]))
             for k in f.metadata]
@@ -259,7 +261,7 @@ def rewritten(tmp):
     out = []
 
     def emit(name, m, t, want="info"):
-        path = os.path.join(tmp, f"rw{len(out)}.gguf")
+        path = os.path.join(tmp, f"rw{len(out)}-{os.path.basename(model)}")
         G.write(path, m, t)
         out.append((name, path, want))
 
@@ -316,12 +318,33 @@ def rewritten(tmp):
          [(n, a.reshape(1, -1) if n == "enc.0.ffn.fc1.bias" else a, g) for n, a, g in tens])
     emit("norm weight stored f16", meta,
          [(n, a, 1 if n == "enc.0.ffn_norm.weight" else g) for n, a, g in tens])
+    vec = [i for i, (n, a, g) in enumerate(tens) if g == G.GGML_F32]  # f32 tensors
     nan = [(n, a.copy(), g) for n, a, g in tens]
-    nan[5][1].reshape(-1)[3] = np.nan
-    emit("a NaN weight (CRC matches)", meta, nan, "verify")
+    nan[vec[3]][1].reshape(-1)[3] = np.nan
+    emit(f"a NaN in {nan[vec[3]][0]} (CRC matches)", meta, nan, "verify")
     inf = [(n, a.copy(), g) for n, a, g in tens]
-    inf[0][1].reshape(-1)[0] = np.inf
-    emit("an infinite embedding (CRC matches)", meta, inf, "verify")
+    inf[vec[0]][1].reshape(-1)[0] = np.inf
+    emit(f"an infinity in {inf[vec[0]][0]} (CRC matches)", meta, inf, "verify")
+    if any(g == G.GGML_I8 for _, _, g in tens):  # int8 matrices and their scales
+        names = [n for n, _, _ in tens]
+        emit("scale of enc.0.ffn.fc1.weight missing", meta,
+             [t for t in tens if t[0] != "enc.0.ffn.fc1.weight.scale"])
+        emit("scale of enc.0.ffn.fc1.weight one short", meta,
+             [(n, a[:-1] if n == "enc.0.ffn.fc1.weight.scale" else a, g) for n, a, g in tens])
+        emit("scale stored f16", meta,
+             [(n, a, 1 if n == "enc.0.ffn.fc1.weight.scale" else g) for n, a, g in tens])
+        emit("bias stored int8", meta,
+             [(n, a.astype(np.int8) if n == "enc.0.ffn.fc1.bias" else a,
+               G.GGML_I8 if n == "enc.0.ffn.fc1.bias" else g) for n, a, g in tens])
+        emit("a scale without its matrix", meta, tens + [("enc.0.extra.weight.scale", np.ones(4, np.float32), 0)])
+        sc = [(n, a.copy(), g) for n, a, g in tens]
+        sc[names.index("dec.0.ffn.fc2.weight.scale")][1][2] = np.nan
+        emit("a NaN scale (CRC matches)", meta, sc, "verify")
+        sc = [(n, a.copy(), g) for n, a, g in tens]
+        sc[names.index("dec.0.ffn.fc2.weight.scale")][1][0] = -1.0
+        emit("a negative scale (CRC matches)", meta, sc, "any")
+        emit("format version 1 with int8 tensors", with_meta("attend.format_version", 1), tens)
+        return out
     with np.errstate(over="ignore"):  # 70000 does not fit in f16: that is the point
         emit("f16 file with an f16 infinity", meta,
              [(n, (np.full_like(a, 70000.0) if n == "enc.0.self_attn.q.weight" else a),
@@ -372,26 +395,27 @@ def main():
         print(f"{ATTEND} missing: run make first")
         print("0 passed, 1 failed")
         return 1
-    data = open(TINY, "rb").read()
-    L = Layout(data)
     tmp = tempfile.mkdtemp(prefix="attend-broken-")
     passed = failed = 0
     try:
         jobs = []
-        for i, (name, b, want) in enumerate(corpus(data, L, os.environ.get("BROKEN_FULL") == "1")):
-            path = os.path.join(tmp, f"c{i}.gguf")
-            with open(path, "wb") as fh:
-                fh.write(b)
-            jobs.append((name, path, want))
-        try:
-            jobs += rewritten(tmp)
-        except Exception:
-            traceback.print_exc()
-            failed += 1
+        for model in MODELS:
+            data = open(model, "rb").read()
+            L = Layout(data)
+            tag = os.path.basename(model)
+            for i, (name, b, want) in enumerate(corpus(data, L, os.environ.get("BROKEN_FULL") == "1")):
+                path = os.path.join(tmp, f"c{i}-{tag}")
+                with open(path, "wb") as fh:
+                    fh.write(b)
+                jobs.append((f"{tag}: {name}", path, want))
+            try:
+                jobs += [(f"{tag}: {n}", p, w) for n, p, w in rewritten(tmp, model)]
+            except Exception:
+                traceback.print_exc()
+                failed += 1
+            jobs.append((f"{tag}: the valid model", model, "ok"))
         sample = int(os.environ.get("BROKEN_SAMPLE", "1"))  # every Nth file (make sanitize)
-        jobs = jobs[::sample]
-        # sanity: the untouched model loads and verifies
-        jobs.append(("the valid model", TINY, "ok"))
+        jobs = [j for i, j in enumerate(jobs) if i % sample == 0 or j[2] == "ok"]
         with cf.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as ex:
             results = list(ex.map(lambda j: check(*j), jobs))
         for (name, path, want), r in zip(jobs, results):

@@ -1,7 +1,8 @@
 #!/bin/sh
-# Rebuild tests/data/tiny-v1.gguf: a tiny random MarianMT model (format version 1) used by
-# the broken-file corpus, the hostile-input tests, the sanitizer run and as the fuzzers'
-# seed. SentencePiece models of 300 pieces with identity normalization keep it under 200 KB.
+# Rebuild tests/data/tiny-v1.gguf and tiny-v2.gguf: one tiny random MarianMT model, as f32
+# (format version 1) and int8 (format version 2), used by the broken-file corpus, the
+# hostile-input tests, the sanitizer run and as the fuzzers' seeds. SentencePiece models
+# of 300 pieces with identity normalization keep each under 200 KB.
 # Usage: sh tests/data/make_tiny.sh   (needs python3-torch and python3-sentencepiece)
 set -eu
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
@@ -23,4 +24,5 @@ $PY "$REPO/tools/reference.py" random m --source-spm src.model --target-spm tgt.
   --config '{"d_model":16,"encoder_layers":1,"decoder_layers":1,"encoder_attention_heads":2,"decoder_attention_heads":2,"encoder_ffn_dim":32,"decoder_ffn_dim":32,"max_position_embeddings":64,"max_length":24}' \
   --bias-std 1 --calibrate-eos cal.txt >/dev/null
 $PY "$REPO/tools/export_marian.py" m "$REPO/tests/data/tiny-v1.gguf" --name tiny-v1 >/dev/null
-ls -l "$REPO/tests/data/tiny-v1.gguf"
+$PY "$REPO/tools/export_marian.py" m "$REPO/tests/data/tiny-v2.gguf" --name tiny-v2 --dtype int8 >/dev/null
+ls -l "$REPO/tests/data/tiny-v1.gguf" "$REPO/tests/data/tiny-v2.gguf"
