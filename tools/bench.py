@@ -28,6 +28,10 @@ import subprocess
 import sys
 import time
 
+# The same OpenMP wait policy attend picks for itself (see tools/attend.c), for PyTorch too:
+# set before torch loads libgomp, so both systems are measured on equal terms.
+os.environ.setdefault("GOMP_SPINCOUNT", "300")
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
