@@ -253,17 +253,18 @@ def machine():
 def others_running():
     """Other heavy processes (a shared machine): names of the busiest, for the report."""
     try:
-        out = subprocess.run(["ps", "-eo", "pcpu,comm", "--sort=-pcpu"], capture_output=True,
-                             text=True).stdout.splitlines()[1:6]
+        out = subprocess.run(["ps", "-eo", "pid,pcpu,args", "--sort=-pcpu"], capture_output=True,
+                             text=True).stdout.splitlines()[1:8]
     except OSError:
         return []
-    me = {"ps", "attend", "python3", "bench.py"}
     busy = []
     for line in out:
-        pc, _, name = line.strip().partition(" ")
+        f = line.split(None, 2)
+        if len(f) < 3 or int(f[0]) == os.getpid() or f[2].split()[0].endswith(("/attend", "ps")):
+            continue
         try:
-            if float(pc) > 20 and name.strip() not in me:
-                busy.append(f"{name.strip()} ({pc}% CPU)")
+            if float(f[1]) > 20:
+                busy.append(f"`{' '.join(f[2].split()[:3])[:60]}` ({f[1]}% CPU)")
         except ValueError:
             pass
     return busy
@@ -453,8 +454,13 @@ def main(argv=None):
                   f"{a.per_round} timed repetitions per round after a warm-up (PyTorch at batch > 1: one run, first round only, to keep `make bench` short), "
                   "medians of the round medians, min/max over everything.")
         md.append("- attend: `attend bench` (one process per configuration and round; peak RSS is that process's "
-                  "`ru_maxrss`). Memory bandwidth: STREAM-like triad over 3 × 640 MiB, same thread count, in a child "
-                  "process; \"step\" = weight bytes a batch-1 decoder step reads ÷ median step time.")
+                  "`VmHWM`). Memory bandwidth: STREAM-like triad over 3 × 640 MiB, same thread count, in a child "
+                  "process; \"step\" = weight bytes a batch-1 decoder step reads ÷ median step time. A step can "
+                  "exceed 100%: the triad also writes (and STREAM does not count the write-allocate reads), and "
+                  "weights smaller than the last-level cache may be served partly from it.")
+        md.append("- Both systems run with `GOMP_SPINCOUNT=300` (attend sets it for itself unless the user chose an "
+                  "OpenMP wait policy): libgomp's default long spin makes 2-thread runs collapse when other processes "
+                  "share the cores.")
         md.append("- PyTorch reference: `tools/reference.py`'s model driven as HF `generate()` drives it (cached "
                   f"self-attention, cross K/V once, last-position logits), f32, `torch.set_num_threads` = threads; "
                   f"torch {torch.__version__}.")
