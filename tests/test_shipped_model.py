@@ -1,0 +1,87 @@
+#!/usr/bin/python3
+"""The shipped model: it loads, passes `attend verify`, is the default model, and translates
+a fixed list of sentences to the recorded outputs (a regression test, not a quality claim;
+tests/data/shipped-de-en.tsv is rewritten only when the model is retrained:
+`tests/test_shipped_model.py --record`)."""
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as T  # noqa: E402
+
+MODEL = os.path.join(T.REPO, "models", "de-en.gguf")
+CASES = os.path.join(T.REPO, "tests", "data", "shipped-de-en.tsv")
+
+SOURCES = [
+    "Ein Mann fährt mit dem Fahrrad durch die Stadt.",
+    "Zwei Hunde spielen im Schnee.",
+    "Eine Frau mit einem roten Hut sitzt auf einer Bank.",
+    "Ich habe Hunger.",
+    "Wo ist der Bahnhof?",
+    "Kannst du mir bitte helfen?",
+    "Das Wetter ist heute schön.",
+    "Ich weiß es nicht.",
+    "Tom liest ein Buch.",
+    "Wie spät ist es?",
+]
+
+
+def read_cases():
+    with open(CASES, encoding="utf-8") as f:
+        return [tuple(l.rstrip("\n").split("\t")) for l in f if l.strip()]
+
+
+def main():
+    if "--record" in sys.argv:
+        out = T.run_attend(["translate", "-m", MODEL] + SOURCES).stdout.split("\n")[:-1]
+        with open(CASES, "w", encoding="utf-8") as f:
+            for s, t in zip(SOURCES, out):
+                f.write(f"{s}\t{t}\n")
+        print(f"recorded {len(out)} cases in {CASES}")
+        return
+    run = T.Runner()
+
+    def loads_and_verifies():
+        assert os.path.exists(MODEL), f"{MODEL} is missing"
+        size = os.path.getsize(MODEL)
+        assert size <= 25 * 1024 * 1024, f"shipped model is {size} bytes, over 25 MB"
+        info = T.run_attend(["info", MODEL]).stdout
+        assert "marian" in info
+        T.run_attend(["verify", MODEL])
+
+    def translates_as_recorded():
+        cases = read_cases()
+        assert len(cases) >= 10
+        out = T.run_attend(["translate", "-m", MODEL] + [c[0] for c in cases]).stdout.split("\n")[:-1]
+        bad = [(c[0], c[1], o) for c, o in zip(cases, out) if c[1] != o]
+        assert len(out) == len(cases) and not bad, f"changed translations: {bad}"
+
+    def is_the_default_model():
+        """No -m and no $ATTEND_MODEL: the binary finds models/de-en.gguf from its own
+        location, also when run from another directory or installed elsewhere."""
+        env = {k: v for k, v in os.environ.items() if k != "ATTEND_MODEL"}
+        cases = read_cases()[:2]
+        p = subprocess.run([T.ATTEND, "translate", cases[0][0]], capture_output=True, text=True,
+                           env=env, cwd="/")
+        assert p.returncode == 0 and p.stdout == cases[0][1] + "\n", p.stderr
+        prefix = T.tempdir()
+        subprocess.run(["make", "-s", "-C", T.REPO, "install", f"PREFIX={prefix}"], check=True,
+                       capture_output=True)
+        p = subprocess.run([os.path.join(prefix, "bin", "attend"), "translate", cases[1][0]],
+                           capture_output=True, text=True, env=env, cwd="/")
+        shutil.rmtree(prefix, ignore_errors=True)
+        assert p.returncode == 0 and p.stdout == cases[1][1] + "\n", p.stderr
+        p = subprocess.run([T.ATTEND, "translate", "x"], capture_output=True, text=True,
+                           env=dict(env, ATTEND_MODEL="/nonexistent.gguf"))
+        assert p.returncode == 3 and "nonexistent" in p.stderr, "ATTEND_MODEL must win"
+
+    run.check("shipped model loads and verifies", loads_and_verifies)
+    run.check("shipped model translates as recorded", translates_as_recorded)
+    run.check("shipped model is the default", is_the_default_model)
+    run.finish()
+
+
+if __name__ == "__main__":
+    main()
