@@ -57,3 +57,42 @@ int cli_parse_int(const char *opt, const char *s, int lo, int hi) {
     return (int)v;
 }
 
+/* One sentence's ids, pieces, text, scores and attention as s{idx}/... arrays (README). */
+void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const attend_result *r,
+                     int with_logits) {
+    char name[96];
+    int S = r->n_src, T = r->n_tgt;
+    int shape[3];
+    snprintf(name, sizeof name, "s%lld/src_ids", idx);
+    npz_add_i32(z, name, r->src_ids, 1, &S);
+    snprintf(name, sizeof name, "s%lld/tgt_ids", idx);
+    npz_add_i32(z, name, r->tgt_ids, 1, &T);
+    snprintf(name, sizeof name, "s%lld/src_pieces", idx);
+    npz_add_str(z, name, (const char *const *)r->src_pieces, S);
+    snprintf(name, sizeof name, "s%lld/tgt_pieces", idx);
+    npz_add_str(z, name, (const char *const *)r->tgt_pieces, T);
+    const char *text = r->text;
+    snprintf(name, sizeof name, "s%lld/text", idx);
+    npz_add_str(z, name, &text, 1);
+    snprintf(name, sizeof name, "s%lld/logprob", idx);
+    npz_add_f32(z, name, r->logprob, 1, &T);
+    if (with_logits) {
+        shape[0] = T;
+        shape[1] = c->decoder_vocab_size;
+        snprintf(name, sizeof name, "s%lld/logits", idx);
+        npz_add_f32(z, name, r->logits, 2, shape);
+    }
+    for (int l = 0; l < c->encoder_layers; l++) {
+        shape[0] = c->encoder_heads, shape[1] = S, shape[2] = S;
+        snprintf(name, sizeof name, "s%lld/enc_self/l%d", idx, l);
+        npz_add_f32(z, name, r->enc_self + (size_t)l * c->encoder_heads * S * S, 3, shape);
+    }
+    for (int l = 0; l < c->decoder_layers; l++) {
+        shape[0] = c->decoder_heads, shape[1] = T, shape[2] = T;
+        snprintf(name, sizeof name, "s%lld/dec_self/l%d", idx, l);
+        npz_add_f32(z, name, r->dec_self + (size_t)l * c->decoder_heads * T * T, 3, shape);
+        shape[2] = S;
+        snprintf(name, sizeof name, "s%lld/cross/l%d", idx, l);
+        npz_add_f32(z, name, r->cross + (size_t)l * c->decoder_heads * T * S, 3, shape);
+    }
+}

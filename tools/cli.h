@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "../model/attend.h"
+#include "npz.h"
 
 /* Exit statuses (documented in README.md). */
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_IO = 4 };
@@ -14,6 +15,10 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_IO = 4 }
 attend_model *cli_load_model(const char *path);
 /* Parse an integer option value in lo..hi, or print one line and exit with EXIT_USAGE. */
 int cli_parse_int(const char *opt, const char *s, int lo, int hi);
+
+/* Add one result to a --dump-attention archive under s{idx}/ (layout in README.md). */
+void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const attend_result *r,
+                     int with_logits);
 
 int cmd_translate(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -99,28 +99,7 @@ static int dump_npz(const char *path, const attend_config *c, const attend_resul
                     size_t errlen) {
     npz_writer *z = npz_open(path, err, errlen);
     if (!z) return -1;
-    int S = r->n_src, T = r->n_tgt, shape[3];
-    const char *text = r->text;
-    char name[64];
-    npz_add_i32(z, "s0/src_ids", r->src_ids, 1, &S);
-    npz_add_i32(z, "s0/tgt_ids", r->tgt_ids, 1, &T);
-    npz_add_str(z, "s0/src_pieces", (const char *const *)r->src_pieces, S);
-    npz_add_str(z, "s0/tgt_pieces", (const char *const *)r->tgt_pieces, T);
-    npz_add_str(z, "s0/text", &text, 1);
-    npz_add_f32(z, "s0/logprob", r->logprob, 1, &T);
-    for (int l = 0; l < c->encoder_layers; l++) {
-        shape[0] = c->encoder_heads, shape[1] = S, shape[2] = S;
-        snprintf(name, sizeof name, "s0/enc_self/l%d", l);
-        npz_add_f32(z, name, r->enc_self + (size_t)l * c->encoder_heads * S * S, 3, shape);
-    }
-    for (int l = 0; l < c->decoder_layers; l++) {
-        shape[0] = c->decoder_heads, shape[1] = T, shape[2] = T;
-        snprintf(name, sizeof name, "s0/dec_self/l%d", l);
-        npz_add_f32(z, name, r->dec_self + (size_t)l * c->decoder_heads * T * T, 3, shape);
-        shape[2] = S;
-        snprintf(name, sizeof name, "s0/cross/l%d", l);
-        npz_add_f32(z, name, r->cross + (size_t)l * c->decoder_heads * T * S, 3, shape);
-    }
+    cli_dump_result(z, c, 0, r, 0);
     return npz_close(z, err, errlen);
 }
 

@@ -116,46 +116,6 @@ static int is_blank(const char *s, size_t n) {
     return 1;
 }
 
-static void dump_result(translate_ctx *cx, long long idx, const attend_result *r) {
-    const attend_config *c = attend_get_config(cx->m);
-    npz_writer *z = cx->dump;
-    char name[96];
-    int S = r->n_src, T = r->n_tgt;
-    int shape[3];
-    snprintf(name, sizeof name, "s%lld/src_ids", idx);
-    npz_add_i32(z, name, r->src_ids, 1, &S);
-    snprintf(name, sizeof name, "s%lld/tgt_ids", idx);
-    npz_add_i32(z, name, r->tgt_ids, 1, &T);
-    snprintf(name, sizeof name, "s%lld/src_pieces", idx);
-    npz_add_str(z, name, (const char *const *)r->src_pieces, S);
-    snprintf(name, sizeof name, "s%lld/tgt_pieces", idx);
-    npz_add_str(z, name, (const char *const *)r->tgt_pieces, T);
-    const char *text = r->text;
-    snprintf(name, sizeof name, "s%lld/text", idx);
-    npz_add_str(z, name, &text, 1);
-    snprintf(name, sizeof name, "s%lld/logprob", idx);
-    npz_add_f32(z, name, r->logprob, 1, &T);
-    if (cx->dump_logits) {
-        shape[0] = T;
-        shape[1] = c->decoder_vocab_size;
-        snprintf(name, sizeof name, "s%lld/logits", idx);
-        npz_add_f32(z, name, r->logits, 2, shape);
-    }
-    for (int l = 0; l < c->encoder_layers; l++) {
-        shape[0] = c->encoder_heads, shape[1] = S, shape[2] = S;
-        snprintf(name, sizeof name, "s%lld/enc_self/l%d", idx, l);
-        npz_add_f32(z, name, r->enc_self + (size_t)l * c->encoder_heads * S * S, 3, shape);
-    }
-    for (int l = 0; l < c->decoder_layers; l++) {
-        shape[0] = c->decoder_heads, shape[1] = T, shape[2] = T;
-        snprintf(name, sizeof name, "s%lld/dec_self/l%d", idx, l);
-        npz_add_f32(z, name, r->dec_self + (size_t)l * c->decoder_heads * T * T, 3, shape);
-        shape[2] = S;
-        snprintf(name, sizeof name, "s%lld/cross/l%d", idx, l);
-        npz_add_f32(z, name, r->cross + (size_t)l * c->decoder_heads * T * S, 3, shape);
-    }
-}
-
 /* ---------------------------------------------------------------------------------------
  * Batching: a chunk of lines is sorted by length and translated cx->batch sentences at a
  * time, so the sentences of a batch finish at about the same step; results never depend
@@ -256,7 +216,7 @@ static int translate_batch(translate_ctx *cx, char **lines, size_t *lens, int n)
             free(al);
         }
         fputc('\n', stdout);
-        if (cx->dump) dump_result(cx, idx - 1, r);
+        if (cx->dump) cli_dump_result(cx->dump, attend_get_config(cx->m), idx - 1, r, cx->dump_logits);
     }
     if (!status && (fflush(stdout) != 0 || ferror(stdout))) { /* ferror: a failed earlier write */
         /* a closed pipe (reader gone, SIGPIPE ignored) ends quietly, like the signal would */
