@@ -78,11 +78,15 @@ static void generic_axpy(float *y, float a, const float *x, int n) {
 
 float at_quantize_row(int8_t *q, const float *x, int n) {
     float amax = 0;
-    for (int i = 0; i < n; i++) amax = !(fabsf(x[i]) <= amax) ? fabsf(x[i]) : amax; /* NaN sticks */
-    if (amax == 0 || !isfinite(amax)) {
-        memset(q, 0, (size_t)n);
-        return amax == 0 ? 0.0f : NAN;
+    int nan = 0;
+    for (int i = 0; i < n; i++) {
+        const float a = fabsf(x[i]);
+        nan |= a != a;
+        amax = a > amax ? a : amax;
     }
+    if (nan) amax = NAN;
+    float scale;
+    if (at_quantize_degenerate(q, n, amax, &scale)) return scale;
     const float inv = 127.0f / amax;
     for (int i = 0; i < n; i++) {
         float v = nearbyintf(x[i] * inv);

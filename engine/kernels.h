@@ -62,8 +62,20 @@ void at_softmax(float *x, int n);
 int at_argmax(const float *x, int n);
 float at_f16_to_f32_1(uint16_t h);
 /* x[n] -> q[n] in [-127, 127] with x ≈ q * scale: scale = max|x| / 127, q = x * (127 / max|x|)
- * rounded to nearest even. Returns the scale (0 for an all-zero row). */
+ * rounded to nearest even. Returns the scale: 0 for a row that is zero or so small that
+ * 127 / max|x| would overflow (q all zero), NaN for a row holding NaN or infinity. */
 float at_quantize_row(int8_t *q, const float *x, int n);
+/* Below this max|x| a row quantizes to zeros: 127 / max|x| stays finite for every max|x| ≥ it
+ * (a subnormal max once gave inv = inf and 0 * inf = NaN, cast to int8: undefined). */
+#define AT_QUANT_MIN_MAX 1e-30f
+/* The shared edge cases of every ISA's row quantizer: 1 if the row is settled (q zeroed,
+ * *scale set), 0 if it must be quantized with inv = 127 / amax. */
+static inline int at_quantize_degenerate(int8_t *q, int n, float amax, float *scale) {
+    if (amax >= AT_QUANT_MIN_MAX && __builtin_isfinite(amax)) return 0;
+    for (int i = 0; i < n; i++) q[i] = 0;
+    *scale = amax < AT_QUANT_MIN_MAX ? 0.0f : __builtin_nanf("");
+    return 1;
+}
 /* Quantize x[n,in] row by row into the calling thread's scratch (reused by the next call):
  * returns n*in int8 values (64-byte padded), *scales gets the n row scales. NULL if OOM. */
 int8_t *at_quantize_rows(const float *x, int n, int in, float **scales);

@@ -60,13 +60,16 @@ static float quantize_row(int8_t *q, const float *x, int n) {
         _mm256_storeu_ps(t, mx);
         amax = 0;
         for (int k = 0; k < 8; k++) amax = t[k] > amax ? t[k] : amax;
-        for (int k = i; k < n; k++) amax = !(fabsf(x[k]) <= amax) ? fabsf(x[k]) : amax;
-        if (_mm256_movemask_ps(nan)) amax = NAN;
+        int tail_nan = 0;
+        for (int k = i; k < n; k++) {
+            const float a = fabsf(x[k]);
+            tail_nan |= a != a;
+            amax = a > amax ? a : amax;
+        }
+        if (_mm256_movemask_ps(nan) || tail_nan) amax = NAN;
     }
-    if (amax == 0 || !isfinite(amax)) {
-        memset(q, 0, (size_t)n);
-        return amax == 0 ? 0.0f : NAN;
-    }
+    float scale;
+    if (at_quantize_degenerate(q, n, amax, &scale)) return scale;
     const float inv = 127.0f / amax;
     const __m256 iv = _mm256_set1_ps(inv);
     const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);

@@ -53,10 +53,8 @@ static float quantize_row(int8_t *q, const float *x, int n) {
         mx = _mm512_max_ps(_mm512_abs_ps(v), mx);
     }
     const float amax = nan ? NAN : _mm512_reduce_max_ps(mx);
-    if (amax == 0 || !isfinite(amax)) {
-        memset(q, 0, (size_t)n);
-        return amax == 0 ? 0.0f : NAN;
-    }
+    float scale;
+    if (at_quantize_degenerate(q, n, amax, &scale)) return scale;
     const float inv = 127.0f / amax;
     const __m512 iv = _mm512_set1_ps(inv);
     const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);

@@ -178,6 +178,43 @@ static void test_linear_i8(void) {
     }
 }
 
+/* Degenerate int8 inputs: a row whose max is subnormal or tiny quantizes to zeros (127 / max
+ * would overflow to inf, and 0 * inf is NaN), so the output is the bias; a row with NaN or
+ * infinity gives NaN outputs, never an undefined float-to-int8 conversion. Every ISA agrees. */
+static void test_linear_i8_degenerate(void) {
+    enum { IN = 45, OUT = 3, N = 6 }; /* 45: the SIMD paths have a scalar tail */
+    float w[OUT * IN], b[OUT] = {0.5f, -1, 2}, x[N * IN], y[N * OUT], yg[N * OUT], sc[OUT];
+    int8_t q[OUT * IN];
+    fill(w, OUT * IN, 1);
+    for (int o = 0; o < OUT; o++) sc[o] = at_quantize_row(q + o * IN, w + o * IN, IN);
+    int32_t *sums = at_matrix_i8_sums(q, OUT, IN);
+    at_matrix W = {.data = q, .dtype = AT_I8, .rows = OUT, .cols = IN, .scale = sc, .wsum = sums};
+    const float row_max[N] = {1e-45f /* subnormal */, 1e-38f, 1e-31f, NAN, INFINITY, 1e-20f};
+    for (int t = 0; t < N; t++)
+        for (int i = 0; i < IN; i++) x[t * IN + i] = i % 3 ? 0.0f : row_max[t] * (i % 2 ? -1 : 1);
+    x[1 * IN + 7] = 5e-39f; /* a subnormal next to zeros, not at a multiple of 3 */
+    for (int i = 0; i < IN; i++) x[3 * IN + i] = x[4 * IN + i] = 0.25f;
+    x[3 * IN + 41] = NAN, x[4 * IN + 21] = -INFINITY; /* followed by finite values */
+    at_k()->linear(y, x, &W, b, N);
+    at_kernels_generic.linear(yg, x, &W, b, N);
+    int bias_rows = 1, nan_rows = 1, same = 1;
+    for (int t = 0; t < N; t++)
+        for (int o = 0; o < OUT; o++) {
+            float v = y[t * OUT + o];
+            if (t < 3 && v != b[o]) bias_rows = 0;
+            if ((t == 3 || t == 4) && !isnan(v)) nan_rows = 0;
+            if (!(v == yg[t * OUT + o] || (isnan(v) && isnan(yg[t * OUT + o])))) same = 0;
+        }
+    CHECK(bias_rows, "linear i8: rows with max |x| below 1e-30 give the bias");
+    CHECK(nan_rows, "linear i8: rows with NaN or inf give NaN");
+    CHECK(same, "linear i8 degenerate rows: differs from generic");
+    int8_t qr[IN];
+    CHECK(at_quantize_row(qr, x + 5 * IN, IN) > 0 && qr[0] == 127 && qr[3] == -127,
+          "quantize_row: a row with max 1e-20 is quantized normally");
+    CHECK(at_quantize_row(qr, x + IN, IN) == 0 && qr[0] == 0 && qr[7] == 0, "quantize_row: subnormal row is zero");
+    free(sums);
+}
+
 static void test_small_kernels(void) {
     /* layernorm with residual */
     int n = 3, d = 50;
@@ -290,6 +327,7 @@ int main(void) {
             test_dot_axpy();
             test_linear();
             test_linear_i8();
+            test_linear_i8_degenerate();
             test_small_kernels();
             test_attention();
             printf("%s %s, %d thread%s\n", failed == before ? "ok  " : "FAIL", names[i], threads,
