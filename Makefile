@@ -73,7 +73,12 @@ demo: deps
 	@sh tools/demo.sh
 
 # --- tests ---------------------------------------------------------------------------
-TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align
+TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap
+
+# the heatmap test links the CLI's drawing code
+$(BUILD)/tests/test_heatmap: tests/test_heatmap.c $(BUILD)/tools/heatmap.o $(BUILD)/libattend.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/tools/heatmap.o $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libattend.a
 	@mkdir -p $(dir $@)

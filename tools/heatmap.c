@@ -112,6 +112,9 @@ static const char SHADE_A[] = " .:-=+*#%@";
 /* 256-colour foregrounds from dark to bright, close to the viridis colour map */
 static const int RAMP[12] = {238, 54, 55, 61, 25, 31, 37, 36, 35, 77, 148, 226};
 
+/* x limited to [0, 1]; NaN (a hostile model's attention) becomes 0, never an index. */
+static float clamp01(float x) { return x > 0 ? (x < 1 ? x : 1) : 0; }
+
 static float matrix_max(const float *m, int n) {
     float mx = 0;
     for (int i = 0; i < n; i++) mx = m[i] > mx ? m[i] : mx;
@@ -121,7 +124,7 @@ static float matrix_max(const float *m, int n) {
 /* Write one cell of `chars` characters for value v of a matrix whose largest weight is mx. */
 static void cell(FILE *f, const heatmap_opts *o, float v, float mx, int chars) {
     float x = v / mx;
-    x = x < 0 ? 0 : x > 1 ? 1 : x;
+    x = clamp01(x);
     if (!o->unicode) {
         char ch = SHADE_A[(int)(x * 9 + 0.5f)];
         for (int i = 0; i < chars; i++) fputc(ch, f);
@@ -331,7 +334,7 @@ static void xml_text(FILE *f, const char *s) {
 /* Viridis, sampled at five stops and interpolated linearly. x in [0, 1]. */
 static void viridis(float x, int rgb[3]) {
     static const int stop[5][3] = {{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
-    x = x < 0 ? 0 : x > 1 ? 1 : x;
+    x = clamp01(x);
     float s = x * 4;
     int i = (int)s;
     if (i > 3) i = 3;

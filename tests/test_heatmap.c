@@ -1,0 +1,105 @@
+/* Unit tests of tools/heatmap.c: a known matrix draws the expected shades in ASCII, and
+ * matrices a hostile or broken model can produce (NaN, infinity, negative weights, all
+ * zeros) draw in every mode (ASCII, Unicode, colour, several panels, SVG) without reading
+ * outside the shade tables; NaN draws as the empty shade.
+ * Run: build/tests/test_heatmap (prints "N passed, 0 failed"; exit status 1 on failure). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tools/heatmap.h"
+
+static int passed, failed;
+
+#define CHECK(cond)                                                                         \
+    do {                                                                                    \
+        if (cond) passed++;                                                                 \
+        else {                                                                              \
+            failed++;                                                                       \
+            fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, __func__, #cond); \
+        }                                                                                   \
+    } while (0)
+
+enum { R = 2, C = 3 };
+static const char *const ROWS[R] = {"▁the", "▁dog"};
+static const char *const COLS[C] = {"▁der", "▁Hund", "</s>"};
+
+/* Draw into a memory buffer; returns it (caller frees). */
+static char *draw(const heatmap_opts *o, const float *m, int panels, int svg) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    heatmap_panel p[3];
+    for (int i = 0; i < panels; i++) p[i] = (heatmap_panel){"head", m};
+    if (svg) CHECK(heatmap_svg(f, o, p, panels, "title") == 0);
+    else heatmap_text(f, o, p, panels);
+    fclose(f);
+    return buf;
+}
+
+/* The ASCII row of target row r: the text after its label, up to the end of the line. */
+static const char *row_line(const char *out, const char *label) {
+    const char *at = strstr(out, label);
+    return at ? at + strlen(label) : "";
+}
+
+/* Every fill="..." in an SVG is a #rrggbb colour (a NaN once could become any index). */
+static int fills_are_colours(const char *svg) {
+    int n = 0;
+    for (const char *at = strstr(svg, "fill=\""); at; at = strstr(at + 1, "fill=\"")) {
+        const char *v = at + 6;
+        if (!strncmp(v, "none\"", 5) || !strncmp(v, "white\"", 6) || !strncmp(v, "url(", 4)) continue;
+        if (v[0] != '#' || strspn(v + 1, "0123456789abcdefABCDEF") != 6 || v[7] != '"') return 0;
+        n++;
+    }
+    return n > 0;
+}
+
+static void test_known_shades(void) {
+    const float m[R * C] = {1.0f, 0.0f, 0.5f, 0.0f, 1.0f, 0.0f};
+    heatmap_opts o = heatmap_default_opts();
+    o.rows = R, o.cols = C, o.row_labels = ROWS, o.col_labels = COLS, o.unicode = 0;
+    char *out = draw(&o, m, 1, 0);
+    /* full weight is the densest ASCII shade, zero is blank */
+    const char *r0 = row_line(out, "_the");
+    CHECK(strstr(r0, "@@") != NULL);
+    CHECK(strchr(out, '@') != NULL && strstr(row_line(out, "_dog"), "@@") != NULL);
+    free(out);
+}
+
+static void test_hostile_values(void) {
+    const float bad[][R * C] = {
+        {NAN, 0.5f, 1.0f, NAN, NAN, NAN},            /* NaN among weights */
+        {INFINITY, 1.0f, 0.0f, 0.2f, -INFINITY, 1},  /* infinities: the max is inf */
+        {-1.0f, -0.5f, -2.0f, -0.1f, -3.0f, -1.0f},  /* all negative: max falls back to 1 */
+        {0, 0, 0, 0, 0, 0},                          /* nothing to shade */
+        {NAN, NAN, NAN, NAN, NAN, NAN},
+    };
+    for (size_t b = 0; b < sizeof bad / sizeof *bad; b++)
+        for (int mode = 0; mode < 5; mode++) {
+            heatmap_opts o = heatmap_default_opts();
+            o.rows = R, o.cols = C, o.row_labels = ROWS, o.col_labels = COLS;
+            o.unicode = mode != 0, o.color = mode >= 2;
+            int panels = mode == 3 ? 3 : 1, svg = mode == 4;
+            char *out = draw(&o, bad[b], panels, svg);
+            CHECK(out && strlen(out) > 20);
+            if (svg) CHECK(strstr(out, "</svg>") != NULL && fills_are_colours(out));
+            free(out);
+        }
+    /* NaN draws as the empty shade: in ASCII the first row of the all-NaN matrix is blank */
+    heatmap_opts o = heatmap_default_opts();
+    o.rows = R, o.cols = C, o.row_labels = ROWS, o.col_labels = COLS, o.unicode = 0;
+    char *out = draw(&o, bad[4], 1, 0);
+    const char *r0 = row_line(out, "_the");
+    size_t k = strspn(r0, " |");
+    CHECK(r0[0] && (r0[k] == '\n' || r0[k] == 0 || r0[k] == '|'));
+    free(out);
+}
+
+int main(void) {
+    test_known_shades();
+    test_hostile_values();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
