@@ -97,6 +97,13 @@ void attend_result_free(attend_result *r) {
     memset(r, 0, sizeof *r);
 }
 
+int attend_count_tokens(const attend_model *am, const char *line, size_t len, char *err, size_t errlen) {
+    int *ids = NULL, n = 0, truncated = 0;
+    if (marian_encode_text(am->m, line, len, &ids, &n, NULL, &truncated, err, errlen)) return -1;
+    free(ids);
+    return n;
+}
+
 int attend_translate(attend_model *am, const char *const *lines, const size_t *lens, int n,
                      const char *const *targets, const attend_params *p, attend_result *out,
                      char *err, size_t errlen) {

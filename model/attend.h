@@ -79,6 +79,10 @@ int attend_translate(attend_model *m, const char *const *lines, const size_t *le
                      char *err, size_t errlen);
 void attend_result_free(attend_result *r);
 
+/* The number of source ids line would translate with (its pieces and </s>, after truncation
+ * to max_position_embeddings), for batching by tokens. -1 with err on failure. */
+int attend_count_tokens(const attend_model *m, const char *line, size_t len, char *err, size_t errlen);
+
 /* Choose the kernel set from CPUID, or from $ATTEND_ISA if set (attend_load does this too).
  * 0, or -1 with err if $ATTEND_ISA names a set this CPU cannot run. */
 int attend_select_isa(char *err, size_t errlen);

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Batched translation gives exactly what one-by-one translation gives: attend translate
-with --batch-size 1 (and a process per line), 3 and 64 (sorted chunks, finished sentences leaving the batch, outputs
+with --batch-size 1 (and a process per line), 3 and 64, and --batch-tokens (sorted chunks, finished sentences leaving the batch, outputs
 back in input order, blank lines kept), on every kernel set this CPU has, for f32, f16 and
 int8 exports of a small random model. Also: the f32 output equals the PyTorch reference."""
 import os
@@ -28,6 +28,34 @@ def build(work):
     R.save_hf_dir(m, hf, open(src, "rb").read(), open(tgt, "rb").read(), vocab)
     models = {dt: T.export(hf, os.path.join(work, f"m-{dt}.gguf"), dt) for dt in ("f32", "f16", "int8")}
     return m, models
+
+
+def check_batch_log(stderr, opts, n_sentences):
+    """The -v batch lines: every sentence in exactly one batch, each batch within the
+    --batch-tokens budget (sentences x longest; a lone sentence may exceed it) and the -b
+    limit, and batches of one chunk in order of length."""
+    budget = int(opts[opts.index("--batch-tokens") + 1])
+    limit = int(opts[opts.index("-b") + 1]) if "-b" in opts else None
+    chunks = []  # per chunk of lines read: its batches
+    for line in stderr.splitlines():
+        w = line.split()
+        if " to translate" in line:
+            chunks.append([])
+        elif line.startswith("attend: batch of "):
+            n, longest, padded = int(w[3]), int(w[6]), int(w[8])
+            assert padded == n * longest, line
+            assert n == 1 or padded <= budget, f"over budget {budget}: {line}"
+            assert limit is None or n <= limit, f"over -b {limit}: {line}"
+            chunks[-1].append((n, longest))
+    assert sum(n for batches in chunks for n, _ in batches) == n_sentences, \
+        f"{chunks} for {n_sentences} sentences"
+    assert sum(len(b) for b in chunks) > len(chunks), "the budget should split this input"
+    for batches in chunks:
+        longest = [l for _, l in batches]
+        assert longest == sorted(longest), f"batches not sorted by length: {longest}"
+        if limit is None:  # greedy: a batch stopped only because the next sentence did not fit
+            for (n, l), (_, l2) in zip(batches, batches[1:]):
+                assert (n + 1) * l2 > budget, f"batch of {n} x {l} could have taken the next ({l2})"
 
 
 def main():
@@ -76,6 +104,14 @@ def main():
                         bad = [i for i, (a, b) in enumerate(zip(got, base["out"])) if a != b]
                         assert not bad, f"batch {bs}: lines {bad[:5]} differ from one-by-one"
                     r.check(f"{isa} {dt}: --batch-size {bs} = one by one", check_batch)
+                for opts in (["--batch-tokens", "60"], ["--batch-tokens", "200", "-b", "4"]):
+                    def check_tokens(opts=opts, model=model, isa=isa, base=base):
+                        p = T.run_attend(["translate", "-m", model, "-v", "-t", "2"] + opts, text,
+                                         env={"ATTEND_ISA": isa})
+                        got = p.stdout.split("\n")[:-1]
+                        assert got == base["out"], "output differs from one-by-one"
+                        check_batch_log(p.stderr, opts, sum(1 for s in lines if s.strip()))
+                    r.check(f"{isa} {dt}: {' '.join(opts)} = one by one, limits kept", check_tokens)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     r.finish()

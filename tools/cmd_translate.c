@@ -85,7 +85,10 @@ static void usage_translate(FILE *f) {
             "  -t, --threads N         threads (default: one per core)\n"
             "  -b, --batch-size N      sentences translated together; lines already waiting are\n"
             "                          sorted by length into batches, output stays in order\n"
-            "                          (default %d)\n"
+            "                          (default %d, or no limit with --batch-tokens alone)\n"
+            "      --batch-tokens N    at most N source tokens per batch, counting padding\n"
+            "                          (sentences x the longest); with -b, both limits hold\n"
+            "  -v, --verbose           one line per chunk of input and per batch on stderr\n"
             "      --max-length N      generation limit counting the start token\n"
             "                          (default: the model's max_length)\n"
             "      --dump-attention F  write every attention matrix, ids and pieces to the\n"
@@ -106,7 +109,9 @@ typedef struct {
     int align;        /* --alignment: append " ||| " and the Pharaoh alignment */
     attend_view view;
     long long n_done; /* sentences written so far */
-    int batch;        /* --batch-size: sentences translated together */
+    int batch;        /* --batch-size: at most this many sentences per batch (0: no limit) */
+    int batch_tokens; /* --batch-tokens: at most this many padded source tokens (0: no limit) */
+    int verbose;      /* -v: one line per chunk and per batch on stderr */
 } translate_ctx;
 
 static int is_blank(const char *s, size_t n) {
@@ -117,43 +122,64 @@ static int is_blank(const char *s, size_t n) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Batching: a chunk of lines is sorted by length and translated cx->batch sentences at a
- * time, so the sentences of a batch finish at about the same step; results never depend
- * on the batch a sentence lands in, and go back to their input positions. */
+ * Batching: a chunk of lines is sorted by source token count and cut into batches of at
+ * most cx->batch sentences and cx->batch_tokens padded tokens (sentences x the longest),
+ * so the sentences of a batch have about the same length and finish at about the same
+ * step; results never depend on the batch a sentence lands in, and go back to their
+ * input positions. */
 
-static const size_t *sort_lens; /* qsort has no context argument */
+static const int *sort_tokens; /* qsort has no context argument */
 
 static int by_length(const void *a, const void *b) {
     const int i = *(const int *)a, j = *(const int *)b;
-    if (sort_lens[i] != sort_lens[j]) return sort_lens[i] < sort_lens[j] ? -1 : 1;
+    if (sort_tokens[i] != sort_tokens[j]) return sort_tokens[i] < sort_tokens[j] ? -1 : 1;
     return i < j ? -1 : i > j; /* stable */
+}
+
+/* How many of the sorted sentences order[s..k) go into the next batch: at least one. */
+static int next_batch_size(const translate_ctx *cx, const int *order, const int *tokens, int s, int k) {
+    int n = 1;
+    while (s + n < k && (cx->batch <= 0 || n < cx->batch) &&
+           (cx->batch_tokens <= 0 || (long long)(n + 1) * tokens[order[s + n]] <= cx->batch_tokens))
+        n++;
+    return n;
 }
 
 /* Translate k lines into res[0..k) (input order). Returns 0 or an exit status. */
 static int translate_sorted(translate_ctx *cx, const char **todo, const size_t *todo_len, int k,
                             attend_result *res) {
     int *order = malloc(sizeof(int) * (size_t)(k ? k : 1));
+    int *tokens = malloc(sizeof(int) * (size_t)(k ? k : 1));
     const char **bl = malloc(sizeof(char *) * (size_t)(k ? k : 1));
     size_t *bll = malloc(sizeof(size_t) * (size_t)(k ? k : 1));
     attend_result *br = calloc((size_t)(k ? k : 1), sizeof *br);
     int status = 0;
-    if (!order || !bl || !bll || !br) {
+    if (!order || !tokens || !bl || !bll || !br) {
         fprintf(stderr, "attend: out of memory\n");
         status = EXIT_FAIL;
     }
-    for (int i = 0; !status && i < k; i++) order[i] = i;
+    char err[512];
+    for (int i = 0; !status && i < k; i++) {
+        order[i] = i;
+        tokens[i] = attend_count_tokens(cx->m, todo[i], todo_len[i], err, sizeof err);
+        if (tokens[i] < 0) {
+            fprintf(stderr, "attend: %s\n", err);
+            status = EXIT_FAIL;
+        }
+    }
     if (!status) {
-        sort_lens = todo_len;
+        sort_tokens = tokens;
         qsort(order, (size_t)k, sizeof *order, by_length);
     }
-    const int B = cx->batch > 0 ? cx->batch : k;
-    for (int s = 0; !status && s < k; s += B) {
-        const int n = k - s < B ? k - s : B;
+    for (int s = 0, n; !status && s < k; s += n) {
+        n = next_batch_size(cx, order, tokens, s, k);
+        if (cx->verbose)
+            fprintf(stderr, "attend: batch of %d sentence%s, longest %d tokens, %lld padded tokens\n", n,
+                    n == 1 ? "" : "s", tokens[order[s + n - 1]], (long long)n * tokens[order[s + n - 1]]);
         for (int j = 0; j < n; j++) {
             bl[j] = todo[order[s + j]];
             bll[j] = todo_len[order[s + j]];
         }
-        char err[512];
         if (attend_translate(cx->m, bl, bll, n, NULL, &cx->p, br, err, sizeof err)) {
             fprintf(stderr, "attend: %s\n", err);
             status = EXIT_FAIL;
@@ -162,6 +188,7 @@ static int translate_sorted(translate_ctx *cx, const char **todo, const size_t *
         for (int j = 0; j < n; j++) res[order[s + j]] = br[j];
     }
     free(order);
+    free(tokens);
     free(bl);
     free(bll);
     free(br);
@@ -190,6 +217,7 @@ static int translate_batch(translate_ctx *cx, char **lines, size_t *lens, int n)
     }
     char err[512];
     int status = 0;
+    if (cx->verbose) fprintf(stderr, "attend: %d line%s, %d to translate\n", n, n == 1 ? "" : "s", k);
     if (k) status = translate_sorted(cx, todo, todo_len, k, res);
     for (int i = 0; !status && i < n; i++) {
         long long idx = cx->n_done + i + 1;
@@ -236,7 +264,7 @@ int cmd_translate(int argc, char **argv) {
     const char *model = NULL, *dump_path = NULL;
     translate_ctx cx = {0};
     cx.p = attend_default_params();
-    int batch = DEFAULT_BATCH, first_text = argc;
+    int batch = 0, batch_tokens = 0, first_text = argc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -255,6 +283,10 @@ int cmd_translate(int argc, char **argv) {
             NEED_VALUE cx.p.threads = cli_parse_int(a, v, 1, 1024);
         } else if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) {
             NEED_VALUE batch = cli_parse_int(a, v, 1, 100000);
+        } else if (!strcmp(a, "--batch-tokens")) {
+            NEED_VALUE batch_tokens = cli_parse_int(a, v, 1, 10000000);
+        } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
+            cx.verbose = 1;
         } else if (!strcmp(a, "--max-length")) {
             NEED_VALUE cx.p.max_length = cli_parse_int(a, v, 2, 1 << 20);
         } else if (!strcmp(a, "--dump-attention")) {
@@ -304,11 +336,18 @@ int cmd_translate(int argc, char **argv) {
         cx.p.want_attention = cx.p.want_scores = 1;
         cx.p.want_logits = cx.dump_logits;
     }
-    cx.batch = batch;
+    if (!batch && !batch_tokens) batch = DEFAULT_BATCH;
+    cx.batch = batch, cx.batch_tokens = batch_tokens;
+    /* lines already waiting are read in chunks of several batches to sort them by length
+     * (a --batch-tokens batch guessed at 16 tokens a sentence); attention results are big,
+     * so then about one batch per chunk */
+    const int several = cx.p.want_attention ? 1 : 8;
+    long long want = batch ? (long long)batch * several : (long long)batch_tokens * several / 16;
+    const int chunk = want < 1 ? 1 : want > 100000 ? 100000 : (int)want;
     int status = 0;
     if (first_text < argc) {
-        for (int i = first_text; !status && i < argc; i += batch) {
-            int n = argc - i < batch ? argc - i : batch;
+        for (int i = first_text; !status && i < argc; i += chunk) {
+            int n = argc - i < chunk ? argc - i : chunk;
             size_t *lens = malloc(sizeof(size_t) * (size_t)n);
             if (!lens) {
                 fprintf(stderr, "attend: out of memory\n");
@@ -320,9 +359,6 @@ int cmd_translate(int argc, char **argv) {
         }
     } else {
         line_reader r = {0};
-        /* lines already waiting are read in chunks of several batches to sort them by
-         * length; attention results are big, so then one batch per chunk */
-        const int chunk = cx.p.want_attention || batch > 4096 ? batch : batch * 8;
         char **lines = malloc(sizeof(char *) * (size_t)chunk);
         size_t *lens = malloc(sizeof(size_t) * (size_t)chunk);
         if (!lines || !lens) {
