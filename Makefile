@@ -73,7 +73,11 @@ demo: deps
 	@sh tools/demo.sh
 
 # --- tests ---------------------------------------------------------------------------
-TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap
+TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap \
+            $(BUILD)/tests/test_npz
+
+# test_npz compiles the writer itself, with a lowered zip64 threshold
+$(BUILD)/tests/test_npz: tools/npz.c tools/npz.h
 
 # the heatmap test links the CLI's drawing code
 $(BUILD)/tests/test_heatmap: tests/test_heatmap.c $(BUILD)/tools/heatmap.o $(BUILD)/libattend.a

@@ -1,4 +1,10 @@
-/* .npz writer: zip local headers + deflated .npy payloads, central directory at the end. */
+/* .npz writer: zip local headers + deflated .npy payloads, central directory at the end.
+ *
+ * The central directory is spilled to a temporary file as entries are written, so memory
+ * does not grow with the number of arrays. Zip64 (APPNOTE 4.5.3): an entry that starts at
+ * or beyond 4 GiB gets its offset in a zip64 extra field, and an archive with more than
+ * 65,535 entries or a directory beyond 4 GiB ends with the zip64 end-of-central-directory
+ * record and locator; Python's zipfile (numpy.load) and unzip read both. */
 #include "npz.h"
 
 #include <errno.h>
@@ -7,15 +13,14 @@
 #include <string.h>
 #include <zlib.h>
 
-typedef struct {
-    char *name;
-    uint32_t crc, csize, usize, offset;
-} entry;
+#ifndef NPZ_ZIP64_LIMIT
+#define NPZ_ZIP64_LIMIT 0xffffffffu /* offsets from here on need zip64 (tests lower it) */
+#endif
 
 struct npz_writer {
     FILE *f;
-    entry *e;
-    int n, cap;
+    FILE *cd; /* central directory records, copied after the entries at close */
+    uint64_t n, cd_bytes;
     uint64_t pos;
     int failed;
     char msg[200];
@@ -23,6 +28,7 @@ struct npz_writer {
 
 static void put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
 static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
+static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
 
 static void out(npz_writer *z, const void *p, size_t n) {
     if (z->failed) return;
@@ -45,6 +51,13 @@ npz_writer *npz_open(const char *path, char *err, size_t errlen) {
         free(z);
         return NULL;
     }
+    z->cd = tmpfile();
+    if (!z->cd) {
+        snprintf(err, errlen, "temporary file for the zip directory: %s", strerror(errno));
+        fclose(z->f);
+        free(z);
+        return NULL;
+    }
     return z;
 }
 
@@ -61,9 +74,9 @@ static int add_entry(npz_writer *z, const char *name, const char *descr, int ndi
     int pad = (64 - total % 64) % 64;
     size_t hdr_len = (size_t)(hl + pad + 1);
     size_t usize = 10 + hdr_len + nbytes;
-    if (usize > 0xffffffffu - 1024 || z->pos > 0xffffffffu - 1024) {
+    if (usize > 0xffffffffu - 1024) { /* one array; the archive itself may pass 4 GiB */
         z->failed = 1;
-        snprintf(z->msg, sizeof z->msg, "array %s: archive over 4 GiB (zip64 not supported)", name);
+        snprintf(z->msg, sizeof z->msg, "array %s: over 4 GiB", name);
         return -1;
     }
     uint8_t *raw = malloc(usize);
@@ -91,29 +104,38 @@ static int add_entry(npz_writer *z, const char *name, const char *descr, int ndi
     deflateEnd(&s);
     uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), raw, (uInt)usize);
     free(raw);
-    if (z->n == z->cap) {
-        int cap = z->cap ? 2 * z->cap : 64;
-        entry *e = realloc(z->e, sizeof(entry) * (size_t)cap);
-        if (!e) {
-            free(comp);
-            goto oom;
-        }
-        z->e = e;
-        z->cap = cap;
-    }
-    size_t fnl = strlen(name) + 4;
-    entry *e = &z->e[z->n++];
-    e->name = malloc(fnl + 1);
-    if (!e->name) {
-        z->n--;
+    char fname[300];
+    const size_t fnl = (size_t)snprintf(fname, sizeof fname, "%s.npy", name);
+    if (fnl >= sizeof fname) {
         free(comp);
-        goto oom;
+        z->failed = 1;
+        snprintf(z->msg, sizeof z->msg, "array name too long: %.40s...", name);
+        return -1;
     }
-    snprintf(e->name, fnl + 1, "%s.npy", name);
-    e->crc = crc;
-    e->csize = csize;
-    e->usize = (uint32_t)usize;
-    e->offset = (uint32_t)z->pos;
+    const uint64_t offset = z->pos;
+    const int far = offset >= NPZ_ZIP64_LIMIT;
+    /* central directory record, with the offset in a zip64 extra field when far */
+    uint8_t ch[46 + 12] = {0};
+    put32(ch, 0x02014b50);
+    put16(ch + 4, far ? 45 : 20); /* made by / needed: 4.5 for zip64 */
+    put16(ch + 6, far ? 45 : 20);
+    put16(ch + 10, 8);
+    put16(ch + 14, 0x21);
+    put32(ch + 16, crc);
+    put32(ch + 20, csize);
+    put32(ch + 24, (uint32_t)usize);
+    put16(ch + 28, (uint16_t)fnl);
+    put16(ch + 30, far ? 12 : 0);
+    put32(ch + 42, far ? 0xffffffffu : (uint32_t)offset);
+    if (fwrite(ch, 1, 46, z->cd) != 46 || fwrite(fname, 1, fnl, z->cd) != fnl) goto cd_failed;
+    if (far) {
+        put16(ch + 46, 0x0001); /* zip64 extended information: the offset alone */
+        put16(ch + 48, 8);
+        put64(ch + 50, offset);
+        if (fwrite(ch + 46, 1, 12, z->cd) != 12) goto cd_failed;
+    }
+    z->cd_bytes += 46 + fnl + (far ? 12 : 0);
+    z->n++;
     uint8_t lh[30] = {0};
     put32(lh, 0x04034b50);
     put16(lh + 4, 20);
@@ -122,13 +144,18 @@ static int add_entry(npz_writer *z, const char *name, const char *descr, int ndi
     put16(lh + 12, 0x21); /* 1980-01-01: fixed date, reproducible files */
     put32(lh + 14, crc);
     put32(lh + 18, csize);
-    put32(lh + 22, e->usize);
+    put32(lh + 22, (uint32_t)usize);
     put16(lh + 26, (uint16_t)fnl);
     out(z, lh, 30);
-    out(z, e->name, fnl);
+    out(z, fname, fnl);
     out(z, comp, csize);
     free(comp);
     return z->failed ? -1 : 0;
+cd_failed:
+    free(comp);
+    z->failed = 1;
+    snprintf(z->msg, sizeof z->msg, "temporary file for the zip directory: %s", strerror(errno));
+    return -1;
 oom:
     z->failed = 1;
     snprintf(z->msg, sizeof z->msg, "out of memory writing array %s", name);
@@ -209,42 +236,46 @@ int npz_add_str(npz_writer *z, const char *name, const char *const *strs, int n)
 }
 
 int npz_close(npz_writer *z, char *err, size_t errlen) {
-    uint64_t cd_start = z->pos;
-    for (int i = 0; i < z->n; i++) {
-        entry *e = &z->e[i];
-        uint8_t ch[46] = {0};
-        put32(ch, 0x02014b50);
-        put16(ch + 4, 20);
-        put16(ch + 6, 20);
-        put16(ch + 10, 8);
-        put16(ch + 14, 0x21);
-        put32(ch + 16, e->crc);
-        put32(ch + 20, e->csize);
-        put32(ch + 24, e->usize);
-        put16(ch + 28, (uint16_t)strlen(e->name));
-        put32(ch + 42, e->offset);
-        out(z, ch, 46);
-        out(z, e->name, strlen(e->name));
+    const uint64_t cd_start = z->pos;
+    char buf[1 << 16];
+    rewind(z->cd);
+    for (size_t got; (got = fread(buf, 1, sizeof buf, z->cd)) > 0;) out(z, buf, got);
+    if (ferror(z->cd) && !z->failed) {
+        z->failed = 1;
+        snprintf(z->msg, sizeof z->msg, "reading back the zip directory: %s", strerror(errno));
+    }
+    fclose(z->cd);
+    const int zip64 = z->n > 0xffff || cd_start >= NPZ_ZIP64_LIMIT || z->cd_bytes >= NPZ_ZIP64_LIMIT;
+    if (zip64) {
+        const uint64_t rec = z->pos;
+        uint8_t r[56] = {0}, loc[20] = {0};
+        put32(r, 0x06064b50); /* zip64 end of central directory record */
+        put64(r + 4, 44);     /* its size after this field */
+        put16(r + 12, 45);
+        put16(r + 14, 45);
+        put64(r + 24, z->n);
+        put64(r + 32, z->n);
+        put64(r + 40, z->cd_bytes);
+        put64(r + 48, cd_start);
+        out(z, r, 56);
+        put32(loc, 0x07064b50); /* its locator */
+        put64(loc + 8, rec);
+        put32(loc + 16, 1);
+        out(z, loc, 20);
     }
     uint8_t eocd[22] = {0};
     put32(eocd, 0x06054b50);
     put16(eocd + 8, (uint16_t)(z->n > 0xffff ? 0xffff : z->n));
     put16(eocd + 10, (uint16_t)(z->n > 0xffff ? 0xffff : z->n));
-    put32(eocd + 12, (uint32_t)(z->pos - cd_start));
-    put32(eocd + 16, (uint32_t)cd_start);
+    put32(eocd + 12, z->cd_bytes >= NPZ_ZIP64_LIMIT ? 0xffffffffu : (uint32_t)z->cd_bytes);
+    put32(eocd + 16, cd_start >= NPZ_ZIP64_LIMIT ? 0xffffffffu : (uint32_t)cd_start);
     out(z, eocd, 22);
-    if (z->n > 0xffff && !z->failed) {
-        z->failed = 1;
-        snprintf(z->msg, sizeof z->msg, "more than 65535 arrays (zip64 not supported)");
-    }
     if (fclose(z->f) != 0 && !z->failed) {
         z->failed = 1;
         snprintf(z->msg, sizeof z->msg, "close failed: %s", strerror(errno));
     }
     int rc = z->failed ? -1 : 0;
     if (rc) snprintf(err, errlen, "%s", z->msg);
-    for (int i = 0; i < z->n; i++) free(z->e[i].name);
-    free(z->e);
     free(z);
     return rc;
 }
