@@ -99,8 +99,8 @@ def prepare_data(a):
         kept = [p for p in pairs if p[0] and p[1] and p[0] not in prot_de and p[1] not in prot_en]
         stats[name] = (len(pairs), len(kept))
         train += kept
-    return {"train": train, "dev": list(zip(v_de, v_en)), "test": list(zip(s_de, s_en)),
-            "heldout": held, "stats": stats}
+    return {"train": train, "tatoeba_train": kept, "dev": list(zip(v_de, v_en)),
+            "test": list(zip(s_de, s_en)), "heldout": held, "stats": stats}
 
 
 def train_spm(a, data, work):
@@ -423,6 +423,8 @@ def main(argv=None):
     g.add_argument("--heldout", type=int, default=1000, help="Tatoeba pairs held out (1000)")
     g.add_argument("--src-vocab", type=int, default=5000, help="German spm pieces (5000)")
     g.add_argument("--tgt-vocab", type=int, default=4000, help="English spm pieces (4000)")
+    g.add_argument("--tatoeba-repeat", type=int, default=1,
+                   help="Tatoeba training pairs appear this many times per epoch (1)")
     g.add_argument("--max-train-len", type=int, default=100,
                    help="drop training pairs longer than this many tokens (100)")
     g = p.add_argument_group("model")
@@ -476,7 +478,10 @@ def main(argv=None):
     tok = reference.MarianTok(src_spm, tgt_spm, vocab)
     log(f"vocab: {len(vocab)} entries (source spm {a.src_vocab}, target spm {a.tgt_vocab})")
 
-    train = [e for e in encode_pairs(tok, data["train"])
+    # SentencePiece saw each pair once; the model sees Tatoeba's everyday sentences
+    # --tatoeba-repeat times per epoch (they are outnumbered by image captions otherwise)
+    pairs = data["train"] + data["tatoeba_train"] * (a.tatoeba_repeat - 1)
+    train = [e for e in encode_pairs(tok, pairs)
              if len(e[0]) <= a.max_train_len and len(e[1]) <= a.max_train_len]
     ntok = sum(len(e[1]) for e in train)
     log(f"train: {len(train)} pairs, {sum(len(e[0]) for e in train)} source / {ntok} target tokens")
