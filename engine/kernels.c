@@ -340,7 +340,10 @@ void at_attention(float *out, int ld_o, const float *q, int ld_q, const float *k
                   int q_pos0, float *probs, float *scratch) {
     const at_kernels *K = at_k();
     const double work = (double)heads * t_n * s_n * hd * 2;
-#pragma omp parallel for schedule(static) if (work > PARALLEL_GRAIN && at_threads() > 1)
+    /* Heads in parallel only when the caller is not already parallel: the model runs one
+     * at_attention per sentence from its own parallel loop over sentences, and nested
+     * regions (if OMP_MAX_ACTIVE_LEVELS allowed them) would oversubscribe the cores. */
+#pragma omp parallel for schedule(static) if (work > PARALLEL_GRAIN && at_threads() > 1 && !omp_in_parallel())
     for (int h = 0; h < heads; h++) {
         float *sc = scratch + (size_t)h * s_n;
         for (int t = 0; t < t_n; t++) {
