@@ -76,6 +76,8 @@ demo: deps
 TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap \
             $(BUILD)/tests/test_npz
 
+$(TEST_BINS): tests/check.h
+
 # test_npz compiles the writer itself, with a lowered zip64 threshold
 $(BUILD)/tests/test_npz: tools/npz.c tools/npz.h
 

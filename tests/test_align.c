@@ -9,17 +9,7 @@
 
 #include "../model/align.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                    \
-    do {                                                                               \
-        if (cond) passed++;                                                            \
-        else {                                                                         \
-            failed++;                                                                  \
-            fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, __func__, \
-                    #cond);                                                            \
-        }                                                                              \
-    } while (0)
+#include "check.h"
 
 static int near(float a, float b) { return fabsf(a - b) < 1e-6f; }
 

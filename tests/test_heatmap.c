@@ -10,16 +10,7 @@
 
 #include "../tools/heatmap.h"
 
-static int passed, failed;
-
-#define CHECK(cond)                                                                         \
-    do {                                                                                    \
-        if (cond) passed++;                                                                 \
-        else {                                                                              \
-            failed++;                                                                       \
-            fprintf(stderr, "%s:%d: %s: check failed: %s\n", __FILE__, __LINE__, __func__, #cond); \
-        }                                                                                   \
-    } while (0)
+#include "check.h"
 
 enum { R = 2, C = 3 };
 static const char *const ROWS[R] = {"▁the", "▁dog"};

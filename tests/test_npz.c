@@ -8,18 +8,7 @@
 
 #include <unistd.h>
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                  \
-    do {                                                                  \
-        if (cond) passed++;                                               \
-        else {                                                            \
-            failed++;                                                     \
-            fprintf(stderr, "%s:%d: check failed: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                                 \
-            fputc('\n', stderr);                                          \
-        }                                                                 \
-    } while (0)
+#include "check.h"
 
 /* Write n arrays a{i} = float32 [2, 3] holding i*10 + k, plus one int and one string array. */
 static int write_archive(const char *path, int n) {
@@ -83,13 +72,13 @@ int main(void) {
         int fd = mkstemp(path);
         if (fd < 0) return 1;
         close(fd);
-        CHECK(write_archive(path, n) == 0, "%d arrays: writing failed", n);
-        CHECK(zip64_records(path) == (n > 1), "%d arrays: zip64 end records %s", n,
+        CHECKF(write_archive(path, n) == 0, "%d arrays: writing failed", n);
+        CHECKF(zip64_records(path) == (n > 1), "%d arrays: zip64 end records %s", n,
               n > 1 ? "missing" : "present");
-        CHECK(numpy_check(path, n) == 0, "%d arrays: numpy.load disagrees", n);
+        CHECKF(numpy_check(path, n) == 0, "%d arrays: numpy.load disagrees", n);
         char cmd[300];
         snprintf(cmd, sizeof cmd, "unzip -tqq %s", path);
-        CHECK(system(cmd) == 0, "%d arrays: unzip -t failed", n);
+        CHECKF(system(cmd) == 0, "%d arrays: unzip -t failed", n);
         unlink(path);
     }
     /* a write error is reported at close, not lost */
@@ -98,7 +87,7 @@ int main(void) {
     int shape[1] = {1};
     float v = 1;
     if (z) npz_add_f32(z, "x", &v, 1, shape);
-    CHECK(z && npz_close(z, err, sizeof err) == -1 && err[0], "/dev/full: no error reported");
+    CHECKF(z && npz_close(z, err, sizeof err) == -1 && err[0], "/dev/full: no error reported");
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }
