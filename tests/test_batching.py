@@ -31,31 +31,31 @@ def build(work):
 
 
 def check_batch_log(stderr, opts, n_sentences):
-    """The -v batch lines: every sentence in exactly one batch, each batch within the
-    --batch-tokens budget (sentences x longest; a lone sentence may exceed it) and the -b
-    limit, and batches of one chunk in order of length."""
+    """The -v lines: every sentence in exactly one batch, each batch within the
+    --batch-tokens budget (a sentence longer than it goes alone) and the -b limit, the
+    batches of one chunk in order of length, each filled as far as the budget allows."""
     budget = int(opts[opts.index("--batch-tokens") + 1])
     limit = int(opts[opts.index("-b") + 1]) if "-b" in opts else None
-    chunks = []  # per chunk of lines read: its batches
+    chunks = []  # per chunk of lines read: its batches (sentences, tokens, shortest, longest)
     for line in stderr.splitlines():
-        w = line.split()
+        w = line.replace(",", "").split()
         if " to translate" in line:
             chunks.append([])
         elif line.startswith("attend: batch of "):
-            n, longest, padded = int(w[3]), int(w[6]), int(w[8])
-            assert padded == n * longest, line
-            assert n == 1 or padded <= budget, f"over budget {budget}: {line}"
+            n, tokens = int(w[3]), int(w[5])
+            shortest, longest = map(int, w[-1].split("-"))
+            assert n == 1 or tokens <= budget, f"over budget {budget}: {line}"
             assert limit is None or n <= limit, f"over -b {limit}: {line}"
-            chunks[-1].append((n, longest))
-    assert sum(n for batches in chunks for n, _ in batches) == n_sentences, \
+            assert shortest <= longest and longest + shortest * (n - 1) <= tokens <= longest * n, line
+            chunks[-1].append((n, tokens, shortest, longest))
+    assert sum(b[0] for batches in chunks for b in batches) == n_sentences, \
         f"{chunks} for {n_sentences} sentences"
     assert sum(len(b) for b in chunks) > len(chunks), "the budget should split this input"
     for batches in chunks:
-        longest = [l for _, l in batches]
-        assert longest == sorted(longest), f"batches not sorted by length: {longest}"
-        if limit is None:  # greedy: a batch stopped only because the next sentence did not fit
-            for (n, l), (_, l2) in zip(batches, batches[1:]):
-                assert (n + 1) * l2 > budget, f"batch of {n} x {l} could have taken the next ({l2})"
+        for a, b in zip(batches, batches[1:]):
+            assert a[3] <= b[2], f"batches not sorted by length: {batches}"
+            if limit is None:  # greedy: a batch stopped only because the next sentence did not fit
+                assert a[1] + b[2] > budget, f"batch {a} could have taken the next sentence ({b[2]} tokens)"
 
 
 def main():

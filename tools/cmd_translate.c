@@ -86,8 +86,8 @@ static void usage_translate(FILE *f) {
             "  -b, --batch-size N      sentences translated together; lines already waiting are\n"
             "                          sorted by length into batches, output stays in order\n"
             "                          (default %d, or no limit with --batch-tokens alone)\n"
-            "      --batch-tokens N    at most N source tokens per batch, counting padding\n"
-            "                          (sentences x the longest); with -b, both limits hold\n"
+            "      --batch-tokens N    at most N source tokens per batch (a longer sentence\n"
+            "                          goes alone); with -b, both limits hold\n"
             "  -v, --verbose           one line per chunk of input and per batch on stderr\n"
             "      --max-length N      generation limit counting the start token\n"
             "                          (default: the model's max_length)\n"
@@ -110,7 +110,7 @@ typedef struct {
     attend_view view;
     long long n_done; /* sentences written so far */
     int batch;        /* --batch-size: at most this many sentences per batch (0: no limit) */
-    int batch_tokens; /* --batch-tokens: at most this many padded source tokens (0: no limit) */
+    int batch_tokens; /* --batch-tokens: at most this many source tokens per batch (0: no limit) */
     int verbose;      /* -v: one line per chunk and per batch on stderr */
 } translate_ctx;
 
@@ -123,10 +123,10 @@ static int is_blank(const char *s, size_t n) {
 
 /* ---------------------------------------------------------------------------------------
  * Batching: a chunk of lines is sorted by source token count and cut into batches of at
- * most cx->batch sentences and cx->batch_tokens padded tokens (sentences x the longest),
- * so the sentences of a batch have about the same length and finish at about the same
- * step; results never depend on the batch a sentence lands in, and go back to their
- * input positions. */
+ * most cx->batch sentences and cx->batch_tokens source tokens (a batch is packed without
+ * padding, so its size is the sum), so the sentences of a batch have about the same length
+ * and finish at about the same step; results never depend on the batch a sentence lands
+ * in, and go back to their input positions. */
 
 static const int *sort_tokens; /* qsort has no context argument */
 
@@ -136,12 +136,15 @@ static int by_length(const void *a, const void *b) {
     return i < j ? -1 : i > j; /* stable */
 }
 
-/* How many of the sorted sentences order[s..k) go into the next batch: at least one. */
-static int next_batch_size(const translate_ctx *cx, const int *order, const int *tokens, int s, int k) {
+/* How many of the sorted sentences order[s..k) go into the next batch (at least one), and
+ * their source tokens in *sum. */
+static int next_batch_size(const translate_ctx *cx, const int *order, const int *tokens, int s, int k,
+                           long long *sum) {
     int n = 1;
+    *sum = tokens[order[s]];
     while (s + n < k && (cx->batch <= 0 || n < cx->batch) &&
-           (cx->batch_tokens <= 0 || (long long)(n + 1) * tokens[order[s + n]] <= cx->batch_tokens))
-        n++;
+           (cx->batch_tokens <= 0 || *sum + tokens[order[s + n]] <= cx->batch_tokens))
+        *sum += tokens[order[s + n++]];
     return n;
 }
 
@@ -172,10 +175,11 @@ static int translate_sorted(translate_ctx *cx, const char **todo, const size_t *
         qsort(order, (size_t)k, sizeof *order, by_length);
     }
     for (int s = 0, n; !status && s < k; s += n) {
-        n = next_batch_size(cx, order, tokens, s, k);
+        long long sum;
+        n = next_batch_size(cx, order, tokens, s, k, &sum);
         if (cx->verbose)
-            fprintf(stderr, "attend: batch of %d sentence%s, longest %d tokens, %lld padded tokens\n", n,
-                    n == 1 ? "" : "s", tokens[order[s + n - 1]], (long long)n * tokens[order[s + n - 1]]);
+            fprintf(stderr, "attend: batch of %d sentence%s, %lld source tokens, lengths %d-%d\n", n,
+                    n == 1 ? "" : "s", sum, tokens[order[s]], tokens[order[s + n - 1]]);
         for (int j = 0; j < n; j++) {
             bl[j] = todo[order[s + j]];
             bll[j] = todo_len[order[s + j]];
