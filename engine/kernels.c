@@ -234,22 +234,6 @@ int at_kernels_init(char *err, size_t errlen) {
 const at_kernels *at_k(void) { return active; }
 
 /* ---------------------------------------------------------------------------------------
- * Threads */
-
-static int n_threads = 0;
-
-void at_set_threads(int n) {
-    if (n <= 0) n = omp_get_num_procs();
-    n_threads = n;
-    omp_set_num_threads(n);
-}
-
-int at_threads(void) {
-    if (!n_threads) at_set_threads(0);
-    return n_threads;
-}
-
-/* ---------------------------------------------------------------------------------------
  * Shared small kernels */
 
 void at_add_layernorm(float *x, const float *r, const float *g, const float *b, int n, int d,

@@ -101,8 +101,12 @@ void at_attention(float *out, int ld_o, const float *q, int ld_q, const float *k
                   const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
                   int q_pos0, float *probs, float *scratch);
 
-/* Threads: 0 = the default (physical cores). */
+/* Threads (engine/threads.c): 0 = the default, at_default_threads(). */
 void at_set_threads(int n);
 int at_threads(void);
+/* $OMP_NUM_THREADS if set, else at_physical_cores(). */
+int at_default_threads(void);
+/* Physical cores among the CPUs this process may run on (its affinity mask). */
+int at_physical_cores(void);
 
 #endif

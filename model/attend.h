@@ -39,7 +39,7 @@ typedef struct {
 } attend_config;
 
 typedef struct {
-    int threads;        /* 0 = one per core */
+    int threads;        /* 0 = attend_default_threads() */
     int max_length;     /* generation limit counting the start token; 0 = the model's */
     int want_scores;    /* fill attend_result.logprob */
     int want_logits;    /* fill attend_result.logits */
@@ -89,6 +89,9 @@ int attend_select_isa(char *err, size_t errlen);
 /* Which kernel set runs ("generic", "avx2", "avx512"), and all this CPU supports. */
 const char *attend_isa(void);
 const char *attend_isa_available(void);
+/* Threads used when attend_params.threads is 0: $OMP_NUM_THREADS if set, else one per
+ * physical core among the CPUs this process may run on. */
+int attend_default_threads(void);
 
 #ifdef __cplusplus
 }

@@ -24,6 +24,7 @@ static void usage(FILE *f) {
             "  quantize    rewrite a checkpoint with int8 matrices (per-row scales)\n"
             "  bench       time translation of random sources; measure memory bandwidth\n"
             "  isa         print the kernel set in use ($ATTEND_ISA=generic|avx2|avx512 forces one)\n"
+            "              and the default thread count\n"
             "\n"
             "Run 'attend COMMAND --help' for a command's options.\n");
 }
@@ -59,6 +60,8 @@ int main(int argc, char **argv) {
             return EXIT_USAGE;
         }
         printf("%s (this CPU: %s)\n", attend_isa(), attend_isa_available());
+        printf("threads: %d by default (%s)\n", attend_default_threads(),
+               getenv("OMP_NUM_THREADS") ? "$OMP_NUM_THREADS" : "physical cores this process may use");
         return EXIT_OK;
     }
     if (!strcmp(cmd, "translate")) return cmd_translate(argc - 1, argv + 1);

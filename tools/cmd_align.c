@@ -48,7 +48,8 @@ static void usage_align(FILE *f) {
             "                          never; off also means plain ASCII shading\n"
             "      --width N           columns to fit the heatmap in (default: the terminal's,\n"
             "                          else 80)\n"
-            "  -t, --threads N         threads (default: one per core)\n"
+            "  -t, --threads N         threads (default: physical cores, or\n"
+            "                          $OMP_NUM_THREADS)\n"
             "  -h, --help              this help\n",
             ATTEND_DEFAULT_VIEW);
 }

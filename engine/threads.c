@@ -1,0 +1,65 @@
+/* How many threads: -t N exactly when given, else $OMP_NUM_THREADS, else one per physical
+ * core this process may run on. Matrix kernels gain nothing from a core's second hardware
+ * thread (both share one set of vector units) and lose to the contention. */
+#include <ctype.h>
+#include <omp.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels.h"
+
+static int read_sys_int(int cpu, const char *what) {
+    char path[128];
+    snprintf(path, sizeof path, "/sys/devices/system/cpu/cpu%d/topology/%s", cpu, what);
+    FILE *f = fopen(path, "r");
+    if (!f) return -1;
+    int v = -1;
+    if (fscanf(f, "%d", &v) != 1) v = -1;
+    fclose(f);
+    return v;
+}
+
+int at_physical_cores(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return omp_get_num_procs();
+    /* distinct (package, core) pairs among the CPUs in our set */
+    enum { MAX_SEEN = 1024 };
+    static int seen_pkg[MAX_SEEN], seen_core[MAX_SEEN];
+    int n = 0, unknown = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE && n < MAX_SEEN; cpu++) {
+        if (!CPU_ISSET(cpu, &set)) continue;
+        const int pkg = read_sys_int(cpu, "physical_package_id"), core = read_sys_int(cpu, "core_id");
+        if (pkg < 0 || core < 0) {
+            unknown++; /* no topology (some containers): count the CPU itself */
+            continue;
+        }
+        int dup = 0;
+        for (int i = 0; i < n && !dup; i++) dup = seen_pkg[i] == pkg && seen_core[i] == core;
+        if (!dup) seen_pkg[n] = pkg, seen_core[n++] = core;
+    }
+    const int cores = n + unknown;
+    return cores > 0 ? cores : omp_get_num_procs();
+}
+
+int at_default_threads(void) {
+    const char *env = getenv("OMP_NUM_THREADS");
+    if (env && isdigit((unsigned char)env[0])) { /* "4" or the first of a list "4,2" */
+        const long v = strtol(env, NULL, 10);
+        if (v > 0 && v <= 4096) return (int)v;
+    }
+    return at_physical_cores();
+}
+
+static int n_threads = 0;
+
+void at_set_threads(int n) {
+    if (n <= 0) n = at_default_threads();
+    n_threads = n;
+    omp_set_num_threads(n);
+}
+
+int at_threads(void) {
+    if (!n_threads) at_set_threads(0);
+    return n_threads;
+}
