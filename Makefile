@@ -102,13 +102,14 @@ test-py: $(BUILD)/attend
 	$(PYTHON) tests/run_python_tests.py
 
 # --- sanitizers, valgrind, fuzzing ------------------------------------------------------
-# make sanitize: everything rebuilt with ASan+UBSan in build-san; the C tests and an
+# make sanitize: everything rebuilt with ASan+UBSan in build-san (and a 4-row position
+# cache, so positions past it are computed and compared with the normal build); the C tests and an
 # end-to-end run (info, verify, translate, a refused file) on the committed tiny model.
 TINY     = tests/data/tiny-v1.gguf
 TINY_V2  = tests/data/tiny-v2.gguf
 SAN_DIR  = build-san
 SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow \
-           -fno-sanitize-recover=all
+           -fno-sanitize-recover=all -DMARIAN_POSITIONS_CACHED=4
 SAN_ENV  = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 E2E_IN   = printf 'Hallo Welt!\n\n  \nWo ist der Bahnhof?\r\nkaputt \377\376 \000 Ende\nletzte Zeile'
 
@@ -125,6 +126,8 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	$(SAN_ENV) $(BUILD)/attend verify $(TINY) >/dev/null
 	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY) -b 2 >$(BUILD)/e2e.out
 	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 6
+	@# this build caches 4 positions and computes the rest: the same words as the table
+	$(E2E_IN) | build/attend translate -m $(TINY) -b 2 | cmp - $(BUILD)/e2e.out
 	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY_V2) >$(BUILD)/e2e.out
 	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 6
 	$(SAN_ENV) $(BUILD)/attend translate -m $(TINY) "$$(head -c 3000 /dev/zero | tr '\0' a)" >/dev/null 2>&1

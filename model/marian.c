@@ -333,19 +333,30 @@ static spm_model *load_spm(const gguf_file *f, const char *key, char *err, size_
 /* ---------------------------------------------------------------------------------------
  * Load / free / verify */
 
+static void position_row(float *row, int pos, int d) {
+    const int half = d / 2;
+    for (int j = 0; j < d; j++) {
+        /* column j has angle pos / 10000^(2*(j//2)/d); even columns' sines fill the
+         * first half, odd columns' cosines the second half (HF Marian) */
+        double angle = pos / pow(10000.0, 2.0 * (j / 2) / d);
+        if (j % 2 == 0) row[j / 2] = (float)sin(angle);
+        else row[half + j / 2] = (float)cos(angle);
+    }
+}
+
+/* The first rows of the table, computed once: a file may declare up to 65,536 positions,
+ * and a table that size would be out of proportion to a small model. */
 static float *make_positions(int n_pos, int d) {
     float *p = malloc(sizeof(float) * (size_t)n_pos * d);
     if (!p) return NULL;
-    const int half = d / 2;
-    for (int pos = 0; pos < n_pos; pos++)
-        for (int j = 0; j < d; j++) {
-            /* column j has angle pos / 10000^(2*(j//2)/d); even columns' sines fill the
-             * first half, odd columns' cosines the second half (HF Marian) */
-            double angle = pos / pow(10000.0, 2.0 * (j / 2) / d);
-            if (j % 2 == 0) p[(size_t)pos * d + j / 2] = (float)sin(angle);
-            else p[(size_t)pos * d + half + j / 2] = (float)cos(angle);
-        }
+    for (int pos = 0; pos < n_pos; pos++) position_row(p + (size_t)pos * d, pos, d);
     return p;
+}
+
+const float *marian_position(const marian_model *m, int pos, float *buf) {
+    if (pos < m->n_positions) return m->positions + (size_t)pos * m->c.d_model;
+    position_row(buf, pos, m->c.d_model);
+    return buf;
 }
 
 /* Everything after opening the container: config, tensors, tokenizer. Frees m on failure. */
@@ -399,7 +410,8 @@ static marian_model *load_opened(marian_model *m, char *err, size_t errlen) {
     if (!m->src_spm) goto fail;
     m->tgt_spm = load_spm(m->file, "tokenizer.target_spm", err, errlen);
     if (!m->tgt_spm) goto fail;
-    m->positions = make_positions(m->c.max_pos, m->c.d_model);
+    m->n_positions = m->c.max_pos < MARIAN_POSITIONS_CACHED ? m->c.max_pos : MARIAN_POSITIONS_CACHED;
+    m->positions = make_positions(m->n_positions, m->c.d_model);
     if (!m->positions) {
         fail(err, errlen, "out of memory");
         goto fail;

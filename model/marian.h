@@ -61,10 +61,18 @@ typedef struct marian_model {
     const float *final_logits_bias;
     enc_layer *enc;
     dec_layer *dec;
-    float *positions; /* [max_pos, d] sinusoids */
+    float *positions; /* [n_positions, d] sinusoids: marian_position() reads them */
+    int n_positions;  /* min(max_pos, MARIAN_POSITIONS_CACHED) */
     spm_model *src_spm, *tgt_spm;
     vocab *src_vocab, *tgt_vocab;
 } marian_model;
+
+/* Sinusoidal position pos (0 <= pos < max_pos) as d floats: a row of the table for the
+ * first MARIAN_POSITIONS_CACHED positions, else computed into buf (d floats), identically. */
+#ifndef MARIAN_POSITIONS_CACHED
+#define MARIAN_POSITIONS_CACHED 1024 /* tests build with fewer to run the computed path */
+#endif
+const float *marian_position(const marian_model *m, int pos, float *buf);
 
 /* Load and check a checkpoint: every key, tensor name, dtype and shape against the config.
  * Returns NULL with a one-line message in err. */

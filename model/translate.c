@@ -241,11 +241,11 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
     if (n == 0) return 0;
 
     sent_state *st = calloc((size_t)n, sizeof *st);
-    float *X = malloc(sizeof(float) * (size_t)total * d);
+    float *X = malloc(sizeof(float) * (size_t)total * d), *posbuf = malloc(sizeof(float) * (size_t)d);
     float **ck = calloc((size_t)L, sizeof(float *)), **cv = calloc((size_t)L, sizeof(float *));
     int *active = malloc(sizeof(int) * (size_t)n), *tok = malloc(sizeof(int) * (size_t)n);
     float *x = NULL, *q = NULL, *kk = NULL, *vv = NULL, *ctx = NULL, *tmp = NULL, *ff = NULL, *logits = NULL;
-    if (!st || !X || !ck || !cv || !active || !tok) goto oom;
+    if (!st || !X || !posbuf || !ck || !cv || !active || !tok) goto oom;
 
     const double t_start = now();
     /* embeddings and per-sentence state */
@@ -263,7 +263,7 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
         }
         for (int j = 0; j < src[i].n; j++)
             embed_row(X + (size_t)(off + j) * d, &m->enc_embed, src[i].ids[j], escale,
-                      m->positions + (size_t)j * d, d);
+                      marian_position(m, j, posbuf), d);
         off += src[i].n;
     }
     if (encode(m, X, st, n, total, out, o->want_attention)) goto oom;
@@ -295,10 +295,11 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
         tok[i] = c->start_id;
     }
     for (int t = 0; B > 0; t++, steps++) {
+        const float *pos = marian_position(m, t, posbuf);
         for (int b = 0; b < B; b++) {
             const int i = active[b];
             if (ensure_capacity(m, o, &st[i], &out[i], t + 1)) goto oom;
-            embed_row(x + (size_t)b * d, &m->dec_embed, tok[i], escale, m->positions + (size_t)t * d, d);
+            embed_row(x + (size_t)b * d, &m->dec_embed, tok[i], escale, pos, d);
         }
         for (int l = 0; l < L; l++) {
             const dec_layer *Ly = &m->dec[l];
@@ -401,6 +402,7 @@ cleanup:
     free(cv);
     free(st);
     free(X);
+    free(posbuf);
     free(active);
     free(tok);
     free(x);
