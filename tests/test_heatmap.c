@@ -88,9 +88,50 @@ static void test_hostile_values(void) {
     free(out);
 }
 
+/* Several panels of a source wider than the terminal: drawn in blocks of columns, no line
+ * wider than o.width, every column and every panel drawn. */
+static void test_wide_small_multiples(void) {
+    enum { WR = 3, WC = 100, PANELS = 4 };
+    static float m[WR * WC];
+    for (int i = 0; i < WR * WC; i++) m[i] = (float)(i % 7) / 6;
+    const char *rows[WR] = {"a", "b", "c"};
+    const char *cols[WC];
+    for (int c = 0; c < WC; c++) cols[c] = "x";
+    heatmap_opts o = heatmap_default_opts();
+    o.rows = WR, o.cols = WC, o.row_labels = rows, o.col_labels = cols, o.unicode = 0, o.width = 80;
+    heatmap_panel p[PANELS];
+    for (int i = 0; i < PANELS; i++) p[i] = (heatmap_panel){"head", m};
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    heatmap_text(f, &o, p, PANELS);
+    fclose(f);
+    int widest = 0, heads = 0, row_a = 0, cells = 0;
+    for (char *line = buf, *end; *line; line = end + 1) {
+        end = strchr(line, '\n');
+        if (!end) break;
+        const int w = (int)(end - line);
+        widest = w > widest ? w : widest;
+        if (!strncmp(line, "a ", 2)) { /* a matrix row: count its cells (after the label) */
+            row_a++;
+            for (char *c = line + 2; c < end; c++) cells += *c != ' ';
+        }
+        for (char *h = line; (h = strstr(h, "head")) && h < end; h += 4) heads++;
+    }
+    CHECKF(widest <= 80, "a line is %d wide, the width is 80", widest);
+    CHECKF(strstr(buf, "columns 0-") != NULL, "no column block header");
+    CHECKF(heads >= 2 * PANELS, "%d panel titles drawn, want every panel in every block", heads);
+    /* row a of every panel in every block: its non-blank cells add up to PANELS x row a's */
+    int want = 0;
+    for (int c = 0; c < WC; c++) want += (m[c] > 0.05f);
+    CHECKF(cells == PANELS * want, "row a drew %d shaded cells, want %d", cells, PANELS * want);
+    free(buf);
+}
+
 int main(void) {
     test_known_shades();
     test_hostile_values();
+    test_wide_small_multiples();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -250,40 +250,50 @@ static void text_multi(FILE *f, const heatmap_opts *o, const heatmap_panel *p, i
             int w = heatmap_text_width(p[i].title);
             titlew = w > titlew ? w : titlew;
         }
-    const int pw = C > titlew ? C : titlew, gap = 2;
-    int per = (o->width - labw - 1 + gap) / (pw + gap);
-    if (per < 1) per = 1;
+    const int gap = 2;
     float mx = 0;
     for (int i = 0; i < n; i++) {
         float m = matrix_max(p[i].m, R * C);
         mx = m > mx ? m : mx;
     }
-    for (int i0 = 0; i0 < n; i0 += per) {
-        int i1 = i0 + per < n ? i0 + per : n;
-        if (i0) fputc('\n', f);
-        spaces(f, labw + 1);
-        for (int i = i0; i < i1; i++) {
-            const char *t = p[i].title ? p[i].title : "";
-            fputs(t, f);
-            if (i + 1 < i1) spaces(f, pw - heatmap_text_width(t) + gap);
-        }
-        fputc('\n', f);
-        spaces(f, labw + 1); /* column numbers, last digit, to find a column in the legend */
-        for (int i = i0; i < i1; i++) {
-            for (int c = 0; c < C; c++) fputc('0' + c % 10, f);
-            if (i + 1 < i1) spaces(f, pw - C + gap);
-        }
-        fputc('\n', f);
-        for (int r = 0; r < R; r++) {
-            int w = fit(o->row_labels[r], LABEL_MAX, o->unicode, buf, sizeof buf);
-            fputs(buf, f);
-            spaces(f, labw - w + 1);
+    /* a source longer than the width is drawn in blocks of columns, every panel per block */
+    int avail = o->width - labw - 1;
+    if (avail < 10) avail = 10;
+    const int block = C <= avail ? C : avail;
+    for (int c0 = 0; c0 < C; c0 += block) {
+        const int c1 = c0 + block < C ? c0 + block : C, cw = c1 - c0;
+        const int pw = cw > titlew ? cw : titlew;
+        int per = (o->width - labw - 1 + gap) / (pw + gap);
+        if (per < 1) per = 1;
+        if (c0) fputc('\n', f);
+        if (block < C) fprintf(f, "columns %d-%d of %d:\n", c0, c1 - 1, C);
+        for (int i0 = 0; i0 < n; i0 += per) {
+            int i1 = i0 + per < n ? i0 + per : n;
+            if (i0) fputc('\n', f);
+            spaces(f, labw + 1);
             for (int i = i0; i < i1; i++) {
-                for (int c = 0; c < C; c++) cell(f, o, p[i].m[(size_t)r * C + c], mx, 1);
-                if (o->color) fputs("\x1b[0m", f);
-                if (i + 1 < i1) spaces(f, pw - C + gap);
+                const char *t = p[i].title ? p[i].title : "";
+                fputs(t, f);
+                if (i + 1 < i1) spaces(f, pw - heatmap_text_width(t) + gap);
             }
             fputc('\n', f);
+            spaces(f, labw + 1); /* column numbers, last digit, to find a column in the legend */
+            for (int i = i0; i < i1; i++) {
+                for (int c = c0; c < c1; c++) fputc('0' + c % 10, f);
+                if (i + 1 < i1) spaces(f, pw - cw + gap);
+            }
+            fputc('\n', f);
+            for (int r = 0; r < R; r++) {
+                int w = fit(o->row_labels[r], LABEL_MAX, o->unicode, buf, sizeof buf);
+                fputs(buf, f);
+                spaces(f, labw - w + 1);
+                for (int i = i0; i < i1; i++) {
+                    for (int c = c0; c < c1; c++) cell(f, o, p[i].m[(size_t)r * C + c], mx, 1);
+                    if (o->color) fputs("\x1b[0m", f);
+                    if (i + 1 < i1) spaces(f, pw - cw + gap);
+                }
+                fputc('\n', f);
+            }
         }
     }
     /* which column is which source piece, wrapped to the width */
