@@ -59,6 +59,7 @@ attend_model *attend_load(const char *path, char *err, size_t errlen) {
     o->dtype = am->m->dtype == AT_I8 ? "int8" : am->m->dtype == AT_F16 ? "f16" : "f32";
     o->tensor_count = (long long)gguf_tensor_count(am->m->file);
     o->file_bytes = (long long)gguf_file_size(am->m->file);
+    o->metadata_checksum = gguf_find_kv(am->m->file, "attend.metadata_crc32") != NULL;
     return am;
 }
 

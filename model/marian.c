@@ -437,7 +437,31 @@ void marian_free(marian_model *m) {
     free(m);
 }
 
+/* attend.metadata_crc32 (optional: older files lack it) must be the last key, a u32, and
+ * match the bytes of every key/value pair before it. Returns 0, 1 if absent, -1 on error. */
+static int verify_metadata(const marian_model *m, char *err, size_t errlen) {
+    const gguf_kv *kv = gguf_find_kv(m->file, "attend.metadata_crc32");
+    if (!kv) return 1;
+    if (kv->type != GGUF_U32) {
+        fail(err, errlen, "key attend.metadata_crc32: expected u32, found %s", gguf_type_name(kv->type));
+        return -1;
+    }
+    if (kv != gguf_kv_at(m->file, gguf_kv_count(m->file) - 1)) {
+        fail(err, errlen, "key attend.metadata_crc32: not the last key (it covers the keys before it)");
+        return -1;
+    }
+    uint32_t want, got = gguf_metadata_crc(m->file, kv);
+    memcpy(&want, kv->data, 4);
+    if (got != want) {
+        fail(err, errlen, "metadata: CRC-32 %08x, file says %08x (corrupted keys, vocabulary or "
+             "tokenizer models)", got, want);
+        return -1;
+    }
+    return 0;
+}
+
 int marian_verify(const marian_model *m, char *err, size_t errlen) {
+    if (verify_metadata(m, err, errlen) < 0) return -1;
     const gguf_kv *crc = gguf_get_array(m->file, "attend.tensor_crc32", GGUF_U32, err, errlen);
     if (!crc) return -1;
     for (uint64_t i = 0; i < gguf_tensor_count(m->file); i++) {

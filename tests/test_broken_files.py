@@ -260,10 +260,26 @@ def rewritten(tmp, model):
     tens = [(t["name"], np.array(f.tensors[t["name"]]), t["ggml_type"]) for t in f.tensor_infos]
     out = []
 
-    def emit(name, m, t, want="info"):
+    def emit(name, m, t, want="info", meta_crc=True, edit=None):
         path = os.path.join(tmp, f"rw{len(out)}-{os.path.basename(model)}")
-        G.write(path, m, t)
+        G.write(path, m, t, meta_crc_key=G.META_CRC_KEY if meta_crc else None)
+        if edit:  # change bytes after writing: the CRCs no longer match
+            with open(path, "rb") as fh:
+                b = fh.read()
+            with open(path, "wb") as fh:
+                fh.write(edit(b))
         out.append((name, path, want))
+
+    # the metadata CRC (files written before it have none; the committed tiny models)
+    piece = f.metadata["tokenizer.target_pieces"][20].encode()
+    swapped = bytes([piece[0] ^ 0x20]) + piece[1:] if piece[:1].isalpha() else piece[::-1]
+    emit("a target piece changed, metadata CRC kept", meta, tens, "verify",
+         edit=lambda b: b.replace(b"\x00" + piece, b"\x00" + swapped, 1))
+    emit("metadata CRC of 0", meta + [(G.META_CRC_KEY, G.UINT32, 0)], tens, "verify", meta_crc=False)
+    emit("metadata CRC not the last key", [(G.META_CRC_KEY, G.UINT32, 0)] + meta, tens, "verify",
+         meta_crc=False)
+    emit("metadata CRC is a string", meta + [(G.META_CRC_KEY, G.STRING, "0")], tens, "verify",
+         meta_crc=False)
 
     def with_meta(key, value=None, drop=False):
         r = []

@@ -223,7 +223,15 @@ def gguf_roundtrip_and_determinism():
     assert md["a.strs"] == ["", "▁x", "ä"] and md["a.bytes"].tobytes() == b"\x00\x01\xff"
     assert md["a.f32s"].tolist() == [1.5, -2.0] and md["a.bools"].tolist() == [True, False]
     assert f.types["a.strs"] == (G.ARRAY, G.STRING) and f.types["a.i16"] == G.INT16
-    assert list(md)[-1] == G.CRC_KEY and len(md[G.CRC_KEY]) == 3
+    assert list(md)[-2:] == [G.CRC_KEY, G.META_CRC_KEY] and len(md[G.CRC_KEY]) == 3
+    assert f.metadata_crc_ok() is True
+    # the metadata CRC covers every byte before it: one changed byte of a value is caught
+    raw = bytearray(file_bytes(p1))
+    at = raw.index("Grüße".encode())
+    raw[at] ^= 1
+    with open(p2, "wb") as out:
+        out.write(raw)
+    assert G.GGUFFile(p2).metadata_crc_ok() is False
     assert np.array_equal(f.tensors["m"], tensors[0][1])
     assert np.array_equal(f.tensors["h"], tensors[1][1].astype(np.float16))
     assert f.tensor_infos[1]["ne"] == [2, 7]
@@ -232,7 +240,7 @@ def gguf_roundtrip_and_determinism():
     # header layout: magic, version, counts
     raw = file_bytes(p1)
     assert raw[:4] == b"GGUF" and raw[4:8] == (3).to_bytes(4, "little")
-    assert raw[8:16] == (3).to_bytes(8, "little") and raw[16:24] == (18).to_bytes(8, "little")
+    assert raw[8:16] == (3).to_bytes(8, "little") and raw[16:24] == (19).to_bytes(8, "little")
 
 
 @test
@@ -335,8 +343,10 @@ def f32_tensors_and_metadata():
     assert md["tokenizer.source_pieces"] == pieces_of(E.vocab, V)
     assert md["tokenizer.target_pieces"] == pieces_of(E.vocab, V)
     assert ty[G.CRC_KEY] == (G.ARRAY, G.UINT32)
-    # metadata in FORMAT.md order, tensors in table order
+    assert ty[G.META_CRC_KEY] == G.UINT32 and f.metadata_crc_ok() is True
+    # metadata in FORMAT.md order (the metadata CRC last), tensors in table order
     keys = list(md)
+    assert keys[-1] == G.META_CRC_KEY
     assert keys[:5] == ["general.architecture", "general.alignment", "general.name",
                         "attend.format_version", G.CRC_KEY], keys[:5]
     names = [t["name"] for t in f.tensor_infos]

@@ -43,8 +43,8 @@ int cmd_info(int argc, char **argv) {
 
 int cmd_verify(int argc, char **argv) {
     if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: attend verify [MODEL.gguf]\n\nCheck the file structure, every tensor's CRC-32, "
-               "and that every weight is finite.\n");
+        printf("usage: attend verify [MODEL.gguf]\n\nCheck the file structure, the metadata's and every "
+               "tensor's CRC-32, and that every weight is finite.\n");
         return EXIT_OK;
     }
     if (argc > 2) {
@@ -56,7 +56,9 @@ int cmd_verify(int argc, char **argv) {
     int rc = attend_verify(m, err, sizeof err);
     const attend_config *c = attend_get_config(m);
     if (rc) fprintf(stderr, "attend: %s: %s\n", argc > 1 ? argv[1] : "model", err);
-    else printf("ok: %lld tensors, CRC-32 and values checked\n", c->tensor_count);
+    else
+        printf("ok: %lld tensors, CRC-32 and values checked; metadata %s\n", c->tensor_count,
+               c->metadata_checksum ? "CRC-32 checked" : "has no checksum (exported before it was added)");
     attend_free(m);
     return rc ? EXIT_MODEL : EXIT_OK;
 }

@@ -31,6 +31,7 @@ MAGIC = b"GGUF"
 VERSION = 3
 DEFAULT_ALIGNMENT = 32  # GGUF's default when general.alignment is absent
 CRC_KEY = "attend.tensor_crc32"
+META_CRC_KEY = "attend.metadata_crc32"
 
 # metadata value types
 UINT8, INT8, UINT16, INT16, UINT32, INT32, FLOAT32, BOOL, STRING, ARRAY, UINT64, INT64, FLOAT64 = range(13)
@@ -139,7 +140,7 @@ def _tensor_bytes(name, arr, ggml_type):
     return np.ascontiguousarray(arr, dtype=_GGML_NP[ggml_type]).tobytes()
 
 
-def write(path, metadata, tensors, crc_key=CRC_KEY):
+def write(path, metadata, tensors, crc_key=CRC_KEY, meta_crc_key=META_CRC_KEY):
     """Write a GGUF v3 file.
 
     metadata: ordered list of (key, value_type, value); an ARRAY value is
@@ -149,8 +150,11 @@ def write(path, metadata, tensors, crc_key=CRC_KEY):
     crc_key: if not None, that key (u32 array, zlib CRC-32 of each tensor's bytes in
         tensor-info order) is filled in where it appears in metadata (its value there is
         ignored) or appended at the end.
+    meta_crc_key: if not None, that key (u32, zlib CRC-32 of the bytes of every key/value
+        pair before it) is written as the last key; an entry of that name in metadata is
+        dropped and replaced.
     The output depends only on the arguments: same inputs give the same bytes."""
-    metadata = list(metadata)
+    metadata = [m for m in metadata if meta_crc_key is None or m[0] != meta_crc_key]
     keys = [k for k, _, _ in metadata]
     if len(set(keys)) != len(keys):
         dup = sorted({k for k in keys if keys.count(k) > 1})
@@ -177,11 +181,17 @@ def write(path, metadata, tensors, crc_key=CRC_KEY):
         else:
             metadata.append((crc_key, ARRAY, crcs))
 
-    head = [MAGIC, struct.pack("<IQQ", VERSION, len(tensors), len(metadata))]
+    kv = []
     for k, t, v in metadata:
-        head.append(_str_bytes(k))
-        head.append(struct.pack("<I", t))
-        head.append(_value_bytes(t, v, k))
+        kv.append(_str_bytes(k))
+        kv.append(struct.pack("<I", t))
+        kv.append(_value_bytes(t, v, k))
+    n_kv = len(metadata)
+    if meta_crc_key is not None:
+        crc = zlib.crc32(b"".join(kv))
+        kv += [_str_bytes(meta_crc_key), struct.pack("<I", UINT32), _value_bytes(UINT32, crc, meta_crc_key)]
+        n_kv += 1
+    head = [MAGIC, struct.pack("<IQQ", VERSION, len(tensors), n_kv)] + kv
     offset = 0
     offsets = []
     for (name, arr, gtype), blob in zip(tensors, blobs):
@@ -253,9 +263,11 @@ class GGUFFile:
             raise GGUFError(f"{path}: GGUF version {version} (only {VERSION} is supported)")
         n_tensors, n_kv = c.unpack("<QQ", "header counts")
         self.version = version
-        self.metadata, self.types = {}, {}
+        self.metadata, self.types, self._kv_start = {}, {}, {}
         for _ in range(n_kv):
+            start = c.pos
             key = c.string("metadata key")
+            self._kv_start[key] = start
             if key in self.metadata:
                 raise GGUFError(f"{path}: duplicate metadata key {key}")
             (vtype,) = c.unpack("<I", f"type of {key}")
@@ -342,6 +354,16 @@ class GGUFFile:
         t = next(t for t in self.tensor_infos if t["name"] == name)
         start = self.data_start + t["offset"]
         return self._mm[start:start + t["nbytes"]]
+
+    def metadata_crc_ok(self, key=META_CRC_KEY):
+        """None if the file has no metadata CRC, else whether it is the last key, a u32,
+        and matches the bytes of the key/value pairs before it."""
+        if key not in self.metadata:
+            return None
+        if list(self.metadata)[-1] != key or self.types[key] != UINT32:
+            return False
+        first = 24  # magic, version, tensor and key counts
+        return zlib.crc32(self._mm[first:self._kv_start[key]]) == self.metadata[key]
 
     def crc_mismatches(self, crc_key=CRC_KEY):
         """Names of tensors whose bytes do not match crc_key (all of them if it is absent

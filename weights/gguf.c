@@ -11,6 +11,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #define GGUF_MAGIC "GGUF"
 #define GGUF_MAX_DIMS 4
@@ -94,6 +95,18 @@ static const uint64_t scalar_size[GGUF_VALUE_TYPES] = {
     [GGUF_I32] = 4, [GGUF_F32] = 4, [GGUF_BOOL] = 1, [GGUF_U64] = 8, [GGUF_I64] = 8,
     [GGUF_F64] = 8,
 };
+
+uint32_t gguf_metadata_crc(const gguf_file *f, const gguf_kv *kv) {
+    const uint8_t *first = f->base + 24; /* after magic, version and the two counts */
+    const uint8_t *end = (const uint8_t *)kv->key.ptr - 8; /* the pair starts with its key length */
+    uint32_t crc = (uint32_t)crc32(0L, Z_NULL, 0);
+    for (const uint8_t *p = first; p < end;) {
+        const uInt n = end - p > (1 << 30) ? (1u << 30) : (uInt)(end - p);
+        crc = (uint32_t)crc32(crc, p, n);
+        p += n;
+    }
+    return crc;
+}
 
 const char *gguf_type_name(uint32_t t) {
     static const char *names[GGUF_VALUE_TYPES] = {

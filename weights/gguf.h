@@ -64,6 +64,9 @@ const gguf_tensor *gguf_tensor_at(const gguf_file *f, uint64_t i);
 const gguf_tensor *gguf_find_tensor(const gguf_file *f, const char *name);
 uint64_t gguf_file_size(const gguf_file *f);
 const char *gguf_type_name(uint32_t value_type);
+/* zlib CRC-32 of the metadata bytes from the first key/value pair up to the start of kv
+ * (a pair of this file): what attend.metadata_crc32 records. */
+uint32_t gguf_metadata_crc(const gguf_file *f, const gguf_kv *kv);
 const char *gguf_tensor_type_name(uint32_t tensor_type);
 
 /* Typed getters: 0 on success; -1 with "key K: missing" / "key K: expected u32, found string". */
