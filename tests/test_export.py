@@ -26,6 +26,7 @@ TOOLS = os.path.join(REPO, "tools")
 DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "tatoeba-deu-eng")
 PY = "/usr/bin/python3"
 EXPORT = os.path.join(TOOLS, "export_marian.py")
+ATTEND = os.environ.get("ATTEND_BIN", os.path.join(REPO, "build", "attend"))
 sys.path.insert(0, TOOLS)
 
 import gguf_io as G  # noqa: E402
@@ -523,6 +524,23 @@ def refusals_files_and_tensors():
             or c.__setitem__("pad_token_id", 5) or c.__setitem__("decoder_start_token_id", 5)
             or c.__setitem__("bad_words_ids", [[5]]),
             ["vocab.json", "vocab_size"])
+
+
+@test
+def quantize_equals_int8_export():
+    """attend quantize of the f32 export writes the very bytes export --dtype int8 writes
+    (format version 2, metadata CRC recomputed as the last key), and both verify."""
+    f32 = export_ok(E.st_dir, "q-f32.gguf", "--dtype", "f32")
+    int8 = export_ok(E.st_dir, "q-int8.gguf", "--dtype", "int8")
+    out = os.path.join(E.tmp, "q-attend.gguf")
+    p = subprocess.run([ATTEND, "quantize", f32, out], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert file_bytes(out) == file_bytes(int8), "attend quantize differs from export --dtype int8"
+    f = G.GGUFFile(out)
+    assert f.metadata["attend.format_version"] == 2 and f.metadata_crc_ok() is True
+    assert f.crc_mismatches() == []
+    v = subprocess.run([ATTEND, "verify", out], capture_output=True, text=True)
+    assert v.returncode == 0 and "metadata CRC-32 checked" in v.stdout, v.stdout + v.stderr
 
 
 @test

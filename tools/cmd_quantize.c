@@ -21,7 +21,7 @@ static void usage_quantize(FILE *f) {
 
 /* ---------------------------------------------------------------------------------------
  * A small GGUF writer over an opened file: keys copied byte for byte (format version and
- * CRCs replaced), tensors supplied as blobs. */
+ * CRCs replaced, the metadata CRC recomputed as the last key), tensors supplied as blobs. */
 
 typedef struct {
     char *name;
@@ -71,12 +71,22 @@ static int write_gguf(const char *path, const gguf_file *in, const out_tensor *t
         snprintf(err, errlen, "cannot write %.400s", tmp);
         return -1;
     }
-    put(f, "GGUF", 4);
-    put_u32(f, 3);
-    put_u64(f, (uint64_t)nt);
-    put_u64(f, gguf_kv_count(in));
+    /* the keys go to memory first: the metadata CRC covers their bytes */
+    FILE *const file = f;
+    char *kvbuf = NULL;
+    size_t kvlen = 0;
+    f = open_memstream(&kvbuf, &kvlen);
+    if (!f) {
+        fclose(file);
+        remove(tmp);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    uint64_t n_kv = 0;
     for (uint64_t i = 0; i < gguf_kv_count(in); i++) {
         const gguf_kv *kv = gguf_kv_at(in, i);
+        if (kv->key.len == 21 && !memcmp(kv->key.ptr, "attend.metadata_crc32", 21)) continue;
+        n_kv++;
         put_str(f, kv->key.ptr, kv->key.len);
         put_u32(f, kv->type);
         if (kv->key.len == 21 && !memcmp(kv->key.ptr, "attend.format_version", 21)) {
@@ -103,6 +113,18 @@ static int write_gguf(const char *path, const gguf_file *in, const out_tensor *t
             put(f, kv->data, value_bytes(kv));
         }
     }
+    int bad = fclose(f) != 0;
+    f = file;
+    put(f, "GGUF", 4);
+    put_u32(f, 3);
+    put_u64(f, (uint64_t)nt);
+    put_u64(f, n_kv + 1);
+    if (kvbuf) put(f, kvbuf, kvlen);
+    static const char meta_key[] = "attend.metadata_crc32";
+    put_str(f, meta_key, sizeof meta_key - 1);
+    put_u32(f, GGUF_U32);
+    put_u32(f, (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)kvbuf, (uInt)kvlen));
+    free(kvbuf);
     uint64_t off = 0;
     for (int j = 0; j < nt; j++) {
         put_str(f, t[j].name, strlen(t[j].name));
@@ -119,7 +141,7 @@ static int write_gguf(const char *path, const gguf_file *in, const out_tensor *t
         put(f, t[j].data, t[j].nbytes);
         put(f, zeros, (size_t)((align - t[j].nbytes % align) % align));
     }
-    int bad = ferror(f);
+    bad |= ferror(f);
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path)) {
         remove(tmp);
