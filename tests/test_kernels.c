@@ -7,20 +7,10 @@
 
 #include "../engine/isa.h"
 #include "../engine/kernels.h"
+#include "check.h"
 
-static int passed, failed;
-
-#define CHECK(cond, ...)                                             \
-    do {                                                             \
-        if (cond) {                                                  \
-            passed++;                                                \
-        } else {                                                     \
-            failed++;                                                \
-            printf("FAIL %s:%d [%s] ", __FILE__, __LINE__, isa_name); \
-            printf(__VA_ARGS__);                                     \
-            printf("\n");                                            \
-        }                                                            \
-    } while (0)
+/* every message names the kernel set under test */
+#define CHECK_ISA(cond, fmt, ...) CHECKF(cond, "[%s] " fmt, isa_name, ##__VA_ARGS__)
 
 static const char *isa_name = "?";
 static unsigned rng_state = 12345;
@@ -47,17 +37,17 @@ static void test_f16(void) {
         float want = at_f16_to_f32_1((uint16_t)i);
         if (memcmp(&want, &f[i], 4) != 0 && !(isnan(want) && isnan(f[i]))) bad++;
     }
-    CHECK(bad == 0, "f16_to_f32: %d of 65536 values differ from the exact conversion", bad);
+    CHECK_ISA(bad == 0, "f16_to_f32: %d of 65536 values differ from the exact conversion", bad);
     /* round trip of every finite half, and round-to-nearest-even on a tie */
     int rt = 0;
     for (int i = 0; i < 65536; i++) {
         float v = at_f16_to_f32_1((uint16_t)i);
         if (isfinite(v) && at_f32_to_f16_1(v) != (uint16_t)i && !(v == 0 && (i & 0x7fff) == 0)) rt++;
     }
-    CHECK(rt == 0, "f32_to_f16 round trip: %d values", rt);
-    CHECK(at_f32_to_f16_1(1.0f + 1.0f / 2048) == 0x3c00, "tie 1+2^-11 rounds to even (1.0)");
-    CHECK(at_f32_to_f16_1(1.0f + 3.0f / 2048) == 0x3c02, "tie 1+3*2^-11 rounds to even");
-    CHECK(at_f32_to_f16_1(65520.0f) == 0x7c00, "65520 overflows to inf");
+    CHECK_ISA(rt == 0, "f32_to_f16 round trip: %d values", rt);
+    CHECK_ISA(at_f32_to_f16_1(1.0f + 1.0f / 2048) == 0x3c00, "tie 1+2^-11 rounds to even (1.0)");
+    CHECK_ISA(at_f32_to_f16_1(1.0f + 3.0f / 2048) == 0x3c02, "tie 1+3*2^-11 rounds to even");
+    CHECK_ISA(at_f32_to_f16_1(65520.0f) == 0x7c00, "65520 overflows to inf");
     free(h);
     free(f);
 }
@@ -73,11 +63,11 @@ static void test_dot_axpy(void) {
         double want = 0;
         for (int i = 0; i < n; i++) want += (double)a[i] * b[i];
         float got = K->dot(a, b, n);
-        CHECK(fabs(got - want) <= 1e-5 * (1 + sqrt(n)), "dot n=%d: %g vs %g", n, got, want);
+        CHECK_ISA(fabs(got - want) <= 1e-5 * (1 + sqrt(n)), "dot n=%d: %g vs %g", n, got, want);
         K->axpy(y, 0.5f, a, n);
         double err = 0;
         for (int i = 0; i < n; i++) err = fmax(err, fabs(y[i] - (y0[i] + 0.5 * a[i])));
-        CHECK(err <= 1e-6, "axpy n=%d: error %g", n, err);
+        CHECK_ISA(err <= 1e-6, "axpy n=%d: error %g", n, err);
         free(a), free(b), free(y), free(y0);
     }
 }
@@ -110,7 +100,7 @@ static void test_linear(void) {
                         for (int i = 0; i < in; i++) want += (double)x[t * in + i] * w[(size_t)o * in + i];
                         err = fmax(err, fabs(y[t * out + o] - want));
                     }
-                CHECK(err <= 2e-5 * sqrt(in), "linear %s n=%d out=%d in=%d bias=%d: error %g",
+                CHECK_ISA(err <= 2e-5 * sqrt(in), "linear %s n=%d out=%d in=%d bias=%d: error %g",
                       dtype ? "f16" : "f32", n, out, in, with_bias, err);
             }
             /* each row alone must give bit-identical results to the batched call */
@@ -120,7 +110,7 @@ static void test_linear(void) {
                 K->linear(y, x, &W, b, n);
                 if (memcmp(y1, y + (size_t)t * out, sizeof(float) * out)) diff++;
             }
-            CHECK(diff == 0, "linear %s n=%d out=%d in=%d: %d rows depend on the batch",
+            CHECK_ISA(diff == 0, "linear %s n=%d out=%d in=%d: %d rows depend on the batch",
                   dtype ? "f16" : "f32", n, out, in, diff);
             free(x), free(w), free(b), free(y), free(y1), free(wh);
         }
@@ -149,12 +139,12 @@ static void test_linear_i8(void) {
             for (int i = 0; i < in; i++)
                 if (fabs(q[(size_t)o * in + i] * (double)sc[o] - w[(size_t)o * in + i]) > 0.5001 * sc[o]) bad_q++;
         }
-        CHECK(bad_q == 0, "quantize_row out=%d in=%d: %d values off by more than half a step", out, in, bad_q);
+        CHECK_ISA(bad_q == 0, "quantize_row out=%d in=%d: %d values off by more than half a step", out, in, bad_q);
         int32_t *sums = at_matrix_i8_sums(q, out, in);
         at_matrix W = {.data = q, .dtype = AT_I8, .rows = out, .cols = in, .scale = sc, .wsum = sums};
         K->linear(y, x, &W, b, n);
         at_kernels_generic.linear(yg, x, &W, b, n);
-        CHECK(!memcmp(y, yg, sizeof(float) * n * out), "linear i8 n=%d out=%d in=%d: differs from generic", n,
+        CHECK_ISA(!memcmp(y, yg, sizeof(float) * n * out), "linear i8 n=%d out=%d in=%d: differs from generic", n,
               out, in);
         double err = 0;
         for (int t = 0; t < n; t++) {
@@ -166,14 +156,14 @@ static void test_linear_i8(void) {
                 err = fmax(err, fabs(y[t * out + o] - want));
             }
         }
-        CHECK(err <= 1e-4 * sqrt(in), "linear i8 n=%d out=%d in=%d: error %g against the integer product", n,
+        CHECK_ISA(err <= 1e-4 * sqrt(in), "linear i8 n=%d out=%d in=%d: error %g against the integer product", n,
               out, in, err);
         int diff = 0;
         for (int t = 0; t < n; t++) {
             K->linear(y1, x + (size_t)t * in, &W, b, 1);
             if (memcmp(y1, y + (size_t)t * out, sizeof(float) * out)) diff++;
         }
-        CHECK(diff == 0, "linear i8 n=%d out=%d in=%d: %d rows depend on the batch", n, out, in, diff);
+        CHECK_ISA(diff == 0, "linear i8 n=%d out=%d in=%d: %d rows depend on the batch", n, out, in, diff);
         free(x), free(w), free(b), free(y), free(yg), free(y1), free(sc), free(xs), free(q), free(xq), free(sums);
     }
 }
@@ -205,13 +195,13 @@ static void test_linear_i8_degenerate(void) {
             if ((t == 3 || t == 4) && !isnan(v)) nan_rows = 0;
             if (!(v == yg[t * OUT + o] || (isnan(v) && isnan(yg[t * OUT + o])))) same = 0;
         }
-    CHECK(bias_rows, "linear i8: rows with max |x| below 1e-30 give the bias");
-    CHECK(nan_rows, "linear i8: rows with NaN or inf give NaN");
-    CHECK(same, "linear i8 degenerate rows: differs from generic");
+    CHECK_ISA(bias_rows, "linear i8: rows with max |x| below 1e-30 give the bias");
+    CHECK_ISA(nan_rows, "linear i8: rows with NaN or inf give NaN");
+    CHECK_ISA(same, "linear i8 degenerate rows: differs from generic");
     int8_t qr[IN];
-    CHECK(at_quantize_row(qr, x + 5 * IN, IN) > 0 && qr[0] == 127 && qr[3] == -127,
+    CHECK_ISA(at_quantize_row(qr, x + 5 * IN, IN) > 0 && qr[0] == 127 && qr[3] == -127,
           "quantize_row: a row with max 1e-20 is quantized normally");
-    CHECK(at_quantize_row(qr, x + IN, IN) == 0 && qr[0] == 0 && qr[7] == 0, "quantize_row: subnormal row is zero");
+    CHECK_ISA(at_quantize_row(qr, x + IN, IN) == 0 && qr[0] == 0 && qr[7] == 0, "quantize_row: subnormal row is zero");
     free(sums);
 }
 
@@ -234,7 +224,7 @@ static void test_small_kernels(void) {
             err = fmax(err, fabs(x[t * d + i] - want));
         }
     }
-    CHECK(err < 1e-5, "add_layernorm: error %g", err);
+    CHECK_ISA(err < 1e-5, "add_layernorm: error %g", err);
 
     /* activations */
     float a[5] = {-3, -0.5f, 0, 0.7f, 4}, s[5], rl[5], ge[5];
@@ -246,19 +236,19 @@ static void test_small_kernels(void) {
         er = fmax(er, fabs(rl[i] - (a[i] > 0 ? a[i] : 0)));
         eg = fmax(eg, fabs(ge[i] - 0.5 * a[i] * (1 + erf(a[i] / sqrt(2)))));
     }
-    CHECK(es < 1e-6 && er == 0 && eg < 1e-6, "activations: swish %g relu %g gelu %g", es, er, eg);
+    CHECK_ISA(es < 1e-6 && er == 0 && eg < 1e-6, "activations: swish %g relu %g gelu %g", es, er, eg);
 
     /* softmax, including -inf entries and an all -inf row */
     float sm[4] = {1, 2, -INFINITY, 3}, dead[2] = {-INFINITY, -INFINITY};
     at_softmax(sm, 4);
     double z = exp(1) + exp(2) + exp(3);
-    CHECK(fabs(sm[0] - exp(1) / z) < 1e-7 && sm[2] == 0 && fabs(sm[3] - exp(3) / z) < 1e-7, "softmax");
+    CHECK_ISA(fabs(sm[0] - exp(1) / z) < 1e-7 && sm[2] == 0 && fabs(sm[3] - exp(3) / z) < 1e-7, "softmax");
     at_softmax(dead, 2);
-    CHECK(dead[0] == 0 && dead[1] == 0, "softmax of an all -inf row is zeros, not NaN");
+    CHECK_ISA(dead[0] == 0 && dead[1] == 0, "softmax of an all -inf row is zeros, not NaN");
 
     /* argmax: first of equal maxima, like torch.argmax */
     float am[5] = {1, 5, 2, 5, -1};
-    CHECK(at_argmax(am, 5) == 1, "argmax picks the first maximum");
+    CHECK_ISA(at_argmax(am, 5) == 1, "argmax picks the first maximum");
 }
 
 /* Multi-head attention against a naive version; causal and not; probabilities returned. */
@@ -297,7 +287,7 @@ static void test_attention(void) {
                     eo = fmax(eo, fabs(o[t * d + h * hd + j] - want));
                 }
             }
-        CHECK(ep < 1e-6 && eo < 1e-5 && erow < 1e-5 && above == 0,
+        CHECK_ISA(ep < 1e-6 && eo < 1e-5 && erow < 1e-5 && above == 0,
               "attention t=%d s=%d heads=%d hd=%d causal=%d: probs %g out %g rowsum %g masked %g", tn, sn,
               H, hd, causal, ep, eo, erow, above);
         free(q), free(k), free(v), free(o), free(p), free(scratch), free(sc);
