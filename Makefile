@@ -144,6 +144,9 @@ valgrind: $(BUILD)/attend
 	$(VALGRIND) $(BUILD)/attend verify $(TINY) >/dev/null
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 >/dev/null
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY_V2) -t 1 >/dev/null
+	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 --batch-tokens 8 --alignment \
+	  --dump-attention $(BUILD)/vg.npz >/dev/null
+	$(VALGRIND) $(BUILD)/attend align -m $(TINY) -t 1 --all-heads "Hallo Welt" >/dev/null
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(VALGRIND) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
 	@echo "valgrind: ok"
