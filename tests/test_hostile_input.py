@@ -189,6 +189,28 @@ def test_exit_statuses():
     assert p.returncode == 2, p
 
 
+def test_model_truncated_while_running():
+    """The model is memory-mapped: a file cut short under a running attend ends it with the
+    model status and one line that says what happened, not "Bus error"."""
+    with tempfile.TemporaryDirectory() as d:
+        model = os.path.join(d, "m.gguf")
+        with open(TINY, "rb") as src, open(model, "wb") as dst:
+            dst.write(src.read())
+        p = subprocess.Popen([ATTEND, "translate", "-m", model, "-t", "1"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        p.stdin.write(b"Hallo Welt\n")
+        p.stdin.flush()
+        first = p.stdout.readline()  # translated: the weights have been read once
+        os.truncate(model, 4096)
+        p.stdin.write(b"Wo ist der Bahnhof?\n")
+        p.stdin.close()
+        rest, err = p.stdout.read(), p.stderr.read()
+        p.wait()
+    err = err.decode()
+    assert first.endswith(b"\n") and not rest, (first, rest)
+    assert p.returncode == 3 and err.count("\n") == 1 and "shrank while in use" in err, (p.returncode, err)
+
+
 def peak_rss_kb(path, extra=()):
     """Run attend on the file as stdin; (peak RSS of that child in KiB, output lines)."""
     with open(path, "rb") as fin:

@@ -1,6 +1,7 @@
 /* Helpers shared by the attend subcommands. */
 #include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,32 @@ static const char *default_model(char *buf, size_t n) {
     return NULL;
 }
 
+/* The model is memory-mapped: if another process truncates the file while attend runs, the
+ * next read of a page past the new end raises SIGBUS. Say so and exit with the model
+ * status instead of dying with "Bus error". The message is built before, as a handler may
+ * only call async-signal-safe functions. */
+static char sigbus_msg[PATH_MAX + 160];
+static size_t sigbus_len;
+
+static void on_sigbus(int sig) {
+    (void)sig;
+    ssize_t w = write(STDERR_FILENO, sigbus_msg, sigbus_len);
+    (void)w;
+    _exit(EXIT_MODEL);
+}
+
+static void watch_model_file(const char *path) {
+    int n = snprintf(sigbus_msg, sizeof sigbus_msg,
+                     "attend: %s: the model file shrank while in use (truncated or rewritten in place); "
+                     "replace model files by renaming a new file over the old one\n", path);
+    sigbus_len = n < 0 ? 0 : (size_t)n < sizeof sigbus_msg ? (size_t)n : sizeof sigbus_msg - 1;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigbus;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, NULL);
+}
+
 attend_model *cli_load_model(const char *path) {
     char buf[PATH_MAX + 64], err[512];
     if (!path) path = default_model(buf, sizeof buf);
@@ -38,6 +65,7 @@ attend_model *cli_load_model(const char *path) {
         fprintf(stderr, "attend: no model given: use -m MODEL.gguf or set ATTEND_MODEL\n");
         exit(EXIT_USAGE);
     }
+    watch_model_file(path);
     attend_model *m = attend_load(path, err, sizeof err);
     if (!m) {
         fprintf(stderr, "attend: %s: %s\n", path, err);
