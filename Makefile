@@ -215,7 +215,7 @@ fuzz: fuzz-gguf fuzz-translate fuzz-spm
 SMOKE_FLAGS = -seed=1 -max_total_time=120 -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
 fuzz-smoke: fuzz-build
 	@for t in gguf translate spm; do echo "== fuzz_$$t replays tests/data/fuzz/$$t"; \
-	  FUZZ_MODEL=$(TINY) $(FUZZ_DIR)/fuzz_$$t -runs=0 tests/data/fuzz/$$t >$(FUZZ_DIR)/replay.log 2>&1 \
+	  FUZZ_MODEL=$(TINY) $(FUZZ_DIR)/fuzz_$$t -runs=0 -artifact_prefix=$(FUZZ_DIR)/ tests/data/fuzz/$$t >$(FUZZ_DIR)/replay.log 2>&1 \
 	    || { cat $(FUZZ_DIR)/replay.log; exit 1; }; done
 	rm -rf $(FUZZ_DIR)/smoke
 	$(MAKE) fuzz-gguf CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=30000"
