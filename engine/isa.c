@@ -54,6 +54,12 @@ int at_cpu_has(const char *feature) {
     return 0;
 }
 
+void at_cpu_mask(const char *feature) {
+    probe();
+    if (strcmp(feature, "avx512vnni") == 0) cpu.avx512vnni = 0;
+    if (strcmp(feature, "avxvnni") == 0) cpu.avxvnni = 0;
+}
+
 const at_kernels *at_isa_best(void) {
     probe();
 #ifdef AT_X86

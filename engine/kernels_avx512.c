@@ -31,6 +31,8 @@ static inline float V_HSUM(__m512 v) {
 
 #include "kernels_simd.h"
 
+extern const at_kernels at_kernels_avx2; /* int8 without VNNI */
+
 /* ---------------------------------------------------------------------------------------
  * int8 with VNNI: vpdpbusd multiplies unsigned by signed bytes, so each quantized input
  * row is stored shifted to u8 (q + 128) and 128 * rowsum(W) is subtracted afterwards:
@@ -136,8 +138,8 @@ static void tile_i8_1(float *y, int ldy, const uint8_t *xu, const float *sx, con
                       const float *sw, const int32_t *ws, const float *b, int nx) { I8_CASES(1) }
 
 static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const float *b, int n) {
-    if (!at_cpu_has("avx512vnni") || !w->wsum) {
-        at_kernels_generic.linear(y, x, w, b, n);
+    if (!at_cpu_has("avx512vnni") || !w->wsum) { /* Skylake-SP class: AVX2's vpmaddubsw path */
+        at_kernels_avx2.linear(y, x, w, b, n);
         return;
     }
     const int out = w->rows, in = w->cols;

@@ -63,7 +63,8 @@ typedef struct {
 
 attend_params attend_default_params(void);
 
-/* Load a .gguf checkpoint, checking every key, tensor, dtype and shape. NULL on failure. */
+/* Load a .gguf checkpoint, checking every key, tensor, dtype and shape, the CRC-32s and
+ * that every weight is finite (as attend_verify) before returning. NULL on failure. */
 attend_model *attend_load(const char *path, char *err, size_t errlen);
 void attend_free(attend_model *m);
 const attend_config *attend_get_config(const attend_model *m);

@@ -55,6 +55,7 @@ void marian_output_free(marian_output *o) {
 typedef struct {
     int off, S;        /* rows of this sentence in the packed encoder output */
     int cap;           /* steps the caches and captures hold */
+    int limit;         /* steps this sentence can take (the length limit, or the forced length) */
     float **self_k;    /* [dec_layers] -> [cap, d] */
     float **self_v;
     float *scratch;    /* heads * max(S, cap): attention score rows */
@@ -82,8 +83,9 @@ static int ensure_capacity(const marian_model *m, const marian_opts *o, sent_sta
     if (steps <= s->cap) return 0;
     const marian_config *c = &m->c;
     const int d = c->d_model, L = c->dec_layers, H = c->dec_heads;
-    int cap = s->cap ? s->cap : 16;
-    while (cap < steps) cap *= 2;
+    int cap = s->cap ? 2 * s->cap : steps; /* first call: the expected length, then doubling */
+    if (cap < steps) cap = steps;
+    if (cap > s->limit && steps <= s->limit) cap = s->limit;
     for (int l = 0; l < L; l++)
         if (grow((void **)&s->self_k[l], sizeof(float), (size_t)cap * d) ||
             grow((void **)&s->self_v[l], sizeof(float), (size_t)cap * d))
@@ -257,6 +259,12 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
         int heads = c->dec_heads > c->enc_heads ? c->dec_heads : c->enc_heads;
         st[i].scratch = malloc(sizeof(float) * (size_t)heads * st[i].S);
         if (!st[i].self_k || !st[i].self_v || !st[i].scratch) goto oom;
+        /* Caches sized before decoding for twice the source length: the step loop then
+         * allocates only for unusually long outputs, and a short sentence does not reserve
+         * the whole length limit (512 steps x 6 layers of keys and values for opus-mt). */
+        st[i].limit = src[i].forced ? src[i].n_forced : ml - 1;
+        int expect = 2 * src[i].n + 8;
+        if (ensure_capacity(m, o, &st[i], &out[i], expect < st[i].limit ? expect : st[i].limit)) goto oom;
         if (o->want_attention) {
             out[i].enc_self = malloc(sizeof(float) * (size_t)c->enc_layers * c->enc_heads * st[i].S * st[i].S);
             if (!out[i].enc_self) goto oom;

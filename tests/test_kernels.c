@@ -325,6 +325,18 @@ int main(void) {
         }
         ran++;
     }
+    /* AVX-512 CPUs without VNNI (Skylake-SP) take AVX2's int8 path inside the avx512 set */
+    if (at_isa_by_name("avx512") && at_cpu_has("avx512vnni")) {
+        setenv("ATTEND_ISA", "avx512", 1);
+        at_cpu_mask("avx512vnni");
+        if (!at_kernels_init(err, sizeof err)) {
+            isa_name = "avx512 without VNNI";
+            int before = failed;
+            test_linear_i8();
+            test_linear_i8_degenerate();
+            printf("%s avx512 without VNNI (int8)\n", failed == before ? "ok  " : "FAIL");
+        }
+    }
     printf("%d passed, %d failed\n", passed, failed);
     return failed || !ran ? 1 : 0;
 }
