@@ -188,7 +188,18 @@ static void generic_linear(float *y, const float *x, const at_matrix *w, const f
 #pragma omp for schedule(static)
         for (int o = 0; o < out; o++) {
             const float *row;
-            if (w->dtype == AT_F16) {
+            if (w->dtype == AT_F16 && !buf) { /* no memory for one row: widen element by element */
+                const uint16_t *wr = (const uint16_t *)w->data + (size_t)o * in;
+                for (int t = 0; t < n; t++) {
+                    float acc = 0.0f, v;
+                    for (int k = 0; k < in; k++) {
+                        generic_f16_to_f32(&v, wr + k, 1);
+                        acc += x[(size_t)t * in + k] * v;
+                    }
+                    y[(size_t)t * out + o] = acc + (b ? b[o] : 0.0f);
+                }
+                continue;
+            } else if (w->dtype == AT_F16) {
                 generic_f16_to_f32(buf, (const uint16_t *)w->data + (size_t)o * in, (size_t)in);
                 row = buf;
             } else {

@@ -114,8 +114,7 @@ void attend_view_name(const attend_view *v, char *buf, size_t n) {
     }
 }
 
-/* Resolve a symbolic layer against L; -1 when it names no layer (ALL is handled apart). */
-static int resolve_layer(int l, int L) {
+int attend_resolve_layer(int l, int L) {
     if (l == ATTEND_LAYER_LAST) return L - 1;
     if (l == ATTEND_LAYER_PENULTIMATE) return L >= 2 ? L - 2 : -1;
     if (l <= -1000) l = L + (l + 1000);
@@ -124,7 +123,7 @@ static int resolve_layer(int l, int L) {
 
 int attend_view_check(const attend_view *v, int L, int H, char *err, size_t errlen) {
     for (int i = 0; i < v->n; i++) {
-        if (v->layer[i] != ATTEND_LAYER_ALL && resolve_layer(v->layer[i], L) < 0) {
+        if (v->layer[i] != ATTEND_LAYER_ALL && attend_resolve_layer(v->layer[i], L) < 0) {
             char name[32];
             attend_view one = attend_view_single(v->layer[i], v->head[i]);
             attend_view_name(&one, name, sizeof name);
@@ -151,7 +150,7 @@ int attend_view_reduce(const attend_view *v, const float *cross, int L, int H, i
     }
     for (int i = 0; i < v->n; i++) {
         int l0 = 0, l1 = L - 1;
-        if (v->layer[i] != ATTEND_LAYER_ALL) l0 = l1 = resolve_layer(v->layer[i], L);
+        if (v->layer[i] != ATTEND_LAYER_ALL) l0 = l1 = attend_resolve_layer(v->layer[i], L);
         for (int l = l0; l <= l1; l++)
             for (int h = 0; h < H; h++)
                 if (v->head[i] == ATTEND_HEAD_AVG || v->head[i] == h) sel[l * H + h] = 1;

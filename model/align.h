@@ -52,6 +52,9 @@ extern "C" {
 /* Symbolic layers (and the one symbolic head) a view item may name before it is resolved
  * against a model's sizes. Non-negative values are plain 0-based indices. */
 enum { ATTEND_LAYER_LAST = -1, ATTEND_LAYER_PENULTIMATE = -2, ATTEND_LAYER_ALL = -3 };
+/* A view's layer (an index, ATTEND_LAYER_LAST / _PENULTIMATE, or counted from the end) as an
+ * index into L decoder layers; -1 when it names none (ATTEND_LAYER_ALL included). */
+int attend_resolve_layer(int layer, int L);
 enum { ATTEND_HEAD_AVG = -1 };
 
 typedef struct {

@@ -100,6 +100,14 @@ static void test_view_names_and_errors(void) {
     CHECK(attend_view_reduce(&v, &X[0][0][0][0], 1, H, T, S, o, err, sizeof err) == -1);
     CHECK(attend_view_parse("-4:0", &v, err, sizeof err) == 0);
     CHECK(attend_view_reduce(&v, &X[0][0][0][0], L, H, T, S, o, err, sizeof err) == -1);
+    /* the layer --all-heads draws: symbolic and from-the-end layers as indices */
+    const char *views[] = {"last:0", "penultimate:avg", "-3:avg", "-1:1", "1:0", "all:avg", "-4:0"};
+    const int want[] = {2, 1, 0, 2, 1, -1, -1};
+    for (size_t i = 0; i < sizeof views / sizeof *views; i++) {
+        CHECK(attend_view_parse(views[i], &v, err, sizeof err) == 0);
+        CHECKF(attend_resolve_layer(v.layer[0], 3) == want[i], "%s resolves to layer %d, not %d", views[i],
+               attend_resolve_layer(v.layer[0], 3), want[i]);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------

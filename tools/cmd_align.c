@@ -155,6 +155,10 @@ int cmd_align(int argc, char **argv) {
     align_args a = {0};
     a.color = -1;
     const char *source = NULL;
+    if (cli_wants_help(argc, argv)) {
+        usage_align(stdout);
+        return EXIT_OK;
+    }
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define NEED_VALUE                                                                 \
@@ -163,10 +167,7 @@ int cmd_align(int argc, char **argv) {
         return EXIT_USAGE;                                                         \
     }                                                                              \
     i++;
-        if (!strcmp(o, "-h") || !strcmp(o, "--help")) {
-            usage_align(stdout);
-            return EXIT_OK;
-        } else if (!strcmp(o, "-m") || !strcmp(o, "--model")) {
+        if (!strcmp(o, "-m") || !strcmp(o, "--model")) {
             NEED_VALUE a.model = v;
         } else if (!strcmp(o, "--target")) {
             NEED_VALUE a.target = v;
@@ -207,9 +208,8 @@ int cmd_align(int argc, char **argv) {
             if (i + 1 < argc) source = argv[++i];
             if (i + 1 < argc) goto extra;
             break;
-        } else if (o[0] == '-' && o[1]) {
-            fprintf(stderr, "attend align: unknown option %s (see --help)\n", o);
-            return EXIT_USAGE;
+        } else if (cli_is_option(o)) {
+            return cli_unknown_option("align", o);
         } else if (!source) {
             source = o;
         } else {
@@ -299,8 +299,8 @@ int cmd_align(int argc, char **argv) {
     }
     /* small multiples: every head of one layer */
     int hl = a.has_layer ? a.layer : Ld - 1;
-    if (!a.has_layer && view.layer[0] >= 0 && view.layer[0] < Ld) hl = view.layer[0];
-    else if (!a.has_layer && view.layer[0] == ATTEND_LAYER_PENULTIMATE && Ld >= 2) hl = Ld - 2;
+    if (!a.has_layer && attend_resolve_layer(view.layer[0], Ld) >= 0)
+        hl = attend_resolve_layer(view.layer[0], Ld);
     float *heads = NULL;
     heatmap_panel *panels = NULL;
     char (*titles)[32] = NULL;
