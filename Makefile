@@ -20,17 +20,18 @@ LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o)
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h tools/*.h)
 
-# Debian packages the build and the tests need.
-DEB_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev python3-torch python3-numpy \
-           python3-sentencepiece unzip clang libclang-rt-dev libomp-dev valgrind
+# Debian packages the build (and make demo) needs, and those the tests add.
+BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev
+DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unzip clang \
+             libclang-rt-dev libomp-dev valgrind chromium
 
-.PHONY: all deps demo test test-c test-py install clean help
+.PHONY: all deps build-deps install-pkgs demo test test-c test-py install clean help
 
 all: $(BUILD)/attend $(BUILD)/libattend.a $(BUILD)/libattend.so
 
 help:
 	@echo "make            build build/attend, build/libattend.a and .so"
-	@echo "make deps       install missing Debian packages (apt-get; root)"
+	@echo "make deps       install the missing Debian packages of the build and the tests (apt-get; root)"
 	@echo "make demo       install what is missing, build, translate with the shipped model"
 	@echo "make test       install what is missing, build, run every test"
 	@echo "make install    PREFIX=$(PREFIX): binary, library, header, shipped model"
@@ -57,7 +58,13 @@ $(BUILD)/attend: $(CLI_OBJ) $(BUILD)/libattend.a
 
 # Install missing packages; without root, print the command to run.
 deps:
-	@missing=""; for p in $(DEB_PKGS); do \
+	@$(MAKE) --no-print-directory install-pkgs PKGS="$(DEB_PKGS)"
+
+build-deps:
+	@$(MAKE) --no-print-directory install-pkgs PKGS="$(BUILD_PKGS)"
+
+install-pkgs:
+	@missing=""; for p in $(PKGS); do \
 	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then \
@@ -68,7 +75,7 @@ deps:
 	  fi; \
 	fi
 
-demo: deps
+demo: build-deps
 	@$(MAKE) --no-print-directory all >/dev/null
 	@sh tools/demo.sh
 
@@ -225,7 +232,9 @@ fuzz-smoke: fuzz-build
 # Benchmarks (not part of make test): attend vs the PyTorch reference on an opus-mt-en-de-
 # shaped random model, f32/f16/int8 x batch 1/64 x threads 1/2; writes BENCHMARKS.md.
 .PHONY: bench
+BENCH_PKGS = $(DEB_PKGS) libopenblas0-pthread
 bench: $(BUILD)/attend
+	@$(MAKE) --no-print-directory install-pkgs PKGS="$(BENCH_PKGS)"
 	$(PYTHON) tools/bench.py --attend $(BUILD)/attend --work $(BUILD)/bench --md BENCHMARKS.md
 
 install: all

@@ -1,8 +1,7 @@
 #!/usr/bin/python3
 """attend align --svg: the file is well-formed XML with the token labels, and it renders in a
 real browser: headless Chromium takes a screenshot that is not blank (it shows the heatmap's
-viridis colours). Skips, saying so, only if Chromium is absent and cannot be installed with
-apt-get. Run: /usr/bin/python3 tests/test_svg.py"""
+viridis colours). Fails if Chromium is absent and cannot be installed with apt-get. Run: /usr/bin/python3 tests/test_svg.py"""
 import os
 import shutil
 import struct
@@ -106,10 +105,9 @@ def svg_valid(gguf, d):
 
 def renders_in_chromium(svg, d):
     chromium = find_chromium()
-    if not chromium:
-        print("   SKIP: chromium is not installed and could not be installed with apt-get "
-              "(apt-get install -y chromium)")
-        return
+    # make deps installs it; a browser test that cannot find a browser has not passed
+    assert chromium, ("chromium is not installed and could not be installed: "
+                      "run `make deps` (as root) or `sudo apt-get install -y chromium`")
     png = os.path.join(d, "shot.png")
     prof = tempfile.mkdtemp(prefix="chromium-")
     cmd = [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

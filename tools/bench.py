@@ -11,7 +11,8 @@ also writes BENCHMARKS.md (machine, commands, table, ratios, the issue's targets
 The PyTorch side is the reference model's own modules driven the way Hugging Face's
 generate() drives them: encoder once, cross-attention keys/values once, a self-attention
 cache, logits for the last position only, argmax with </s> and <pad> banned (EOS ignored, as
-in `attend bench`). Its f32 matmuls are whatever BLAS Debian's torch uses here.
+in `attend bench`). Its f32 matmuls go to the BLAS behind Debian's libblas.so.3: `make bench` installs OpenBLAS
+(libopenblas0-pthread) first, since the default reference BLAS would flatter attend.
 
     tools/bench.py                      # print the table
     tools/bench.py --md BENCHMARKS.md   # what `make bench` runs
@@ -250,6 +251,20 @@ def machine():
     }
 
 
+def torch_blas():
+    """The BLAS library Debian's torch calls for f32 matmuls: libblas.so.3 through the
+    alternatives system (the reference netlib BLAS unless OpenBLAS is installed)."""
+    try:
+        target = os.path.realpath("/usr/lib/x86_64-linux-gnu/libblas.so.3")
+    except OSError:
+        return "unknown"
+    if "openblas" in target:
+        return f"OpenBLAS ({target})"
+    if target.endswith("/blas/libblas.so.3"):
+        return f"reference netlib BLAS, unoptimised ({target}): install libopenblas0-pthread"
+    return target
+
+
 def others_running():
     """Other heavy processes (a shared machine): names of the busiest, for the report."""
     try:
@@ -456,14 +471,15 @@ def main(argv=None):
         md.append("- attend: `attend bench` (one process per configuration and round; peak RSS is that process's "
                   "`VmHWM`). Memory bandwidth: STREAM-like triad over 3 × 640 MiB, same thread count, in a child "
                   "process; \"step\" = weight bytes a batch-1 decoder step reads ÷ median step time. A step can "
-                  "exceed 100%: the triad also writes (and STREAM does not count the write-allocate reads), and "
-                  "weights smaller than the last-level cache may be served partly from it.")
+                  "exceed 100%: the triad also writes (and, as STREAM, does not count the write-allocate reads), "
+                  "and weights smaller than the last-level cache may be served partly from it.")
         md.append("- Both systems run with `GOMP_SPINCOUNT=300` (attend sets it for itself unless the user chose an "
                   "OpenMP wait policy): libgomp's default long spin makes 2-thread runs collapse when other processes "
                   "share the cores.")
         md.append("- PyTorch reference: `tools/reference.py`'s model driven as HF `generate()` drives it (cached "
                   f"self-attention, cross K/V once, last-position logits), f32, `torch.set_num_threads` = threads; "
-                  f"torch {torch.__version__}.")
+                  f"torch {torch.__version__}, BLAS: {torch_blas()} (`make bench` installs OpenBLAS so the "
+                  "reference is not slowed by the unoptimised default).")
         md.append("")
         md.append("Commands:\n")
         md.append("```")
