@@ -25,11 +25,23 @@ static void find_language_code(const char *text, size_t len, size_t *start, size
     *end = j + 2;
 }
 
+/* How many of text's len bytes the tokenizer reads: all, or at most max bytes ending
+ * before a UTF-8 character that would be split (within 3 bytes: invalid UTF-8 is cut
+ * anywhere). */
+static size_t readable_bytes(const char *text, size_t len, size_t max) {
+    if (len <= max) return len;
+    size_t k = max; /* text[k] is the first byte left out */
+    while (k > 0 && max - k < 3 && ((unsigned char)text[k] & 0xc0) == 0x80) k--;
+    return k;
+}
+
 static int encode_side(const marian_model *m, int target, const char *text, size_t len,
                        int **ids_out, int *n_out, char ***pieces_out, int *truncated, char *err,
                        size_t errlen) {
     const spm_model *spm = target ? m->tgt_spm : m->src_spm;
     const vocab *voc = target ? m->tgt_vocab : m->src_vocab;
+    const size_t full = len;
+    len = readable_bytes(text, len, (size_t)m->c.max_pos * MARIAN_BYTES_PER_POSITION);
     size_t cs = 0, ce = 0;
     if (!target) find_language_code(text, len, &cs, &ce);
     char *rest = malloc(len + 1);
@@ -49,7 +61,7 @@ static int encode_side(const marian_model *m, int target, const char *text, size
     free(rest);
     const int has_code = ce > cs && cs == 0;
     int n = sp.n + has_code + 1;
-    *truncated = 0;
+    *truncated = len < full;
     if (n > m->c.max_pos) { /* keep the first pieces and the closing </s> */
         n = m->c.max_pos;
         *truncated = 1;

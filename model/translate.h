@@ -51,9 +51,16 @@ void marian_output_free(marian_output *o);
 /* The effective generation limit for opts (counts the start token). */
 int marian_max_length(const marian_model *m, const marian_opts *opts);
 
+/* The tokenizer reads at most this many bytes of a text per position of the model (cut
+ * back to a UTF-8 character boundary), so a huge line costs no more than a long one; real
+ * text averages under 10 bytes a token, so this cut comes after the positions' cut. */
+#define MARIAN_BYTES_PER_POSITION 32
+
 /* Text side. Source text -> ids (pieces mapped through the vocabulary, unknown -> <unk>,
  * </s> appended, a leading >>xx<< code kept whole), cut to max_position_embeddings with
- * *truncated set. pieces (optional) receives the source pieces, "</s>" last. */
+ * *truncated set (also set when only the first max_position_embeddings *
+ * MARIAN_BYTES_PER_POSITION bytes were read). pieces (optional) receives the source
+ * pieces, "</s>" last. */
 int marian_encode_text(const marian_model *m, const char *text, size_t len, int **ids, int *n,
                        char ***pieces, int *truncated, char *err, size_t errlen);
 /* A given translation -> target ids (target model and vocabulary, </s> appended), for

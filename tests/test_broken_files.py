@@ -249,8 +249,8 @@ def corpus(data, L, full):
     return cases
 
 
-def rewritten(tmp, model):
-    """Valid containers with wrong content, written by tools/gguf_io.py (CRCs recomputed)."""
+def parts(model):
+    """A model's (GGUFFile, metadata, tensors) in the form tools/gguf_io.py writes."""
     f = G.GGUFFile(model)
     meta = [(k, f.types[k] if not isinstance(f.types[k], tuple) else G.ARRAY,
              f.metadata[k] if not isinstance(f.types[k], tuple) else (f.types[k][1], f.metadata[k]))
@@ -258,6 +258,12 @@ def rewritten(tmp, model):
     meta = [(k, t, (v[0], bytes(np.asarray(v[1], dtype=np.uint8))) if t == G.ARRAY and v[0] == G.UINT8
              else v) for k, t, v in meta]
     tens = [(t["name"], np.array(f.tensors[t["name"]]), t["ggml_type"]) for t in f.tensor_infos]
+    return f, meta, tens
+
+
+def rewritten(tmp, model):
+    """Valid containers with wrong content, written by tools/gguf_io.py (CRCs recomputed)."""
+    f, meta, tens = parts(model)
     out = []
 
     def emit(name, m, t, want="info", meta_crc=True, edit=None):
@@ -369,6 +375,40 @@ def rewritten(tmp, model):
 
 
 # --------------------------------------------------------------------------------------
+# attend quantize on an f32 model holding a NaN or an infinity: refused (exit 3, one line
+# naming the tensor and row), and no output file. It once quantized the NaN (undefined
+# behaviour) and wrote a file that attend then refused.
+
+def quantize_non_finite(tmp):
+    """One result per case: None, or what went wrong."""
+    _, meta, tens = parts(TINY)
+    cases = [("enc.0.ffn.fc1.weight", (5, 3), np.nan, "row 5, column 3"),
+             ("dec.0.self_attn.o.weight", (15, 0), np.inf, "row 15, column 0"),
+             ("enc.embed.weight", (0, 15), -np.inf, "row 0, column 15"),
+             ("dec.0.ffn_norm.bias", (7,), np.nan, "element 7"),
+             (None, None, None, None)]  # the valid model: quantized
+    results = []
+    for name, at, value, where in cases:
+        t = [(n, a.copy(), g) for n, a, g in tens]
+        if name:
+            [a for n, a, _ in t if n == name][0][at] = value
+        src, out = os.path.join(tmp, "q-in.gguf"), os.path.join(tmp, "q-out.gguf")
+        G.write(src, meta, t)
+        p = subprocess.run([ATTEND, "quantize", src, out], capture_output=True, timeout=60)
+        err = p.stderr.decode("utf-8", "replace")
+        made = [x for x in os.listdir(tmp) if x.startswith("q-out")]
+        what = f"quantize with {value} in {name} at {at}" if name else "quantize the valid model"
+        if name:
+            bad = p.returncode != EXIT_MODEL or err.count("\n") != 1 or f"tensor {name}: {where} " not in err or made
+        else:
+            bad = p.returncode != 0 or made != ["q-out.gguf"] or err
+        results.append(f"{what}: exit {p.returncode}, files {made}, stderr {err!r}" if bad else None)
+        for x in made:
+            os.remove(os.path.join(tmp, x))
+    return results
+
+
+# --------------------------------------------------------------------------------------
 # Running
 
 def run(cmd, path):
@@ -430,6 +470,12 @@ def main():
                 traceback.print_exc()
                 failed += 1
             jobs.append((f"{tag}: the valid model", model, "ok"))
+        for r in quantize_non_finite(tmp):
+            if r is None:
+                passed += 1
+            else:
+                failed += 1
+                print("FAIL", r)
         sample = int(os.environ.get("BROKEN_SAMPLE", "1"))  # every Nth file (make sanitize)
         jobs = [j for i, j in enumerate(jobs) if i % sample == 0 or j[2] == "ok"]
         with cf.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as ex:

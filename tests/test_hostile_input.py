@@ -4,9 +4,11 @@
 Run as `/usr/bin/python3 tests/test_hostile_input.py` (after `make`). Uses the committed
 tiny model tests/data/tiny-v1.gguf. Checks: blank and whitespace-only lines give empty
 lines; invalid UTF-8, control characters and NUL bytes translate; a line longer than the
-model's positions is cut with one warning; CRLF and a missing final newline; the same
-output for every batch size; line-by-line streaming; `| head -1` ends quietly; a full disk
-is an error; memory does not grow between 1,000 and 100,000 lines; exit statuses.
+model's positions is cut with one warning, and a line of tens of MB is read in bounded
+memory; CRLF and a missing final newline; the same output for every batch size; output
+after each batch; line-by-line streaming; `| head -1` ends quietly; a full disk is an
+error for every command; memory does not grow between 1,000 and 100,000 lines; exit
+statuses, --help and unknown options for every command.
 """
 import os
 import signal
@@ -90,6 +92,62 @@ def test_very_long_line():
     assert len(err.splitlines()) == 1
 
 
+def huge_line_run(before, size, after):
+    """Pipe `before`, a line of `size` bytes and `after` into attend without ever holding the
+    line in memory; (exit status, output lines, stderr, peak RSS of attend in KiB)."""
+    env = dict(os.environ, ASAN_OPTIONS="quarantine_size_mb=0:detect_leaks=0")
+    p = subprocess.Popen(BASE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+
+    def feed():
+        try:
+            p.stdin.write(before)
+            block = "Wo ist der Bahnhof? Hallo Welt, \u00e4\u00f6\u00fc ".encode() * 2048
+            for _ in range(size // len(block)):
+                p.stdin.write(block)
+            p.stdin.write(block[:size % len(block)])
+            p.stdin.write(after)
+            p.stdin.close()
+        except (BrokenPipeError, OSError):
+            pass
+    got = {}
+    t = threading.Thread(target=feed)
+    r = threading.Thread(target=lambda: got.update(err=p.stderr.read()))
+    t.start()
+    r.start()
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
+    t.join(60)
+    r.join(60)
+    return os.waitstatus_to_exitcode(status), out.split(b"\n"), got["err"].decode(), usage.ru_maxrss
+
+
+def test_huge_line_bounded_memory():
+    """A line of tens of MB is read, not kept: its first bytes are translated (one warning)
+    and memory stays that of a short line (it was 3.4 GB for 30 MB)."""
+    rc, lines, err, rss = huge_line_run(b"kurz\n", 40 << 20, b"\nauch kurz\n")
+    assert rc == 0, (rc, err)
+    assert len(lines) == 4 and lines[3] == b"" and lines[1], lines[:4]
+    alone, _ = ok_lines(b"kurz\nauch kurz\n", 2)
+    assert [lines[0], lines[2]] == alone, (lines, alone)
+    assert err == "attend: line 2: longer than the model's 64 positions; translated its first 64 tokens\n", err
+    print(f"  peak RSS for a 40 MiB line: {rss} KiB")
+    assert rss < 100 * 1024, f"peak RSS {rss} KiB for one long line"
+    # the same as the line's first bytes alone: the rest is dropped, not translated
+    first, _ = ok_lines(("Wo ist der Bahnhof? Hallo Welt, \u00e4\u00f6\u00fc " * 100).encode() + b"\n", 1)
+    assert lines[1] == first[0], (lines[1], first[0])
+    # the last line, without a newline, cut inside a character
+    rc, lines, err, rss = huge_line_run(b"", (20 << 20) + 1, b"")
+    assert rc == 0 and len(lines) == 2 and lines[0] and lines[1] == b"", (rc, lines[:3], err)
+    assert err.count("\n") == 1 and "line 1: longer than" in err, err
+    assert rss < 100 * 1024, f"peak RSS {rss} KiB for one long last line"
+
+
+def test_long_line_of_few_tokens():
+    """Bytes are cut too, where tokens are few (runs of spaces): still one warning."""
+    lines, err = ok_lines((b"a" + b" " * 99) * 1000 + b"\nja\n", 2)
+    assert err.count("\n") == 1 and "line 1: longer than 2048 bytes; translated its first 2048" in err, err
+
+
 def test_crlf_and_no_final_newline():
     unix, _ = ok_lines(b"Hallo Welt\nWo ist der Bahnhof?\nja\n", 3)
     dos, _ = ok_lines(b"Hallo Welt\r\nWo ist der Bahnhof?\r\nja\r\n", 3)
@@ -112,6 +170,27 @@ def test_batch_sizes_agree():
     for b in ("1", "2", "5", "1000"):
         got, _ = ok_lines(inp, 63, "-b", b)
         assert got == ref, f"batch size {b} changes the output"
+
+
+def test_output_follows_each_batch():
+    """Lines already waiting are translated in batches; each batch's lines go out (in input
+    order) before the next batch starts, not at the end of the chunk. stderr shares the pipe,
+    so -v's "batch of" lines show where each output line was written."""
+    inp = b"".join(b"Hallo Welt " * (i + 1) + b"\n" for i in range(6))  # sorted = input order
+    p = subprocess.run(BASE + ["-b", "1", "-v"], input=inp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert p.returncode == 0, p
+    seq = ["batch" if x.startswith(b"attend: batch of") else "chunk" if x.startswith(b"attend: ") else "line"
+           for x in p.stdout.splitlines()]
+    assert seq == ["chunk"] + ["batch", "line"] * 6, seq
+    # the longest line first: nothing can go out before its batch, the last
+    inp = b"".join(b"Hallo Welt " * (6 - i) + b"\n" for i in range(6))
+    p = subprocess.run(BASE + ["-b", "1", "-v"], input=inp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    seq = ["batch" if x.startswith(b"attend: batch of") else "chunk" if x.startswith(b"attend: ") else "line"
+           for x in p.stdout.splitlines()]
+    assert p.returncode == 0 and seq == ["chunk"] + ["batch"] * 6 + ["line"] * 6, seq
+    got = [x for x in p.stdout.splitlines() if not x.startswith(b"attend: ")]
+    ref, _ = ok_lines(inp, 6)
+    assert got == ref, (got, ref)
 
 
 def test_streams_line_by_line():
@@ -187,6 +266,47 @@ def test_exit_statuses():
     assert p.returncode == 2 and p.stderr.count(b"\n") == 1, p
     p = subprocess.run([ATTEND, "frobnicate"], capture_output=True)
     assert p.returncode == 2, p
+
+
+# each command with arguments it would accept
+COMMANDS = {"translate": ["-m", TINY, "Hallo"], "info": [TINY], "verify": [TINY], "align": ["-m", TINY, "Hallo"],
+            "quantize": [TINY, "out.gguf"], "bench": ["-m", TINY], "isa": []}
+
+
+def test_help_and_unknown_options():
+    """Every command: -h/--help anywhere prints its usage on stdout (exit 0); an unknown
+    option anywhere is one line and exit 2."""
+    for cmd, good in COMMANDS.items():
+        for args in (["--help"], ["-h"], good + ["--help"], ["--bogus", "-h"], good + ["x", "-h"]):
+            p = subprocess.run([ATTEND, cmd] + args, capture_output=True, timeout=60)
+            assert p.returncode == 0 and p.stdout.startswith(b"usage: attend " + cmd.encode()) and not p.stderr, \
+                (cmd, args, p)
+        for args in (["--bogus"], good + ["--bogus"], ["--bogus"] + good):
+            p = subprocess.run([ATTEND, cmd] + args, capture_output=True, timeout=60)
+            want = f"attend {cmd}: unknown option --bogus (see --help)\n".encode()
+            assert p.returncode == 2 and p.stderr == want and not p.stdout, (cmd, args, p)
+    # "--" ends the options: what follows is a TEXT (or a file name), even "-h"
+    p = subprocess.run(BASE + ["--", "-h", "--bogus"], capture_output=True)
+    assert p.returncode == 0 and p.stdout.count(b"\n") == 2 and not p.stdout.startswith(b"usage"), p
+    p = subprocess.run([ATTEND, "info", "--", "--bogus"], capture_output=True)
+    assert p.returncode == 3 and b"--bogus" in p.stderr, p
+    # options after TEXT arguments are options
+    a = subprocess.run(BASE + ["Hallo Welt", "-b", "1"], capture_output=True)
+    b = subprocess.run(BASE + ["-b", "1", "Hallo Welt"], capture_output=True)
+    assert a.returncode == 0 and a.stdout == b.stdout and a.stdout.count(b"\n") == 1, (a, b)
+
+
+def test_stdout_write_errors():
+    """Standard output on a full disk: every command says so in one line and exits 4."""
+    runs = [["translate", "-m", TINY, "-t", "1", "Hallo"], ["info", TINY], ["verify", TINY], ["isa"], ["--help"],
+            ["info", "--help"], ["align", "-m", TINY, "-t", "1", "Hallo Welt"],
+            ["bench", "-m", TINY, "-t", "1", "-s", "3", "-n", "2", "-r", "1", "--no-bandwidth"]]
+    for args in runs:
+        with open("/dev/full", "wb") as full:
+            p = subprocess.run([ATTEND] + args, stdout=full, stderr=subprocess.PIPE, timeout=120)
+        err = p.stderr.decode()
+        assert p.returncode == 4, (args, p.returncode, err)
+        assert err == "attend: writing standard output: No space left on device\n", (args, err)
 
 
 def test_model_truncated_while_running():

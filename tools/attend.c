@@ -42,8 +42,30 @@ static void set_wait_policy(char **argv) {
     execv("/proc/self/exe", argv); /* on failure: carry on with the defaults */
 }
 
-int main(int argc, char **argv) {
-    set_wait_policy(argv);
+/* attend isa: the kernel set in use, those this CPU has, and the default thread count. */
+static int cmd_isa(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) {
+        printf("usage: attend isa\n\nPrint the kernel set in use ($ATTEND_ISA=generic|avx2|avx512 forces\n"
+               "one), those this CPU supports, and the default thread count.\n");
+        return EXIT_OK;
+    }
+    if (argc > 1) {
+        if (cli_is_option(argv[1])) return cli_unknown_option("isa", argv[1]);
+        fprintf(stderr, "attend isa: takes no arguments (see --help)\n");
+        return EXIT_USAGE;
+    }
+    char err[256];
+    if (attend_select_isa(err, sizeof err)) {
+        fprintf(stderr, "attend: %s\n", err);
+        return EXIT_USAGE;
+    }
+    printf("%s (this CPU: %s)\n", attend_isa(), attend_isa_available());
+    printf("threads: %d by default (%s)\n", attend_default_threads(),
+           getenv("OMP_NUM_THREADS") ? "$OMP_NUM_THREADS" : "physical cores this process may use");
+    return EXIT_OK;
+}
+
+static int run(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;
@@ -53,17 +75,7 @@ int main(int argc, char **argv) {
         usage(stdout);
         return EXIT_OK;
     }
-    if (!strcmp(cmd, "isa")) {
-        char err[256];
-        if (attend_select_isa(err, sizeof err)) {
-            fprintf(stderr, "attend: %s\n", err);
-            return EXIT_USAGE;
-        }
-        printf("%s (this CPU: %s)\n", attend_isa(), attend_isa_available());
-        printf("threads: %d by default (%s)\n", attend_default_threads(),
-               getenv("OMP_NUM_THREADS") ? "$OMP_NUM_THREADS" : "physical cores this process may use");
-        return EXIT_OK;
-    }
+    if (!strcmp(cmd, "isa")) return cmd_isa(argc - 1, argv + 1);
     if (!strcmp(cmd, "translate")) return cmd_translate(argc - 1, argv + 1);
     if (!strcmp(cmd, "info")) return cmd_info(argc - 1, argv + 1);
     if (!strcmp(cmd, "verify")) return cmd_verify(argc - 1, argv + 1);
@@ -73,4 +85,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "attend: unknown command '%s'\n", cmd);
     usage(stderr);
     return EXIT_USAGE;
+}
+
+int main(int argc, char **argv) {
+    set_wait_policy(argv);
+    const int status = run(argc, argv);
+    /* every command's output is checked here, once: a full disk is an error, not success */
+    const int io = cli_flush_stdout();
+    return status ? status : io;
 }

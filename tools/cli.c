@@ -85,6 +85,41 @@ int cli_parse_int(const char *opt, const char *s, int lo, int hi) {
     return (int)v;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Options and standard output */
+
+int cli_wants_help(int argc, char **argv) {
+    for (int i = 1; i < argc && strcmp(argv[i], "--"); i++)
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) return 1;
+    return 0;
+}
+
+int cli_is_option(const char *a) { return a[0] == '-' && a[1]; }
+
+int cli_unknown_option(const char *cmd, const char *opt) {
+    fprintf(stderr, "attend %s: unknown option %s (see --help)\n", cmd, opt);
+    return EXIT_USAGE;
+}
+
+/* A command that flushed standard output itself and failed leaves only the error flag
+ * (glibc drops the buffer, so this fflush succeeds): errno then still holds that write's
+ * error, as nothing after it fails. */
+static int stdout_reported;
+
+int cli_flush_stdout(void) {
+    const int before = errno;
+    errno = 0;
+    const int failed = fflush(stdout) != 0, e = failed ? errno : before;
+    if (!failed && !ferror(stdout)) return 0;
+    if (!stdout_reported && e != EPIPE)
+        fprintf(stderr, "attend: writing standard output: %s\n", e ? strerror(e) : "write error");
+    stdout_reported = 1;
+    return EXIT_IO;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * --dump-attention */
+
 /* One sentence's ids, pieces, text, scores and attention as s{idx}/... arrays (README). */
 void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const attend_result *r,
                      int with_logits) {

@@ -16,6 +16,16 @@ attend_model *cli_load_model(const char *path);
 /* Parse an integer option value in lo..hi, or print one line and exit with EXIT_USAGE. */
 int cli_parse_int(const char *opt, const char *s, int lo, int hi);
 
+/* 1 if -h or --help is among argv[1..argc) before any "--": every command takes it anywhere. */
+int cli_wants_help(int argc, char **argv);
+/* Is a an option: "-x" or "--xyz" ("-" alone is a file or text)? */
+int cli_is_option(const char *a);
+/* Print "attend CMD: unknown option OPT (see --help)" and return EXIT_USAGE. */
+int cli_unknown_option(const char *cmd, const char *opt);
+/* Flush standard output. On a write error print one line (only once, and nothing for a
+ * closed pipe, where attend ends quietly) and return EXIT_IO; else 0. */
+int cli_flush_stdout(void);
+
 /* Add one result to a --dump-attention archive under s{idx}/ (layout in README.md). */
 void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const attend_result *r,
                      int with_logits);

@@ -173,26 +173,44 @@ static const char *dtype_name(int dt) { return dt == AT_I8 ? "int8" : dt == AT_F
 int cmd_bench(int argc, char **argv) {
     const char *path = NULL;
     int B = 1, S = 20, T = 20, threads = 0, rounds = 5, seed = 1, bandwidth = 1, json = 0;
+    if (cli_wants_help(argc, argv)) {
+        usage_bench(stdout);
+        return EXIT_OK;
+    }
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const int has = i + 1 < argc;
-#define ARG(s, l) ((!strcmp(a, s) || !strcmp(a, l)) && has)
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage_bench(stdout);
-            return EXIT_OK;
-        } else if (ARG("-m", "--model")) path = argv[++i];
-        else if (ARG("-b", "--batch")) B = cli_parse_int(a, argv[++i], 1, 100000);
-        else if (ARG("-s", "--src-len")) S = cli_parse_int(a, argv[++i], 1, 100000);
-        else if (ARG("-n", "--tgt-len")) T = cli_parse_int(a, argv[++i], 1, 100000);
-        else if (ARG("-t", "--threads")) threads = cli_parse_int(a, argv[++i], 1, 4096);
-        else if (ARG("-r", "--rounds")) rounds = cli_parse_int(a, argv[++i], 1, 100000);
-        else if (ARG("--seed", "--seed")) seed = cli_parse_int(a, argv[++i], 0, 1 << 30);
-        else if (!strcmp(a, "--no-bandwidth")) bandwidth = 0;
-        else if (!strcmp(a, "--json")) json = 1;
-        else {
-            fprintf(stderr, "attend bench: unknown or incomplete option '%s' (see --help)\n", a);
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define ARG(s, l) (!strcmp(a, s) || !strcmp(a, l))
+#define NEED_VALUE                                                               \
+    if (!v) {                                                                    \
+        fprintf(stderr, "attend bench: %s needs a value (see --help)\n", a);     \
+        return EXIT_USAGE;                                                       \
+    }                                                                            \
+    i++;
+        if (ARG("-m", "--model")) {
+            NEED_VALUE path = v;
+        } else if (ARG("-b", "--batch")) {
+            NEED_VALUE B = cli_parse_int(a, v, 1, 100000);
+        } else if (ARG("-s", "--src-len")) {
+            NEED_VALUE S = cli_parse_int(a, v, 1, 100000);
+        } else if (ARG("-n", "--tgt-len")) {
+            NEED_VALUE T = cli_parse_int(a, v, 1, 100000);
+        } else if (ARG("-t", "--threads")) {
+            NEED_VALUE threads = cli_parse_int(a, v, 1, 4096);
+        } else if (ARG("-r", "--rounds")) {
+            NEED_VALUE rounds = cli_parse_int(a, v, 1, 100000);
+        } else if (!strcmp(a, "--seed")) {
+            NEED_VALUE seed = cli_parse_int(a, v, 0, 1 << 30);
+        } else if (!strcmp(a, "--no-bandwidth")) {
+            bandwidth = 0;
+        } else if (!strcmp(a, "--json")) {
+            json = 1;
+        } else if (cli_is_option(a)) {
+            return cli_unknown_option("bench", a);
+        } else {
+            fprintf(stderr, "attend bench: unexpected argument '%s'; the model goes after -m (see --help)\n", a);
             return EXIT_USAGE;
         }
+#undef NEED_VALUE
 #undef ARG
     }
     if (!path) {

@@ -7,17 +7,35 @@
 /* ---------------------------------------------------------------------------------------
  * info, verify */
 
-int cmd_info(int argc, char **argv) {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: attend info [MODEL.gguf]\n\nPrint the model's configuration, vocabulary sizes, "
-               "tensor count, dtype and size.\n");
+/* The arguments of `attend CMD [MODEL.gguf]`: --help anywhere prints help, "--" ends the
+ * options. Sets *model (NULL: the default model). Returns -1 to go on, else an exit status. */
+static int parse_model_arg(const char *cmd, const char *help, int argc, char **argv, const char **model) {
+    if (cli_wants_help(argc, argv)) {
+        printf("usage: attend %s [MODEL.gguf]\n\n%s\n", cmd, help);
         return EXIT_OK;
     }
-    if (argc > 2) {
-        fprintf(stderr, "attend info: one model at a time (see --help)\n");
-        return EXIT_USAGE;
+    *model = NULL;
+    for (int i = 1, opts = 1; i < argc; i++) {
+        if (opts && !strcmp(argv[i], "--")) {
+            opts = 0;
+        } else if (opts && cli_is_option(argv[i])) {
+            return cli_unknown_option(cmd, argv[i]);
+        } else if (*model) {
+            fprintf(stderr, "attend %s: one model at a time (see --help)\n", cmd);
+            return EXIT_USAGE;
+        } else {
+            *model = argv[i];
+        }
     }
-    attend_model *m = cli_load_model(argc > 1 ? argv[1] : NULL);
+    return -1;
+}
+
+int cmd_info(int argc, char **argv) {
+    const char *path;
+    int rc = parse_model_arg("info", "Print the model's configuration, vocabulary sizes, tensor count, dtype\n"
+                             "and size.", argc, argv, &path);
+    if (rc >= 0) return rc;
+    attend_model *m = cli_load_model(path);
     const attend_config *c = attend_get_config(m);
     printf("architecture        marian\n");
     printf("dtype               %s\n", c->dtype);
@@ -42,20 +60,15 @@ int cmd_info(int argc, char **argv) {
 }
 
 int cmd_verify(int argc, char **argv) {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
-        printf("usage: attend verify [MODEL.gguf]\n\nCheck the file structure, the metadata's and every "
-               "tensor's CRC-32, and that every weight is finite.\n");
-        return EXIT_OK;
-    }
-    if (argc > 2) {
-        fprintf(stderr, "attend verify: one model at a time (see --help)\n");
-        return EXIT_USAGE;
-    }
-    attend_model *m = cli_load_model(argc > 1 ? argv[1] : NULL);
+    const char *path;
+    int rc = parse_model_arg("verify", "Check the file structure, the metadata's and every tensor's CRC-32, and\n"
+                             "that every weight is finite.", argc, argv, &path);
+    if (rc >= 0) return rc;
+    attend_model *m = cli_load_model(path);
     char err[512];
-    int rc = attend_verify(m, err, sizeof err);
+    rc = attend_verify(m, err, sizeof err);
     const attend_config *c = attend_get_config(m);
-    if (rc) fprintf(stderr, "attend: %s: %s\n", argc > 1 ? argv[1] : "model", err);
+    if (rc) fprintf(stderr, "attend: %s: %s\n", path ? path : "model", err);
     else
         printf("ok: %lld tensors, CRC-32 and values checked; metadata %s\n", c->tensor_count,
                c->metadata_checksum ? "CRC-32 checked" : "has no checksum (exported before it was added)");

@@ -154,15 +154,32 @@ static int write_gguf(const char *path, const gguf_file *in, const out_tensor *t
 /* ---------------------------------------------------------------------------------------
  * quantize */
 
-/* Row r of a 2-D f32/f16 tensor -> int8 + scale, exactly as export_marian.quantize_rows:
- * scale = max|w| / 127, q = rint(w / scale) in f32, clipped to ±127. */
+/* Element i of an f32/f16 tensor. */
+static float element(const gguf_tensor *t, uint64_t i) {
+    return t->type == GGUF_T_F16 ? at_f16_to_f32_1(((const uint16_t *)t->data)[i]) : ((const float *)t->data)[i];
+}
+
+/* The loader checks structure, not values: a NaN or infinity would give a NaN scale (a file
+ * attend refuses) and an undefined float-to-int8 conversion. Returns 1 with the first
+ * non-finite element's flat index in *at, else 0. */
+static int find_non_finite(const gguf_tensor *t, uint64_t *at) {
+    const uint64_t n = t->type == GGUF_T_F16 ? t->nbytes / 2 : t->type == GGUF_T_F32 ? t->nbytes / 4 : 0;
+    for (uint64_t i = 0; i < n; i++)
+        if (!isfinite(element(t, i))) {
+            *at = i;
+            return 1;
+        }
+    return 0;
+}
+
+/* Row r of a 2-D f32/f16 tensor of finite values -> int8 + scale, exactly as
+ * export_marian.quantize_rows: scale = max|w| / 127, q = rint(w / scale) in f32, clipped
+ * to ±127. */
 static void quantize_matrix(const gguf_tensor *t, int8_t *q, float *scale) {
     const uint64_t cols = t->ne[0], rows = t->ne[1];
     float *row = malloc(sizeof(float) * cols);
     for (uint64_t r = 0; row && r < rows; r++) {
-        for (uint64_t c = 0; c < cols; c++)
-            row[c] = t->type == GGUF_T_F16 ? at_f16_to_f32_1(((const uint16_t *)t->data)[r * cols + c])
-                                           : ((const float *)t->data)[r * cols + c];
+        for (uint64_t c = 0; c < cols; c++) row[c] = element(t, r * cols + c);
         float amax = 0;
         for (uint64_t c = 0; c < cols; c++) amax = fabsf(row[c]) > amax ? fabsf(row[c]) : amax;
         const float s = amax / 127.0f, safe = s > 0 ? s : 1.0f;
@@ -175,27 +192,57 @@ static void quantize_matrix(const gguf_tensor *t, int8_t *q, float *scale) {
     free(row);
 }
 
+/* Refuse a model with a NaN or infinite weight, naming the first (row and column of a
+ * matrix). Returns 0 or EXIT_MODEL. */
+static int check_finite(const char *path, const gguf_file *in) {
+    for (uint64_t i = 0; i < gguf_tensor_count(in); i++) {
+        const gguf_tensor *t = gguf_tensor_at(in, i);
+        uint64_t at;
+        if (!find_non_finite(t, &at)) continue;
+        if (t->n_dims == 2)
+            fprintf(stderr, "attend quantize: %s: tensor %s: row %llu, column %llu is not finite (NaN or infinity)\n",
+                    path, t->name, (unsigned long long)(at / t->ne[0]), (unsigned long long)(at % t->ne[0]));
+        else
+            fprintf(stderr, "attend quantize: %s: tensor %s: element %llu is not finite (NaN or infinity)\n", path,
+                    t->name, (unsigned long long)at);
+        return EXIT_MODEL;
+    }
+    return 0;
+}
+
 int cmd_quantize(int argc, char **argv) {
-    if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
+    if (cli_wants_help(argc, argv)) {
         usage_quantize(stdout);
         return EXIT_OK;
     }
-    if (argc != 3) {
-        usage_quantize(stderr);
+    const char *path[2];
+    int n_paths = 0;
+    for (int i = 1, opts = 1; i < argc; i++) {
+        if (opts && !strcmp(argv[i], "--")) opts = 0;
+        else if (opts && cli_is_option(argv[i])) return cli_unknown_option("quantize", argv[i]);
+        else if (n_paths < 2) path[n_paths++] = argv[i];
+        else n_paths = 3;
+    }
+    if (n_paths != 2) {
+        fprintf(stderr, "attend quantize: needs IN.gguf and OUT.gguf (see --help)\n");
         return EXIT_USAGE;
     }
     char err[512];
-    marian_model *m = marian_load(argv[1], err, sizeof err); /* checks it is a whole, valid model */
+    marian_model *m = marian_load(path[0], err, sizeof err); /* checks it is a whole, valid model */
     if (!m) {
-        fprintf(stderr, "attend quantize: %s: %s\n", argv[1], err);
+        fprintf(stderr, "attend quantize: %s: %s\n", path[0], err);
         return EXIT_MODEL;
     }
     if (m->dtype == AT_I8) {
-        fprintf(stderr, "attend quantize: %s is already int8\n", argv[1]);
+        fprintf(stderr, "attend quantize: %s is already int8\n", path[0]);
         marian_free(m);
         return EXIT_USAGE;
     }
     const gguf_file *in = m->file;
+    if (check_finite(path[0], in)) { /* before anything is written */
+        marian_free(m);
+        return EXIT_MODEL;
+    }
     const int n_in = (int)gguf_tensor_count(in);
     out_tensor *t = calloc((size_t)n_in * 2, sizeof *t);
     int nt = 0, status = EXIT_OK;
@@ -234,7 +281,7 @@ int cmd_quantize(int argc, char **argv) {
     if (!complete || (nt < n_in)) {
         fprintf(stderr, "attend quantize: out of memory\n");
         status = EXIT_FAIL;
-    } else if (write_gguf(argv[2], in, t, nt, err, sizeof err)) {
+    } else if (write_gguf(path[1], in, t, nt, err, sizeof err)) {
         fprintf(stderr, "attend quantize: %s\n", err);
         status = EXIT_IO;
     }

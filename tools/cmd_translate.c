@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "../model/align.h"
+#include "../model/translate.h"
 #include "cli.h"
 #include "npz.h"
 
@@ -20,10 +21,14 @@ typedef struct {
     int fd;
     char *buf;
     size_t len, cap, start;
+    size_t max_line; /* bytes kept of a longer line; the rest is read and dropped */
     int eof;
+    int skipping;    /* inside the dropped rest of a line */
 } line_reader;
 
-/* Pull more bytes. Returns 1 if some arrived, 0 at end of input, -1 on error. */
+/* Pull more bytes. Returns 1 if some arrived, 0 at end of input, -1 on error. The buffer
+ * holds at most one partial line (at most max_line bytes) besides what arrives, so it stays
+ * small however long a line is. */
 static int reader_fill(line_reader *r) {
     if (r->start > 0) {
         memmove(r->buf, r->buf + r->start, r->len - r->start);
@@ -50,13 +55,29 @@ static int reader_fill(line_reader *r) {
     }
 }
 
-/* A complete line already buffered? Sets line and length (without \n or \r\n). */
+/* A complete line already buffered? Sets line and length (without \n or \r\n). A line
+ * longer than max_line is given as its first max_line bytes as soon as they are here, and
+ * its rest up to the \n is dropped as it arrives. */
 static int reader_take(line_reader *r, char **line, size_t *n) {
     if (!r->buf) return 0; /* nothing read yet (memchr on NULL is undefined even for 0 bytes) */
-    char *nl = memchr(r->buf + r->start, '\n', r->len - r->start);
-    if (!nl && !(r->eof && r->len > r->start)) return 0;
+    if (r->skipping) {
+        char *end = memchr(r->buf + r->start, '\n', r->len - r->start);
+        r->start = end ? (size_t)(end - r->buf) + 1 : r->len;
+        if (!end) return 0;
+        r->skipping = 0;
+    }
     char *s = r->buf + r->start;
-    size_t l = nl ? (size_t)(nl - s) : r->len - r->start;
+    const size_t avail = r->len - r->start;
+    char *nl = memchr(s, '\n', avail);
+    size_t l = nl ? (size_t)(nl - s) : avail;
+    if (l > r->max_line) {
+        *line = s;
+        *n = r->max_line;
+        r->start += nl ? l + 1 : r->max_line;
+        r->skipping = !nl;
+        return 1;
+    }
+    if (!nl && !(r->eof && avail > 0)) return 0;
     r->start += l + (nl ? 1 : 0);
     if (l && s[l - 1] == '\r') l--;
     *line = s;
@@ -77,7 +98,8 @@ static void usage_translate(FILE *f) {
             "usage: attend translate [-m MODEL.gguf] [options] [TEXT ...]\n"
             "\n"
             "Translate each TEXT argument, or else each line of standard input: exactly one\n"
-            "output line per input line, in order, flushed as soon as it is ready.\n"
+            "output line per input line, in order, flushed as soon as it is ready. Options may\n"
+            "come anywhere; '--' ends them (for a TEXT that starts with '-').\n"
             "\n"
             "options:\n"
             "  -m, --model FILE        checkpoint (default: $ATTEND_MODEL, else the shipped\n"
@@ -109,7 +131,7 @@ typedef struct {
     int dump_logits;
     int align;        /* --alignment: append " ||| " and the Pharaoh alignment */
     attend_view view;
-    long long n_done; /* sentences written so far */
+    long long n_done; /* lines written so far */
     int batch;        /* --batch-size: at most this many sentences per batch (0: no limit) */
     int batch_tokens; /* --batch-tokens: at most this many source tokens per batch (0: no limit) */
     int verbose;      /* -v: one line per chunk and per batch on stderr */
@@ -120,6 +142,66 @@ static int is_blank(const char *s, size_t n) {
         if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\f' && s[i] != '\v' && s[i] != 0)
             return 0; /* NUL reads as a space (model/text.c) */
     return 1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Writing: a chunk's lines go out in input order, each as soon as it and every line before
+ * it are translated, so output follows each batch rather than each chunk. */
+
+typedef struct {
+    int n;                /* lines in the chunk */
+    const int *slot;      /* line i -> its index among the lines translated, -1 if blank */
+    attend_result *res;   /* [k] translations, by slot; freed once written */
+    unsigned char *ready; /* [k] res[slot] holds the translation */
+    int written;          /* lines 0..written are out */
+} chunk_output;
+
+/* Write one output line: the translation r (NULL for a blank line). Returns 0 or an exit
+ * status. */
+static int write_line(translate_ctx *cx, attend_result *r) {
+    const long long idx = ++cx->n_done; /* 1-based input line */
+    if (!r) {
+        fputs(cx->align ? " ||| \n" : "\n", stdout);
+        return 0;
+    }
+    const attend_config *c = attend_get_config(cx->m);
+    const size_t max_bytes = (size_t)c->max_position_embeddings * MARIAN_BYTES_PER_POSITION;
+    if (r->truncated && r->n_src >= c->max_position_embeddings)
+        fprintf(stderr, "attend: line %lld: longer than the model's %d positions; "
+                "translated its first %d tokens\n", idx, c->max_position_embeddings, r->n_src);
+    else if (r->truncated) /* many bytes, few tokens (runs of spaces, say) */
+        fprintf(stderr, "attend: line %lld: longer than %zu bytes; translated its first %zu (%d tokens)\n",
+                idx, max_bytes, max_bytes, r->n_src);
+    for (char *t = r->text; *t; t++) /* one line out, whatever the vocabulary holds */
+        if (*t == '\n' || *t == '\r') *t = ' ';
+    fputs(r->text, stdout);
+    if (cx->align) {
+        char err[512];
+        char *al = attend_alignment(r, c, &cx->view, err, sizeof err);
+        if (!al) {
+            fprintf(stderr, "attend: --alignment: %s\n", err);
+            return EXIT_USAGE;
+        }
+        printf(" ||| %s", al);
+        free(al);
+    }
+    fputc('\n', stdout);
+    if (cx->dump) cli_dump_result(cx->dump, c, idx - 1, r, cx->dump_logits);
+    return 0;
+}
+
+/* Write the lines that are ready and in order, and flush them. Returns 0 or an exit status. */
+static int write_ready(translate_ctx *cx, chunk_output *o) {
+    const int from = o->written;
+    while (o->written < o->n) {
+        const int k = o->slot[o->written];
+        if (k >= 0 && !o->ready[k]) break;
+        int status = write_line(cx, k >= 0 ? &o->res[k] : NULL);
+        if (k >= 0) attend_result_free(&o->res[k]); /* attention results are big */
+        o->written++;
+        if (status) return status;
+    }
+    return o->written > from ? cli_flush_stdout() : 0;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -149,9 +231,10 @@ static int next_batch_size(const translate_ctx *cx, const int *order, const int 
     return n;
 }
 
-/* Translate k lines into res[0..k) (input order). Returns 0 or an exit status. */
+/* Translate the k non-blank lines todo[0..k), batch by batch, writing what is ready after
+ * each batch. Returns 0 or an exit status. */
 static int translate_sorted(translate_ctx *cx, const char **todo, const size_t *todo_len, int k,
-                            attend_result *res) {
+                            chunk_output *o) {
     int *order = malloc(sizeof(int) * (size_t)(k ? k : 1));
     int *tokens = malloc(sizeof(int) * (size_t)(k ? k : 1));
     const char **bl = malloc(sizeof(char *) * (size_t)(k ? k : 1));
@@ -190,7 +273,11 @@ static int translate_sorted(translate_ctx *cx, const char **todo, const size_t *
             status = EXIT_FAIL;
             break;
         }
-        for (int j = 0; j < n; j++) res[order[s + j]] = br[j];
+        for (int j = 0; j < n; j++) {
+            o->res[order[s + j]] = br[j];
+            o->ready[order[s + j]] = 1;
+        }
+        status = write_ready(cx, o);
     }
     free(order);
     free(tokens);
@@ -207,12 +294,13 @@ static int translate_batch(translate_ctx *cx, char **lines, size_t *lens, int n)
     size_t *todo_len = malloc(sizeof(size_t) * (size_t)n);
     int *slot = malloc(sizeof(int) * (size_t)n);
     attend_result *res = calloc((size_t)n, sizeof *res);
-    if (!todo || !todo_len || !slot || !res) {
+    unsigned char *ready = calloc((size_t)n, 1);
+    int status = 0, k = 0;
+    if (!todo || !todo_len || !slot || !res || !ready) {
         fprintf(stderr, "attend: out of memory\n");
-        return EXIT_FAIL;
+        status = EXIT_FAIL;
     }
-    int k = 0;
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; !status && i < n; i++) {
         slot[i] = -1;
         if (!is_blank(lines[i], lens[i])) {
             slot[i] = k;
@@ -220,45 +308,13 @@ static int translate_batch(translate_ctx *cx, char **lines, size_t *lens, int n)
             todo_len[k++] = lens[i];
         }
     }
-    char err[512];
-    int status = 0;
-    if (cx->verbose) fprintf(stderr, "attend: %d line%s, %d to translate\n", n, n == 1 ? "" : "s", k);
-    if (k) status = translate_sorted(cx, todo, todo_len, k, res);
-    for (int i = 0; !status && i < n; i++) {
-        long long idx = cx->n_done + i + 1;
-        if (slot[i] < 0) {
-            fputs(cx->align ? " ||| \n" : "\n", stdout);
-            continue;
-        }
-        attend_result *r = &res[slot[i]];
-        if (r->truncated)
-            fprintf(stderr, "attend: line %lld: longer than the model's %d positions; "
-                    "translated its first %d tokens\n", idx,
-                    attend_get_config(cx->m)->max_position_embeddings, r->n_src);
-        for (char *c = r->text; *c; c++) /* one line out, whatever the vocabulary holds */
-            if (*c == '\n' || *c == '\r') *c = ' ';
-        fputs(r->text, stdout);
-        if (cx->align) {
-            char *al = attend_alignment(r, attend_get_config(cx->m), &cx->view, err, sizeof err);
-            if (!al) {
-                fprintf(stderr, "attend: --alignment: %s\n", err);
-                status = EXIT_USAGE;
-                break;
-            }
-            printf(" ||| %s", al);
-            free(al);
-        }
-        fputc('\n', stdout);
-        if (cx->dump) cli_dump_result(cx->dump, attend_get_config(cx->m), idx - 1, r, cx->dump_logits);
-    }
-    if (!status && (fflush(stdout) != 0 || ferror(stdout))) { /* ferror: a failed earlier write */
-        /* a closed pipe (reader gone, SIGPIPE ignored) ends quietly, like the signal would */
-        if (errno != EPIPE) fprintf(stderr, "attend: writing output: %s\n", strerror(errno));
-        status = EXIT_IO;
-    }
-    cx->n_done += n;
-    for (int i = 0; i < k; i++) attend_result_free(&res[i]);
+    if (!status && cx->verbose) fprintf(stderr, "attend: %d line%s, %d to translate\n", n, n == 1 ? "" : "s", k);
+    chunk_output o = {n, slot, res, ready, 0};
+    if (!status && k) status = translate_sorted(cx, todo, todo_len, k, &o);
+    if (!status) status = write_ready(cx, &o); /* blank lines after the last translation */
+    for (int i = 0; res && i < k; i++) attend_result_free(&res[i]); /* those not written */
     free(res);
+    free(ready);
     free(todo);
     free(todo_len);
     free(slot);
@@ -269,7 +325,14 @@ int cmd_translate(int argc, char **argv) {
     const char *model = NULL, *dump_path = NULL;
     translate_ctx cx = {0};
     cx.p = attend_default_params();
-    int batch = 0, batch_tokens = 0, first_text = argc;
+    int batch = 0, batch_tokens = 0, n_texts = 0;
+    if (cli_wants_help(argc, argv)) {
+        usage_translate(stdout);
+        return EXIT_OK;
+    }
+    /* options go anywhere before "--"; the TEXT arguments are gathered in place at the front
+     * of argv (each slot written has already been read) */
+    char **texts = argv + 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -279,10 +342,7 @@ int cmd_translate(int argc, char **argv) {
         return EXIT_USAGE;                                                          \
     }                                                                               \
     i++;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage_translate(stdout);
-            return EXIT_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             NEED_VALUE model = v;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             NEED_VALUE cx.p.threads = cli_parse_int(a, v, 1, 1024);
@@ -306,16 +366,14 @@ int cmd_translate(int argc, char **argv) {
                 return EXIT_USAGE;
             }
         } else if (!strcmp(a, "--")) {
-            first_text = i + 1;
-            break;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "attend translate: unknown option %s (see --help)\n", a);
-            return EXIT_USAGE;
+            while (++i < argc) texts[n_texts++] = argv[i];
+        } else if (cli_is_option(a)) {
+            return cli_unknown_option("translate", a);
         } else {
-            first_text = i;
-            break;
+            texts[n_texts++] = argv[i];
         }
     }
+#undef NEED_VALUE
     if (cx.dump_logits && !dump_path) {
         fprintf(stderr, "attend translate: --dump-logits needs --dump-attention FILE\n");
         return EXIT_USAGE;
@@ -350,20 +408,22 @@ int cmd_translate(int argc, char **argv) {
     long long want = batch ? (long long)batch * several : (long long)batch_tokens * several / 16;
     const int chunk = want < 1 ? 1 : want > 100000 ? 100000 : (int)want;
     int status = 0;
-    if (first_text < argc) {
-        for (int i = first_text; !status && i < argc; i += chunk) {
-            int n = argc - i < chunk ? argc - i : chunk;
+    if (n_texts > 0) {
+        for (int i = 0; !status && i < n_texts; i += chunk) {
+            int n = n_texts - i < chunk ? n_texts - i : chunk;
             size_t *lens = malloc(sizeof(size_t) * (size_t)n);
             if (!lens) {
                 fprintf(stderr, "attend: out of memory\n");
                 return EXIT_FAIL;
             }
-            for (int j = 0; j < n; j++) lens[j] = strlen(argv[i + j]);
-            status = translate_batch(&cx, argv + i, lens, n);
+            for (int j = 0; j < n; j++) lens[j] = strlen(texts[i + j]);
+            status = translate_batch(&cx, texts + i, lens, n);
             free(lens);
         }
     } else {
         line_reader r = {0};
+        /* one byte more than the tokenizer reads, so that it sees the line was cut */
+        r.max_line = (size_t)attend_get_config(cx.m)->max_position_embeddings * MARIAN_BYTES_PER_POSITION + 1;
         char **lines = malloc(sizeof(char *) * (size_t)chunk);
         size_t *lens = malloc(sizeof(size_t) * (size_t)chunk);
         if (!lines || !lens) {
