@@ -53,7 +53,8 @@ typedef struct {
     int *src_ids, *tgt_ids;
     char **src_pieces;  /* n_src pieces */
     char **tgt_pieces;  /* n_tgt pieces */
-    int truncated;      /* the source was cut to max_position_embeddings tokens */
+    int truncated;      /* the source was cut: to max_position_embeddings tokens, or (a line of
+                         * few tokens in many bytes) to the bytes the tokenizer reads */
     float *logprob;     /* [n_tgt] log-probability of each target token (want_scores) */
     float *logits;      /* [n_tgt, decoder_vocab_size] raw logits (want_logits) */
     float *enc_self;    /* [encoder_layers, encoder_heads, n_src, n_src] (want_attention) */

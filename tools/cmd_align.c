@@ -453,7 +453,7 @@ int cmd_align(int argc, char **argv) {
         fprintf(stderr, "attend align: --dump-attention %s: %s\n", a.dump, err);
         status = EXIT_IO;
     }
-    if (fflush(stdout)) status = EXIT_IO;
+    if (cli_flush_stdout()) status = EXIT_IO;
     for (int i = 0; i < rows; i++) free(notes[i]);
     free(notes);
     free(mark);
