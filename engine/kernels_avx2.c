@@ -1,6 +1,8 @@
 /* AVX2 + FMA + F16C kernels: 8 f32 lanes. Compiled for AVX2 whatever the build flags;
  * isa.c only selects this set after CPUID and XGETBV say the CPU and the OS support it. */
+#ifndef __clang__ /* clang gets -m flags from the Makefile (make fuzz) */
 #pragma GCC target("avx2,fma,f16c")
+#endif
 #include <immintrin.h>
 #include <math.h>
 #include <string.h>

@@ -1,7 +1,9 @@
 /* AVX-512 kernels (F, BW, VL; VNNI for int8 when the CPU has it): 16 f32 lanes.
  * Compiled for AVX-512 whatever the build flags; isa.c only selects this set after CPUID
  * and XGETBV say the CPU and the OS support it. */
+#ifndef __clang__ /* clang gets -m flags from the Makefile (make fuzz) */
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma,f16c")
+#endif
 #include <immintrin.h>
 #include <math.h>
 

@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char **pieces = NULL;
     if (marian_encode_text(m, text, strlen(text), &ids, &n, &pieces, &trunc, err, sizeof err) == 0) {
         marian_source src = {ids, n, NULL, 0};
-        marian_opts o = {8, 0, 1, 1};
+        marian_opts o = {.max_length = 8, .want_scores = 1, .want_attention = 1};
         marian_output out;
         at_set_threads(1);
         if (marian_translate_ids(m, &src, 1, &o, &out, err, sizeof err) == 0) {

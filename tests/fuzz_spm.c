@@ -21,7 +21,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     static const char *texts[] = {"Hallo Welt, wie geht es dir?", "\xef\xbc\xa1\xef\xac\x81 \xc3\xa4",
-                                  "\xff\xfe kaputt", "", "   ", "a\tb\x01" "c"};
+                                  "\xff\xfe kaputt", "", "   ", ("a\tb\x01" "c")};
     for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
         spm_pieces p;
         if (spm_encode(sp, texts[i], strlen(texts[i]), &p, err, sizeof err) == 0) {
