@@ -22,6 +22,10 @@ sentences, bf16 autocast (oneDNN/AMX matmuls), fixed seeds. SentencePiece unigra
 through reference.build_vocab (</s>=0, <unk>=1, pieces, <pad> last; decoder start = pad),
 with shared, tied embeddings as opus-mt has.
 
+Fine-tuning: --init-from MODEL (an attend .gguf or an HF-style MarianMT directory) starts
+from that model's weights and keeps its SentencePiece models and vocabulary instead of
+training new ones; the data, held-out rule and everything else are as above.
+
 Resumable: a checkpoint (model, optimizer, RNG states, epoch, step, history) is written to
 WORK after every epoch; a restart with the same WORK continues from the latest one. At the
 end the parameters of the last --average epochs' checkpoints are averaged, the better of
@@ -372,6 +376,72 @@ def init_weights(model, d):
                 p.zero_()
 
 
+def read_init(a, work):
+    """--init-from: the model dimensions, joint vocabulary (as a list of pieces) and weights
+    of an attend .gguf or an HF-style MarianMT directory. Its SentencePiece models are
+    written to WORK, where train_spm then finds them, so the tokenization stays the same."""
+    path = a.init_from
+    if os.path.isdir(path):
+        m = reference.load_hf_dir(path)
+        c = m.config
+        blobs = []
+        for side in ("source", "target"):
+            with open(os.path.join(path, f"{side}.spm"), "rb") as f:
+                blobs.append(f.read())
+        pieces = list(m.tok.vocab)
+        weights = m.state_dict()
+        dims = {"d_model": c["d_model"], "enc_layers": c["encoder_layers"],
+                "dec_layers": c["decoder_layers"], "heads": c["encoder_attention_heads"],
+                "ffn": c["encoder_ffn_dim"], "max_positions": c["max_position_embeddings"],
+                "max_length": c["max_length"]}
+        same = (c["decoder_attention_heads"], c["decoder_ffn_dim"], c["activation_function"],
+                c["scale_embedding"], c["share_encoder_decoder_embeddings"], c["tie_word_embeddings"])
+    else:
+        import gguf_io
+        f = gguf_io.GGUFFile(path)
+        md = f.metadata
+        blobs = [md["tokenizer.source_spm"].tobytes(), md["tokenizer.target_spm"].tobytes()]
+        pieces = md["tokenizer.source_pieces"]
+        weights = f
+        dims = {"d_model": md["marian.d_model"], "enc_layers": md["marian.encoder_layers"],
+                "dec_layers": md["marian.decoder_layers"], "heads": md["marian.encoder_heads"],
+                "ffn": md["marian.encoder_ffn_dim"],
+                "max_positions": md["marian.max_position_embeddings"],
+                "max_length": md["marian.max_length"]}
+        same = (md["marian.decoder_heads"], md["marian.decoder_ffn_dim"], md["marian.activation"],
+                md["marian.scale_embedding"], md["marian.shared_embeddings"], md["marian.tied_output"])
+    if same != (dims["heads"], dims["ffn"], "swish", True, True, True):
+        raise SystemExit(f"--init-from {path}: train.py trains only swish models with scaled, "
+                         f"shared and tied embeddings and equal encoder/decoder heads and ffn")
+    for side, blob in zip(("source", "target"), blobs):
+        out = os.path.join(work, f"{side}.spm")
+        with open(out + ".tmp", "wb") as fo:
+            fo.write(blob)
+        os.replace(out + ".tmp", out)
+    return dims, pieces, weights
+
+
+def load_init_weights(model, weights):
+    """Copy --init-from weights into model: an HF state dict as is; a .gguf through
+    export_marian's name map (numpy views of the parameters receive the file's tensors),
+    then checked by mapping the model back and comparing with every tensor of the file."""
+    if isinstance(weights, dict):
+        model.load_state_dict(weights)
+        return
+    import export_marian
+    cfg = dict(model.config, shared=True, tied=True)
+    views = {k: v.numpy() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        for name, dst in export_marian.map_tensors(cfg, views):
+            dst[...] = weights.tensors[name].astype(np.float32).reshape(dst.shape)
+    back = export_marian.map_tensors(cfg, {k: v.numpy() for k, v in
+                                           model.hf_state_dict(with_duplicates=False).items()})
+    assert sorted(n for n, _ in back) == sorted(weights.tensors), "tensor names differ"
+    for name, arr in back:
+        want = weights.tensors[name].astype(np.float32).reshape(arr.shape)
+        assert np.array_equal(arr, want), f"--init-from: {name} not loaded"
+
+
 def lr_at(step, a):
     step = max(step, 1)
     return a.lr * min(step / a.warmup, math.sqrt(a.warmup / step))
@@ -419,6 +489,10 @@ def main(argv=None):
                    help="checkpoints, spm models, prepared data (default build/train-de-en/work)")
     g.add_argument("--out", default=os.path.join(REPO, "build", "train-de-en", "hf"),
                    help="HF-style output directory (default build/train-de-en/hf)")
+    g.add_argument("--init-from", metavar="MODEL",
+                   help="continue training from this .gguf or HF-style directory: its "
+                        "weights, SentencePiece models and vocabulary (the model options are "
+                        "taken from it; the held-out rule is unchanged)")
     g = p.add_argument_group("data")
     g.add_argument("--heldout", type=int, default=1000, help="Tatoeba pairs held out (1000)")
     g.add_argument("--src-vocab", type=int, default=5000, help="German spm pieces (5000)")
@@ -473,8 +547,16 @@ def main(argv=None):
     write_lines(os.path.join(work, "data", "tatoeba-heldout.de"), [x[0] for x in data["heldout"]])
     write_lines(os.path.join(work, "data", "tatoeba-heldout.en"), [x[1] for x in data["heldout"]])
 
+    init = None
+    if a.init_from:
+        dims, pieces, init = read_init(a, work)
+        vars(a).update(dims)
+        log(f"init: from {a.init_from}: {json.dumps(dims)}")
     src_spm, tgt_spm = train_spm(a, data, work)
     vocab = reference.build_vocab(src_spm, tgt_spm)
+    if init is not None and list(vocab) != list(pieces):
+        raise SystemExit(f"--init-from {a.init_from}: its vocabulary is not the one its "
+                         f"SentencePiece models give (reference.build_vocab)")
     tok = reference.MarianTok(src_spm, tgt_spm, vocab)
     log(f"vocab: {len(vocab)} entries (source spm {a.src_vocab}, target spm {a.tgt_vocab})")
 
@@ -491,6 +573,8 @@ def main(argv=None):
     torch.manual_seed(a.seed)
     model = reference.Marian(config)
     init_weights(model, a.d_model)
+    if init is not None:
+        load_init_weights(model, init)
     nparam = sum(p.numel() for p in model.parameters())
     log(f"model: {nparam / 1e6:.2f}M parameters (f16 ~{2 * nparam / 1e6:.1f} MB)")
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9)
@@ -508,6 +592,9 @@ def main(argv=None):
         np.random.set_state(ck["np_rng"])
         step, history, train_secs = ck["step"], ck["history"], ck["train_secs"]
         log(f"resumed from {ckpt_path(work, start)} (epoch {start}, step {step})")
+    elif init is not None:
+        score, _, _ = dev_bleu(model, tok, dev, bf16)
+        log(f"init: dev BLEU {score:.2f} before training (bf16 greedy, python)")
 
     pad = config["pad_token_id"]
     d_logits, d_loss = check_forward(model, train, pad, a.label_smoothing)
