@@ -32,6 +32,9 @@ import time
 # The same OpenMP wait policy attend picks for itself (see tools/attend.c), for PyTorch too:
 # set before torch loads libgomp, so both systems are measured on equal terms.
 os.environ.setdefault("GOMP_SPINCOUNT", "300")
+# OpenBLAS's own worker threads (torch's f32 matmuls) likewise spin-wait after each call by
+# default; they live in this process while attend runs, so they must sleep promptly too.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -43,7 +46,9 @@ SHAPE = {"d_model": 512, "encoder_layers": 6, "decoder_layers": 6, "encoder_atte
          "tie_word_embeddings": True, "max_length": 512}
 VOCAB = 58101
 
-# The issue's reference points (CTranslate2 4.8.1 on this machine kind, 2 threads, medians).
+# The issue's reference points (CTranslate2 4.8.1, 2 threads, medians), measured on a 2-core
+# Intel Sapphire Rapids machine: on another CPU they are context, not a side-by-side result.
+CT2_CPU = "Intel Sapphire Rapids"
 CT2 = {"f32_b1_ms": 274, "int8_b1_ms": 184, "f32_b64_toks": 563, "int8_b64_toks": 1322,
        "f32_rss": 360, "int8_rss": 150}
 
@@ -494,8 +499,12 @@ def main(argv=None):
             md += ratios
             md.append("")
         md.append("## Targets (issue 5)\n")
-        md.append("CTranslate2 figures are the issue's own measurements on this machine kind (CTranslate2 is not "
-                  "installed here, so they are not side by side); PyTorch ratios are.\n")
+        cpu = machine()["cpu"]
+        same_cpu = "intel" in cpu.lower()
+        md.append("CTranslate2 figures are the issue's own measurements on a 2-core " + CT2_CPU + " machine "
+                  "(CTranslate2 is not installed here, so they are not side by side); PyTorch ratios are."
+                  + ("" if same_cpu else f" **This run's CPU is {cpu}, not {CT2_CPU}: the CTranslate2 rows "
+                     "compare different machines and say little either way.**") + "\n")
         md.append("| target | measured (2 threads) | |")
         md.append("|---|---|---|")
         md += targets
