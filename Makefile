@@ -100,7 +100,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libattend.a
 test: deps
 	$(MAKE) all $(TEST_BINS)
 	$(MAKE) test-c test-py
-	$(MAKE) sanitize fuzz-smoke
+	$(MAKE) sanitize valgrind fuzz-smoke
 
 test-c: $(TEST_BINS)
 	@for t in $(TEST_BINS); do echo "== $$t"; $$t || exit 1; done
