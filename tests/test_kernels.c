@@ -76,7 +76,8 @@ static void test_dot_axpy(void) {
 static void test_linear(void) {
     const at_kernels *K = at_k();
     int shapes[][3] = {{1, 1, 1}, {1, 64, 64}, {3, 17, 33}, {5, 48, 100}, {1, 512, 512},
-                       {7, 130, 257}, {20, 64, 128}, {33, 96, 31}, {64, 40, 72}, {2, 1000, 64}};
+                       {7, 130, 257}, {20, 64, 128}, {33, 96, 31}, {64, 40, 72}, {2, 1000, 64},
+                       {1, 37, 100}, {1, 130, 257}, {1, 48, 2048}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         int n = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
         for (int dtype = 0; dtype < 2; dtype++) {
@@ -123,7 +124,8 @@ static void test_linear(void) {
 static void test_linear_i8(void) {
     const at_kernels *K = at_k();
     int shapes[][3] = {{1, 1, 1}, {1, 64, 64}, {3, 17, 33}, {5, 48, 100}, {1, 512, 512},
-                       {7, 130, 257}, {20, 64, 128}, {33, 96, 31}, {64, 40, 72}, {2, 1000, 64}};
+                       {7, 130, 257}, {20, 64, 128}, {33, 96, 31}, {64, 40, 72}, {2, 1000, 64},
+                       {1, 37, 100}, {1, 130, 257}, {1, 48, 2048}};
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         int n = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
         float *x = malloc(sizeof(float) * n * in), *w = malloc(sizeof(float) * out * in);
