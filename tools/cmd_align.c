@@ -161,12 +161,7 @@ int cmd_align(int argc, char **argv) {
     }
     for (int i = 1; i < argc; i++) {
         const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE                                                                 \
-    if (!v) {                                                                      \
-        fprintf(stderr, "attend align: %s needs a value (see --help)\n", o);       \
-        return EXIT_USAGE;                                                         \
-    }                                                                              \
-    i++;
+#define NEED_VALUE CLI_NEED_VALUE("align", o, v, i)
         if (!strcmp(o, "-m") || !strcmp(o, "--model")) {
             NEED_VALUE a.model = v;
         } else if (!strcmp(o, "--target")) {

@@ -187,12 +187,7 @@ int cmd_bench(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 #define ARG(s, l) (!strcmp(a, s) || !strcmp(a, l))
-#define NEED_VALUE                                                               \
-    if (!v) {                                                                    \
-        fprintf(stderr, "attend bench: %s needs a value (see --help)\n", a);     \
-        return EXIT_USAGE;                                                       \
-    }                                                                            \
-    i++;
+#define NEED_VALUE CLI_NEED_VALUE("bench", a, v, i)
         if (ARG("-m", "--model")) {
             NEED_VALUE path = v;
         } else if (ARG("-b", "--batch")) {

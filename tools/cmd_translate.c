@@ -336,12 +336,7 @@ int cmd_translate(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE                                                                  \
-    if (!v) {                                                                       \
-        fprintf(stderr, "attend translate: %s needs a value (see --help)\n", a); \
-        return EXIT_USAGE;                                                          \
-    }                                                                               \
-    i++;
+#define NEED_VALUE CLI_NEED_VALUE("translate", a, v, i)
         if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             NEED_VALUE model = v;
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
