@@ -36,7 +36,7 @@ typedef struct {
     int pad_id, eos_id, unk_id, decoder_start_id;
     const char *dtype; /* "f32", "f16" or "int8" (matrices) */
     long long tensor_count, file_bytes;
-    int metadata_checksum; /* the file records a CRC-32 of its metadata (attend_verify checks it) */
+    int metadata_checksum; /* the file records a CRC-32 of its metadata (attend_load checks it) */
 } attend_config;
 
 typedef struct {
@@ -71,7 +71,8 @@ void attend_free(attend_model *m);
 const attend_config *attend_get_config(const attend_model *m);
 
 /* Check the metadata's CRC-32 (when the file has one), every tensor's CRC-32, and that all
- * weights are finite. 0 or -1 with err. */
+ * weights are finite, again: attend_load did it once; this re-reads the mapped file, for a
+ * model kept loaded while its file may have changed. 0 or -1 with err. */
 int attend_verify(const attend_model *m, char *err, size_t errlen);
 
 /* Translate n lines (lens[i] bytes each, or NUL-terminated when lens is NULL) as one batch.

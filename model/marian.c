@@ -422,6 +422,15 @@ fail:
     return NULL;
 }
 
+marian_model *marian_load_verified(const char *path, char *err, size_t errlen) {
+    marian_model *m = marian_load(path, err, errlen);
+    if (m && marian_verify(m, err, errlen)) {
+        marian_free(m);
+        return NULL;
+    }
+    return m;
+}
+
 void marian_free(marian_model *m) {
     if (!m) return;
     spm_free(m->src_spm);
@@ -460,8 +469,8 @@ static int verify_metadata(const marian_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-/* Index of the first NaN or infinite element of an f32 or f16 tensor, or -1. The scan ORs
- * exponent tests without branching so it vectorizes: attend_load runs it on every model. */
+/* Index of the first NaN or infinite element of an f32 or f16 tensor, or -1 (other types).
+ * The scan ORs exponent tests without branching so it vectorizes: every load runs it. */
 static int64_t first_non_finite(const gguf_tensor *t) {
     uint64_t n = t->type == GGUF_T_F32 ? t->nbytes / 4 : t->type == GGUF_T_F16 ? t->nbytes / 2 : 0;
     const uint64_t block = 4096;
@@ -505,9 +514,14 @@ int marian_verify(const marian_model *m, char *err, size_t errlen) {
                  got, want);
             return -1;
         }
-        int64_t bad = first_non_finite(t);
-        if (bad >= 0) { /* NaN/Inf weights would poison every translation */
-            fail(err, errlen, "tensor %s: element %lld is not finite", t->name, (long long)bad);
+        const int64_t bad = first_non_finite(t);
+        if (bad >= 0 && t->n_dims == 2) { /* NaN/Inf weights would poison every translation */
+            fail(err, errlen, "tensor %s: row %lld, column %lld is not finite (NaN or infinity)", t->name,
+                 (long long)(bad / (int64_t)t->ne[0]), (long long)(bad % (int64_t)t->ne[0]));
+            return -1;
+        } else if (bad >= 0) {
+            fail(err, errlen, "tensor %s: element %lld is not finite (NaN or infinity)", t->name,
+                 (long long)bad);
             return -1;
         }
     }

@@ -79,9 +79,14 @@ const float *marian_position(const marian_model *m, int pos, float *buf);
 marian_model *marian_load(const char *path, char *err, size_t errlen);
 /* The same from a buffer the caller keeps until marian_free (used by the fuzzer). */
 marian_model *marian_load_buffer(const void *buf, size_t len, char *err, size_t errlen);
+/* marian_load, then marian_verify: what every command that uses a model's values loads
+ * with (nothing in a model file is trusted). */
+marian_model *marian_load_verified(const char *path, char *err, size_t errlen);
 void marian_free(marian_model *m);
 
-/* Check the CRC-32 of every tensor. Returns 0, or -1 naming the first bad tensor. */
+/* Check the metadata's CRC-32 (when present), every tensor's CRC-32 and that every weight
+ * is finite. Returns 0, or -1 naming the first bad tensor (and row and column of a
+ * matrix's non-finite element). */
 int marian_verify(const marian_model *m, char *err, size_t errlen);
 
 #endif

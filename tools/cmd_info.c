@@ -64,15 +64,13 @@ int cmd_verify(int argc, char **argv) {
     int rc = parse_model_arg("verify", "Check the file structure, the metadata's and every tensor's CRC-32, and\n"
                              "that every weight is finite.", argc, argv, &path);
     if (rc >= 0) return rc;
+    /* attend_load checks exactly what verify promises (a failure ends here with status 3):
+     * checking again would read the whole file a second time */
     attend_model *m = cli_load_model(path);
-    char err[512];
-    rc = attend_verify(m, err, sizeof err);
     const attend_config *c = attend_get_config(m);
-    if (rc) fprintf(stderr, "attend: %s: %s\n", path ? path : "model", err);
-    else
-        printf("ok: %lld tensors, CRC-32 and values checked; metadata %s\n", c->tensor_count,
-               c->metadata_checksum ? "CRC-32 checked" : "has no checksum (exported before it was added)");
+    printf("ok: %lld tensors, CRC-32 and values checked; metadata %s\n", c->tensor_count,
+           c->metadata_checksum ? "CRC-32 checked" : "has no checksum (exported before it was added)");
     attend_free(m);
-    return rc ? EXIT_MODEL : EXIT_OK;
+    return EXIT_OK;
 }
 

@@ -159,20 +159,7 @@ static float element(const gguf_tensor *t, uint64_t i) {
     return t->type == GGUF_T_F16 ? at_f16_to_f32_1(((const uint16_t *)t->data)[i]) : ((const float *)t->data)[i];
 }
 
-/* The loader checks structure, not values: a NaN or infinity would give a NaN scale (a file
- * attend refuses) and an undefined float-to-int8 conversion. Returns 1 with the first
- * non-finite element's flat index in *at, else 0. */
-static int find_non_finite(const gguf_tensor *t, uint64_t *at) {
-    const uint64_t n = t->type == GGUF_T_F16 ? t->nbytes / 2 : t->type == GGUF_T_F32 ? t->nbytes / 4 : 0;
-    for (uint64_t i = 0; i < n; i++)
-        if (!isfinite(element(t, i))) {
-            *at = i;
-            return 1;
-        }
-    return 0;
-}
-
-/* Row r of a 2-D f32/f16 tensor of finite values -> int8 + scale, exactly as
+/* Row r of a 2-D f32/f16 tensor (finite: the loader checked) -> int8 + scale, exactly as
  * export_marian.quantize_rows: scale = max|w| / 127, q = rint(w / scale) in f32, clipped
  * to ±127. */
 static void quantize_matrix(const gguf_tensor *t, int8_t *q, float *scale) {
@@ -190,24 +177,6 @@ static void quantize_matrix(const gguf_tensor *t, int8_t *q, float *scale) {
         }
     }
     free(row);
-}
-
-/* Refuse a model with a NaN or infinite weight, naming the first (row and column of a
- * matrix). Returns 0 or EXIT_MODEL. */
-static int check_finite(const char *path, const gguf_file *in) {
-    for (uint64_t i = 0; i < gguf_tensor_count(in); i++) {
-        const gguf_tensor *t = gguf_tensor_at(in, i);
-        uint64_t at;
-        if (!find_non_finite(t, &at)) continue;
-        if (t->n_dims == 2)
-            fprintf(stderr, "attend quantize: %s: tensor %s: row %llu, column %llu is not finite (NaN or infinity)\n",
-                    path, t->name, (unsigned long long)(at / t->ne[0]), (unsigned long long)(at % t->ne[0]));
-        else
-            fprintf(stderr, "attend quantize: %s: tensor %s: element %llu is not finite (NaN or infinity)\n", path,
-                    t->name, (unsigned long long)at);
-        return EXIT_MODEL;
-    }
-    return 0;
 }
 
 int cmd_quantize(int argc, char **argv) {
@@ -228,7 +197,9 @@ int cmd_quantize(int argc, char **argv) {
         return EXIT_USAGE;
     }
     char err[512];
-    marian_model *m = marian_load(path[0], err, sizeof err); /* checks it is a whole, valid model */
+    /* a whole, valid model, CRC-32s and finite weights included: a corrupted file is not
+     * re-written with fresh checksums, and NaN is never converted to int8 (undefined) */
+    marian_model *m = marian_load_verified(path[0], err, sizeof err);
     if (!m) {
         fprintf(stderr, "attend quantize: %s: %s\n", path[0], err);
         return EXIT_MODEL;
@@ -239,10 +210,6 @@ int cmd_quantize(int argc, char **argv) {
         return EXIT_USAGE;
     }
     const gguf_file *in = m->file;
-    if (check_finite(path[0], in)) { /* before anything is written */
-        marian_free(m);
-        return EXIT_MODEL;
-    }
     const int n_in = (int)gguf_tensor_count(in);
     out_tensor *t = calloc((size_t)n_in * 2, sizeof *t);
     int nt = 0, status = EXIT_OK;

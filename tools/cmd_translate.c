@@ -151,8 +151,8 @@ static int is_blank(const char *s, size_t n) {
 typedef struct {
     int n;                /* lines in the chunk */
     const int *slot;      /* line i -> its index among the lines translated, -1 if blank */
-    attend_result *res;   /* [k] translations, by slot; freed once written */
-    unsigned char *ready; /* [k] res[slot] holds the translation */
+    attend_result *res;   /* [k] translations, by slot (text set once translated); freed
+                           * once written */
     int written;          /* lines 0..written are out */
 } chunk_output;
 
@@ -195,7 +195,7 @@ static int write_ready(translate_ctx *cx, chunk_output *o) {
     const int from = o->written;
     while (o->written < o->n) {
         const int k = o->slot[o->written];
-        if (k >= 0 && !o->ready[k]) break;
+        if (k >= 0 && !o->res[k].text) break; /* not translated yet */
         int status = write_line(cx, k >= 0 ? &o->res[k] : NULL);
         if (k >= 0) attend_result_free(&o->res[k]); /* attention results are big */
         o->written++;
@@ -273,10 +273,7 @@ static int translate_sorted(translate_ctx *cx, const char **todo, const size_t *
             status = EXIT_FAIL;
             break;
         }
-        for (int j = 0; j < n; j++) {
-            o->res[order[s + j]] = br[j];
-            o->ready[order[s + j]] = 1;
-        }
+        for (int j = 0; j < n; j++) o->res[order[s + j]] = br[j];
         status = write_ready(cx, o);
     }
     free(order);
@@ -294,9 +291,8 @@ static int translate_batch(translate_ctx *cx, char **lines, size_t *lens, int n)
     size_t *todo_len = malloc(sizeof(size_t) * (size_t)n);
     int *slot = malloc(sizeof(int) * (size_t)n);
     attend_result *res = calloc((size_t)n, sizeof *res);
-    unsigned char *ready = calloc((size_t)n, 1);
     int status = 0, k = 0;
-    if (!todo || !todo_len || !slot || !res || !ready) {
+    if (!todo || !todo_len || !slot || !res) {
         fprintf(stderr, "attend: out of memory\n");
         status = EXIT_FAIL;
     }
@@ -309,12 +305,11 @@ static int translate_batch(translate_ctx *cx, char **lines, size_t *lens, int n)
         }
     }
     if (!status && cx->verbose) fprintf(stderr, "attend: %d line%s, %d to translate\n", n, n == 1 ? "" : "s", k);
-    chunk_output o = {n, slot, res, ready, 0};
+    chunk_output o = {n, slot, res, 0};
     if (!status && k) status = translate_sorted(cx, todo, todo_len, k, &o);
     if (!status) status = write_ready(cx, &o); /* blank lines after the last translation */
     for (int i = 0; res && i < k; i++) attend_result_free(&res[i]); /* those not written */
     free(res);
-    free(ready);
     free(todo);
     free(todo_len);
     free(slot);
