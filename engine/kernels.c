@@ -106,15 +106,61 @@ int32_t *at_matrix_i8_sums(const int8_t *q, int rows, int cols) {
     return s;
 }
 
+size_t at_matrix_elems(const at_matrix *m) {
+    if (!m->packed) return (size_t)m->rows * m->cols;
+    const size_t groups = ((size_t)m->rows + AT_PACK_ROWS - 1) / AT_PACK_ROWS;
+    return groups * AT_PACK_ROWS * at_pack_chunks(m) * (size_t)at_pack_chunk(m->dtype);
+}
+
+void at_matrix_raw_row(void *dst, const at_matrix *m, int r) {
+    const size_t es = (size_t)at_dtype_size(m->dtype);
+    const char *src = m->data;
+    if (!m->packed) {
+        memcpy(dst, src + at_matrix_index(m, r, 0) * es, es * (size_t)m->cols);
+        return;
+    }
+    const int ce = at_pack_chunk(m->dtype);
+    for (int c = 0; c < m->cols; c += ce) { /* one chunk at a time */
+        const int len = m->cols - c < ce ? m->cols - c : ce;
+        memcpy((char *)dst + (size_t)c * es, src + at_matrix_index(m, r, c) * es, es * (size_t)len);
+    }
+}
+
+void *at_matrix_pack(at_matrix *m) {
+    at_matrix p = *m;
+    p.packed = 1;
+    const size_t es = (size_t)at_dtype_size(m->dtype), bytes = at_matrix_elems(&p) * es;
+    char *buf = aligned_alloc(AT_PACK_BYTES, bytes ? bytes : AT_PACK_BYTES); /* bytes: whole chunks */
+    if (!buf) return NULL;
+    memset(buf, 0, bytes); /* the padding */
+    p.data = buf;
+    const char *src = m->data;
+    const int ce = at_pack_chunk(m->dtype);
+    for (int r = 0; r < m->rows; r++)
+        for (int c = 0; c < m->cols; c += ce) {
+            const int len = m->cols - c < ce ? m->cols - c : ce;
+            memcpy(buf + at_matrix_index(&p, r, c) * es, src + at_matrix_index(m, r, c) * es, es * (size_t)len);
+        }
+    *m = p;
+    return buf;
+}
+
 void at_matrix_row(float *dst, const at_matrix *m, int r) {
-    const size_t off = (size_t)r * m->cols;
-    if (m->dtype == AT_F16) {
-        at_k()->f16_to_f32(dst, (const uint16_t *)m->data + off, (size_t)m->cols);
-    } else if (m->dtype == AT_I8) {
-        const int8_t *q = (const int8_t *)m->data + off;
-        for (int c = 0; c < m->cols; c++) dst[c] = (float)q[c] * m->scale[r];
-    } else {
-        memcpy(dst, (const float *)m->data + off, sizeof(float) * (size_t)m->cols);
+    const int ce = at_pack_chunk(m->dtype); /* contiguous in both layouts */
+    const size_t es = (size_t)at_dtype_size(m->dtype);
+    for (int c = 0; c < m->cols; c += ce) {
+        const int len = m->cols - c < ce ? m->cols - c : ce;
+        const char *src = (const char *)m->data + at_matrix_index(m, r, c) * es;
+        if (m->dtype == AT_F32) {
+            memcpy(dst + c, src, es * (size_t)len);
+        } else if (m->dtype == AT_F16) {
+            uint16_t h[AT_PACK_BYTES / 2];
+            memcpy(h, src, es * (size_t)len);
+            for (int i = 0; i < len; i++) dst[c + i] = at_f16_to_f32_1(h[i]);
+        } else {
+            const int8_t *q = (const int8_t *)src;
+            for (int i = 0; i < len; i++) dst[c + i] = (float)q[i] * m->scale[r];
+        }
     }
 }
 
@@ -162,17 +208,47 @@ static void generic_linear_i8(float *y, const float *x, const at_matrix *w, cons
         free(row);
         return;
     }
+    const int8_t *W = w->data;
     const double work = (double)n * out * in;
-#pragma omp parallel for schedule(static) if (work > PARALLEL_GRAIN && at_threads() > 1)
-    for (int o = 0; o < out; o++) {
-        const int8_t *wr = (const int8_t *)w->data + (size_t)o * in;
-        for (int t = 0; t < n; t++) {
-            const int8_t *xr = xq + (size_t)t * in;
-            int32_t acc = 0;
-            for (int k = 0; k < in; k++) acc += (int32_t)xr[k] * wr[k];
-            y[(size_t)t * out + o] = AT_I8_OUT(acc, sx[t], w->scale[o], b ? b[o] : 0.0f);
+#pragma omp parallel if (work > PARALLEL_GRAIN && at_threads() > 1)
+    {
+        int8_t *buf = w->packed ? malloc((size_t)in) : NULL; /* a packed row, gathered */
+#pragma omp for schedule(static)
+        for (int o = 0; o < out; o++) {
+            const int8_t *wr = W + at_matrix_index(w, o, 0);
+            if (buf) {
+                at_matrix_raw_row(buf, w, o);
+                wr = buf;
+            }
+            for (int t = 0; t < n; t++) {
+                const int8_t *xr = xq + (size_t)t * in;
+                int32_t acc = 0;
+                if (w->packed && !buf) /* no memory for one row: element by element (exact either way) */
+                    for (int k = 0; k < in; k++) acc += (int32_t)xr[k] * W[at_matrix_index(w, o, k)];
+                else
+                    for (int k = 0; k < in; k++) acc += (int32_t)xr[k] * wr[k];
+                y[(size_t)t * out + o] = AT_I8_OUT(acc, sx[t], w->scale[o], b ? b[o] : 0.0f);
+            }
         }
+        free(buf);
     }
+}
+
+/* Element (o, k) of an f32 or f16 matrix as a float. */
+static float matrix_elem(const at_matrix *w, int o, int k) {
+    const size_t i = at_matrix_index(w, o, k);
+    return w->dtype == AT_F16 ? at_f16_to_f32_1(((const uint16_t *)w->data)[i]) : ((const float *)w->data)[i];
+}
+
+/* generic_dot(a, row o of w) in generic_dot's exact order, reading w element by element:
+ * the fallback when there is no memory for a row buffer. */
+static float generic_dot_elems(const float *a, const at_matrix *w, int o, int n) {
+    float s[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) s[j] += a[i + j] * matrix_elem(w, o, i + j);
+    for (; i < n; i++) s[i & 7] += a[i] * matrix_elem(w, o, i);
+    return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
 static void generic_linear(float *y, const float *x, const at_matrix *w, const float *b, int n) {
@@ -182,30 +258,23 @@ static void generic_linear(float *y, const float *x, const at_matrix *w, const f
     }
     const int out = w->rows, in = w->cols;
     const double work = (double)n * out * in;
+    /* row-major f32 rows are used where they lie; f16 or packed rows are gathered first */
+    const int direct = w->dtype == AT_F32 && !w->packed;
 #pragma omp parallel if (work > PARALLEL_GRAIN && at_threads() > 1)
     {
-        float *buf = w->dtype == AT_F16 ? malloc(sizeof(float) * (size_t)in) : NULL;
+        float *buf = direct ? NULL : malloc(sizeof(float) * (size_t)in);
 #pragma omp for schedule(static)
         for (int o = 0; o < out; o++) {
-            const float *row;
-            if (w->dtype == AT_F16 && !buf) { /* no memory for one row: widen element by element */
-                const uint16_t *wr = (const uint16_t *)w->data + (size_t)o * in;
-                for (int t = 0; t < n; t++) {
-                    float acc = 0.0f, v;
-                    for (int k = 0; k < in; k++) {
-                        generic_f16_to_f32(&v, wr + k, 1);
-                        acc += x[(size_t)t * in + k] * v;
-                    }
-                    y[(size_t)t * out + o] = acc + (b ? b[o] : 0.0f);
-                }
-                continue;
-            } else if (w->dtype == AT_F16) {
-                generic_f16_to_f32(buf, (const uint16_t *)w->data + (size_t)o * in, (size_t)in);
-                row = buf;
-            } else {
-                row = (const float *)w->data + (size_t)o * in;
-            }
             const float bias = b ? b[o] : 0.0f;
+            if (!direct && !buf) {
+                for (int t = 0; t < n; t++) y[(size_t)t * out + o] = generic_dot_elems(x + (size_t)t * in, w, o, in) + bias;
+                continue;
+            }
+            const float *row = (const float *)w->data + (size_t)o * in;
+            if (!direct) {
+                at_matrix_row(buf, w, o);
+                row = buf;
+            }
             for (int t = 0; t < n; t++) y[(size_t)t * out + o] = generic_dot(x + (size_t)t * in, row, in) + bias;
         }
         free(buf);

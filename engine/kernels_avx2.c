@@ -113,30 +113,32 @@ static inline __m256i load_tail(const int8_t *p, int k) {
 }
 
 static inline __attribute__((always_inline)) void tile_i8(float *y, int ldy, const int8_t *xq, const float *sx,
-                                                         const int8_t *w, int in, const float *sw,
+                                                         const int8_t *w, wstride ws, int in, const float *sw,
                                                          const float *b, const int RW, const int NX) {
     __m256i acc[I8_TILE_W][I8_TILE_X];
     UNROLL for (int r = 0; r < RW; r++) UNROLL for (int j = 0; j < NX; j++) acc[r][j] = _mm256_setzero_si256();
     int k = 0;
     for (; k + 32 <= in; k += 32) {
+        const size_t ko = w_off(ws, k);
         __m256i xs[I8_TILE_X], xa[I8_TILE_X];
         UNROLL for (int j = 0; j < NX; j++) {
             xs[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq + (size_t)j * in + k));
             xa[j] = _mm256_abs_epi8(xs[j]);
         }
         UNROLL for (int r = 0; r < RW; r++) {
-            const __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(w + (size_t)r * in + k));
+            const __m256i wv = _mm256_loadu_si256((const __m256i *)(const void *)(w + r * ws.rs + ko));
             UNROLL for (int j = 0; j < NX; j++) acc[r][j] = dot_step(acc[r][j], xa[j], xs[j], wv);
         }
     }
     if (k < in) {
+        const size_t ko = w_off(ws, k);
         __m256i xs[I8_TILE_X], xa[I8_TILE_X];
         UNROLL for (int j = 0; j < NX; j++) {
             xs[j] = load_tail(xq + (size_t)j * in + k, in - k);
             xa[j] = _mm256_abs_epi8(xs[j]);
         }
         UNROLL for (int r = 0; r < RW; r++) {
-            const __m256i wv = load_tail(w + (size_t)r * in + k, in - k);
+            const __m256i wv = load_tail(w + r * ws.rs + ko, in - k);
             UNROLL for (int j = 0; j < NX; j++) acc[r][j] = dot_step(acc[r][j], xa[j], xs[j], wv);
         }
     }
@@ -157,14 +159,14 @@ static inline __attribute__((always_inline)) void tile_i8(float *y, int ldy, con
 
 #define I8_CASES(RW)                                                                          \
     switch (nx) {                                                                             \
-    case 1: tile_i8(y, ldy, xq, sx, w, in, sw, b, RW, 1); break;                              \
-    case 2: tile_i8(y, ldy, xq, sx, w, in, sw, b, RW, 2); break;                              \
-    default: tile_i8(y, ldy, xq, sx, w, in, sw, b, RW, 3); break;                             \
+    case 1: tile_i8(y, ldy, xq, sx, w, ws, in, sw, b, RW, 1); break;                              \
+    case 2: tile_i8(y, ldy, xq, sx, w, ws, in, sw, b, RW, 2); break;                              \
+    default: tile_i8(y, ldy, xq, sx, w, ws, in, sw, b, RW, 3); break;                             \
     }
 
-static void tile_i8_4(float *y, int ldy, const int8_t *xq, const float *sx, const int8_t *w, int in,
+static void tile_i8_4(float *y, int ldy, const int8_t *xq, const float *sx, const int8_t *w, wstride ws, int in,
                       const float *sw, const float *b, int nx) { I8_CASES(4) }
-static void tile_i8_1(float *y, int ldy, const int8_t *xq, const float *sx, const int8_t *w, int in,
+static void tile_i8_1(float *y, int ldy, const int8_t *xq, const float *sx, const int8_t *w, wstride ws, int in,
                       const float *sw, const float *b, int nx) { I8_CASES(1) }
 
 static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const float *b, int n) {
@@ -176,6 +178,7 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
         return;
     }
     const int8_t *W = (const int8_t *)w->data;
+    const wstride ws = matrix_stride(w);
     const double work = (double)n * out * in;
     const int RB = n == 1 ? 32 : 64, nb = (out + RB - 1) / RB, XB = 48;
 #pragma omp parallel for schedule(dynamic, 1) if (work > 4 * SIMD_PARALLEL_GRAIN && at_threads() > 1)
@@ -187,13 +190,13 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
             for (; o + I8_TILE_W <= o1; o += I8_TILE_W)
                 for (int t = t0; t < t1; t += I8_TILE_X) {
                     const int nx = t1 - t < I8_TILE_X ? t1 - t : I8_TILE_X;
-                    tile_i8_4(y + (size_t)t * out + o, out, xq + (size_t)t * in, sx + t, W + (size_t)o * in, in,
+                    tile_i8_4(y + (size_t)t * out + o, out, xq + (size_t)t * in, sx + t, W + at_matrix_index(w, o, 0), ws, in,
                               w->scale + o, b ? b + o : NULL, nx);
                 }
             for (; o < o1; o++)
                 for (int t = t0; t < t1; t += I8_TILE_X) {
                     const int nx = t1 - t < I8_TILE_X ? t1 - t : I8_TILE_X;
-                    tile_i8_1(y + (size_t)t * out + o, out, xq + (size_t)t * in, sx + t, W + (size_t)o * in, in,
+                    tile_i8_1(y + (size_t)t * out + o, out, xq + (size_t)t * in, sx + t, W + at_matrix_index(w, o, 0), ws, in,
                               w->scale + o, b ? b + o : NULL, nx);
                 }
         }

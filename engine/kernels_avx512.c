@@ -87,26 +87,28 @@ static inline __m128i reduce4(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
 #define I8_TILE_X 4
 
 static inline __attribute__((always_inline)) void tile_i8(float *y, int ldy, const uint8_t *xu, int ldx,
-                                                         const float *sx, const int8_t *w, int in,
+                                                         const float *sx, const int8_t *w, wstride ws, int in,
                                                          const float *sw, const int32_t *wsum,
                                                          const float *b, const int RW, const int NX) {
     __m512i acc[I8_TILE_W][I8_TILE_X];
     UNROLL for (int r = 0; r < RW; r++) UNROLL for (int j = 0; j < NX; j++) acc[r][j] = _mm512_setzero_si512();
     int k = 0;
     for (; k + 64 <= in; k += 64) {
+        const size_t ko = w_off(ws, k);
         __m512i xv[I8_TILE_X];
         UNROLL for (int j = 0; j < NX; j++) xv[j] = _mm512_loadu_si512((const void *)(xu + (size_t)j * ldx + k));
         UNROLL for (int r = 0; r < RW; r++) {
-            const __m512i wv = _mm512_loadu_si512((const void *)(w + (size_t)r * in + k));
+            const __m512i wv = _mm512_loadu_si512((const void *)(w + r * ws.rs + ko));
             UNROLL for (int j = 0; j < NX; j++) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xv[j], wv);
         }
     }
     if (k < in) {
         const __mmask64 m = (~0ULL) >> (64 - (in - k));
+        const size_t ko = w_off(ws, k);
         __m512i xv[I8_TILE_X];
         UNROLL for (int j = 0; j < NX; j++) xv[j] = _mm512_maskz_loadu_epi8(m, (const void *)(xu + (size_t)j * ldx + k));
         UNROLL for (int r = 0; r < RW; r++) {
-            const __m512i wv = _mm512_maskz_loadu_epi8(m, (const void *)(w + (size_t)r * in + k));
+            const __m512i wv = _mm512_maskz_loadu_epi8(m, (const void *)(w + r * ws.rs + ko));
             UNROLL for (int j = 0; j < NX; j++) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xv[j], wv);
         }
     }
@@ -128,15 +130,15 @@ static inline __attribute__((always_inline)) void tile_i8(float *y, int ldy, con
 
 #define I8_CASES(RW)                                                                          \
     switch (nx) {                                                                             \
-    case 1: tile_i8(y, ldy, xu, in, sx, w, in, sw, ws, b, RW, 1); break;                      \
-    case 2: tile_i8(y, ldy, xu, in, sx, w, in, sw, ws, b, RW, 2); break;                      \
-    case 3: tile_i8(y, ldy, xu, in, sx, w, in, sw, ws, b, RW, 3); break;                      \
-    default: tile_i8(y, ldy, xu, in, sx, w, in, sw, ws, b, RW, 4); break;                     \
+    case 1: tile_i8(y, ldy, xu, in, sx, w, wst, in, sw, ws, b, RW, 1); break;                      \
+    case 2: tile_i8(y, ldy, xu, in, sx, w, wst, in, sw, ws, b, RW, 2); break;                      \
+    case 3: tile_i8(y, ldy, xu, in, sx, w, wst, in, sw, ws, b, RW, 3); break;                      \
+    default: tile_i8(y, ldy, xu, in, sx, w, wst, in, sw, ws, b, RW, 4); break;                     \
     }
 
-static void tile_i8_4(float *y, int ldy, const uint8_t *xu, const float *sx, const int8_t *w, int in,
+static void tile_i8_4(float *y, int ldy, const uint8_t *xu, const float *sx, const int8_t *w, wstride wst, int in,
                       const float *sw, const int32_t *ws, const float *b, int nx) { I8_CASES(4) }
-static void tile_i8_1(float *y, int ldy, const uint8_t *xu, const float *sx, const int8_t *w, int in,
+static void tile_i8_1(float *y, int ldy, const uint8_t *xu, const float *sx, const int8_t *w, wstride wst, int in,
                       const float *sw, const int32_t *ws, const float *b, int nx) { I8_CASES(1) }
 
 static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const float *b, int n) {
@@ -159,6 +161,7 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
     for (; i < tot; i++) xq[i] = (int8_t)((uint8_t)xq[i] ^ 0x80);
     const uint8_t *xu = (const uint8_t *)xq;
     const int8_t *W = (const int8_t *)w->data;
+    const wstride wst = matrix_stride(w);
     const double work = (double)n * out * in;
     const int RB = n == 1 ? 32 : 64, nb = (out + RB - 1) / RB, XB = 64;
 #pragma omp parallel for schedule(dynamic, 1) if (work > 4 * SIMD_PARALLEL_GRAIN && at_threads() > 1)
@@ -170,13 +173,13 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
             for (; o + I8_TILE_W <= o1; o += I8_TILE_W)
                 for (int t = t0; t < t1; t += I8_TILE_X) {
                     const int nx = t1 - t < I8_TILE_X ? t1 - t : I8_TILE_X;
-                    tile_i8_4(y + (size_t)t * out + o, out, xu + (size_t)t * in, sx + t, W + (size_t)o * in, in,
+                    tile_i8_4(y + (size_t)t * out + o, out, xu + (size_t)t * in, sx + t, W + at_matrix_index(w, o, 0), wst, in,
                               w->scale + o, w->wsum + o, b ? b + o : NULL, nx);
                 }
             for (; o < o1; o++)
                 for (int t = t0; t < t1; t += I8_TILE_X) {
                     const int nx = t1 - t < I8_TILE_X ? t1 - t : I8_TILE_X;
-                    tile_i8_1(y + (size_t)t * out + o, out, xu + (size_t)t * in, sx + t, W + (size_t)o * in, in,
+                    tile_i8_1(y + (size_t)t * out + o, out, xu + (size_t)t * in, sx + t, W + at_matrix_index(w, o, 0), wst, in,
                               w->scale + o, w->wsum + o, b ? b + o : NULL, nx);
                 }
         }

@@ -28,6 +28,7 @@
 /* Below this many multiply-adds a parallel region costs more than it saves. */
 #define SIMD_PARALLEL_GRAIN (1 << 16)
 #define TILE_W 4 /* W rows per micro-tile */
+_Static_assert(TILE_W == AT_PACK_ROWS, "a 4-row tile reads one packed group");
 #define TILE_X 6 /* input rows per micro-tile */
 
 /* ---------------------------------------------------------------------------------------
@@ -62,8 +63,35 @@ static void simd_f16_to_f32(float *dst, const uint16_t *src, size_t n) {
 
 #define UNROLL _Pragma("GCC unroll 8")
 
+/* Where a tile's W rows lie, for either layout (at_matrix_index): element k of the tile's
+ * row r is at w + r * rs + (k >> sh) * cs + (k & (2^sh - 1)) elements. Row-major: rs = cols,
+ * cs = 2^sh (so simply r * cols + k); packed: rs = one chunk, cs = AT_PACK_ROWS chunks.
+ * Vector steps (VN, or the int8 step) divide the chunk, so no step straddles two chunks. */
+typedef struct {
+    size_t rs, cs;
+    int sh;
+} wstride;
+
+static inline size_t w_off(wstride s, int k) {
+    return (size_t)(k >> s.sh) * s.cs + (size_t)(k & ((1 << s.sh) - 1));
+}
+
+static inline wstride matrix_stride(const at_matrix *w) {
+    const int ce = at_pack_chunk(w->dtype);
+    const wstride s = {w->packed ? (size_t)ce : (size_t)w->cols, (size_t)(w->packed ? AT_PACK_ROWS * ce : ce),
+                       __builtin_ctz((unsigned)ce)};
+    return s;
+}
+
+/* Elements of rows [o0, o1) from row o0's first one (o0 a multiple of AT_PACK_ROWS). */
+static inline size_t block_elems(const at_matrix *w, int o0, int o1) {
+    if (!w->packed) return (size_t)(o1 - o0) * w->cols;
+    const int g0 = o0 / AT_PACK_ROWS, g1 = (o1 + AT_PACK_ROWS - 1) / AT_PACK_ROWS;
+    return (size_t)(g1 - g0) * AT_PACK_ROWS * at_pack_chunks(w) * at_pack_chunk(w->dtype);
+}
+
 static inline __attribute__((always_inline)) void tile(float *y, int ldy, const float *x, int in,
-                                                      const void *w, int f16, const float *b,
+                                                      const void *w, wstride ws, int f16, const float *b,
                                                       const int RW, const int NX) {
     V acc[TILE_W][TILE_X];
     UNROLL for (int r = 0; r < RW; r++) UNROLL for (int j = 0; j < NX; j++) acc[r][j] = V_ZERO();
@@ -71,19 +99,21 @@ static inline __attribute__((always_inline)) void tile(float *y, int ldy, const 
     const uint16_t *wh = (const uint16_t *)w;
     int k = 0;
     for (; k + VN <= in; k += VN) {
+        const size_t ko = w_off(ws, k);
         V xv[TILE_X];
         UNROLL for (int j = 0; j < NX; j++) xv[j] = V_LOAD(x + (size_t)j * in + k);
         UNROLL for (int r = 0; r < RW; r++) {
-            const V wv = f16 ? V_LOADH(wh + (size_t)r * in + k) : V_LOAD(wf + (size_t)r * in + k);
+            const V wv = f16 ? V_LOADH(wh + r * ws.rs + ko) : V_LOAD(wf + r * ws.rs + ko);
             UNROLL for (int j = 0; j < NX; j++) acc[r][j] = V_FMA(wv, xv[j], acc[r][j]);
         }
     }
     if (k < in) {
         const int rest = in - k;
+        const size_t ko = w_off(ws, k);
         V xv[TILE_X];
         UNROLL for (int j = 0; j < NX; j++) xv[j] = V_LOADN(x + (size_t)j * in + k, rest);
         UNROLL for (int r = 0; r < RW; r++) {
-            const V wv = f16 ? V_LOADHN(wh + (size_t)r * in + k, rest) : V_LOADN(wf + (size_t)r * in + k, rest);
+            const V wv = f16 ? V_LOADHN(wh + r * ws.rs + ko, rest) : V_LOADN(wf + r * ws.rs + ko, rest);
             UNROLL for (int j = 0; j < NX; j++) acc[r][j] = V_FMA(wv, xv[j], acc[r][j]);
         }
     }
@@ -94,18 +124,18 @@ static inline __attribute__((always_inline)) void tile(float *y, int ldy, const 
 /* One tile of RW rows over NX input rows, dispatched to a fully unrolled instance. */
 #define TILE_CASES(RW, F16)                                                                  \
     switch (nx) {                                                                            \
-    case 1: tile(y, ldy, x, in, w, F16, b, RW, 1); break;                                    \
-    case 2: tile(y, ldy, x, in, w, F16, b, RW, 2); break;                                    \
-    case 3: tile(y, ldy, x, in, w, F16, b, RW, 3); break;                                    \
-    case 4: tile(y, ldy, x, in, w, F16, b, RW, 4); break;                                    \
-    case 5: tile(y, ldy, x, in, w, F16, b, RW, 5); break;                                    \
-    default: tile(y, ldy, x, in, w, F16, b, RW, 6); break;                                   \
+    case 1: tile(y, ldy, x, in, w, ws, F16, b, RW, 1); break;                                    \
+    case 2: tile(y, ldy, x, in, w, ws, F16, b, RW, 2); break;                                    \
+    case 3: tile(y, ldy, x, in, w, ws, F16, b, RW, 3); break;                                    \
+    case 4: tile(y, ldy, x, in, w, ws, F16, b, RW, 4); break;                                    \
+    case 5: tile(y, ldy, x, in, w, ws, F16, b, RW, 5); break;                                    \
+    default: tile(y, ldy, x, in, w, ws, F16, b, RW, 6); break;                                   \
     }
 
-static void tile_f32_4(float *y, int ldy, const float *x, int in, const void *w, const float *b, int nx) { TILE_CASES(4, 0) }
-static void tile_f32_1(float *y, int ldy, const float *x, int in, const void *w, const float *b, int nx) { TILE_CASES(1, 0) }
-static void tile_f16_4(float *y, int ldy, const float *x, int in, const void *w, const float *b, int nx) { TILE_CASES(4, 1) }
-static void tile_f16_1(float *y, int ldy, const float *x, int in, const void *w, const float *b, int nx) { TILE_CASES(1, 1) }
+static void tile_f32_4(float *y, int ldy, const float *x, int in, const void *w, wstride ws, const float *b, int nx) { TILE_CASES(4, 0) }
+static void tile_f32_1(float *y, int ldy, const float *x, int in, const void *w, wstride ws, const float *b, int nx) { TILE_CASES(1, 0) }
+static void tile_f16_4(float *y, int ldy, const float *x, int in, const void *w, wstride ws, const float *b, int nx) { TILE_CASES(4, 1) }
+static void tile_f16_1(float *y, int ldy, const float *x, int in, const void *w, wstride ws, const float *b, int nx) { TILE_CASES(1, 1) }
 
 /* A per-thread scratch buffer that only grows (OpenMP threads persist, so this is reused
  * across calls: no allocation in the steady state). NULL if out of memory. */
@@ -121,47 +151,53 @@ static float *thread_scratch(size_t n) {
     return buf;
 }
 
-/* W rows [o0, o1) against every input row. f16 rows are widened once into scratch when
- * several input rows will reuse them (exact, so the result is the same either way). */
+/* W rows [o0, o1) (o0 a multiple of AT_PACK_ROWS) against every input row. f16 rows are
+ * widened once into scratch when several input rows will reuse them (exact, so the result
+ * is the same either way); the widened copy keeps the layout, element for element. */
 static void linear_block(float *y, const float *x, const at_matrix *w, const float *b, int n,
                          int o0, int o1) {
     const int out = w->rows, in = w->cols;
+    const wstride ws = matrix_stride(w);
+    const size_t base = at_matrix_index(w, o0, 0);
     const void *wb;
     int f16 = w->dtype == AT_F16;
     if (f16) {
-        wb = (const uint16_t *)w->data + (size_t)o0 * in;
-        float *buf = n >= 4 ? thread_scratch((size_t)(o1 - o0) * in) : NULL;
+        wb = (const uint16_t *)w->data + base;
+        const size_t span = block_elems(w, o0, o1);
+        float *buf = n >= 4 ? thread_scratch(span) : NULL;
         if (buf) {
-            simd_f16_to_f32(buf, (const uint16_t *)wb, (size_t)(o1 - o0) * in);
+            simd_f16_to_f32(buf, (const uint16_t *)wb, span);
             wb = buf;
             f16 = 0;
         }
     } else {
-        wb = (const float *)w->data + (size_t)o0 * in;
+        wb = (const float *)w->data + base;
     }
     const size_t es = f16 ? 2 : 4;
+#define ROW(o) ((const char *)wb + (at_matrix_index(w, (o), 0) - base) * es)
     /* input rows in blocks that stay in L2 while the W block is swept over them */
     const int XB = 48;
     for (int t0 = 0; t0 < n; t0 += XB) {
         const int t1 = t0 + XB < n ? t0 + XB : n;
         int o = o0;
         for (; o + TILE_W <= o1; o += TILE_W) {
-            const void *wr = (const char *)wb + (size_t)(o - o0) * in * es;
+            const void *wr = ROW(o);
             for (int t = t0; t < t1; t += TILE_X) {
                 const int nx = t1 - t < TILE_X ? t1 - t : TILE_X;
-                if (f16) tile_f16_4(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, b ? b + o : NULL, nx);
-                else tile_f32_4(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, b ? b + o : NULL, nx);
+                if (f16) tile_f16_4(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
+                else tile_f32_4(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
             }
         }
         for (; o < o1; o++) {
-            const void *wr = (const char *)wb + (size_t)(o - o0) * in * es;
+            const void *wr = ROW(o);
             for (int t = t0; t < t1; t += TILE_X) {
                 const int nx = t1 - t < TILE_X ? t1 - t : TILE_X;
-                if (f16) tile_f16_1(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, b ? b + o : NULL, nx);
-                else tile_f32_1(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, b ? b + o : NULL, nx);
+                if (f16) tile_f16_1(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
+                else tile_f32_1(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
             }
         }
     }
+#undef ROW
 }
 
 static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const float *b, int n);

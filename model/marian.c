@@ -431,8 +431,80 @@ marian_model *marian_load_verified(const char *path, char *err, size_t errlen) {
     return m;
 }
 
+/* The linear layers' matrices, the output projection first: packing the biggest first
+ * keeps the peak memory near the final size (see marian_pack). */
+static int linear_matrices(marian_model *m, at_matrix **out) {
+    int n = 0;
+    out[n++] = &m->out_proj;
+    for (int l = 0; l < m->c.enc_layers; l++) {
+        enc_layer *L = &m->enc[l];
+        linear *ls[] = {&L->self_attn.q, &L->self_attn.k, &L->self_attn.v, &L->self_attn.o, &L->fc1, &L->fc2};
+        for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) out[n++] = &ls[i]->w;
+    }
+    for (int l = 0; l < m->c.dec_layers; l++) {
+        dec_layer *L = &m->dec[l];
+        linear *ls[] = {&L->self_attn.q, &L->self_attn.k, &L->self_attn.v, &L->self_attn.o, &L->cross_attn.q,
+                        &L->cross_attn.k, &L->cross_attn.v, &L->cross_attn.o, &L->fc1, &L->fc2};
+        for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) out[n++] = &ls[i]->w;
+    }
+    return n;
+}
+
+static void release_matrix(const marian_model *m, const at_matrix *w) {
+    if (!w->packed) gguf_release(m->file, w->data, at_matrix_elems(w) * (uint64_t)at_dtype_size(w->dtype));
+}
+
+int marian_pack(marian_model *m, char *err, size_t errlen) {
+    const int cap = 1 + 6 * m->c.enc_layers + 10 * m->c.dec_layers;
+    at_matrix **mats = malloc(sizeof *mats * (size_t)cap);
+    void **owned = realloc(m->packed, sizeof(void *) * (size_t)(m->n_packed + cap));
+    if (owned) m->packed = owned;
+    if (!mats || !owned) {
+        free(mats);
+        fail(err, errlen, "out of memory");
+        return -1;
+    }
+    const int n = linear_matrices(m, mats);
+    /* marian_verify read every page in: let them go first, so the peak is about one
+     * model's size, not two (re-reading a page comes from the page cache) */
+    for (int i = 0; i < n; i++) release_matrix(m, mats[i]);
+    const void *proj_rows = m->out_proj.data;
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        at_matrix *w = mats[i];
+        if (w->packed) continue;
+        const at_matrix before = *w;
+        void *buf = at_matrix_pack(w);
+        if (!buf) {
+            fail(err, errlen, "out of memory");
+            rc = -1;
+            break;
+        }
+        m->packed[m->n_packed++] = buf;
+        release_matrix(m, &before);
+    }
+    /* tied embeddings read rows of the same (now packed) matrix */
+    if (m->out_proj.packed) {
+        if (m->enc_embed.data == proj_rows) m->enc_embed = m->out_proj;
+        if (m->dec_embed.data == proj_rows) m->dec_embed = m->out_proj;
+    }
+    free(mats);
+    return rc;
+}
+
+marian_model *marian_load_for_inference(const char *path, char *err, size_t errlen) {
+    marian_model *m = marian_load_verified(path, err, errlen);
+    if (m && marian_pack(m, err, errlen)) {
+        marian_free(m);
+        return NULL;
+    }
+    return m;
+}
+
 void marian_free(marian_model *m) {
     if (!m) return;
+    for (int i = 0; i < m->n_packed; i++) free(m->packed[i]);
+    free(m->packed);
     spm_free(m->src_spm);
     spm_free(m->tgt_spm);
     vocab_free(m->src_vocab);

@@ -57,6 +57,8 @@ typedef struct marian_model {
     int dtype; /* of the matrices: AT_F32, AT_F16 or AT_I8 (mixed files report the smallest) */
     int32_t **i8_sums; /* owned row sums of the int8 matrices (at_matrix.wsum) */
     int n_i8_sums;
+    void **packed;     /* owned packed copies of the matrices (marian_pack) */
+    int n_packed;
     at_matrix enc_embed, dec_embed, out_proj;
     const float *final_logits_bias;
     enc_layer *enc;
@@ -82,6 +84,14 @@ marian_model *marian_load_buffer(const void *buf, size_t len, char *err, size_t 
 /* marian_load, then marian_verify: what every command that uses a model's values loads
  * with (nothing in a model file is trusted). */
 marian_model *marian_load_verified(const char *path, char *err, size_t errlen);
+/* marian_load_verified, then marian_pack: what translating loads with. */
+marian_model *marian_load_for_inference(const char *path, char *err, size_t errlen);
+/* Repack every matrix a linear layer reads into the packed layout (at_matrix_pack), which
+ * batch-1 decoding reads much faster, and let the file's copies leave memory. The
+ * embeddings are packed only where they are the output projection's matrix too. Call after
+ * marian_verify (the checks read the file's bytes). Returns 0, or -1 if out of memory
+ * (the model stays usable, partly row-major). */
+int marian_pack(marian_model *m, char *err, size_t errlen);
 void marian_free(marian_model *m);
 
 /* Check the metadata's CRC-32 (when present), every tensor's CRC-32 and that every weight

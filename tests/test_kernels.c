@@ -170,6 +170,59 @@ static void test_linear_i8(void) {
     }
 }
 
+/* The packed layout: every row reads back unchanged, the padding is zero, and a linear
+ * layer gives bit-identical results packed or row-major, in every dtype, with row counts
+ * that fill no whole group and column counts that fill no whole chunk. */
+static void test_packed(void) {
+    const at_kernels *K = at_k();
+    int shapes[][3] = {{1, 1, 1}, {1, 5, 70}, {3, 17, 33}, {1, 512, 512}, {7, 130, 257},
+                       {1, 37, 100}, {6, 48, 2048}, {64, 40, 72}, {1, 130, 16}, {2, 9, 129}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const int n = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
+        float *x = malloc(sizeof(float) * n * in), *w = malloc(sizeof(float) * out * in);
+        float *b = malloc(sizeof(float) * out), *y = malloc(sizeof(float) * n * out);
+        float *yp = malloc(sizeof(float) * n * out), *r0 = malloc(sizeof(float) * in), *r1 = malloc(sizeof(float) * in);
+        uint16_t *wh = malloc(2 * (size_t)out * in);
+        int8_t *q = malloc((size_t)out * in);
+        float *sc = malloc(sizeof(float) * out);
+        fill(x, (size_t)n * in, 1), fill(w, (size_t)out * in, 0.2f), fill(b, out, 1);
+        for (size_t i = 0; i < (size_t)out * in; i++) wh[i] = at_f32_to_f16_1(w[i]);
+        for (int o = 0; o < out; o++) sc[o] = at_quantize_row(q + (size_t)o * in, w + (size_t)o * in, in);
+        int32_t *sums = at_matrix_i8_sums(q, out, in);
+        const void *data[3] = {w, wh, q};
+        for (int dtype = 0; dtype < 3; dtype++) {
+            const char *dn = dtype == AT_F32 ? "f32" : dtype == AT_F16 ? "f16" : "i8";
+            at_matrix W = {.data = data[dtype], .dtype = dtype, .rows = out, .cols = in};
+            if (dtype == AT_I8) W.scale = sc, W.wsum = sums;
+            at_matrix P = W;
+            void *buf = at_matrix_pack(&P);
+            CHECK_ISA(buf && P.packed, "pack %s %dx%d", dn, out, in);
+            if (!buf) continue;
+            int rows_same = 1;
+            for (int o = 0; o < out; o++) {
+                at_matrix_row(r0, &W, o), at_matrix_row(r1, &P, o);
+                rows_same &= !memcmp(r0, r1, sizeof(float) * in);
+            }
+            CHECK_ISA(rows_same, "pack %s %dx%d: a row reads back changed", dn, out, in);
+            /* padding: everything the rows did not fill */
+            const size_t es = (size_t)at_dtype_size(dtype), total = at_matrix_elems(&P) * es;
+            size_t nonzero = 0, filled = (size_t)out * in * es, zero_bytes = 0;
+            for (size_t i = 0; i < total; i++) zero_bytes += ((unsigned char *)buf)[i] == 0;
+            for (size_t i = 0; i < filled; i++) nonzero += ((const unsigned char *)data[dtype])[i] != 0;
+            CHECK_ISA(total - zero_bytes == nonzero, "pack %s %dx%d: %zu non-zero bytes, the rows have %zu", dn,
+                      out, in, total - zero_bytes, nonzero);
+            for (int with_bias = 0; with_bias < 2; with_bias++) {
+                K->linear(y, x, &W, with_bias ? b : NULL, n);
+                K->linear(yp, x, &P, with_bias ? b : NULL, n);
+                CHECK_ISA(!memcmp(y, yp, sizeof(float) * n * out), "linear %s n=%d out=%d in=%d bias=%d: packed differs",
+                          dn, n, out, in, with_bias);
+            }
+            free(buf);
+        }
+        free(x), free(w), free(b), free(y), free(yp), free(r0), free(r1), free(wh), free(q), free(sc), free(sums);
+    }
+}
+
 /* Degenerate int8 inputs: a row whose max is subnormal or tiny quantizes to zeros (127 / max
  * would overflow to inf, and 0 * inf is NaN), so the output is the bias; a row with NaN or
  * infinity gives NaN outputs, never an undefined float-to-int8 conversion. Every ISA agrees. */
@@ -320,6 +373,7 @@ int main(void) {
             test_linear();
             test_linear_i8();
             test_linear_i8_degenerate();
+            test_packed();
             test_small_kernels();
             test_attention();
             printf("%s %s, %d thread%s\n", failed == before ? "ok  " : "FAIL", names[i], threads,
@@ -336,6 +390,7 @@ int main(void) {
             int before = failed;
             test_linear_i8();
             test_linear_i8_degenerate();
+            test_packed();
             printf("%s avx512 without VNNI (int8)\n", failed == before ? "ok  " : "FAIL");
         }
     }

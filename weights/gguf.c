@@ -463,6 +463,14 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen) {
     return open_common(f, err, errlen);
 }
 
+void gguf_release(const gguf_file *f, const void *p, uint64_t n) {
+    const uintptr_t lo = (uintptr_t)p, hi = lo + n, base = (uintptr_t)f->base;
+    if (!f->mapped || lo < base || hi > base + f->size) return;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = (lo + page - 1) / page * page, b = hi / page * page; /* whole pages only */
+    if (a < b) madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
 void gguf_close(gguf_file *f) {
     if (!f) return;
     if (f->kv)

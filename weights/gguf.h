@@ -55,6 +55,11 @@ gguf_file *gguf_open(const char *path, char *err, size_t errlen);
 gguf_file *gguf_open_buffer(const void *buf, size_t len, char *err, size_t errlen);
 void gguf_close(gguf_file *f);
 
+/* The caller no longer needs bytes [p, p + n) of the file's data: the whole pages inside
+ * leave the process's memory (reading them again reads the file again). A no-op for a
+ * buffer from gguf_open_buffer. */
+void gguf_release(const gguf_file *f, const void *p, uint64_t n);
+
 uint32_t gguf_version(const gguf_file *f);
 uint64_t gguf_kv_count(const gguf_file *f);
 const gguf_kv *gguf_kv_at(const gguf_file *f, uint64_t i);
