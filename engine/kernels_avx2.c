@@ -180,8 +180,8 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
     const int8_t *W = (const int8_t *)w->data;
     const wstride ws = matrix_stride(w);
     const double work = (double)n * out * in;
-    const int RB = n == 1 ? 32 : 64, nb = (out + RB - 1) / RB, XB = 48;
-#pragma omp parallel for schedule(dynamic, 1) if (work > 4 * SIMD_PARALLEL_GRAIN && at_threads() > 1)
+    const int RB = n == 1 ? stream_block_rows(w, at_threads()) : 64, nb = (out + RB - 1) / RB, XB = 48;
+#pragma omp parallel for schedule(dynamic, 1) if (work > SIMD_PARALLEL_GRAIN && at_threads() > 1)
     for (int blk = 0; blk < nb; blk++) {
         const int o0 = blk * RB, o1 = o0 + RB < out ? o0 + RB : out;
         for (int t0 = 0; t0 < n; t0 += XB) {

@@ -87,28 +87,31 @@ static inline __m128i reduce4(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
 #define I8_TILE_X 4
 
 static inline __attribute__((always_inline)) void tile_i8(float *y, int ldy, const uint8_t *xu, int ldx,
-                                                         const float *sx, const int8_t *w, wstride ws, int in,
+                                                         const float *sx, const int8_t *w, int in,
                                                          const float *sw, const int32_t *wsum,
-                                                         const float *b, const int RW, const int NX) {
+                                                         const float *b, const int RW, const int NX,
+                                                         const int PK) {
+    /* one step is one 64-byte chunk: packed (PK), row r's chunk k/64 is at r * 64 + k * 4 */
+    const size_t rs = PK ? AT_PACK_BYTES : (size_t)in, ks = PK ? AT_PACK_ROWS : 1;
     __m512i acc[I8_TILE_W][I8_TILE_X];
     UNROLL for (int r = 0; r < RW; r++) UNROLL for (int j = 0; j < NX; j++) acc[r][j] = _mm512_setzero_si512();
     int k = 0;
     for (; k + 64 <= in; k += 64) {
-        const size_t ko = w_off(ws, k);
+        const size_t ko = (size_t)k * ks;
         __m512i xv[I8_TILE_X];
         UNROLL for (int j = 0; j < NX; j++) xv[j] = _mm512_loadu_si512((const void *)(xu + (size_t)j * ldx + k));
         UNROLL for (int r = 0; r < RW; r++) {
-            const __m512i wv = _mm512_loadu_si512((const void *)(w + r * ws.rs + ko));
+            const __m512i wv = _mm512_loadu_si512((const void *)(w + r * rs + ko));
             UNROLL for (int j = 0; j < NX; j++) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xv[j], wv);
         }
     }
     if (k < in) {
         const __mmask64 m = (~0ULL) >> (64 - (in - k));
-        const size_t ko = w_off(ws, k);
+        const size_t ko = (size_t)k * ks;
         __m512i xv[I8_TILE_X];
         UNROLL for (int j = 0; j < NX; j++) xv[j] = _mm512_maskz_loadu_epi8(m, (const void *)(xu + (size_t)j * ldx + k));
         UNROLL for (int r = 0; r < RW; r++) {
-            const __m512i wv = _mm512_maskz_loadu_epi8(m, (const void *)(w + r * ws.rs + ko));
+            const __m512i wv = _mm512_maskz_loadu_epi8(m, (const void *)(w + r * rs + ko));
             UNROLL for (int j = 0; j < NX; j++) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xv[j], wv);
         }
     }
@@ -128,18 +131,23 @@ static inline __attribute__((always_inline)) void tile_i8(float *y, int ldy, con
     }
 }
 
-#define I8_CASES(RW)                                                                          \
+#define I8_CASES(RW, PK)                                                                      \
     switch (nx) {                                                                             \
-    case 1: tile_i8(y, ldy, xu, in, sx, w, wst, in, sw, ws, b, RW, 1); break;                      \
-    case 2: tile_i8(y, ldy, xu, in, sx, w, wst, in, sw, ws, b, RW, 2); break;                      \
-    case 3: tile_i8(y, ldy, xu, in, sx, w, wst, in, sw, ws, b, RW, 3); break;                      \
-    default: tile_i8(y, ldy, xu, in, sx, w, wst, in, sw, ws, b, RW, 4); break;                     \
+    case 1: tile_i8(y, ldy, xu, in, sx, w, in, sw, ws, b, RW, 1, PK); break;                  \
+    case 2: tile_i8(y, ldy, xu, in, sx, w, in, sw, ws, b, RW, 2, PK); break;                  \
+    case 3: tile_i8(y, ldy, xu, in, sx, w, in, sw, ws, b, RW, 3, PK); break;                  \
+    default: tile_i8(y, ldy, xu, in, sx, w, in, sw, ws, b, RW, 4, PK); break;                 \
     }
 
-static void tile_i8_4(float *y, int ldy, const uint8_t *xu, const float *sx, const int8_t *w, wstride wst, int in,
-                      const float *sw, const int32_t *ws, const float *b, int nx) { I8_CASES(4) }
-static void tile_i8_1(float *y, int ldy, const uint8_t *xu, const float *sx, const int8_t *w, wstride wst, int in,
-                      const float *sw, const int32_t *ws, const float *b, int nx) { I8_CASES(1) }
+/* Instances for 4 rows or 1, row-major or packed (the strides become constants). */
+static void tile_i8_4(float *y, int ldy, const uint8_t *xu, const float *sx, const int8_t *w, int packed, int in,
+                      const float *sw, const int32_t *ws, const float *b, int nx) {
+    if (packed) I8_CASES(4, 1) else I8_CASES(4, 0)
+}
+static void tile_i8_1(float *y, int ldy, const uint8_t *xu, const float *sx, const int8_t *w, int packed, int in,
+                      const float *sw, const int32_t *ws, const float *b, int nx) {
+    if (packed) I8_CASES(1, 1) else I8_CASES(1, 0)
+}
 
 static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const float *b, int n) {
     if (!at_cpu_has("avx512vnni") || !w->wsum) { /* Skylake-SP class: AVX2's vpmaddubsw path */
@@ -161,10 +169,9 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
     for (; i < tot; i++) xq[i] = (int8_t)((uint8_t)xq[i] ^ 0x80);
     const uint8_t *xu = (const uint8_t *)xq;
     const int8_t *W = (const int8_t *)w->data;
-    const wstride wst = matrix_stride(w);
     const double work = (double)n * out * in;
-    const int RB = n == 1 ? 32 : 64, nb = (out + RB - 1) / RB, XB = 64;
-#pragma omp parallel for schedule(dynamic, 1) if (work > 4 * SIMD_PARALLEL_GRAIN && at_threads() > 1)
+    const int RB = n == 1 ? stream_block_rows(w, at_threads()) : 64, nb = (out + RB - 1) / RB, XB = 64;
+#pragma omp parallel for schedule(dynamic, 1) if (work > SIMD_PARALLEL_GRAIN && at_threads() > 1)
     for (int blk = 0; blk < nb; blk++) {
         const int o0 = blk * RB, o1 = o0 + RB < out ? o0 + RB : out;
         for (int t0 = 0; t0 < n; t0 += XB) {
@@ -173,13 +180,13 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
             for (; o + I8_TILE_W <= o1; o += I8_TILE_W)
                 for (int t = t0; t < t1; t += I8_TILE_X) {
                     const int nx = t1 - t < I8_TILE_X ? t1 - t : I8_TILE_X;
-                    tile_i8_4(y + (size_t)t * out + o, out, xu + (size_t)t * in, sx + t, W + at_matrix_index(w, o, 0), wst, in,
+                    tile_i8_4(y + (size_t)t * out + o, out, xu + (size_t)t * in, sx + t, W + at_matrix_index(w, o, 0), w->packed, in,
                               w->scale + o, w->wsum + o, b ? b + o : NULL, nx);
                 }
             for (; o < o1; o++)
                 for (int t = t0; t < t1; t += I8_TILE_X) {
                     const int nx = t1 - t < I8_TILE_X ? t1 - t : I8_TILE_X;
-                    tile_i8_1(y + (size_t)t * out + o, out, xu + (size_t)t * in, sx + t, W + at_matrix_index(w, o, 0), wst, in,
+                    tile_i8_1(y + (size_t)t * out + o, out, xu + (size_t)t * in, sx + t, W + at_matrix_index(w, o, 0), w->packed, in,
                               w->scale + o, w->wsum + o, b ? b + o : NULL, nx);
                 }
         }

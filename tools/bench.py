@@ -31,7 +31,7 @@ import time
 
 # The same OpenMP wait policy attend picks for itself (see tools/attend.c), for PyTorch too:
 # set before torch loads libgomp, so both systems are measured on equal terms.
-os.environ.setdefault("GOMP_SPINCOUNT", "300")
+os.environ.setdefault("GOMP_SPINCOUNT", "3000")
 # OpenBLAS's own worker threads (torch's f32 matmuls) likewise spin-wait after each call by
 # default; they live in this process while attend runs, so they must sleep promptly too.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
@@ -478,7 +478,7 @@ def main(argv=None):
                   "process; \"step\" = weight bytes a batch-1 decoder step reads ÷ median step time. A step can "
                   "exceed 100%: the triad also writes (and, as STREAM, does not count the write-allocate reads), "
                   "and weights smaller than the last-level cache may be served partly from it.")
-        md.append("- Both systems run with `GOMP_SPINCOUNT=300` (attend sets it for itself unless the user chose an "
+        md.append("- Both systems run with `GOMP_SPINCOUNT=3000` (attend sets it for itself unless the user chose an "
                   "OpenMP wait policy): libgomp's default long spin makes 2-thread runs collapse when other processes "
                   "share the cores.")
         md.append("- PyTorch reference: `tools/reference.py`'s model driven as HF `generate()` drives it (cached "
