@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <omp.h>
+#include <sys/mman.h>
 
 #include "isa.h"
 
@@ -126,23 +127,44 @@ void at_matrix_raw_row(void *dst, const at_matrix *m, int r) {
     }
 }
 
-void *at_matrix_pack(at_matrix *m) {
+size_t at_matrix_packed_bytes(const at_matrix *m) {
     at_matrix p = *m;
     p.packed = 1;
-    const size_t es = (size_t)at_dtype_size(m->dtype), bytes = at_matrix_elems(&p) * es;
-    char *buf = aligned_alloc(AT_PACK_BYTES, bytes ? bytes : AT_PACK_BYTES); /* bytes: whole chunks */
-    if (!buf) return NULL;
-    memset(buf, 0, bytes); /* the padding */
+    return at_matrix_elems(&p) * (size_t)at_dtype_size(m->dtype);
+}
+
+void at_matrix_pack_into(at_matrix *m, void *buf) {
+    at_matrix p = *m;
+    p.packed = 1;
     p.data = buf;
+    const size_t es = (size_t)at_dtype_size(m->dtype);
+    memset(buf, 0, at_matrix_packed_bytes(m)); /* the padding */
     const char *src = m->data;
+    char *dst = buf;
     const int ce = at_pack_chunk(m->dtype);
     for (int r = 0; r < m->rows; r++)
         for (int c = 0; c < m->cols; c += ce) {
             const int len = m->cols - c < ce ? m->cols - c : ce;
-            memcpy(buf + at_matrix_index(&p, r, c) * es, src + at_matrix_index(m, r, c) * es, es * (size_t)len);
+            memcpy(dst + at_matrix_index(&p, r, c) * es, src + at_matrix_index(m, r, c) * es, es * (size_t)len);
         }
     *m = p;
+}
+
+void *at_matrix_pack(at_matrix *m) {
+    void *buf = at_alloc_weights(at_matrix_packed_bytes(m));
+    if (buf) at_matrix_pack_into(m, buf);
     return buf;
+}
+
+void *at_alloc_weights(size_t bytes) {
+    const size_t huge = (size_t)2 << 20;
+    if (bytes < huge) return aligned_alloc(AT_PACK_BYTES, (bytes + AT_PACK_BYTES - 1) / AT_PACK_BYTES * AT_PACK_BYTES + AT_PACK_BYTES * !bytes);
+    const size_t n = (bytes + huge - 1) / huge * huge;
+    void *p = aligned_alloc(huge, n);
+#ifdef MADV_HUGEPAGE
+    if (p) madvise(p, n, MADV_HUGEPAGE); /* before the first touch; advice only, may be ignored */
+#endif
+    return p;
 }
 
 void at_matrix_row(float *dst, const at_matrix *m, int r) {

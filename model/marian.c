@@ -455,41 +455,39 @@ static void release_matrix(const marian_model *m, const at_matrix *w) {
 }
 
 int marian_pack(marian_model *m, char *err, size_t errlen) {
+    if (m->packed) return 0;
     const int cap = 1 + 6 * m->c.enc_layers + 10 * m->c.dec_layers;
     at_matrix **mats = malloc(sizeof *mats * (size_t)cap);
-    void **owned = realloc(m->packed, sizeof(void *) * (size_t)(m->n_packed + cap));
-    if (owned) m->packed = owned;
-    if (!mats || !owned) {
-        free(mats);
+    if (!mats) {
         fail(err, errlen, "out of memory");
         return -1;
     }
     const int n = linear_matrices(m, mats);
+    size_t total = 0; /* one block for all: small matrices get huge pages too */
+    for (int i = 0; i < n; i++) total += at_matrix_packed_bytes(mats[i]);
+    char *block = at_alloc_weights(total);
+    if (!block) {
+        free(mats);
+        fail(err, errlen, "out of memory");
+        return -1;
+    }
+    m->packed = block;
     /* marian_verify read every page in: let them go first, so the peak is about one
      * model's size, not two (re-reading a page comes from the page cache) */
     for (int i = 0; i < n; i++) release_matrix(m, mats[i]);
     const void *proj_rows = m->out_proj.data;
-    int rc = 0;
-    for (int i = 0; i < n && !rc; i++) {
-        at_matrix *w = mats[i];
-        if (w->packed) continue;
-        const at_matrix before = *w;
-        void *buf = at_matrix_pack(w);
-        if (!buf) {
-            fail(err, errlen, "out of memory");
-            rc = -1;
-            break;
-        }
-        m->packed[m->n_packed++] = buf;
+    for (int i = 0; i < n; i++) {
+        const at_matrix before = *mats[i];
+        const size_t bytes = at_matrix_packed_bytes(mats[i]);
+        at_matrix_pack_into(mats[i], block);
+        block += bytes;
         release_matrix(m, &before);
     }
     /* tied embeddings read rows of the same (now packed) matrix */
-    if (m->out_proj.packed) {
-        if (m->enc_embed.data == proj_rows) m->enc_embed = m->out_proj;
-        if (m->dec_embed.data == proj_rows) m->dec_embed = m->out_proj;
-    }
+    if (m->enc_embed.data == proj_rows) m->enc_embed = m->out_proj;
+    if (m->dec_embed.data == proj_rows) m->dec_embed = m->out_proj;
     free(mats);
-    return rc;
+    return 0;
 }
 
 marian_model *marian_load_for_inference(const char *path, char *err, size_t errlen) {
@@ -503,7 +501,6 @@ marian_model *marian_load_for_inference(const char *path, char *err, size_t errl
 
 void marian_free(marian_model *m) {
     if (!m) return;
-    for (int i = 0; i < m->n_packed; i++) free(m->packed[i]);
     free(m->packed);
     spm_free(m->src_spm);
     spm_free(m->tgt_spm);

@@ -57,8 +57,7 @@ typedef struct marian_model {
     int dtype; /* of the matrices: AT_F32, AT_F16 or AT_I8 (mixed files report the smallest) */
     int32_t **i8_sums; /* owned row sums of the int8 matrices (at_matrix.wsum) */
     int n_i8_sums;
-    void **packed;     /* owned packed copies of the matrices (marian_pack) */
-    int n_packed;
+    void *packed;      /* owned: the packed copies of the matrices, one block (marian_pack) */
     at_matrix enc_embed, dec_embed, out_proj;
     const float *final_logits_bias;
     enc_layer *enc;
@@ -90,7 +89,7 @@ marian_model *marian_load_for_inference(const char *path, char *err, size_t errl
  * batch-1 decoding reads much faster, and let the file's copies leave memory. The
  * embeddings are packed only where they are the output projection's matrix too. Call after
  * marian_verify (the checks read the file's bytes). Returns 0, or -1 if out of memory
- * (the model stays usable, partly row-major). */
+ * (the model stays usable, row-major). */
 int marian_pack(marian_model *m, char *err, size_t errlen);
 void marian_free(marian_model *m);
 
