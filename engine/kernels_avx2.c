@@ -159,9 +159,9 @@ static inline __attribute__((always_inline)) void tile_i8(float *y, int ldy, con
 
 #define I8_CASES(RW)                                                                          \
     switch (nx) {                                                                             \
-    case 1: tile_i8(y, ldy, xq, sx, w, ws, in, sw, b, RW, 1); break;                              \
-    case 2: tile_i8(y, ldy, xq, sx, w, ws, in, sw, b, RW, 2); break;                              \
-    default: tile_i8(y, ldy, xq, sx, w, ws, in, sw, b, RW, 3); break;                             \
+    case 1: tile_i8(y, ldy, xq, sx, w, ws, in, sw, b, RW, 1); break;                          \
+    case 2: tile_i8(y, ldy, xq, sx, w, ws, in, sw, b, RW, 2); break;                          \
+    default: tile_i8(y, ldy, xq, sx, w, ws, in, sw, b, RW, 3); break;                         \
     }
 
 static void tile_i8_4(float *y, int ldy, const int8_t *xq, const float *sx, const int8_t *w, wstride ws, int in,

@@ -124,12 +124,12 @@ static inline __attribute__((always_inline)) void tile(float *y, int ldy, const 
 /* One tile of RW rows over NX input rows, dispatched to a fully unrolled instance. */
 #define TILE_CASES(RW, F16)                                                                  \
     switch (nx) {                                                                            \
-    case 1: tile(y, ldy, x, in, w, ws, F16, b, RW, 1); break;                                    \
-    case 2: tile(y, ldy, x, in, w, ws, F16, b, RW, 2); break;                                    \
-    case 3: tile(y, ldy, x, in, w, ws, F16, b, RW, 3); break;                                    \
-    case 4: tile(y, ldy, x, in, w, ws, F16, b, RW, 4); break;                                    \
-    case 5: tile(y, ldy, x, in, w, ws, F16, b, RW, 5); break;                                    \
-    default: tile(y, ldy, x, in, w, ws, F16, b, RW, 6); break;                                   \
+    case 1: tile(y, ldy, x, in, w, ws, F16, b, RW, 1); break;                                \
+    case 2: tile(y, ldy, x, in, w, ws, F16, b, RW, 2); break;                                \
+    case 3: tile(y, ldy, x, in, w, ws, F16, b, RW, 3); break;                                \
+    case 4: tile(y, ldy, x, in, w, ws, F16, b, RW, 4); break;                                \
+    case 5: tile(y, ldy, x, in, w, ws, F16, b, RW, 5); break;                                \
+    default: tile(y, ldy, x, in, w, ws, F16, b, RW, 6); break;                               \
     }
 
 static void tile_f32_4(float *y, int ldy, const float *x, int in, const void *w, wstride ws, const float *b, int nx) { TILE_CASES(4, 0) }
