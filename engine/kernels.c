@@ -137,16 +137,21 @@ void at_matrix_pack_into(at_matrix *m, void *buf) {
     at_matrix p = *m;
     p.packed = 1;
     p.data = buf;
-    const size_t es = (size_t)at_dtype_size(m->dtype);
-    memset(buf, 0, at_matrix_packed_bytes(m)); /* the padding */
+    const size_t es = (size_t)at_dtype_size(m->dtype), bytes = at_matrix_packed_bytes(m);
+    const size_t group_bytes = at_pack_chunks(m) * AT_PACK_ROWS * AT_PACK_BYTES;
+    const int groups = (m->rows + AT_PACK_ROWS - 1) / AT_PACK_ROWS, ce = at_pack_chunk(m->dtype);
     const char *src = m->data;
     char *dst = buf;
-    const int ce = at_pack_chunk(m->dtype);
-    for (int r = 0; r < m->rows; r++)
-        for (int c = 0; c < m->cols; c += ce) {
-            const int len = m->cols - c < ce ? m->cols - c : ce;
-            memcpy(dst + at_matrix_index(&p, r, c) * es, src + at_matrix_index(m, r, c) * es, es * (size_t)len);
-        }
+    /* groups fill disjoint ranges: threads share the copy of a large matrix */
+#pragma omp parallel for schedule(static) if (bytes > ((size_t)4 << 20) && at_threads() > 1)
+    for (int g = 0; g < groups; g++) {
+        memset(dst + (size_t)g * group_bytes, 0, group_bytes); /* the padding */
+        for (int r = g * AT_PACK_ROWS; r < (g + 1) * AT_PACK_ROWS && r < m->rows; r++)
+            for (int c = 0; c < m->cols; c += ce) {
+                const int len = m->cols - c < ce ? m->cols - c : ce;
+                memcpy(dst + at_matrix_index(&p, r, c) * es, src + at_matrix_index(m, r, c) * es, es * (size_t)len);
+            }
+    }
     *m = p;
 }
 

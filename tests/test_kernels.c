@@ -176,7 +176,8 @@ static void test_linear_i8(void) {
 static void test_packed(void) {
     const at_kernels *K = at_k();
     int shapes[][3] = {{1, 1, 1}, {1, 5, 70}, {3, 17, 33}, {1, 512, 512}, {7, 130, 257},
-                       {1, 37, 100}, {6, 48, 2048}, {64, 40, 72}, {1, 130, 16}, {2, 9, 129}};
+                       {1, 37, 100}, {6, 48, 2048}, {64, 40, 72}, {1, 130, 16}, {2, 9, 129},
+                       {1, 2050, 513}}; /* the last one packs in parallel (over 4 MiB in f32) */
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         const int n = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
         float *x = malloc(sizeof(float) * n * in), *w = malloc(sizeof(float) * out * in);
