@@ -38,6 +38,18 @@ static inline float V_HSUM(__m256 v) {
     return _mm_cvtss_f32(q);
 }
 
+/* V_HSUM of four vectors at once, the same additions in the same order: halves, then
+ * (q0 + q2) + (q1 + q3). */
+static inline __m128 V_HSUM4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    const __m256 q01 = _mm256_add_ps(_mm256_permute2f128_ps(a0, a1, 0x20), _mm256_permute2f128_ps(a0, a1, 0x31));
+    const __m256 q23 = _mm256_add_ps(_mm256_permute2f128_ps(a2, a3, 0x20), _mm256_permute2f128_ps(a2, a3, 0x31));
+    const __m256 t01 = _mm256_add_ps(q01, _mm256_permute_ps(q01, 0x4e)), t23 = _mm256_add_ps(q23, _mm256_permute_ps(q23, 0x4e));
+    const __m256 u01 = _mm256_add_ps(t01, _mm256_permute_ps(t01, 0xb1)), u23 = _mm256_add_ps(t23, _mm256_permute_ps(t23, 0xb1));
+    /* lanes 0 and 4 of each: rows 0, 1 and rows 2, 3 */
+    const __m256 v = _mm256_shuffle_ps(u01, u23, 0x00); /* [r0, r0, r2, r2 | r1, r1, r3, r3] */
+    return _mm_blend_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1), 0xa);
+}
+
 #include "kernels_simd.h"
 
 /* ---------------------------------------------------------------------------------------

@@ -31,6 +31,19 @@ static inline float V_HSUM(__m512 v) {
     return _mm_cvtss_f32(q);
 }
 
+/* V_HSUM of four vectors at once, the same additions in the same order: halves, quarters,
+ * then (q0 + q2) + (q1 + q3) inside each quarter. A third of the shuffles of four V_HSUMs. */
+static inline __m128 V_HSUM4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    /* [a.q0 + a.q2, a.q1 + a.q3] for a0, a1 and for a2, a3: each row's 8-lane half sum */
+    const __m512 h01 = _mm512_add_ps(_mm512_shuffle_f32x4(a0, a1, 0x44), _mm512_shuffle_f32x4(a0, a1, 0xee));
+    const __m512 h23 = _mm512_add_ps(_mm512_shuffle_f32x4(a2, a3, 0x44), _mm512_shuffle_f32x4(a2, a3, 0xee));
+    /* quarter r = row r's low half + high half */
+    const __m512 q = _mm512_add_ps(_mm512_shuffle_f32x4(h01, h23, 0x88), _mm512_shuffle_f32x4(h01, h23, 0xdd));
+    const __m512 t = _mm512_add_ps(q, _mm512_permute_ps(q, 0x4e)); /* lane 0: q0 + q2, lane 1: q1 + q3 */
+    const __m512 u = _mm512_add_ps(t, _mm512_permute_ps(t, 0xb1)); /* lane 0: (q0 + q2) + (q1 + q3) */
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), u));
+}
+
 #include "kernels_simd.h"
 
 extern const at_kernels at_kernels_avx2; /* int8 without VNNI */

@@ -11,6 +11,7 @@
  *   V_FMA(a, b, c)     a * b + c, fused
  *   V_ADD, V_MUL, V_SET1
  *   V_HSUM(v)          sum of the lanes in one fixed order
+ *   V_HSUM4(a, b, c, d) the four V_HSUMs as one __m128, each bit-identical to V_HSUM
  *   KSET_NAME          "avx2" / "avx512";  KSET_SYM the at_kernels variable name
  *   I8 kernels:        see the int8 section.
  *
@@ -117,8 +118,14 @@ static inline __attribute__((always_inline)) void tile(float *y, int ldy, const 
             UNROLL for (int j = 0; j < NX; j++) acc[r][j] = V_FMA(wv, xv[j], acc[r][j]);
         }
     }
-    UNROLL for (int j = 0; j < NX; j++) UNROLL for (int r = 0; r < RW; r++)
-        y[(size_t)j * ldy + r] = V_HSUM(acc[r][j]) + (b ? b[r] : 0.0f);
+    if (RW == 4) { /* four rows' sums at once, each in V_HSUM's exact order */
+        const __m128 bv = b ? _mm_loadu_ps(b) : _mm_setzero_ps();
+        UNROLL for (int j = 0; j < NX; j++)
+            _mm_storeu_ps(y + (size_t)j * ldy, _mm_add_ps(V_HSUM4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]), bv));
+    } else {
+        UNROLL for (int j = 0; j < NX; j++) UNROLL for (int r = 0; r < RW; r++)
+            y[(size_t)j * ldy + r] = V_HSUM(acc[r][j]) + (b ? b[r] : 0.0f);
+    }
 }
 
 /* One tile of RW rows over NX input rows, dispatched to a fully unrolled instance. */

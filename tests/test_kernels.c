@@ -118,6 +118,28 @@ static void test_linear(void) {
     }
 }
 
+/* A row computed in a 4-row tile and the same row computed alone (a matrix's last out % 4
+ * rows) must agree bit for bit: both reduce their lanes in V_HSUM's order. */
+static void test_linear_tile_rows(void) {
+    enum { IN = 300, N = 3 };
+    float w[5 * IN], x[N * IN], b[5], y[N * 5];
+    fill(x, N * IN, 1), fill(w, 5 * IN, 0.3f), fill(b, 5, 1);
+    int same = 1;
+    for (int dtype = 0; dtype < 2; dtype++)
+        for (int r = 0; r < 4; r++) {
+            memcpy(w + 4 * IN, w + r * IN, sizeof(float) * IN);
+            b[4] = b[r];
+            uint16_t wh[5 * IN];
+            for (int i = 0; i < 5 * IN; i++) wh[i] = at_f32_to_f16_1(w[i]);
+            at_matrix W = {.data = dtype ? (const void *)wh : (const void *)w, .dtype = dtype, .rows = 5, .cols = IN};
+            for (int n = 1; n <= N; n += 2) {
+                at_k()->linear(y, x, &W, b, n);
+                for (int t = 0; t < n; t++) same &= !memcmp(&y[t * 5 + r], &y[t * 5 + 4], sizeof(float));
+            }
+        }
+    CHECK_ISA(same, "linear: a row in a 4-row tile differs from the same row computed alone");
+}
+
 /* int8 matrices: the kernel set's result is bit-identical to the generic one (integer dot
  * products are exact), close to the dequantized product, and independent of the batch;
  * at_quantize_row keeps every value within half a step. */
@@ -372,6 +394,7 @@ int main(void) {
             test_f16();
             test_dot_axpy();
             test_linear();
+            test_linear_tile_rows();
             test_linear_i8();
             test_linear_i8_degenerate();
             test_packed();
