@@ -308,11 +308,21 @@ static void generic_linear(float *y, const float *x, const at_matrix *w, const f
     }
 }
 
+static void generic_swish(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+}
+
+static void generic_attention_head(const at_attention_args *a, int h) {
+    at_attention_head_with(a, h, generic_dot, generic_axpy, at_softmax);
+}
+
 const at_kernels at_kernels_generic = {
     .name = "generic",
     .linear = generic_linear,
     .dot = generic_dot,
     .axpy = generic_axpy,
+    .swish = generic_swish,
+    .attention_head = generic_attention_head,
     .f16_to_f32 = generic_f16_to_f32,
 };
 
@@ -377,7 +387,7 @@ void at_activate(float *x, size_t n, at_activation act) {
     }
     switch (act) {
     case AT_ACT_SWISH:
-        for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
+        at_k()->swish(x, n);
         break;
     case AT_ACT_RELU:
         for (size_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0;
@@ -430,26 +440,11 @@ void at_attention(float *out, int ld_o, const float *q, int ld_q, const float *k
                   const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
                   int q_pos0, float *probs, float *scratch) {
     const at_kernels *K = at_k();
+    const at_attention_args a = {out, q, k, v, probs, scratch, ld_o, ld_q, ld_kv, t_n, s_n, hd, causal, q_pos0};
     const double work = (double)heads * t_n * s_n * hd * 2;
     /* Heads in parallel only when the caller is not already parallel: the model runs one
      * at_attention per sentence from its own parallel loop over sentences, and nested
      * regions (if OMP_MAX_ACTIVE_LEVELS allowed them) would oversubscribe the cores. */
 #pragma omp parallel for schedule(static) if (work > PARALLEL_GRAIN && at_threads() > 1 && !omp_in_parallel())
-    for (int h = 0; h < heads; h++) {
-        float *sc = scratch + (size_t)h * s_n;
-        for (int t = 0; t < t_n; t++) {
-            const float *qt = q + (size_t)t * ld_q + (size_t)h * hd;
-            const int visible = causal ? (q_pos0 + t + 1 < s_n ? q_pos0 + t + 1 : s_n) : s_n;
-            for (int s = 0; s < visible; s++) sc[s] = K->dot(qt, k + (size_t)s * ld_kv + (size_t)h * hd, hd);
-            at_softmax(sc, visible);
-            float *o = out + (size_t)t * ld_o + (size_t)h * hd;
-            memset(o, 0, sizeof(float) * (size_t)hd);
-            for (int s = 0; s < visible; s++) K->axpy(o, sc[s], v + (size_t)s * ld_kv + (size_t)h * hd, hd);
-            if (probs) {
-                float *p = probs + ((size_t)h * t_n + t) * s_n;
-                memcpy(p, sc, sizeof(float) * (size_t)visible);
-                memset(p + visible, 0, sizeof(float) * (size_t)(s_n - visible));
-            }
-        }
-    }
+    for (int h = 0; h < heads; h++) K->attention_head(&a, h);
 }

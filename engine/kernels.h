@@ -70,6 +70,14 @@ void at_matrix_raw_row(void *dst, const at_matrix *m, int r);
 
 typedef enum { AT_ACT_SWISH = 0, AT_ACT_RELU, AT_ACT_GELU } at_activation;
 
+/* The arguments of at_attention, for the kernel sets' per-head entry point. */
+typedef struct {
+    float *out;
+    const float *q, *k, *v;
+    float *probs, *scratch;
+    int ld_o, ld_q, ld_kv, t_n, s_n, hd, causal, q_pos0;
+} at_attention_args;
+
 /* ISA-specific entry points; fields may be NULL-free generic fallbacks. */
 typedef struct {
     const char *name;
@@ -81,7 +89,35 @@ typedef struct {
     void (*axpy)(float *y, float a, const float *x, int n);
     /* f16 -> f32 */
     void (*f16_to_f32)(float *dst, const uint16_t *src, size_t n);
+    /* x[i] = x[i] / (1 + exp(-x[i])) in place; each value's result depends on that value
+     * only, never on its position */
+    void (*swish)(float *x, size_t n);
+    /* head h of at_attention (all its query rows) */
+    void (*attention_head)(const at_attention_args *a, int h);
 } at_kernels;
+
+/* Head h of at_attention over a kernel set's dot and axpy. Inlined into each set's
+ * attention_head with its own (static) dot and axpy, so those calls are direct and inlined:
+ * through the table's pointers, call overhead was a large share of dot products of 64. */
+static inline __attribute__((always_inline)) void at_attention_head_with(
+    const at_attention_args *a, int h, float (*dot)(const float *, const float *, int),
+    void (*axpy)(float *, float, const float *, int), void (*softmax)(float *, int)) {
+    float *sc = a->scratch + (size_t)h * a->s_n;
+    const int hd = a->hd;
+    for (int t = 0; t < a->t_n; t++) {
+        const float *qt = a->q + (size_t)t * a->ld_q + (size_t)h * hd;
+        const int visible = a->causal ? (a->q_pos0 + t + 1 < a->s_n ? a->q_pos0 + t + 1 : a->s_n) : a->s_n;
+        for (int s = 0; s < visible; s++) sc[s] = dot(qt, a->k + (size_t)s * a->ld_kv + (size_t)h * hd, hd);
+        softmax(sc, visible);
+        float *o = a->out + (size_t)t * a->ld_o + (size_t)h * hd;
+        for (int j = 0; j < hd; j++) o[j] = 0;
+        for (int s = 0; s < visible; s++) axpy(o, sc[s], a->v + (size_t)s * a->ld_kv + (size_t)h * hd, hd);
+        if (a->probs) {
+            float *p = a->probs + ((size_t)h * a->t_n + t) * a->s_n;
+            for (int s = 0; s < a->s_n; s++) p[s] = s < visible ? sc[s] : 0.0f;
+        }
+    }
+}
 
 /* Pick the kernels for this CPU (or $ATTEND_ISA). Returns 0, or -1 with a message if
  * $ATTEND_ISA names an ISA this CPU lacks or that is unknown. Safe to call more than once. */

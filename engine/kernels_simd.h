@@ -12,6 +12,8 @@
  *   V_ADD, V_MUL, V_SET1
  *   V_HSUM(v)          sum of the lanes in one fixed order
  *   V_HSUM4(a, b, c, d) the four V_HSUMs as one __m128, each bit-identical to V_HSUM
+ *   V_DIV, V_NEG, V_EXP_SWISH(v): e^v within 2 ulp for -87 <= v <= 88.37; 0 below, +inf
+ *                      above; NaN lanes give some finite value (swish's x / ... keeps the NaN)
  *   KSET_NAME          "avx2" / "avx512";  KSET_SYM the at_kernels variable name
  *   I8 kernels:        see the int8 section.
  *
@@ -35,7 +37,7 @@ _Static_assert(TILE_W == AT_PACK_ROWS, "a 4-row tile reads one packed group");
 /* ---------------------------------------------------------------------------------------
  * Small vector kernels */
 
-static float simd_dot(const float *a, const float *b, int n) {
+static inline __attribute__((always_inline)) float simd_dot(const float *a, const float *b, int n) {
     V acc = V_ZERO();
     int k = 0;
     for (; k + VN <= n; k += VN) acc = V_FMA(V_LOAD(a + k), V_LOAD(b + k), acc);
@@ -43,11 +45,31 @@ static float simd_dot(const float *a, const float *b, int n) {
     return V_HSUM(acc);
 }
 
-static void simd_axpy(float *y, float a, const float *x, int n) {
+static inline __attribute__((always_inline)) void simd_axpy(float *y, float a, const float *x, int n) {
     const V av = V_SET1(a);
     int k = 0;
     for (; k + VN <= n; k += VN) V_STORE(y + k, V_FMA(av, V_LOAD(x + k), V_LOAD(y + k)));
     if (k < n) V_STOREN(y + k, V_FMA(av, V_LOADN(x + k, n - k), V_LOADN(y + k, n - k)), n - k);
+}
+
+/* x / (1 + e^-x) with V_EXP_SWISH; the tail goes through the same vector code (masked), so a
+ * value's result never depends on where it sits. */
+static void simd_swish(float *x, size_t n) {
+    const V one = V_SET1(1.0f);
+    size_t k = 0;
+    for (; k + VN <= n; k += VN) {
+        const V v = V_LOAD(x + k);
+        V_STORE(x + k, V_DIV(v, V_ADD(one, V_EXP_SWISH(V_NEG(v)))));
+    }
+    if (k < n) {
+        const int rest = (int)(n - k);
+        const V v = V_LOADN(x + k, rest);
+        V_STOREN(x + k, V_DIV(v, V_ADD(one, V_EXP_SWISH(V_NEG(v)))), rest);
+    }
+}
+
+static void simd_attention_head(const at_attention_args *a, int h) {
+    at_attention_head_with(a, h, simd_dot, simd_axpy, at_softmax);
 }
 
 static void simd_f16_to_f32(float *dst, const uint16_t *src, size_t n) {

@@ -118,6 +118,35 @@ static void test_linear(void) {
     }
 }
 
+/* swish over a wide range against double precision; special values; and a value's result
+ * must not depend on its position (the SIMD tail runs the same code). */
+static void test_swish(void) {
+    enum { N = 20011 }; /* not a multiple of any vector width */
+    float *x = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N);
+    for (int i = 0; i < N; i++) x[i] = -100.0f + 200.0f * i / (N - 1);
+    memcpy(y, x, sizeof(float) * N);
+    at_k()->swish(y, N);
+    double worst = 0;
+    for (int i = 0; i < N; i++) {
+        const double want = x[i] / (1.0 + exp(-(double)x[i]));
+        const double err = fabs(y[i] - want) / fmax(fabs(want), 1e-30);
+        if (fabs(want) > 1e-30) worst = fmax(worst, err);
+    }
+    CHECK_ISA(worst < 1e-6, "swish: relative error %g over [-100, 100]", worst);
+    /* the same values shifted by one place: every result bit-identical */
+    float *z = malloc(sizeof(float) * (N + 1));
+    z[0] = 1.0f;
+    memcpy(z + 1, x, sizeof(float) * N);
+    at_k()->swish(z, N + 1);
+    CHECK_ISA(!memcmp(z + 1, y, sizeof(float) * N), "swish: a value's result depends on its position");
+    float sp[6] = {0.0f, -0.0f, NAN, INFINITY, -INFINITY, 1e-40f};
+    at_k()->swish(sp, 6);
+    CHECK_ISA(sp[0] == 0 && !signbit(sp[0]) && sp[1] == 0 && signbit(sp[1]) && isnan(sp[2]) && sp[3] == INFINITY &&
+                  isnan(sp[4]) && fabsf(sp[5] - 5e-41f) < 1e-45f,
+              "swish: 0, -0, NaN, inf, -inf, subnormal give %g %g %g %g %g %g", sp[0], sp[1], sp[2], sp[3], sp[4], sp[5]);
+    free(x), free(y), free(z);
+}
+
 /* A row computed in a 4-row tile and the same row computed alone (a matrix's last out % 4
  * rows) must agree bit for bit: both reduce their lanes in V_HSUM's order. */
 static void test_linear_tile_rows(void) {
@@ -395,6 +424,7 @@ int main(void) {
             test_dot_axpy();
             test_linear();
             test_linear_tile_rows();
+            test_swish();
             test_linear_i8();
             test_linear_i8_degenerate();
             test_packed();
