@@ -46,25 +46,6 @@ typedef __mmask16 VM;
 #define V_LT(a, b) _mm512_cmp_ps_mask((a), (b), _CMP_LT_OQ)
 #define V_SELECT(m, a, b) _mm512_mask_blend_ps((m), (b), (a)) /* m ? a : b */
 
-/* e^v for swish (see kernels_simd.h): v = n ln2 + r with |r| <= ln2 / 2, e^r from the Cephes
- * expf polynomial, 2^n added to the exponent bits. */
-static inline V V_EXP_SWISH(V v) {
-    const V hi = V_SET1(88.3762626647949f), lo = V_SET1(-87.0f); /* n stays in [-126, 128] */
-    const V c = V_MIN(V_MAX(v, lo), hi);
-    const V n = V_ROUND(V_MUL(c, V_SET1(1.44269504088896341f)));
-    V r = V_FMA(n, V_SET1(-0.693359375f), c); /* ln2 in two parts: exact n * hi */
-    r = V_FMA(n, V_SET1(2.12194440e-4f), r);
-    V p = V_SET1(1.9875691500e-4f);
-    p = V_FMA(p, r, V_SET1(1.3981999507e-3f));
-    p = V_FMA(p, r, V_SET1(8.3334519073e-3f));
-    p = V_FMA(p, r, V_SET1(4.1665795894e-2f));
-    p = V_FMA(p, r, V_SET1(1.6666665459e-1f));
-    p = V_FMA(p, r, V_SET1(5.0000001201e-1f));
-    p = V_FMA(p, V_MUL(r, r), V_ADD(r, V_SET1(1.0f)));
-    V e = V_LDEXP(p, n);
-    e = V_SELECT(V_GT(v, hi), V_SET1(__builtin_inff()), e);
-    return V_SELECT(V_LT(v, lo), V_ZERO(), e);
-}
 
 /* V_HSUM of four vectors at once, the same additions in the same order: halves, quarters,
  * then (q0 + q2) + (q1 + q3) inside each quarter. A third of the shuffles of four V_HSUMs. */

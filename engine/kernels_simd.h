@@ -12,8 +12,8 @@
  *   V_ADD, V_MUL, V_SET1
  *   V_HSUM(v)          sum of the lanes in one fixed order
  *   V_HSUM4(a, b, c, d) the four V_HSUMs as one __m128, each bit-identical to V_HSUM
- *   V_DIV, V_NEG, V_EXP_SWISH(v): e^v within 2 ulp for -87 <= v <= 88.37; 0 below, +inf
- *                      above; NaN lanes give some finite value (swish's x / ... keeps the NaN)
+ *   V_DIV, V_NEG, V_MIN, V_MAX, V_ROUND (to nearest), V_LDEXP(p, n) (p * 2^n),
+ *   V_GT, V_LT, V_SELECT(mask, a, b): what V_EXP_SWISH below is written in
  *   KSET_NAME          "avx2" / "avx512";  KSET_SYM the at_kernels variable name
  *   I8 kernels:        see the int8 section.
  *
@@ -50,6 +50,27 @@ static inline __attribute__((always_inline)) void simd_axpy(float *y, float a, c
     int k = 0;
     for (; k + VN <= n; k += VN) V_STORE(y + k, V_FMA(av, V_LOAD(x + k), V_LOAD(y + k)));
     if (k < n) V_STOREN(y + k, V_FMA(av, V_LOADN(x + k, n - k), V_LOADN(y + k, n - k)), n - k);
+}
+
+/* e^v for swish: v = n ln2 + r with |r| <= ln2 / 2, e^r from the Cephes expf polynomial,
+ * 2^n added to the exponent bits. Within 2 ulp for -87 <= v <= 88.37; 0 below, +inf above;
+ * a NaN lane gives some finite value (swish's x / (1 + e) keeps the NaN). */
+static inline V V_EXP_SWISH(V v) {
+    const V hi = V_SET1(88.3762626647949f), lo = V_SET1(-87.0f); /* n stays in [-126, 128] */
+    const V c = V_MIN(V_MAX(v, lo), hi);
+    const V n = V_ROUND(V_MUL(c, V_SET1(1.44269504088896341f)));
+    V r = V_FMA(n, V_SET1(-0.693359375f), c); /* ln2 in two parts: exact n * hi */
+    r = V_FMA(n, V_SET1(2.12194440e-4f), r);
+    V p = V_SET1(1.9875691500e-4f);
+    p = V_FMA(p, r, V_SET1(1.3981999507e-3f));
+    p = V_FMA(p, r, V_SET1(8.3334519073e-3f));
+    p = V_FMA(p, r, V_SET1(4.1665795894e-2f));
+    p = V_FMA(p, r, V_SET1(1.6666665459e-1f));
+    p = V_FMA(p, r, V_SET1(5.0000001201e-1f));
+    p = V_FMA(p, V_MUL(r, r), V_ADD(r, V_SET1(1.0f)));
+    V e = V_LDEXP(p, n);
+    e = V_SELECT(V_GT(v, hi), V_SET1(__builtin_inff()), e);
+    return V_SELECT(V_LT(v, lo), V_ZERO(), e);
 }
 
 /* x / (1 + e^-x) with V_EXP_SWISH; the tail goes through the same vector code (masked), so a
