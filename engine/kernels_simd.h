@@ -53,8 +53,9 @@ static inline __attribute__((always_inline)) void simd_axpy(float *y, float a, c
 }
 
 /* e^v for swish: v = n ln2 + r with |r| <= ln2 / 2, e^r from the Cephes expf polynomial,
- * 2^n added to the exponent bits. Within 2 ulp for -87 <= v <= 88.37; 0 below, +inf above;
- * a NaN lane gives some finite value (swish's x / (1 + e) keeps the NaN). */
+ * 2^n added to the exponent bits, for -87 <= v <= 88.37; 0 below, +inf above; a NaN lane
+ * gives some finite value (swish's x / (1 + e) keeps the NaN). Swish through it stays within
+ * 3.7 * 2^-24 relative error over [-87, 88] (2.8 with libm's expf; 2 million points). */
 static inline V V_EXP_SWISH(V v) {
     const V hi = V_SET1(88.3762626647949f), lo = V_SET1(-87.0f); /* n stays in [-126, 128] */
     const V c = V_MIN(V_MAX(v, lo), hi);
