@@ -321,8 +321,9 @@ def main(argv=None):
         for th in threads:
             for B in batches:
                 for dt in dtypes:
-                    # bandwidth once per (dtype, threads), at batch 1, in the last round
-                    bw = B == 1 and r == a.rounds - 1
+                    # bandwidth at batch 1 in every round, beside that round's step: the
+                    # machine's bandwidth drifts between rounds (22-35 GB/s in one session)
+                    bw = B == 1
                     j, cmd = attend_bench(a.attend, paths[dt], B, S, T, th, a.per_round, bandwidth=bw)
                     res.setdefault(("attend", dt, B, th), []).append(j)
                     cmds[("attend", dt, B, th)] = cmd
@@ -355,10 +356,10 @@ def main(argv=None):
             if k in rows[0]:
                 s[k] = rows[0][k] if k == "isa" else (max if k == "peak_rss_mib" else statistics.median)(x[k] for x in rows)
         bwrow = [x for x in rows if x.get("triad_gbps")]
-        if bwrow:
+        if bwrow:  # medians over rounds of each round's own figures
             for k in ("triad_gbps", "bw_fraction", "read_gbps", "read_fraction"):
-                if k in bwrow[-1]:
-                    s[k] = bwrow[-1][k]
+                if all(k in x for x in bwrow):
+                    s[k] = statistics.median(x[k] for x in bwrow)
         return s
 
     table = []
@@ -479,8 +480,9 @@ def main(argv=None):
         md.append("- attend: `attend bench` (one process per configuration and round; peak RSS is that process's "
                   "`VmHWM`). Memory bandwidth: STREAM-like triad over 3 × 640 MiB, same thread count, in a child "
                   "process, and a pass that only reads the same arrays (a decoder step only reads weights), best "
-                  "of 5 each, measured once per configuration in the last round; \"step\" = weight bytes a batch-1 "
-                  "decoder step reads ÷ median step time. The issue's target is against the triad. A step can "
+                  "of 5 each, measured in every round right after that round's batch-1 run; \"step\" = weight "
+                  "bytes a batch-1 decoder step reads ÷ median step time; the percentages are medians over rounds "
+                  "of each round's step ÷ that round's bandwidth. The issue's target is against the triad. A step can "
                   "exceed 100%: the triad also writes (and, as STREAM, does not count the write-allocate reads), "
                   "and weights smaller than the last-level cache may be served partly from it.")
         md.append("- Both systems run with `GOMP_SPINCOUNT=3000` (attend sets it for itself unless the user chose an "
