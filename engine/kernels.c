@@ -116,12 +116,8 @@ size_t at_matrix_elems(const at_matrix *m) {
 void at_matrix_raw_row(void *dst, const at_matrix *m, int r) {
     const size_t es = (size_t)at_dtype_size(m->dtype);
     const char *src = m->data;
-    if (!m->packed) {
-        memcpy(dst, src + at_matrix_index(m, r, 0) * es, es * (size_t)m->cols);
-        return;
-    }
     const int ce = at_pack_chunk(m->dtype);
-    for (int c = 0; c < m->cols; c += ce) { /* one chunk at a time */
+    for (int c = 0; c < m->cols; c += ce) { /* one chunk at a time: contiguous in both layouts */
         const int len = m->cols - c < ce ? m->cols - c : ce;
         memcpy((char *)dst + (size_t)c * es, src + at_matrix_index(m, r, c) * es, es * (size_t)len);
     }
@@ -163,7 +159,9 @@ void *at_matrix_pack(at_matrix *m) {
 
 void *at_alloc_weights(size_t bytes) {
     const size_t huge = (size_t)2 << 20;
-    if (bytes < huge) return aligned_alloc(AT_PACK_BYTES, (bytes + AT_PACK_BYTES - 1) / AT_PACK_BYTES * AT_PACK_BYTES + AT_PACK_BYTES * !bytes);
+    if (bytes == 0) bytes = 1;
+    if (bytes < huge) /* aligned_alloc wants a multiple of the alignment */
+        return aligned_alloc(AT_PACK_BYTES, (bytes + AT_PACK_BYTES - 1) / AT_PACK_BYTES * AT_PACK_BYTES);
     const size_t n = (bytes + huge - 1) / huge * huge;
     void *p = aligned_alloc(huge, n);
 #ifdef MADV_HUGEPAGE

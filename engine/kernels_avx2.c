@@ -45,13 +45,12 @@ static inline float V_HSUM(__m256 v) {
 #define V_MIN(a, b) _mm256_min_ps((a), (b))
 #define V_MAX(a, b) _mm256_max_ps((a), (b))
 #define V_ROUND(a) _mm256_round_ps((a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-/* p * 2^n for integral n in [-126, 127] */
+/* p * 2^n for integral n, by adding n to p's exponent bits: the result must be a normal float */
 #define V_LDEXP(p, n) _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), \
                                           _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23)))
 #define V_GT(a, b) _mm256_cmp_ps((a), (b), _CMP_GT_OQ)
 #define V_LT(a, b) _mm256_cmp_ps((a), (b), _CMP_LT_OQ)
 #define V_SELECT(m, a, b) _mm256_blendv_ps((b), (a), (m)) /* m ? a : b */
-
 
 /* V_HSUM of four vectors at once, the same additions in the same order: halves, then
  * (q0 + q2) + (q1 + q3). */

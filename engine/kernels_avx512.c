@@ -38,14 +38,12 @@ static inline float V_HSUM(__m512 v) {
 #define V_MIN(a, b) _mm512_min_ps((a), (b))
 #define V_MAX(a, b) _mm512_max_ps((a), (b))
 #define V_ROUND(a) _mm512_roundscale_ps((a), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)
-/* p * 2^n for integral n in [-126, 127] */
+/* p * 2^n for integral n, by adding n to p's exponent bits: the result must be a normal float */
 #define V_LDEXP(p, n) _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), \
                                           _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23)))
-typedef __mmask16 VM;
 #define V_GT(a, b) _mm512_cmp_ps_mask((a), (b), _CMP_GT_OQ)
 #define V_LT(a, b) _mm512_cmp_ps_mask((a), (b), _CMP_LT_OQ)
 #define V_SELECT(m, a, b) _mm512_mask_blend_ps((m), (b), (a)) /* m ? a : b */
-
 
 /* V_HSUM of four vectors at once, the same additions in the same order: halves, quarters,
  * then (q0 + q2) + (q1 + q3) inside each quarter. A third of the shuffles of four V_HSUMs. */

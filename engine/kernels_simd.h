@@ -274,7 +274,7 @@ static void simd_linear(float *y, const float *x, const at_matrix *w, const floa
     const int out = w->rows;
     const double work = (double)n * out * w->cols;
     const int nt = at_threads();
-    /* batch 1 streams W once: small blocks balance threads; larger batches reuse a block */
+    /* batch 1 streams W once, in long runs per thread; larger batches reuse a block */
     const int RB = n == 1 ? stream_block_rows(w, nt) : 32;
     const int nb = (out + RB - 1) / RB;
 #pragma omp parallel for schedule(dynamic, 1) if (work > SIMD_PARALLEL_GRAIN && nt > 1)

@@ -431,22 +431,25 @@ marian_model *marian_load_verified(const char *path, char *err, size_t errlen) {
     return m;
 }
 
-/* The linear layers' matrices, the output projection first: packing the biggest first
- * keeps the peak memory near the final size (see marian_pack). */
+/* The linear layers' matrices into out (when not NULL), the output projection first:
+ * packing the biggest first keeps the peak memory near the final size (see marian_pack).
+ * Returns how many there are. */
 static int linear_matrices(marian_model *m, at_matrix **out) {
     int n = 0;
-    out[n++] = &m->out_proj;
+#define PUT(x) (out ? (void)(out[n] = (x)) : (void)0, n++)
+    PUT(&m->out_proj);
     for (int l = 0; l < m->c.enc_layers; l++) {
         enc_layer *L = &m->enc[l];
         linear *ls[] = {&L->self_attn.q, &L->self_attn.k, &L->self_attn.v, &L->self_attn.o, &L->fc1, &L->fc2};
-        for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) out[n++] = &ls[i]->w;
+        for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) PUT(&ls[i]->w);
     }
     for (int l = 0; l < m->c.dec_layers; l++) {
         dec_layer *L = &m->dec[l];
         linear *ls[] = {&L->self_attn.q, &L->self_attn.k, &L->self_attn.v, &L->self_attn.o, &L->cross_attn.q,
                         &L->cross_attn.k, &L->cross_attn.v, &L->cross_attn.o, &L->fc1, &L->fc2};
-        for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) out[n++] = &ls[i]->w;
+        for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) PUT(&ls[i]->w);
     }
+#undef PUT
     return n;
 }
 
@@ -456,13 +459,13 @@ static void release_matrix(const marian_model *m, const at_matrix *w) {
 
 int marian_pack(marian_model *m, char *err, size_t errlen) {
     if (m->packed) return 0;
-    const int cap = 1 + 6 * m->c.enc_layers + 10 * m->c.dec_layers;
-    at_matrix **mats = malloc(sizeof *mats * (size_t)cap);
+    const int n = linear_matrices(m, NULL);
+    at_matrix **mats = malloc(sizeof *mats * (size_t)n);
     if (!mats) {
         fail(err, errlen, "out of memory");
         return -1;
     }
-    const int n = linear_matrices(m, mats);
+    linear_matrices(m, mats);
     size_t total = 0; /* one block for all: small matrices get huge pages too */
     for (int i = 0; i < n; i++) total += at_matrix_packed_bytes(mats[i]);
     char *block = at_alloc_weights(total);
