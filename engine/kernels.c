@@ -310,6 +310,12 @@ static void generic_swish(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
+static float generic_sum_exp(const float *x, int n, float shift) {
+    float sum = 0;
+    for (int i = 0; i < n; i++) sum += expf(x[i] - shift);
+    return sum;
+}
+
 static void generic_attention_head(const at_attention_args *a, int h) {
     at_attention_head_with(a, h, generic_dot, generic_axpy, at_softmax);
 }
@@ -320,6 +326,7 @@ const at_kernels at_kernels_generic = {
     .dot = generic_dot,
     .axpy = generic_axpy,
     .swish = generic_swish,
+    .sum_exp = generic_sum_exp,
     .attention_head = generic_attention_head,
     .f16_to_f32 = generic_f16_to_f32,
 };

@@ -92,6 +92,8 @@ typedef struct {
     /* x[i] = x[i] / (1 + exp(-x[i])) in place; each value's result depends on that value
      * only, never on its position */
     void (*swish)(float *x, size_t n);
+    /* sum of e^(x[i] - shift) in float (e^-inf = 0): the denominator of a log-softmax */
+    float (*sum_exp)(const float *x, int n, float shift);
     /* head h of at_attention (all its query rows) */
     void (*attention_head)(const at_attention_args *a, int h);
 } at_kernels;

@@ -226,6 +226,7 @@ const at_kernels at_kernels_avx512 = {
     .dot = simd_dot,
     .axpy = simd_axpy,
     .swish = simd_swish,
+    .sum_exp = simd_sum_exp,
     .attention_head = simd_attention_head,
     .f16_to_f32 = simd_f16_to_f32,
 };

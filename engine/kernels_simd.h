@@ -22,6 +22,7 @@
  * a zero-padded last step, fused multiply-adds, then V_HSUM, then + bias. Tiles only decide
  * which elements are computed together, never how. */
 
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,17 @@ static void simd_swish(float *x, size_t n) {
         const V v = V_LOADN(x + k, rest);
         V_STOREN(x + k, V_DIV(v, V_ADD(one, V_EXP_SWISH(V_NEG(v)))), rest);
     }
+}
+
+/* sum of e^(x - shift): lanes accumulate separately, then one V_HSUM */
+static float simd_sum_exp(const float *x, int n, float shift) {
+    const V sh = V_SET1(shift);
+    V acc = V_ZERO();
+    int k = 0;
+    for (; k + VN <= n; k += VN) acc = V_ADD(acc, V_EXP_SWISH(V_ADD(V_LOAD(x + k), V_NEG(sh))));
+    float sum = V_HSUM(acc);
+    for (; k < n; k++) sum += expf(x[k] - shift);
+    return sum;
 }
 
 static void simd_attention_head(const at_attention_args *a, int h) {

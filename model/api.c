@@ -62,6 +62,15 @@ attend_model *attend_load(const char *path, char *err, size_t errlen) {
     o->tensor_count = (long long)gguf_tensor_count(am->m->file);
     o->file_bytes = (long long)gguf_file_size(am->m->file);
     o->metadata_checksum = gguf_find_kv(am->m->file, "attend.metadata_crc32") != NULL;
+    o->model_max_length = c->model_max_length;
+    o->generation_recorded = c->gen.recorded;
+    o->num_beams = c->gen.num_beams;
+    o->early_stopping = c->gen.early_stopping;
+    o->min_length = c->gen.min_length;
+    o->no_repeat_ngram_size = c->gen.no_repeat_ngram;
+    o->renormalize_logits = c->gen.renormalize;
+    o->length_penalty = c->gen.length_penalty;
+    o->repetition_penalty = c->gen.repetition_penalty;
     return am;
 }
 
@@ -98,7 +107,51 @@ void attend_result_free(attend_result *r) {
     free(r->enc_self);
     free(r->dec_self);
     free(r->cross);
+    for (int k = 0; r->nbest && k < r->n_best; k++) {
+        free(r->nbest[k].text);
+        free(r->nbest[k].ids);
+    }
+    free(r->nbest);
     memset(r, 0, sizeof *r);
+}
+
+/* The search these params ask for, over the model's defaults. 0 or -1 with err. */
+static int resolve_search(const marian_model *m, const attend_params *p, marian_search *s, char *err,
+                          size_t errlen) {
+    *s = marian_search_defaults(m);
+    if (p->num_beams < 0 || p->n_best < 0 || p->top_k < 0) {
+        snprintf(err, errlen, "num_beams, n_best and top_k must not be negative");
+        return -1;
+    }
+    if (p->num_beams > 0) s->beams = p->num_beams;
+    if (p->sample) {
+        if (p->num_beams > 1) {
+            snprintf(err, errlen, "sampling draws one token at a time: num_beams must be 0 or 1, not %d",
+                     p->num_beams);
+            return -1;
+        }
+        s->sample = 1;
+        s->beams = 1;
+    }
+    if (p->n_best > 0) s->n_best = p->n_best;
+    if (p->early_stopping < 0 || p->early_stopping > ATTEND_EARLY_NEVER) {
+        snprintf(err, errlen, "early_stopping %d: not an ATTEND_EARLY_ value", p->early_stopping);
+        return -1;
+    }
+    if (p->early_stopping != ATTEND_EARLY_MODEL)
+        s->early_stopping = p->early_stopping == ATTEND_EARLY_TRUE    ? MARIAN_EARLY_TRUE
+                            : p->early_stopping == ATTEND_EARLY_NEVER ? MARIAN_EARLY_NEVER
+                                                                      : MARIAN_EARLY_FALSE;
+    if (p->set_length_penalty) s->length_penalty = p->length_penalty;
+    if (p->set_min_length) s->min_length = p->min_length;
+    if (p->set_no_repeat_ngram_size) s->no_repeat_ngram = p->no_repeat_ngram_size;
+    if (p->repetition_penalty != 0) s->repetition_penalty = p->repetition_penalty;
+    s->top_k = p->top_k;
+    s->top_p = p->top_p > 0 ? p->top_p : 1.0f;
+    s->temperature = p->temperature > 0 ? p->temperature : 1.0f;
+    if (p->sample && p->temperature < 0) s->temperature = p->temperature; /* refused below */
+    s->seed = p->seed;
+    return marian_search_check(s, err, errlen);
 }
 
 int attend_count_tokens(const attend_model *am, const char *line, size_t len, char *err, size_t errlen) {
@@ -122,6 +175,8 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
         snprintf(err, errlen, "max_length %d: must be 0 (the model's) or at least 2", p->max_length);
         return -1;
     }
+    marian_search search;
+    if (resolve_search(m, p, &search, err, errlen)) return -1;
     at_set_threads(p->threads);
     memset(out, 0, sizeof(*out) * (size_t)n);
     marian_source *src = calloc((size_t)n + 1, sizeof *src);
@@ -159,7 +214,8 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
     marian_opts o = {0};
     o.max_length = p->max_length;
     o.want_logits = p->want_logits;
-    o.want_scores = p->want_scores;
+    o.want_scores = p->want_scores || p->n_best > 0;
+    o.search = &search;
     o.want_attention = p->want_attention;
     if (marian_translate_ids(m, src, n, &o, res, err, errlen)) goto fail;
     for (int i = 0; i < n; i++) {
@@ -171,7 +227,28 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
         r->enc_self = res[i].enc_self;
         r->dec_self = res[i].dec_self;
         r->cross = res[i].cross;
-        memset(&res[i], 0, sizeof res[i]);
+        r->score = res[i].score;
+        r->n_best = res[i].n_best;
+        r->nbest = calloc((size_t)r->n_best + 1, sizeof *r->nbest);
+        if (!r->nbest) {
+            snprintf(err, errlen, "out of memory");
+            goto fail;
+        }
+        for (int k = 0; k < r->n_best; k++) {
+            attend_hypothesis *h = &r->nbest[k];
+            h->ids = res[i].nbest[k].ids;
+            h->n = res[i].nbest[k].n;
+            h->score = res[i].nbest[k].score;
+            res[i].nbest[k].ids = NULL;
+            h->text = marian_decode_text(m, h->ids, h->n);
+            if (!h->text) {
+                snprintf(err, errlen, "out of memory");
+                goto fail;
+            }
+        }
+        res[i].logits = res[i].logprob = res[i].enc_self = res[i].dec_self = res[i].cross = NULL;
+        res[i].ids = NULL;
+        marian_output_free(&res[i]);
         r->text = marian_decode_text(m, r->tgt_ids, r->n_tgt);
         r->tgt_pieces = calloc((size_t)r->n_tgt + 1, sizeof(char *));
         if (!r->text || !r->tgt_pieces) {

@@ -4,11 +4,13 @@
  *   char err[256];
  *   attend_model *m = attend_load("opus-mt-de-en.gguf", err, sizeof err);
  *   if (!m) { fprintf(stderr, "%s\n", err); return 1; }
- *   attend_params p = attend_default_params();
+ *   attend_params p = attend_default_params();   (the model's own search: beams for OPUS-MT)
+ *   p.num_beams = 5, p.n_best = 3;               (or override it)
  *   const char *lines[] = {"Wo ist der Bahnhof?"};
  *   attend_result r[1];
  *   if (attend_translate(m, lines, NULL, 1, NULL, &p, r, err, sizeof err) == 0) {
- *       puts(r[0].text);
+ *       for (int k = 0; k < r[0].n_best; k++)
+ *           printf("%s ||| %.4f\n", r[0].nbest[k].text, r[0].nbest[k].score);
  *       attend_result_free(&r[0]);
  *   }
  *   attend_free(m);
@@ -37,7 +39,16 @@ typedef struct {
     const char *dtype; /* "f32", "f16" or "int8" (matrices) */
     long long tensor_count, file_bytes;
     int metadata_checksum; /* the file records a CRC-32 of its metadata (attend_load checks it) */
+    int model_max_length;  /* source tokens kept (the tokenizer's limit, <= max positions) */
+    /* Generation defaults the file records (HF generation_config). generation_recorded 0: an
+     * older file without them, decoded greedily; the fields then hold HF's class defaults. */
+    int generation_recorded, num_beams, early_stopping, min_length, no_repeat_ngram_size;
+    int renormalize_logits;
+    float length_penalty, repetition_penalty;
 } attend_config;
+
+/* attend_params.early_stopping (HF's early_stopping False, True, "never") */
+enum { ATTEND_EARLY_MODEL = 0, ATTEND_EARLY_FALSE, ATTEND_EARLY_TRUE, ATTEND_EARLY_NEVER };
 
 typedef struct {
     int threads;        /* 0 = attend_default_threads() */
@@ -45,7 +56,33 @@ typedef struct {
     int want_scores;    /* fill attend_result.logprob */
     int want_logits;    /* fill attend_result.logits */
     int want_attention; /* fill the attention matrices */
+    /* Search. Zero everywhere = the model's generation defaults, as HF's generate() uses
+     * them (greedy for files that record none). */
+    int num_beams;      /* 0: the model's; 1: greedy; N: beam search with N beams */
+    int n_best;         /* 0 or 1: the best hypothesis only; K: the K best (K <= beams), or
+                         * K samples with `sample` */
+    int early_stopping; /* ATTEND_EARLY_MODEL or _FALSE / _TRUE / _NEVER */
+    int set_length_penalty; /* use length_penalty instead of the model's */
+    float length_penalty;   /* beam score = sum of log-probs / length ^ length_penalty */
+    int set_min_length;     /* use min_length instead of the model's */
+    int min_length;         /* </s> banned below this length (start token counted, as HF) */
+    int set_no_repeat_ngram_size;
+    int no_repeat_ngram_size;
+    float repetition_penalty; /* 0: the model's; 1: off */
+    int sample;         /* draw tokens at random (num_beams must be 0 or 1) */
+    int top_k;          /* sampling: only the k most likely tokens (0: all) */
+    float top_p;        /* sampling: only the smallest set holding this probability (0: 1) */
+    float temperature;  /* sampling: logits / temperature (0: 1) */
+    unsigned long long seed; /* sampling: a sentence's draws depend on the seed and its ids only */
 } attend_params;
+
+/* One hypothesis of an n-best list. */
+typedef struct {
+    char *text;
+    int *ids, n;        /* target ids */
+    float score;        /* beams: HF's sequence score (sum of log-probs / length ^ penalty);
+                         * greedy and samples: the sum of the tokens' log-probabilities */
+} attend_hypothesis;
 
 typedef struct {
     char *text;         /* the translation (UTF-8) */
@@ -60,6 +97,11 @@ typedef struct {
     float *enc_self;    /* [encoder_layers, encoder_heads, n_src, n_src] (want_attention) */
     float *dec_self;    /* [decoder_layers, decoder_heads, n_tgt, n_tgt] */
     float *cross;       /* [decoder_layers, decoder_heads, n_tgt, n_src] */
+    float score;        /* the translation's score (see attend_hypothesis; greedy: only with
+                         * want_scores or n_best) */
+    int n_best;         /* entries of nbest: the K best (best first; nbest[0] is this
+                         * translation), or K samples in the order drawn */
+    attend_hypothesis *nbest;
 } attend_result;
 
 attend_params attend_default_params(void);

@@ -41,6 +41,46 @@ static int get_int(const gguf_file *f, const char *key, int lo, int hi, int *out
     return 0;
 }
 
+/* Optional keys: absent leaves *out as it is. */
+static int opt_int(const gguf_file *f, const char *key, int lo, int hi, int *out, char *err, size_t errlen) {
+    return gguf_find_kv(f, key) ? get_int(f, key, lo, hi, out, err, errlen) : 0;
+}
+
+static int opt_f32(const gguf_file *f, const char *key, float lo, float hi, float *out, char *err,
+                   size_t errlen) {
+    if (!gguf_find_kv(f, key)) return 0;
+    float v;
+    if (gguf_get_f32(f, key, &v, err, errlen)) return -1;
+    if (!(v >= lo && v <= hi)) {
+        fail(err, errlen, "key %s: value %g outside %g..%g", key, v, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The generation defaults (HF's class defaults where a key is absent) and the tokenizer's
+ * source limit. */
+static int read_generation(const gguf_file *f, marian_config *c, char *err, size_t errlen) {
+    marian_generation *g = &c->gen;
+    *g = (marian_generation){0, 1, 0, 0, 0, 0, 1.0f, 1.0f};
+    g->recorded = gguf_find_kv(f, "generation.num_beams") != NULL;
+    int lim = c->max_pos;
+    if (opt_int(f, "generation.num_beams", 1, 1024, &g->num_beams, err, errlen) ||
+        opt_f32(f, "generation.length_penalty", -100.0f, 100.0f, &g->length_penalty, err, errlen) ||
+        opt_int(f, "generation.early_stopping", 0, 2, &g->early_stopping, err, errlen) ||
+        opt_int(f, "generation.min_length", 0, 1 << 20, &g->min_length, err, errlen) ||
+        opt_int(f, "generation.no_repeat_ngram_size", 0, 1 << 20, &g->no_repeat_ngram, err, errlen) ||
+        opt_f32(f, "generation.repetition_penalty", 1e-6f, 1e6f, &g->repetition_penalty, err, errlen) ||
+        opt_int(f, "tokenizer.model_max_length", 1, 1 << 30, &lim, err, errlen))
+        return -1;
+    if (gguf_find_kv(f, "generation.renormalize_logits") &&
+        gguf_get_bool(f, "generation.renormalize_logits", &g->renormalize, err, errlen))
+        return -1;
+    c->model_max_length = lim < c->max_pos ? lim : c->max_pos;
+    return 0;
+}
+
 static int read_config(const gguf_file *f, marian_config *c, char *err, size_t errlen) {
     gguf_str s;
     uint32_t version;
@@ -118,7 +158,7 @@ static int read_config(const gguf_file *f, marian_config *c, char *err, size_t e
              shown(b, sizeof b, s));
         return -1;
     }
-    return 0;
+    return read_generation(f, c, err, errlen);
 }
 
 /* ---------------------------------------------------------------------------------------

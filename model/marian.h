@@ -13,6 +13,13 @@
 /* Version 2 adds int8 matrices (I8 + per-row F32 scales); f32/f16 files stay version 1. */
 #define MARIAN_FORMAT_VERSION 2
 
+/* The generation defaults a checkpoint records (the generation.* keys of FORMAT.md). */
+typedef struct {
+    int recorded; /* 0: an older file without them: decode greedily */
+    int num_beams, early_stopping, min_length, no_repeat_ngram, renormalize;
+    float length_penalty, repetition_penalty;
+} marian_generation;
+
 typedef struct {
     int vocab_size, decoder_vocab_size, d_model;
     int enc_layers, dec_layers, enc_heads, dec_heads, enc_ffn, dec_ffn, max_pos;
@@ -20,6 +27,8 @@ typedef struct {
     int scale_embedding, shared_embeddings, tied_output, forced_eos;
     float eps;
     int pad_id, eos_id, unk_id, start_id, max_length;
+    int model_max_length; /* source tokens kept: tokenizer.model_max_length, at most max_pos */
+    marian_generation gen;
 } marian_config;
 
 typedef struct {

@@ -62,8 +62,11 @@ static int encode_side(const marian_model *m, int target, const char *text, size
     const int has_code = ce > cs && cs == 0;
     int n = sp.n + has_code + 1;
     *truncated = len < full;
-    if (n > m->c.max_pos) { /* keep the first pieces and the closing </s> */
-        n = m->c.max_pos;
+    /* sources stop at the tokenizer's model_max_length (as HF truncates), targets at the
+     * positions the decoder has */
+    const int limit = target ? m->c.max_pos : m->c.model_max_length;
+    if (n > limit) { /* keep the first pieces and the closing </s> */
+        n = limit;
         *truncated = 1;
     }
     int *ids = malloc(sizeof(int) * (size_t)n);

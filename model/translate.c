@@ -1,19 +1,18 @@
-/* Encoder, decoder and greedy decoding for a packed batch of sentences. */
+/* Decoding a packed batch: the step loop over forward.h's decoder_step, with greedy, beam,
+ * sampling and forced choices from search.h, and a trace that follows every hypothesis's
+ * own path (HF's beam_indices) so its attention, logits and scores are its own. */
 #include "translate.h"
 
 #include <math.h>
+#include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-/* ---------------------------------------------------------------------------------------
- * Helpers */
-
-static void embed_row(float *dst, const at_matrix *e, int id, float scale, const float *pos, int d) {
-    at_matrix_row(dst, e, id);
-    for (int j = 0; j < d; j++) dst[j] = dst[j] * scale + pos[j];
-}
+#include "forward.h"
+#include "search.h"
 
 static double now(void) {
     struct timespec ts;
@@ -21,23 +20,52 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static void scale_rows(float *x, size_t n, float s) {
-    for (size_t i = 0; i < n; i++) x[i] *= s;
-}
-
-/* Grow *p (elements of size es) from old to new capacity, keeping contents; 0 or -1. */
-static int grow(void **p, size_t es, size_t new_n) {
-    void *q = realloc(*p, es * new_n);
-    if (!q) return -1;
-    *p = q;
-    return 0;
-}
-
 int marian_max_length(const marian_model *m, const marian_opts *opts) {
     int ml = opts && opts->max_length > 0 ? opts->max_length : m->c.max_length;
     /* decoder inputs take positions 0 .. ml-2, which must exist */
     if (ml > m->c.max_pos + 1) ml = m->c.max_pos + 1;
     return ml < 2 ? 2 : ml;
+}
+
+marian_search marian_search_defaults(const marian_model *m) {
+    const marian_generation *g = &m->c.gen;
+    marian_search s = {0};
+    s.beams = g->recorded ? g->num_beams : 1;
+    s.n_best = 1;
+    s.length_penalty = g->length_penalty;
+    s.early_stopping = g->early_stopping;
+    s.min_length = g->min_length;
+    s.no_repeat_ngram = g->no_repeat_ngram;
+    s.repetition_penalty = g->repetition_penalty;
+    s.renormalize = g->renormalize;
+    s.top_p = 1.0f;
+    s.temperature = 1.0f;
+    return s;
+}
+
+int marian_search_check(const marian_search *s, char *err, size_t errlen) {
+    if (s->beams < 1 || s->beams > 1024)
+        snprintf(err, errlen, "num_beams %d: must be 1..1024", s->beams);
+    else if (s->sample && s->beams != 1)
+        snprintf(err, errlen, "sampling draws one token at a time: num_beams must be 1, not %d", s->beams);
+    else if (s->n_best < 1 || (!s->sample && s->n_best > s->beams) || s->n_best > 1024)
+        snprintf(err, errlen, "n-best %d: must be 1..num_beams (%d)%s", s->n_best, s->beams,
+                 s->sample ? "" : ", or any count up to 1024 when sampling");
+    else if (!isfinite(s->length_penalty))
+        snprintf(err, errlen, "length_penalty must be finite");
+    else if (s->early_stopping < 0 || s->early_stopping > 2)
+        snprintf(err, errlen, "early_stopping %d: must be false, true or never", s->early_stopping);
+    else if (s->min_length < 0 || s->no_repeat_ngram < 0)
+        snprintf(err, errlen, "min_length and no_repeat_ngram_size must be >= 0");
+    else if (!(s->repetition_penalty > 0) || !isfinite(s->repetition_penalty))
+        snprintf(err, errlen, "repetition_penalty %g: must be > 0", s->repetition_penalty);
+    else if (s->sample && (!(s->temperature > 0) || !isfinite(s->temperature)))
+        snprintf(err, errlen, "temperature %g: must be > 0", s->temperature);
+    else if (s->sample && (s->top_k < 0 || !(s->top_p > 0 && s->top_p <= 1)))
+        snprintf(err, errlen, "top_k must be >= 0 and top_p in (0, 1]");
+    else
+        return 0;
+    return -1;
 }
 
 void marian_output_free(marian_output *o) {
@@ -48,174 +76,282 @@ void marian_output_free(marian_output *o) {
     free(o->enc_self);
     free(o->dec_self);
     free(o->cross);
+    for (int k = 0; o->nbest && k < o->n_best; k++) free(o->nbest[k].ids);
+    free(o->nbest);
     memset(o, 0, sizeof *o);
 }
 
-/* Per-sentence decoding state. */
+/* ---------------------------------------------------------------------------------------
+ * The trace. Each step runs some rows ("runs"); each run produces one or more tokens
+ * ("records": greedy one, a beam up to 2 * beams candidates that survive). A record names
+ * the run that produced it, a run names the record whose token it read, so any hypothesis
+ * walks back to the start token along its own path. */
+
 typedef struct {
-    int off, S;        /* rows of this sentence in the packed encoder output */
-    int cap;           /* steps the caches and captures hold */
-    int limit;         /* steps this sentence can take (the length limit, or the forced length) */
-    float **self_k;    /* [dec_layers] -> [cap, d] */
-    float **self_v;
-    float *scratch;    /* heads * max(S, cap): attention score rows */
-    float *probs;      /* heads * max(S, cap): one step's probabilities, when captured */
-    int done;
-} sent_state;
+    int *run_prev, *run_step; /* [runs]: the record read (-1 at step 0), the step */
+    float *run_lse;           /* [runs]: log-sum-exp of the raw logits (beams, want_scores) */
+    size_t *run_att;          /* [runs]: offset of its attention in att (want_attention) */
+    int n_run, cap_run;
+    int *rec_run, *rec_tok;   /* [records] */
+    float *rec_lp;            /* [records] the model's log-probability of the token */
+    int n_rec, cap_rec;
+    float *att;               /* captures: per run L*H*(t+1) self then L*H*S cross */
+    size_t n_att, cap_att;
+    float *logits;            /* [runs][V] raw logits (want_logits) */
+} trace;
 
-/* Resize a [L][H][rows][cols] capture whose rows (and maybe cols) grow from old to new. */
-static float *regrid(float *old, int L, int H, int old_rows, int old_cols, int rows, int cols) {
-    float *p = calloc((size_t)L * H * rows * cols, sizeof(float));
-    if (!p) return NULL;
-    if (old)
-        for (int l = 0; l < L; l++)
-            for (int h = 0; h < H; h++)
-                for (int r = 0; r < old_rows; r++)
-                    memcpy(p + (((size_t)l * H + h) * rows + r) * cols,
-                           old + (((size_t)l * H + h) * old_rows + r) * old_cols,
-                           sizeof(float) * (size_t)old_cols);
-    free(old);
-    return p;
-}
-
-static int ensure_capacity(const marian_model *m, const marian_opts *o, sent_state *s,
-                           marian_output *out, int steps) {
-    if (steps <= s->cap) return 0;
-    const marian_config *c = &m->c;
-    const int d = c->d_model, L = c->dec_layers, H = c->dec_heads;
-    int cap = s->cap ? 2 * s->cap : steps; /* first call: the expected length, then doubling */
-    if (cap < steps) cap = steps;
-    if (cap > s->limit && steps <= s->limit) cap = s->limit;
-    for (int l = 0; l < L; l++)
-        if (grow((void **)&s->self_k[l], sizeof(float), (size_t)cap * d) ||
-            grow((void **)&s->self_v[l], sizeof(float), (size_t)cap * d))
-            return -1;
-    int heads = c->dec_heads > c->enc_heads ? c->dec_heads : c->enc_heads;
-    int width = cap > s->S ? cap : s->S;
-    if (grow((void **)&s->scratch, sizeof(float), (size_t)heads * width)) return -1;
-    if (o->want_attention && grow((void **)&s->probs, sizeof(float), (size_t)heads * width)) return -1;
-    if (o->want_logits && grow((void **)&out->logits, sizeof(float), (size_t)cap * c->decoder_vocab_size))
-        return -1;
-    if (o->want_scores && grow((void **)&out->logprob, sizeof(float), (size_t)cap)) return -1;
-    if (grow((void **)&out->ids, sizeof(int), (size_t)cap)) return -1;
-    if (o->want_attention) {
-        out->dec_self = regrid(out->dec_self, L, H, s->cap, s->cap, cap, cap);
-        out->cross = regrid(out->cross, L, H, s->cap, s->S, cap, s->S);
-        if (!out->dec_self || !out->cross) return -1;
-    }
-    s->cap = cap;
+/* realloc *p to cap elements of es bytes; 0 or -1 (then *p is unchanged) */
+static int resize(void **p, size_t cap, size_t es) {
+    void *q = realloc(*p, es * (cap ? cap : 1));
+    if (!q) return -1;
+    *p = q;
     return 0;
 }
 
-/* Shrink [L][H][cap][cols] captures to [L][H][n][cols'] once the length is known. */
-static void finish_captures(const marian_model *m, const sent_state *s, marian_output *out) {
-    const int L = m->c.dec_layers, H = m->c.dec_heads, n = out->n;
-    if (!out->dec_self) return;
-    float *self = regrid(NULL, L, H, 0, 0, n, n), *cross = regrid(NULL, L, H, 0, 0, n, s->S);
-    if (!self || !cross) { /* keep the larger grids: still correct, only wasteful */
-        free(self);
-        free(cross);
-        return;
+static int trace_reserve_runs(trace *tr, int need, int V, int want_logits) {
+    if (need <= tr->cap_run) return 0;
+    int cap = tr->cap_run ? tr->cap_run : 64;
+    while (cap < need) cap *= 2;
+    if (resize((void **)&tr->run_prev, (size_t)cap, sizeof(int)) ||
+        resize((void **)&tr->run_step, (size_t)cap, sizeof(int)) ||
+        resize((void **)&tr->run_lse, (size_t)cap, sizeof(float)) ||
+        resize((void **)&tr->run_att, (size_t)cap, sizeof(size_t)) ||
+        (want_logits && resize((void **)&tr->logits, (size_t)cap * V, sizeof(float))))
+        return -1;
+    tr->cap_run = cap;
+    return 0;
+}
+
+static int trace_reserve_recs(trace *tr, int need) {
+    if (need <= tr->cap_rec) return 0;
+    int cap = tr->cap_rec ? tr->cap_rec : 64;
+    while (cap < need) cap *= 2;
+    if (resize((void **)&tr->rec_run, (size_t)cap, sizeof(int)) ||
+        resize((void **)&tr->rec_tok, (size_t)cap, sizeof(int)) ||
+        resize((void **)&tr->rec_lp, (size_t)cap, sizeof(float)))
+        return -1;
+    tr->cap_rec = cap;
+    return 0;
+}
+
+static int trace_reserve_att(trace *tr, size_t need) {
+    if (need <= tr->cap_att) return 0;
+    size_t c = tr->cap_att ? tr->cap_att : 1 << 16;
+    while (c < need) c *= 2;
+    float *q = realloc(tr->att, sizeof(float) * c);
+    if (!q) return -1;
+    tr->att = q;
+    tr->cap_att = c;
+    return 0;
+}
+
+static int add_record(trace *tr, int run, int tok, float lp) {
+    if (trace_reserve_recs(tr, tr->n_rec + 1)) return -1;
+    tr->rec_run[tr->n_rec] = run;
+    tr->rec_tok[tr->n_rec] = tok;
+    tr->rec_lp[tr->n_rec] = lp;
+    return tr->n_rec++;
+}
+
+static void trace_free(trace *tr) {
+    free(tr->run_prev);
+    free(tr->run_step);
+    free(tr->run_lse);
+    free(tr->run_att);
+    free(tr->rec_run);
+    free(tr->rec_tok);
+    free(tr->rec_lp);
+    free(tr->att);
+    free(tr->logits);
+}
+
+/* The tokens of the path ending at record rec (after the start token) into ids, and the
+ * runs that produced them into runs (both [n]); returns n. */
+static int trace_path(const trace *tr, int rec, int *ids, int *runs, int cap) {
+    int n = tr->run_step[tr->rec_run[rec]] + 1;
+    if (n > cap) return -1;
+    for (int k = n - 1; k >= 0; k--) {
+        ids[k] = tr->rec_tok[rec];
+        if (runs) runs[k] = tr->rec_run[rec];
+        rec = tr->run_prev[tr->rec_run[rec]];
     }
-    for (int l = 0; l < L; l++)
-        for (int h = 0; h < H; h++)
-            for (int r = 0; r < n; r++) {
-                memcpy(self + (((size_t)l * H + h) * n + r) * n,
-                       out->dec_self + (((size_t)l * H + h) * s->cap + r) * s->cap, sizeof(float) * (size_t)n);
-                memcpy(cross + (((size_t)l * H + h) * n + r) * s->S,
-                       out->cross + (((size_t)l * H + h) * s->cap + r) * s->S, sizeof(float) * (size_t)s->S);
-            }
-    free(out->dec_self);
-    free(out->cross);
-    out->dec_self = self;
-    out->cross = cross;
+    return n;
 }
 
 /* ---------------------------------------------------------------------------------------
- * Encoder */
+ * Per-sentence search state */
 
-/* X [total, d] packed embeddings in, final encoder states out. */
-static int encode(const marian_model *m, float *X, const sent_state *st, int n, int total,
-                  marian_output *out, int want_attention) {
+typedef struct {
+    int rows;       /* rows it runs per step at most (beams, samples or 1) */
+    int slot0;      /* its slots are slot0 .. slot0 + rows - 1 */
+    int n_live;     /* hypotheses still growing */
+    int *live_slot, *live_rec, *live_done;
+    float *live_score;
+    uint64_t *rng;  /* sampling: one stream per sample */
+    beam_heap heap; /* beams: finished hypotheses */
+    beam_hyp *heap_store;
+    int *fin_rec;   /* greedy, sampling, forced: each row's last record */
+    int limit;      /* steps it may take */
+    int done;
+} sent_search;
+
+/* A row of this step: which sentence and live hypothesis it serves. */
+typedef struct {
+    int sent, live;
+} row_ref;
+
+/* ---------------------------------------------------------------------------------------
+ * Output */
+
+/* Build sentence i's output from its finished hypotheses recs[0..k) (best first) and their
+ * scores. 0 or -1 (OOM). */
+static int make_output(const marian_model *m, const marian_opts *o, const trace *tr, const int *recs,
+                       const float *scores, int k, int S, marian_output *out) {
     const marian_config *c = &m->c;
-    const int d = c->d_model, H = c->enc_heads, hd = d / H;
-    const size_t td = (size_t)total * d;
-    float *Q = malloc(sizeof(float) * td), *K = malloc(sizeof(float) * td);
-    float *V = malloc(sizeof(float) * td), *C = malloc(sizeof(float) * td);
-    float *F = malloc(sizeof(float) * (size_t)total * c->enc_ffn);
-    int ok = Q && K && V && C && F;
-    const float qscale = 1.0f / sqrtf((float)hd);
-    for (int l = 0; ok && l < c->enc_layers; l++) {
-        const enc_layer *L = &m->enc[l];
-        at_k()->linear(Q, X, &L->self_attn.q.w, L->self_attn.q.b, total);
-        at_k()->linear(K, X, &L->self_attn.k.w, L->self_attn.k.b, total);
-        at_k()->linear(V, X, &L->self_attn.v.w, L->self_attn.v.b, total);
-        scale_rows(Q, td, qscale);
-#pragma omp parallel for schedule(dynamic) if (n > 1 && at_threads() > 1)
-        for (int i = 0; i < n; i++) {
-            const size_t o = (size_t)st[i].off * d;
-            float *probs = want_attention ? out[i].enc_self + (size_t)l * H * st[i].S * st[i].S : NULL;
-            at_attention(C + o, d, Q + o, d, K + o, V + o, d, st[i].S, st[i].S, H, hd, 0, 0,
-                         probs, st[i].scratch);
-        }
-        at_k()->linear(Q, C, &L->self_attn.o.w, L->self_attn.o.b, total);
-        at_add_layernorm(X, Q, L->self_attn_norm.g, L->self_attn_norm.b, total, d, c->eps);
-        at_k()->linear(F, X, &L->fc1.w, L->fc1.b, total);
-        at_activate(F, (size_t)total * c->enc_ffn, c->act);
-        at_k()->linear(Q, F, &L->fc2.w, L->fc2.b, total);
-        at_add_layernorm(X, Q, L->ffn_norm.g, L->ffn_norm.b, total, d, c->eps);
+    const int L = c->dec_layers, H = c->dec_heads, V = c->decoder_vocab_size;
+    const int cap = marian_max_length(m, o) + 1 + (1 << 16);
+    out->nbest = calloc((size_t)k, sizeof(marian_hyp));
+    if (!out->nbest) return -1;
+    out->n_best = k;
+    int *runs = NULL;
+    for (int h = 0; h < k; h++) {
+        int n = tr->run_step[tr->rec_run[recs[h]]] + 1;
+        marian_hyp *hy = &out->nbest[h];
+        hy->ids = malloc(sizeof(int) * (size_t)n);
+        if (!hy->ids) return -1;
+        hy->n = trace_path(tr, recs[h], hy->ids, NULL, cap);
+        hy->score = scores[h];
     }
-    free(Q);
-    free(K);
-    free(V);
-    free(C);
-    free(F);
-    return ok ? 0 : -1;
+    const int n = out->nbest[0].n;
+    out->n = n;
+    out->score = scores[0];
+    out->ids = malloc(sizeof(int) * (size_t)n);
+    runs = malloc(sizeof(int) * (size_t)n);
+    if (!out->ids || !runs) goto oom;
+    trace_path(tr, recs[0], out->ids, runs, cap);
+    if (o->want_scores) {
+        out->logprob = malloc(sizeof(float) * (size_t)n);
+        if (!out->logprob) goto oom;
+        /* the records of the path, walking back */
+        for (int t = n - 1, rec = recs[0]; t >= 0; t--) {
+            out->logprob[t] = tr->rec_lp[rec];
+            rec = tr->run_prev[tr->rec_run[rec]];
+        }
+    }
+    if (o->want_logits) {
+        out->logits = malloc(sizeof(float) * (size_t)n * V);
+        if (!out->logits) goto oom;
+        for (int t = 0; t < n; t++)
+            memcpy(out->logits + (size_t)t * V, tr->logits + (size_t)runs[t] * V, sizeof(float) * (size_t)V);
+    }
+    if (o->want_attention) {
+        out->dec_self = calloc((size_t)L * H * n * n, sizeof(float));
+        out->cross = malloc(sizeof(float) * (size_t)L * H * n * S);
+        if (!out->dec_self || !out->cross) goto oom;
+        for (int t = 0; t < n; t++) {
+            const float *self = tr->att + tr->run_att[runs[t]];
+            const float *cross = self + (size_t)L * H * (t + 1);
+            for (int lh = 0; lh < L * H; lh++) {
+                memcpy(out->dec_self + ((size_t)lh * n + t) * n, self + (size_t)lh * (t + 1),
+                       sizeof(float) * (size_t)(t + 1));
+                memcpy(out->cross + ((size_t)lh * n + t) * S, cross + (size_t)lh * S, sizeof(float) * (size_t)S);
+            }
+        }
+    }
+    free(runs);
+    return 0;
+oom:
+    free(runs);
+    return -1;
 }
 
 /* ---------------------------------------------------------------------------------------
- * Greedy decoding */
+ * The beam step of one sentence (BeamSearchScorer.process) */
 
-/* Choose the next token from raw logits as HF's greedy search does: pad never, and only
- * </s> at the last allowed step when forced_eos is set. */
-static int choose(const marian_config *c, const float *logits, int last_step, int ignore_eos) {
-    if (last_step && c->forced_eos) return c->eos_id;
-    /* argmax over the ids between the banned ones; an earlier id wins ties */
-    int ban[2] = {c->pad_id, ignore_eos && !last_step ? c->eos_id : c->pad_id};
-    if (ban[1] < ban[0]) {
-        int t = ban[0];
-        ban[0] = ban[1];
-        ban[1] = t;
+/* cands: each live beam's 2*beams best (from beam_candidates), beam-major. Appends the
+ * records of the surviving candidates; fills the sentence's next live beams (with their
+ * parents in parent[]) and its heap. Returns 0, or -1 (OOM). */
+static int beam_step(sent_search *ss, const marian_search *s, int eos, int V, trace *tr,
+                     const beam_cand *cands, const int *cand_run, int n_beams, int t, int max_length,
+                     int *parent, beam_cand *merged) {
+    const int B = s->beams, K = 2 * B;
+    /* the 2*beams best over all beams; ties: the lower flat index (beam * V + id) first */
+    int n = 0;
+    for (int k = 0; k < n_beams; k++)
+        for (int j = 0; j < K; j++) {
+            const beam_cand cd = cands[k * K + j];
+            const long flat = (long)k * V + cd.token;
+            if (n == K) {
+                const beam_cand *w = &merged[K - 1];
+                if (!(cd.score > w->score) && !(cd.score == w->score && flat < (long)parent[K - 1] * V + w->token))
+                    continue;
+            }
+            int at = n < K ? n++ : K - 1;
+            while (at > 0) {
+                const beam_cand *p = &merged[at - 1];
+                const long pf = (long)parent[at - 1] * V + p->token;
+                if (!(cd.score > p->score || (cd.score == p->score && flat < pf))) break;
+                merged[at] = merged[at - 1];
+                parent[at] = parent[at - 1];
+                at--;
+            }
+            merged[at] = cd;
+            parent[at] = k;
+        }
+    int live = 0;
+    int next_parent[1024];
+    float next_score[1024];
+    int next_rec[1024];
+    for (int r = 0; r < n && live < B; r++) {
+        const beam_cand cd = merged[r];
+        const int run = cand_run[parent[r]];
+        if (cd.token == eos) {
+            if (r >= B) continue;
+            int rec = add_record(tr, run, cd.token, 0);
+            if (rec < 0) return -1;
+            heap_add(&ss->heap, s, cd.score, t + 1, rec);
+        } else {
+            int rec = add_record(tr, run, cd.token, 0);
+            if (rec < 0) return -1;
+            next_parent[live] = parent[r];
+            next_score[live] = cd.score;
+            next_rec[live] = rec;
+            live++;
+        }
     }
-    const int V = c->decoder_vocab_size;
-    const int lo[3] = {0, ban[0] + 1, ban[1] + 1}, hi[3] = {ban[0], ban[1], V};
-    int best = -1;
-    for (int s = 0; s < 3; s++) {
-        if (hi[s] <= lo[s]) continue;
-        int i = lo[s] + at_argmax(logits + lo[s], hi[s] - lo[s]);
-        if (best < 0 || logits[i] > logits[best]) best = i;
+    if (heap_is_done(&ss->heap, s, merged[0].score, t + 2, max_length)) ss->done = 1;
+    /* the new live beams; parent[] now maps new beam -> old beam */
+    for (int j = 0; j < live; j++) {
+        parent[j] = next_parent[j];
+        ss->live_score[j] = next_score[j];
+        ss->live_rec[j] = next_rec[j];
     }
-    return best;
+    ss->n_live = live;
+    return 0;
 }
 
-static float log_softmax_at(const float *x, int n, int i) {
-    float mx = -INFINITY;
-    for (int j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
-    double sum = 0;
-    for (int j = 0; j < n; j++) sum += exp((double)x[j] - mx);
-    return (float)((double)x[i] - mx - log(sum));
+/* The model's log-probability of each record added at this step (beams): the token's raw
+ * logit minus its run's raw log-sum-exp. */
+static void fill_record_lp(trace *tr, int from, const float *logits_of_run0, int run0, int V) {
+    for (int r = from; r < tr->n_rec; r++) {
+        const int run = tr->rec_run[r];
+        tr->rec_lp[r] = logits_of_run0[(size_t)(run - run0) * V + tr->rec_tok[r]] - tr->run_lse[run];
+    }
 }
+
+/* ---------------------------------------------------------------------------------------
+ * marian_translate_ids */
 
 int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
                          const marian_opts *opts, marian_output *out, char *err, size_t errlen) {
     static const marian_opts no_opts = {0};
     const marian_opts *o = opts ? opts : &no_opts;
     const marian_config *c = &m->c;
-    const int d = c->d_model, Vt = c->decoder_vocab_size, L = c->dec_layers;
-    const int H = c->dec_heads, hd = d / H;
-    const float escale = c->scale_embedding ? sqrtf((float)d) : 1.0f;
-    const float qscale = 1.0f / sqrtf((float)hd);
+    const int d = c->d_model, V = c->decoder_vocab_size, L = c->dec_layers, H = c->dec_heads;
     const int ml = marian_max_length(m, o);
+    marian_search search = o->search ? *o->search : marian_search_defaults(m);
+    if (marian_search_check(&search, err, errlen)) return -1;
+    const marian_search *s = &search;
     int total = 0, rc = -1;
     memset(out, 0, sizeof(*out) * (size_t)n);
     for (int i = 0; i < n; i++) {
@@ -229,7 +365,7 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
                 return -1;
             }
         for (int j = 0; src[i].forced && j < src[i].n_forced; j++)
-            if (src[i].forced[j] < 0 || src[i].forced[j] >= Vt) {
+            if (src[i].forced[j] < 0 || src[i].forced[j] >= V) {
                 snprintf(err, errlen, "sentence %d: target id %d outside the vocabulary", i, src[i].forced[j]);
                 return -1;
             }
@@ -242,147 +378,286 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
     }
     if (n == 0) return 0;
 
-    sent_state *st = calloc((size_t)n, sizeof *st);
-    float *X = malloc(sizeof(float) * (size_t)total * d), *posbuf = malloc(sizeof(float) * (size_t)d);
-    float **ck = calloc((size_t)L, sizeof(float *)), **cv = calloc((size_t)L, sizeof(float *));
-    int *active = malloc(sizeof(int) * (size_t)n), *tok = malloc(sizeof(int) * (size_t)n);
-    float *x = NULL, *q = NULL, *kk = NULL, *vv = NULL, *ctx = NULL, *tmp = NULL, *ff = NULL, *logits = NULL;
-    if (!st || !X || !posbuf || !ck || !cv || !active || !tok) goto oom;
-
     const double t_start = now();
-    /* embeddings and per-sentence state */
-    for (int i = 0, off = 0; i < n; i++) {
-        st[i].off = off;
-        st[i].S = src[i].n;
-        st[i].self_k = calloc((size_t)L, sizeof(float *));
-        st[i].self_v = calloc((size_t)L, sizeof(float *));
-        int heads = c->dec_heads > c->enc_heads ? c->dec_heads : c->enc_heads;
-        st[i].scratch = malloc(sizeof(float) * (size_t)heads * st[i].S);
-        if (!st[i].self_k || !st[i].self_v || !st[i].scratch) goto oom;
-        /* Caches sized before decoding for twice the source length: the step loop then
-         * allocates only for unusually long outputs, and a short sentence does not reserve
-         * the whole length limit (512 steps x 6 layers of keys and values for opus-mt). */
-        st[i].limit = src[i].forced ? src[i].n_forced : ml - 1;
-        int expect = 2 * src[i].n + 8;
-        if (ensure_capacity(m, o, &st[i], &out[i], expect < st[i].limit ? expect : st[i].limit)) goto oom;
+    const int beam = s->beams > 1 && !s->sample, B = s->beams, K2 = 2 * B;
+    enc_memory mem = {0};
+    dec_state ds = {0};
+    trace tr = {0};
+    sent_search *ss = calloc((size_t)n, sizeof *ss);
+    int *off = malloc(sizeof(int) * (size_t)n), *len = malloc(sizeof(int) * (size_t)n);
+    const int **ids = malloc(sizeof(int *) * (size_t)n);
+    float *X = malloc(sizeof(float) * (size_t)total * d);
+    float **enc_self = calloc((size_t)n, sizeof(float *));
+    dec_row *rows = NULL;
+    row_ref *refs = NULL;
+    float **att_self = NULL, **att_cross = NULL, *work = NULL, *choice_lp = NULL;
+    int *choice = NULL;
+    beam_cand *cands = NULL, *merged = NULL, *vcands = NULL;
+    int *cand_run = NULL, *parent = NULL, *pathbuf = NULL, *recs = NULL;
+    float *scores = NULL;
+    if (!ss || !off || !len || !ids || !X || !enc_self) goto oom;
+
+    /* sentences: rows, slots, limits */
+    int n_slots = 0, expect_max = 0;
+    for (int i = 0, o0 = 0; i < n; i++) {
+        off[i] = o0;
+        len[i] = src[i].n;
+        ids[i] = src[i].ids;
+        o0 += src[i].n;
+        sent_search *q = &ss[i];
+        q->rows = src[i].forced ? 1 : beam ? B : s->sample ? s->n_best : 1;
+        q->slot0 = n_slots;
+        n_slots += q->rows;
+        q->limit = src[i].forced ? src[i].n_forced : ml - 1;
+        q->live_slot = malloc(sizeof(int) * (size_t)q->rows);
+        q->live_rec = malloc(sizeof(int) * (size_t)q->rows);
+        q->live_done = calloc((size_t)q->rows, sizeof(int));
+        q->live_score = calloc((size_t)q->rows, sizeof(float));
+        q->fin_rec = malloc(sizeof(int) * (size_t)q->rows);
+        q->rng = malloc(sizeof(uint64_t) * (size_t)q->rows);
+        q->heap_store = malloc(sizeof(beam_hyp) * (size_t)(B + 1));
+        if (!q->live_slot || !q->live_rec || !q->live_done || !q->live_score || !q->fin_rec || !q->rng ||
+            !q->heap_store)
+            goto oom;
+        heap_init(&q->heap, q->heap_store, B);
+        /* greedy, forced: one row; sampling: n_best rows; beams: one row at step 0 (the
+         * other beams start at -1e9 with the same state), then B */
+        q->n_live = src[i].forced || !beam ? q->rows : 1;
+        for (int k = 0; k < q->rows; k++) {
+            q->live_slot[k] = q->slot0 + k;
+            q->live_rec[k] = -1;
+            q->rng[k] = sample_seed(s->seed, src[i].ids, src[i].n, k);
+        }
         if (o->want_attention) {
-            out[i].enc_self = malloc(sizeof(float) * (size_t)c->enc_layers * c->enc_heads * st[i].S * st[i].S);
+            enc_self[i] = out[i].enc_self = malloc(sizeof(float) * (size_t)c->enc_layers * c->enc_heads * len[i] * len[i]);
             if (!out[i].enc_self) goto oom;
         }
-        for (int j = 0; j < src[i].n; j++)
-            embed_row(X + (size_t)(off + j) * d, &m->enc_embed, src[i].ids[j], escale,
-                      marian_position(m, j, posbuf), d);
-        off += src[i].n;
+        /* caches sized before decoding for twice the source: the loop then allocates only
+         * for unusually long outputs, and a short sentence does not reserve the whole
+         * length limit (512 steps x 6 layers of keys and values for opus-mt) */
+        int expect = 2 * src[i].n + 8;
+        if (expect > q->limit) expect = q->limit;
+        if (expect > expect_max) expect_max = expect;
     }
-    if (encode(m, X, st, n, total, out, o->want_attention)) goto oom;
+    if (encode(m, ids, off, len, n, total, X, o->want_attention ? enc_self : NULL)) goto oom;
+    mem.n = n;
+    mem.total = total;
+    mem.off = off;
+    mem.len = len;
+    if (cross_kv(m, X, &mem)) goto oom;
+    free(X);
+    X = NULL;
 
-    /* cross-attention keys and values: once per sentence, for every decoder layer */
-    for (int l = 0; l < L; l++) {
-        ck[l] = malloc(sizeof(float) * (size_t)total * d);
-        cv[l] = malloc(sizeof(float) * (size_t)total * d);
-        if (!ck[l] || !cv[l]) goto oom;
-        at_k()->linear(ck[l], X, &m->dec[l].cross_attn.k.w, m->dec[l].cross_attn.k.b, total);
-        at_k()->linear(cv[l], X, &m->dec[l].cross_attn.v.w, m->dec[l].cross_attn.v.b, total);
-    }
-
-    const int ffn = c->dec_ffn;
-    x = malloc(sizeof(float) * (size_t)n * d);
-    q = malloc(sizeof(float) * (size_t)n * d);
-    kk = malloc(sizeof(float) * (size_t)n * d);
-    vv = malloc(sizeof(float) * (size_t)n * d);
-    ctx = malloc(sizeof(float) * (size_t)n * d);
-    tmp = malloc(sizeof(float) * (size_t)n * d);
-    ff = malloc(sizeof(float) * (size_t)n * ffn);
-    logits = malloc(sizeof(float) * (size_t)n * Vt);
-    if (!x || !q || !kk || !vv || !ctx || !tmp || !ff || !logits) goto oom;
+    const int max_rows = n_slots;
+    if (dec_init(&ds, m, &mem, n_slots, max_rows, expect_max)) goto oom;
+    rows = malloc(sizeof(dec_row) * (size_t)max_rows);
+    refs = malloc(sizeof(row_ref) * (size_t)max_rows);
+    att_self = calloc((size_t)max_rows, sizeof(float *));
+    att_cross = calloc((size_t)max_rows, sizeof(float *));
+    cands = malloc(sizeof(beam_cand) * (size_t)max_rows * K2);
+    merged = malloc(sizeof(beam_cand) * (size_t)K2);
+    cand_run = malloc(sizeof(int) * (size_t)B);
+    parent = malloc(sizeof(int) * (size_t)(K2 > B ? K2 : B));
+    vcands = malloc(sizeof(beam_cand) * (size_t)B * K2);
+    pathbuf = malloc(sizeof(int) * (size_t)max_rows * (ml + 1));
+    choice = malloc(sizeof(int) * (size_t)max_rows);
+    choice_lp = malloc(sizeof(float) * (size_t)max_rows);
+    if (!rows || !refs || !att_self || !att_cross || !cands || !merged || !cand_run || !parent || !pathbuf ||
+        !vcands || !choice || !choice_lp)
+        goto oom;
+    if (trace_reserve_runs(&tr, max_rows * expect_max, V, o->want_logits) ||
+        trace_reserve_recs(&tr, max_rows * expect_max * (beam ? 2 : 1)))
+        goto oom;
+    const int threads = at_threads();
+    work = malloc(sizeof(float) * (size_t)(threads > 0 ? threads : 1) * 2 * V);
+    if (!work) goto oom;
 
     const double t_decode = now();
-    int B = n, steps = 0;
-    for (int i = 0; i < n; i++) {
-        active[i] = i;
-        tok[i] = c->start_id;
-    }
-    for (int t = 0; B > 0; t++, steps++) {
-        const float *pos = marian_position(m, t, posbuf);
-        for (int b = 0; b < B; b++) {
-            const int i = active[b];
-            if (ensure_capacity(m, o, &st[i], &out[i], t + 1)) goto oom;
-            embed_row(x + (size_t)b * d, &m->dec_embed, tok[i], escale, pos, d);
-        }
-        for (int l = 0; l < L; l++) {
-            const dec_layer *Ly = &m->dec[l];
-            /* masked self-attention over this sentence's cache */
-            at_k()->linear(q, x, &Ly->self_attn.q.w, Ly->self_attn.q.b, B);
-            at_k()->linear(kk, x, &Ly->self_attn.k.w, Ly->self_attn.k.b, B);
-            at_k()->linear(vv, x, &Ly->self_attn.v.w, Ly->self_attn.v.b, B);
-            scale_rows(q, (size_t)B * d, qscale);
-#pragma omp parallel for schedule(dynamic) if (B > 1 && at_threads() > 1)
-            for (int b = 0; b < B; b++) {
-                sent_state *s = &st[active[b]];
-                memcpy(s->self_k[l] + (size_t)t * d, kk + (size_t)b * d, sizeof(float) * (size_t)d);
-                memcpy(s->self_v[l] + (size_t)t * d, vv + (size_t)b * d, sizeof(float) * (size_t)d);
-                at_attention(ctx + (size_t)b * d, d, q + (size_t)b * d, d, s->self_k[l], s->self_v[l], d,
-                             1, t + 1, H, hd, 1, t, o->want_attention ? s->probs : NULL, s->scratch);
-                if (o->want_attention) /* [H][t+1] -> row t of each head's [cap][cap] grid */
-                    for (int h = 0; h < H; h++)
-                        memcpy(out[active[b]].dec_self + (((size_t)l * H + h) * s->cap + t) * s->cap,
-                               s->probs + (size_t)h * (t + 1), sizeof(float) * (size_t)(t + 1));
+    int steps = 0;
+    for (int t = 0;; t++, steps++) {
+        /* this step's rows */
+        int nr = 0;
+        for (int i = 0; i < n; i++) {
+            sent_search *q = &ss[i];
+            if (q->done) continue;
+            for (int k = 0; k < q->n_live; k++) {
+                if (q->live_done[k]) continue;
+                const int rec = q->live_rec[k];
+                rows[nr] = (dec_row){i, q->live_slot[k], rec < 0 ? c->start_id : tr.rec_tok[rec]};
+                refs[nr] = (row_ref){i, k};
+                nr++;
             }
-            at_k()->linear(tmp, ctx, &Ly->self_attn.o.w, Ly->self_attn.o.b, B);
-            at_add_layernorm(x, tmp, Ly->self_attn_norm.g, Ly->self_attn_norm.b, B, d, c->eps);
-            /* cross-attention over the sentence's encoder output */
-            at_k()->linear(q, x, &Ly->cross_attn.q.w, Ly->cross_attn.q.b, B);
-            scale_rows(q, (size_t)B * d, qscale);
-#pragma omp parallel for schedule(dynamic) if (B > 1 && at_threads() > 1)
-            for (int b = 0; b < B; b++) {
-                sent_state *s = &st[active[b]];
-                const size_t off = (size_t)s->off * d;
-                at_attention(ctx + (size_t)b * d, d, q + (size_t)b * d, d, ck[l] + off, cv[l] + off, d,
-                             1, s->S, H, hd, 0, 0, o->want_attention ? s->probs : NULL, s->scratch);
-                if (o->want_attention)
-                    for (int h = 0; h < H; h++)
-                        memcpy(out[active[b]].cross + (((size_t)l * H + h) * s->cap + t) * s->S,
-                               s->probs + (size_t)h * s->S, sizeof(float) * (size_t)s->S);
-            }
-            at_k()->linear(tmp, ctx, &Ly->cross_attn.o.w, Ly->cross_attn.o.b, B);
-            at_add_layernorm(x, tmp, Ly->cross_attn_norm.g, Ly->cross_attn_norm.b, B, d, c->eps);
-            /* feed-forward */
-            at_k()->linear(ff, x, &Ly->fc1.w, Ly->fc1.b, B);
-            at_activate(ff, (size_t)B * ffn, c->act);
-            at_k()->linear(tmp, ff, &Ly->fc2.w, Ly->fc2.b, B);
-            at_add_layernorm(x, tmp, Ly->ffn_norm.g, Ly->ffn_norm.b, B, d, c->eps);
         }
-        at_k()->linear(logits, x, &m->out_proj, m->final_logits_bias, B);
+        if (nr == 0) break;
+        if (t + 1 > ds.cap) {
+            int cap = 2 * ds.cap > t + 1 ? 2 * ds.cap : t + 1;
+            if (cap > ml) cap = ml;
+            if (dec_reserve(&ds, cap)) goto oom;
+        }
+        /* runs of this step in the trace, with room for their captures */
+        const int run0 = tr.n_run;
+        if (trace_reserve_runs(&tr, run0 + nr, V, o->want_logits)) goto oom;
+        size_t need = tr.n_att;
+        for (int b = 0; b < nr; b++) {
+            tr.run_prev[run0 + b] = ss[refs[b].sent].live_rec[refs[b].live];
+            tr.run_step[run0 + b] = t;
+            tr.run_att[run0 + b] = need;
+            if (o->want_attention) need += (size_t)L * H * (t + 1 + len[refs[b].sent]);
+        }
+        tr.n_run += nr;
+        if (o->want_attention) {
+            if (trace_reserve_att(&tr, need)) goto oom;
+            for (int b = 0; b < nr; b++) {
+                att_self[b] = tr.att + tr.run_att[run0 + b];
+                att_cross[b] = att_self[b] + (size_t)L * H * (t + 1);
+            }
+            tr.n_att = need;
+        }
 
-        /* each sentence's choice reads its own logits row and writes its own output */
-#pragma omp parallel for schedule(static) if (B > 1 && at_threads() > 1)
-        for (int b = 0; b < B; b++) {
-            const int i = active[b];
-            const float *lg = logits + (size_t)b * Vt;
-            marian_output *ob = &out[i];
+        decoder_step(&ds, rows, nr, t, o->want_attention ? att_self : NULL, o->want_attention ? att_cross : NULL);
+        if (o->want_logits)
+            memcpy(tr.logits + (size_t)run0 * V, ds.logits, sizeof(float) * (size_t)nr * V);
+
+        /* each row's choice (greedy, sampled, forced) or its beam candidates, in parallel:
+         * a row reads its own logits and writes its own slots */
+        int bad = 0;
+#pragma omp parallel for schedule(dynamic) if (nr > 1 && threads > 1) reduction(| : bad)
+        for (int b = 0; b < nr; b++) {
+            const int i = refs[b].sent, k = refs[b].live;
+            sent_search *q = &ss[i];
+            const float *lg = ds.logits + (size_t)b * V;
+            float *wk = work + (size_t)omp_get_thread_num() * 2 * V;
+            step_ctx x = {c, s, t, ml, o->ignore_eos};
+            int *pi = pathbuf + (size_t)b * (ml + 1);
+            prefix p = {pi, 1};
+            pi[0] = c->start_id;
+            if (!src[i].forced && (search_has_processors(s, o->ignore_eos) || s->sample)) {
+                const int rec = q->live_rec[k];
+                const int got = rec < 0 ? 0 : trace_path(&tr, rec, pi + 1, NULL, ml);
+                if (got < 0) bad = 1;
+                p.n = got + 1;
+            }
+            if (beam && !src[i].forced) {
+                beam_candidates(&x, lg, &p, q->live_score[k], wk, cands + (size_t)b * K2, &tr.run_lse[run0 + b]);
+                continue;
+            }
             int next;
             if (src[i].forced) next = src[i].forced[t];
-            else next = choose(c, lg, t == ml - 2, o->ignore_eos);
-            if (o->want_logits) memcpy(ob->logits + (size_t)t * Vt, lg, sizeof(float) * (size_t)Vt);
-            if (o->want_scores) ob->logprob[t] = log_softmax_at(lg, Vt, next);
-            ob->ids[t] = next;
-            ob->n = t + 1;
-            tok[i] = next;
+            else if (s->sample) next = sample_choose(&x, lg, &p, wk, &q->rng[k]);
+            else next = greedy_choose(&x, lg, &p, wk);
+            choice[b] = next;
+            choice_lp[b] = o->want_scores ? log_softmax_at(lg, V, next) : 0;
         }
-        int keep = 0;
-        for (int b = 0; b < B; b++) {
-            const int i = active[b];
-            marian_output *ob = &out[i];
-            const int next = ob->ids[t];
-            int done = src[i].forced ? t + 1 >= src[i].n_forced : (next == c->eos_id || t >= ml - 2);
-            if (!done) {
-                /* still running: keeps its place in the (compacted) active list */
-                active[keep++] = i;
-            } else if (o->want_attention) {
-                finish_captures(m, &st[i], ob);
+        if (bad) goto oom;
+
+        for (int b0 = 0; b0 < nr;) {
+            const int i = refs[b0].sent;
+            sent_search *q = &ss[i];
+            int nb = 0;
+            while (b0 + nb < nr && refs[b0 + nb].sent == i) nb++;
+            if (!beam || src[i].forced) {
+                /* one token per row: a row is finished by </s>, the length limit or the end
+                 * of its forced target; the sentence when all its rows are */
+                int all = 1;
+                for (int b = b0; b < b0 + nb; b++) {
+                    const int k = refs[b].live, next = choice[b];
+                    const int rec = add_record(&tr, run0 + b, next, choice_lp[b]);
+                    if (rec < 0) goto oom;
+                    q->live_rec[k] = rec;
+                    if (src[i].forced ? t + 1 >= src[i].n_forced : (next == c->eos_id || t >= ml - 2)) {
+                        q->live_done[k] = 1;
+                        q->fin_rec[k] = rec;
+                    }
+                }
+                for (int k = 0; k < q->n_live; k++) all &= q->live_done[k];
+                q->done = all;
+                b0 += nb;
+                continue;
+            }
+            /* beams: the sentence's step over its rows' candidates, then the caches follow
+             * the beams: the first child of a beam keeps its slot, other children copy it */
+            const int from = tr.n_rec;
+            int n_beams = nb, old_slot[1024];
+            const beam_cand *sc = cands + (size_t)b0 * K2;
+            for (int k = 0; k < nb; k++) {
+                cand_run[k] = run0 + b0 + k;
+                old_slot[k] = q->live_slot[k];
+            }
+            if (t == 0) {
+                /* beams 1..B-1 start at -1e9 with beam 0's state: they can only place when
+                 * beam 0 has fewer than 2 * beams finite candidates */
+                n_beams = B;
+                memcpy(vcands, sc, sizeof(beam_cand) * (size_t)K2);
+                for (int k = 1; k < B; k++) {
+                    cand_run[k] = run0 + b0;
+                    old_slot[k] = q->live_slot[0];
+                    beam_cand *ck = vcands + (size_t)k * K2;
+                    if (isfinite(sc[K2 - 1].score)) {
+                        for (int j = 0; j < K2; j++) ck[j] = (beam_cand){-INFINITY, sc[j].token};
+                    } else {
+                        step_ctx x = {c, s, t, ml, o->ignore_eos};
+                        pathbuf[0] = c->start_id;
+                        prefix p = {pathbuf, 1};
+                        float lse;
+                        beam_candidates(&x, ds.logits + (size_t)b0 * V, &p, -1e9f, work, ck, &lse);
+                    }
+                }
+                sc = vcands;
+            }
+            if (beam_step(q, s, c->eos_id, V, &tr, sc, cand_run, n_beams, t, ml, parent, merged)) goto oom;
+            if (o->want_scores) fill_record_lp(&tr, from, ds.logits, run0, V);
+            if (!q->done && t + 2 < ml) {
+                /* parent[j] is new beam j's old beam */
+                int owner[1024], used[1024];
+                for (int k = 0; k < q->rows; k++) used[k] = 0;
+                for (int j = 0; j < q->n_live; j++) {
+                    const int sl = old_slot[parent[j]] - q->slot0;
+                    owner[j] = used[sl] ? -1 : sl;
+                    used[sl] = 1;
+                }
+                for (int j = 0, free_k = 0; j < q->n_live; j++) {
+                    if (owner[j] < 0) {
+                        while (used[free_k]) free_k++;
+                        used[free_k] = 1;
+                        owner[j] = free_k;
+                        dec_copy_slot(&ds, q->slot0 + free_k, old_slot[parent[j]], t + 1);
+                    }
+                }
+                for (int j = 0; j < q->n_live; j++) q->live_slot[j] = q->slot0 + owner[j];
+            } else if (!q->done) {
+                /* the length limit: finalize adds the open beams (generated_len = t + 1) */
+                for (int j = 0; j < q->n_live; j++) heap_add(&q->heap, s, q->live_score[j], t + 1, q->live_rec[j]);
+                q->done = 1;
+            }
+            b0 += nb;
+        }
+    }
+
+    /* outputs */
+    recs = malloc(sizeof(int) * (size_t)(B > s->n_best ? B : s->n_best) + sizeof(int));
+    scores = malloc(sizeof(float) * (size_t)(B > s->n_best ? B : s->n_best) + sizeof(float));
+    if (!recs || !scores) goto oom;
+    for (int i = 0; i < n; i++) {
+        sent_search *q = &ss[i];
+        int k = 0;
+        if (beam && !src[i].forced) {
+            heap_sort(&q->heap);
+            k = s->n_best < q->heap.n ? s->n_best : q->heap.n;
+            for (int h = 0; h < k; h++) {
+                recs[h] = q->heap.h[h].rec;
+                scores[h] = (float)q->heap.h[h].score;
+            }
+        } else {
+            k = q->rows;
+            for (int h = 0; h < k; h++) {
+                recs[h] = q->fin_rec[h];
+                float sum = 0;
+                if (o->want_scores)
+                    for (int rec = recs[h]; rec >= 0; rec = tr.run_prev[tr.rec_run[rec]]) sum += tr.rec_lp[rec];
+                scores[h] = sum;
             }
         }
-        B = keep;
+        if (make_output(m, o, &tr, recs, scores, k, len[i], &out[i])) goto oom;
     }
     if (o->timing) {
         o->timing->encode = t_decode - t_start;
@@ -395,31 +670,38 @@ oom:
     snprintf(err, errlen, "out of memory translating a batch of %d sentences (%d source tokens)", n, total);
     for (int i = 0; i < n; i++) marian_output_free(&out[i]);
 cleanup:
-    if (st)
-        for (int i = 0; i < n; i++) {
-            for (int l = 0; st[i].self_k && l < L; l++) free(st[i].self_k[l]);
-            for (int l = 0; st[i].self_v && l < L; l++) free(st[i].self_v[l]);
-            free(st[i].self_k);
-            free(st[i].self_v);
-            free(st[i].scratch);
-            free(st[i].probs);
-        }
-    for (int l = 0; ck && l < L; l++) free(ck[l]);
-    for (int l = 0; cv && l < L; l++) free(cv[l]);
-    free(ck);
-    free(cv);
-    free(st);
+    for (int i = 0; ss && i < n; i++) {
+        free(ss[i].live_slot);
+        free(ss[i].live_rec);
+        free(ss[i].live_done);
+        free(ss[i].live_score);
+        free(ss[i].fin_rec);
+        free(ss[i].rng);
+        free(ss[i].heap_store);
+    }
+    free(ss);
+    enc_memory_free(m, &mem);
+    dec_free(&ds);
+    trace_free(&tr);
+    free(off);
+    free(len);
+    free(ids);
     free(X);
-    free(posbuf);
-    free(active);
-    free(tok);
-    free(x);
-    free(q);
-    free(kk);
-    free(vv);
-    free(ctx);
-    free(tmp);
-    free(ff);
-    free(logits);
+    free(enc_self);
+    free(rows);
+    free(refs);
+    free(att_self);
+    free(att_cross);
+    free(work);
+    free(cands);
+    free(vcands);
+    free(choice);
+    free(choice_lp);
+    free(merged);
+    free(cand_run);
+    free(parent);
+    free(pathbuf);
+    free(recs);
+    free(scores);
     return rc;
 }

@@ -1,8 +1,10 @@
-/* translate: the encoder, the decoder with its caches, and greedy decoding over a batch.
+/* translate: decoding a batch of sentences on top of forward.h: greedy, beam search (as
+ * Hugging Face's generate), sampling, and forced decoding.
  *
  * Sentences of a batch are packed one after another (no padding), the weights are read once
- * per step for all of them, and finished sentences leave the batch. Each sentence's numbers
- * are computed exactly as if it were alone, so results never depend on batch composition. */
+ * per step for all their hypotheses, and finished sentences leave the batch. Each
+ * hypothesis is computed exactly as if it were alone, so results never depend on batch
+ * composition. */
 #ifndef ATTEND_TRANSLATE_H
 #define ATTEND_TRANSLATE_H
 
@@ -15,7 +17,32 @@ typedef struct {
     int n_forced;
 } marian_source;
 
+/* How to search, fully resolved (marian_search_defaults gives the model's). */
 typedef struct {
+    int beams;                /* 1: greedy (or sampling); >= 2: beam search */
+    int n_best;               /* hypotheses kept per sentence: <= beams, or samples drawn */
+    float length_penalty;     /* beam score = sum of log-probs / length ^ length_penalty */
+    int early_stopping;       /* MARIAN_EARLY_FALSE, _TRUE or _NEVER (HF's False, True, "never") */
+    int min_length;           /* </s> banned while fewer tokens (start token counted) */
+    int no_repeat_ngram;      /* no n-gram of this size twice (0: off) */
+    float repetition_penalty; /* HF's CTRL-style penalty on tokens already present (1: off) */
+    int renormalize;          /* log-softmax again after the logits processors */
+    int sample;               /* draw tokens instead of choosing (beams must be 1) */
+    int top_k;                /* sampling: only the k most likely (0: all) */
+    float top_p;              /* sampling: only the smallest set holding this mass (1: all) */
+    float temperature;        /* sampling: logits / temperature */
+    unsigned long long seed;  /* sampling: with the sentence's ids, seeds its stream */
+} marian_search;
+
+enum { MARIAN_EARLY_FALSE = 0, MARIAN_EARLY_TRUE = 1, MARIAN_EARLY_NEVER = 2 };
+
+/* The model's recorded generation defaults (greedy for files that record none). */
+marian_search marian_search_defaults(const marian_model *m);
+/* Check a search's values; 0, or -1 with a message naming the bad one. */
+int marian_search_check(const marian_search *s, char *err, size_t errlen);
+
+typedef struct {
+    const marian_search *search; /* NULL: the model's defaults */
     int max_length;     /* generation limit counting the start token; 0 = the model's */
     int want_logits;    /* keep raw logits of every step */
     int want_scores;    /* keep log-probability of every chosen token */
@@ -32,11 +59,22 @@ typedef struct marian_timing {
     int steps;     /* decoder steps run */
 } marian_timing;
 
+/* One hypothesis of an n-best list. */
+typedef struct {
+    int *ids, n;
+    float score; /* beams: HF's sequence score; else the sum of the tokens' log-probabilities
+                    (want_scores) */
+} marian_hyp;
+
 typedef struct {
     int *ids; /* generated ids, ending in </s> unless cut by max_length without forced EOS */
     int n;
+    float score;      /* the output hypothesis's score (see marian_hyp) */
+    marian_hyp *nbest; /* [n_best] best first; nbest[0] is the output itself */
+    int n_best;
     float *logits;   /* [n, decoder_vocab_size] raw logits (want_logits) */
-    float *logprob;  /* [n] log-softmax of the chosen token (want_scores) */
+    float *logprob;  /* [n] log-softmax of each token under the model (want_scores); with
+                        beams, of the output hypothesis's own path */
     float *enc_self; /* [enc_layers, enc_heads, S, S] (want_attention) */
     float *dec_self; /* [dec_layers, dec_heads, n, n], zero above the diagonal */
     float *cross;    /* [dec_layers, dec_heads, n, S] */

@@ -24,6 +24,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 TOOLS = os.path.join(REPO, "tools")
 DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "tatoeba-deu-eng")
+# config and tokenizer files of three published OPUS-MT checkpoints, without weights
+REAL = os.path.join(os.path.dirname(REPO), "shared", "data", "opus-mt-real-files")
 PY = "/usr/bin/python3"
 EXPORT = os.path.join(TOOLS, "export_marian.py")
 ATTEND = os.environ.get("ATTEND_BIN", os.path.join(REPO, "build", "attend"))
@@ -408,29 +410,313 @@ def untied_separate_vocab():
     assert f.metadata["marian.tied_output"] is True
 
 
+GEN_KEYS = {  # key: (gguf type, HF's class default as recorded)
+    "generation.num_beams": (G.UINT32, 1), "generation.length_penalty": (G.FLOAT32, 1.0),
+    "generation.early_stopping": (G.UINT32, 0), "generation.min_length": (G.UINT32, 0),
+    "generation.no_repeat_ngram_size": (G.UINT32, 0),
+    "generation.repetition_penalty": (G.FLOAT32, 1.0),
+    "generation.renormalize_logits": (G.BOOL, False)}
+# generation settings of config.json (as MarianConfig's to_dict writes them, and as
+# reference.py's configs may have them): removed to see the class defaults
+HF_GEN = ("num_beams", "length_penalty", "early_stopping", "min_length", "no_repeat_ngram_size",
+          "repetition_penalty", "renormalize_logits", "do_sample", "max_new_tokens",
+          "min_new_tokens")
+DROP = object()
+
+
+def hf_copy(name, config=None, gen=None, tok=None, src=None):
+    """A copy of the tiny safetensors model (or src) as E.tmp/name, its config.json updated
+    with config (a DROP value removes the key); gen: the generation_config.json to write;
+    tok: the tokenizer_config.json to write (DROP: remove the file)."""
+    d = os.path.join(E.tmp, name)
+    shutil.rmtree(d, ignore_errors=True)
+    shutil.copytree(src or E.st_dir, d)
+    cp = os.path.join(d, "config.json")
+    with open(cp) as fh:
+        c = json.load(fh)
+    for k, v in (config or {}).items():
+        if v is DROP:
+            c.pop(k, None)
+        else:
+            c[k] = v
+    with open(cp, "w") as fh:
+        json.dump(c, fh)
+    if gen is not None:
+        with open(os.path.join(d, "generation_config.json"), "w") as fh:
+            json.dump(gen, fh)
+    if tok is DROP:
+        os.remove(os.path.join(d, "tokenizer_config.json"))
+    elif tok is not None:
+        with open(os.path.join(d, "tokenizer_config.json"), "w") as fh:
+            json.dump(tok, fh)
+    return d
+
+
+def export_md(d):
+    """Export d; (metadata, value types, stderr) of the written file."""
+    out = os.path.join(E.tmp, os.path.basename(d) + ".gguf")
+    rc, so, se = export(d, out)
+    assert rc == 0, f"export of {d} failed ({rc}): {se}"
+    f = G.GGUFFile(out)
+    return f.metadata, f.types, se
+
+
+def no_gen(**more):
+    """config.json updates that remove every generation setting, then apply more."""
+    return dict({k: DROP for k in HF_GEN}, **more)
+
+
+@test
+def generation_keys_class_defaults():
+    # no generation setting in config.json, no generation_config.json: HF's class defaults,
+    # every generation.* key written, with its type, after marian.forced_eos
+    md, ty, se = export_md(hf_copy("gen_defaults", no_gen()))
+    assert se == "", se
+    for k, (t, v) in GEN_KEYS.items():
+        assert ty[k] == t, (k, ty[k], t)
+        assert md[k] == v and type(md[k]) is type(v), (k, md[k], v)
+    keys = list(md)
+    at = keys.index("marian.forced_eos")
+    assert keys[at + 1:at + 1 + len(GEN_KEYS)] == list(GEN_KEYS), keys[at:at + 9]
+    # the tiny model's tokenizer_config.json (save_hf_dir) says 512
+    assert md["tokenizer.model_max_length"] == 512
+    assert ty["tokenizer.model_max_length"] == G.UINT32
+    assert keys.index("tokenizer.model_max_length") < keys.index("tokenizer.source_spm")
+    assert md["marian.max_length"] == 37 and md["marian.forced_eos"] is True
+
+
 @test
 def generation_config_overrides():
-    d = os.path.join(E.tmp, "gen")
-    shutil.copytree(E.st_dir, d)
-    with open(os.path.join(d, "generation_config.json"), "w") as fh:
-        json.dump({"max_length": 99, "forced_eos_token_id": None, "decoder_start_token_id": 5,
-                   "bad_words_ids": [[E.vocab["<pad>"]]], "num_beams": 4}, fh)
-    md, _ = G.load(export_ok(d, "gen.gguf"))
+    d = hf_copy("gen", {"num_beams": 1}, gen={
+        "max_length": 99, "forced_eos_token_id": None, "decoder_start_token_id": 5,
+        "bad_words_ids": [[E.vocab["<pad>"]]], "num_beams": 4})
+    md, _, _ = export_md(d)
     assert md["marian.max_length"] == 99
     assert md["marian.forced_eos"] is False
     assert md["marian.decoder_start_id"] == 5
     assert md["general.name"] == "gen"
-    # max_length absent from both configs: HF's default 20; forced_eos_token_id absent: off
-    os.remove(os.path.join(d, "generation_config.json"))
-    with open(os.path.join(d, "config.json")) as fh:
-        c = json.load(fh)
-    del c["max_length"], c["forced_eos_token_id"]
-    with open(os.path.join(d, "config.json"), "w") as fh:
-        json.dump(c, fh)
-    md, _ = G.load(export_ok(d, "gen2.gguf"))
+    assert md["generation.num_beams"] == 4
+    # max_length absent from both configs: HF's default 20; forced_eos_token_id absent from
+    # both: MarianConfig's default 0, which is eos_token_id here: forced
+    d = hf_copy("gen2", {"max_length": DROP, "forced_eos_token_id": DROP})
+    md, _, _ = export_md(d)
     assert md["marian.max_length"] == 20
-    assert md["marian.forced_eos"] is False
+    assert md["marian.forced_eos"] is True
     assert md["marian.decoder_start_id"] == E.vocab["<pad>"]
+    # each generation key: config.json's value unless generation_config.json has the key
+    cfg = {"num_beams": 2, "length_penalty": 0.6, "early_stopping": True, "min_length": 3,
+           "no_repeat_ngram_size": 2, "repetition_penalty": 1.5, "renormalize_logits": True}
+    md, ty, _ = export_md(hf_copy("gen3", no_gen(**cfg)))
+    assert [md["generation." + k] for k in cfg] == [2, np.float32(0.6), 1, 3, 2, 1.5, True]
+    gen = {"num_beams": 6, "length_penalty": -0.5, "early_stopping": "never",
+           "no_repeat_ngram_size": 0, "renormalize_logits": False}
+    md, _, _ = export_md(hf_copy("gen4", no_gen(**cfg), gen=gen))
+    assert [md["generation." + k] for k in cfg] == [6, -0.5, 2, 3, 0, 1.5, False]
+    # generation_config.json alone (config.json without generation settings)
+    md, _, _ = export_md(hf_copy("gen5", no_gen(), gen={"num_beams": 5, "min_length": 2}))
+    assert md["generation.num_beams"] == 5 and md["generation.min_length"] == 2
+    assert md["generation.length_penalty"] == 1.0 and md["generation.early_stopping"] == 0
+
+
+@test
+def early_stopping_values():
+    for v, code in ((False, 0), (True, 1), ("never", 2)):
+        md, _, _ = export_md(hf_copy("es", no_gen(), gen={"early_stopping": v}))
+        assert md["generation.early_stopping"] == code, (v, md["generation.early_stopping"])
+        md, _, _ = export_md(hf_copy("es", no_gen(early_stopping=v)))
+        assert md["generation.early_stopping"] == code, (v, md["generation.early_stopping"])
+
+
+@test
+def forced_eos_rules():
+    eos5 = {"eos_token_id": 5, "forced_eos_token_id": DROP}
+    # absent from both files, eos_token_id 0: MarianConfig's default 0 is eos: forced
+    md, _, _ = export_md(hf_copy("fe", {"forced_eos_token_id": DROP}))
+    assert md["marian.forced_eos"] is True and md["marian.eos_id"] == 0
+    # absent from both with a generation_config.json present: the same
+    md, _, _ = export_md(hf_copy("fe", {"forced_eos_token_id": DROP}, gen={"num_beams": 2}))
+    assert md["marian.forced_eos"] is True
+    # an explicit null: no forced EOS, from either file
+    md, _, _ = export_md(hf_copy("fe", {"forced_eos_token_id": None}))
+    assert md["marian.forced_eos"] is False
+    md, _, _ = export_md(hf_copy("fe", {}, gen={"forced_eos_token_id": None}))
+    assert md["marian.forced_eos"] is False
+    # eos_token_id 5: explicit 5 is forced, null is not, absent (= 0) is refused naming both
+    md, _, _ = export_md(hf_copy("fe", dict(eos5, forced_eos_token_id=5)))
+    assert md["marian.forced_eos"] is True and md["marian.eos_id"] == 5
+    md, _, _ = export_md(hf_copy("fe", eos5, gen={"forced_eos_token_id": 5}))
+    assert md["marian.forced_eos"] is True
+    md, _, _ = export_md(hf_copy("fe", dict(eos5, forced_eos_token_id=None)))
+    assert md["marian.forced_eos"] is False
+    refused(lambda d, c: c.update(eos_token_id=5) or c.pop("forced_eos_token_id"),
+            ["forced_eos_token_id", "absent", "default 0", "eos_token_id = 5"])
+    refused(lambda d, c: c.update(eos_token_id=5, forced_eos_token_id=0),
+            ["forced_eos_token_id = 0", "eos_token_id = 5"])
+    refused(lambda d, c: write_json(d, "generation_config.json", {"forced_eos_token_id": 3}),
+            ["generation_config.json", "forced_eos_token_id = 3"])
+    refused(setkey("forced_eos_token_id", True), ["forced_eos_token_id = true"])
+
+
+def write_json(d, name, obj):
+    with open(os.path.join(d, name), "w") as fh:
+        json.dump(obj, fh)
+
+
+@test
+def model_max_length_recorded():
+    for tok, want in (({"model_max_length": 512}, 512), ({"model_max_length": 7}, 7),
+                      ({"model_max_length": 1000000000000000019884624838656}, None),
+                      ({"model_max_length": 10 ** 12}, None),
+                      ({"model_max_length": 10 ** 12 - 1}, None),  # beyond u32: no limit
+                      ({"model_max_length": 2 ** 32 - 1}, 2 ** 32 - 1),
+                      ({"model_max_length": None}, None), ({"source_lang": "de"}, None),
+                      (DROP, None)):
+        md, ty, _ = export_md(hf_copy("mml", tok=tok))
+        assert md.get("tokenizer.model_max_length") == want, (tok, want)
+    for v in (0, -1, 512.5, "512", True, [512]):
+        refused(lambda d, c: write_json(d, "tokenizer_config.json", {"model_max_length": v}),
+                ["tokenizer_config.json", "model_max_length", json.dumps(v)])
+    refused(lambda d, c: write_json(d, "tokenizer_config.json", [1]),
+            ["tokenizer_config.json", "not a JSON object"])
+
+
+LFS_POINTER = ("version https://git-lfs.github.com/spec/v1\n"
+               "oid sha256:5d7c2bd1ef2fae1c6e4a2a0dd6c7a0b8c4fdb3a9e1f2c3d4e5f60718293a4b5c\n"
+               "size 298705768\n")
+
+
+@test
+def lfs_pointer_refused():
+    def pointer(name):
+        def mutate(d, c):
+            with open(os.path.join(d, name), "w") as fh:
+                fh.write(LFS_POINTER)
+        return mutate
+    refused(pointer("model.safetensors"),
+            ["model.safetensors is a Git LFS pointer, not the weights", "git lfs pull",
+             os.path.join(E.tmp, "bad_model")])
+    assert not os.path.exists(os.path.join(E.bin_dir, "model.safetensors"))
+    refused(pointer("pytorch_model.bin"),
+            ["pytorch_model.bin is a Git LFS pointer, not the weights", "git lfs pull",
+             os.path.join(E.tmp, "bad_model")], src=E.bin_dir)
+    refused(pointer("source.spm"), ["source.spm is a Git LFS pointer", "git lfs pull"])
+    refused(pointer("vocab.json"), ["vocab.json is a Git LFS pointer", "git lfs pull"])
+
+
+@test
+def max_and_min_new_tokens():
+    md, _, _ = export_md(hf_copy("mnt", gen={"max_new_tokens": 50}))
+    assert md["marian.max_length"] == 51
+    md, _, _ = export_md(hf_copy("mnt", {"max_new_tokens": 8}, gen={"max_length": 200}))
+    assert md["marian.max_length"] == 9          # max_new_tokens wins over max_length
+    md, _, _ = export_md(hf_copy("mnt", {"max_new_tokens": 8}, gen={"max_new_tokens": None}))
+    assert md["marian.max_length"] == 37         # null: unset, max_length stands
+    md, _, _ = export_md(hf_copy("mnt", no_gen(min_length=3), gen={"min_new_tokens": 5}))
+    assert md["generation.min_length"] == 6
+    md, _, _ = export_md(hf_copy("mnt", no_gen(min_length=10), gen={"min_new_tokens": 4}))
+    assert md["generation.min_length"] == 10
+    md, _, _ = export_md(hf_copy("mnt", no_gen(min_new_tokens=0)))
+    assert md["generation.min_length"] == 1
+    md, _, _ = export_md(hf_copy("mnt", no_gen(min_new_tokens=None)))
+    assert md["generation.min_length"] == 0
+
+
+@test
+def generation_refusals_and_warnings():
+    def gen(k, v):
+        return lambda d, c: write_json(d, "generation_config.json", {k: v})
+    for k, v in (("num_beams", 0), ("num_beams", -1), ("num_beams", 2.5), ("num_beams", True),
+                 ("num_beams", None), ("num_beams", "4"), ("num_beams", 2 ** 32),
+                 ("length_penalty", "x"), ("length_penalty", None), ("length_penalty", 1e39),
+                 ("length_penalty", float("inf")), ("length_penalty", True),
+                 ("repetition_penalty", 0), ("repetition_penalty", -1.0),
+                 ("repetition_penalty", 1e-50), ("early_stopping", "always"),
+                 ("early_stopping", 1), ("early_stopping", None),
+                 ("min_length", -1), ("min_length", 1.0), ("no_repeat_ngram_size", 1.5),
+                 ("no_repeat_ngram_size", -2), ("renormalize_logits", "yes"),
+                 ("renormalize_logits", 0), ("max_new_tokens", 0), ("max_new_tokens", -5),
+                 ("max_new_tokens", 3.0), ("min_new_tokens", -1), ("do_sample", "no")):
+        shown = json.dumps(v)
+        refused(gen(k, v), ["generation_config.json", f"{k} = {shown}"])
+        refused(setkey(k, v), ["config.json", f"{k} = {shown}"])
+    # do_sample: a warning, not a refusal; nothing about sampling is recorded
+    md, _, se = export_md(hf_copy("sample", gen={"do_sample": True, "num_beams": 3}))
+    assert "warning" in se and "do_sample" in se and len(se.strip().splitlines()) == 1, se
+    assert md["generation.num_beams"] == 3
+    # settings attend does not implement: warned about; their defaults are silent
+    md, _, se = export_md(hf_copy("groups", {"num_beam_groups": 2, "diversity_penalty": 0.0,
+                                             "forced_bos_token_id": None}))
+    assert "num_beam_groups = 2" in se and len(se.strip().splitlines()) == 1, se
+    md, _, se = export_md(hf_copy("groups", {"num_beam_groups": 1, "suppress_tokens": None}))
+    assert se == "", se
+
+
+@test
+def real_opus_mt_files():
+    """The config and tokenizer files of three published OPUS-MT checkpoints, with random
+    weights of the shapes their config.json gives (f16, to keep the files small)."""
+    want = {  # directory: (num_beams, eos, forced EOS, model_max_length, renormalize, V, d)
+        "translation-en-pt": (4, 44670, True, 512, True, 54776, 1024),
+        "LamTS72-translator-en-fr": (4, 0, True, 512, True, 59514, 512),
+        "opus-mt-en-mg": (4, 0, True, None, False, 54688, 512),
+    }
+    rng = np.random.default_rng(7)
+    pool = (rng.standard_normal(1 << 20, dtype=np.float32) * 0.05).astype(np.float16)
+    for name, (beams, eos, forced, mml, renorm, V, dm) in want.items():
+        src = os.path.join(REAL, name)
+        assert os.path.isdir(src), f"missing {src} (the real OPUS-MT files in ../shared/data)"
+        d = os.path.join(E.tmp, "real", name)
+        os.makedirs(d)
+        for f in os.listdir(src):   # a temporary copy: the weights are added beside
+            shutil.copyfile(os.path.join(src, f), os.path.join(d, f))
+        with open(os.path.join(d, "config.json")) as fh:
+            c = json.load(fh)
+        sd = {}
+        for k, shape in real_hf_shapes(c).items():
+            n = int(np.prod(shape))
+            sd[k] = np.resize(np.roll(pool, int(rng.integers(pool.size))), n).reshape(shape)
+        safetensors_np.save(sd, os.path.join(d, "model.safetensors"))
+        del sd
+        out = os.path.join(E.tmp, "real", name + ".gguf")
+        rc, so, se = export(d, out, "--dtype", "f16")
+        assert rc == 0 and se == "", (name, rc, se)
+        os.remove(os.path.join(d, "model.safetensors"))
+        f = G.GGUFFile(out)
+        md = f.metadata
+        got = (md["generation.num_beams"], md["marian.eos_id"], md["marian.forced_eos"],
+               md.get("tokenizer.model_max_length"), md["generation.renormalize_logits"],
+               md["marian.vocab_size"], md["marian.d_model"])
+        assert got == (beams, eos, forced, mml, renorm, V, dm), (name, got)
+        assert md["generation.length_penalty"] == 1.0 and md["generation.early_stopping"] == 0
+        assert md["marian.max_length"] == 512 and md["general.name"] == name
+        assert f.metadata_crc_ok() is True
+        v = subprocess.run([ATTEND, "verify", out], capture_output=True, text=True)
+        assert v.returncode == 0, (name, v.stdout + v.stderr)
+        t = subprocess.run([ATTEND, "translate", "-m", out, "--max-length", "4"],
+                           input="Hello, how are you?\n", capture_output=True, text=True)
+        assert t.returncode == 0 and len(t.stdout.splitlines()) == 1, (name, t.stdout, t.stderr)
+        os.remove(out)
+
+
+def real_hf_shapes(c):
+    """{HF tensor name: shape} of a MarianMTModel with shared, tied embeddings, as HF saves
+    it (sinusoidal position tables included: the exporter ignores them)."""
+    d, V, P = c["d_model"], c["vocab_size"], c["max_position_embeddings"]
+    s = {"model.shared.weight": (V, d), "final_logits_bias": (1, V),
+         "model.encoder.embed_positions.weight": (P, d),
+         "model.decoder.embed_positions.weight": (P, d)}
+    for side, parts in (("encoder", ["self_attn"]), ("decoder", ["self_attn", "encoder_attn"])):
+        f = c[f"{side}_ffn_dim"]
+        for i in range(c[f"{side}_layers"]):
+            p = f"model.{side}.layers.{i}"
+            for a in parts:
+                for q in ("q_proj", "k_proj", "v_proj", "out_proj"):
+                    s[f"{p}.{a}.{q}.weight"], s[f"{p}.{a}.{q}.bias"] = (d, d), (d,)
+                s[f"{p}.{a}_layer_norm.weight"] = s[f"{p}.{a}_layer_norm.bias"] = (d,)
+            s[f"{p}.fc1.weight"], s[f"{p}.fc1.bias"] = (f, d), (f,)
+            s[f"{p}.fc2.weight"], s[f"{p}.fc2.bias"] = (d, f), (d,)
+            s[f"{p}.final_layer_norm.weight"] = s[f"{p}.final_layer_norm.bias"] = (d,)
+    return s
 
 
 @test
@@ -554,6 +840,12 @@ def gguf_dump_tool():
     assert "tokenizer.source_pieces (array[string]) = <" in out  # big array summarised
     assert "tensor enc.0.self_attn.q.weight F16 [16, 16]" in out
     assert "tensor final_logits_bias F32 [" in out
+    assert "marian.layer_norm_eps (f32) = 1e-05" in out   # the f32's shortest form
+    assert "generation.num_beams (u32) = " in out
+    assert "generation.length_penalty (f32) = 1.0" in out
+    assert "generation.early_stopping (u32) = 0 (false)" in out
+    assert "generation.renormalize_logits (bool) = " in out
+    assert "tokenizer.model_max_length (u32) = 512" in out
     assert "all tensors match" in out
     assert out.count("\n  tensor ") == len(G.GGUFFile(path).tensor_infos)
 

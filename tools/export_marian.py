@@ -1,13 +1,15 @@
 #!/usr/bin/python3
 """Convert a Hugging Face MarianMT (OPUS-MT) directory into attend's .gguf checkpoint.
 
-Reads config.json (+ generation_config.json), model.safetensors (or pytorch_model.bin),
-source.spm, target.spm, vocab.json (+ target_vocab.json for separate target vocabularies)
-and writes one file in the format of weights/FORMAT.md. Unsupported models are refused with
-a one-line message and exit code 2.
+Reads config.json (+ generation_config.json, tokenizer_config.json), model.safetensors (or
+pytorch_model.bin), source.spm, target.spm, vocab.json (+ target_vocab.json for separate
+target vocabularies) and writes one file in the format of weights/FORMAT.md, the generation
+defaults (beam size, length penalty, ...) included. Unsupported models are refused with a
+one-line message and exit code 2.
 """
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -22,6 +24,25 @@ ALIGNMENT = 64
 LAYER_NORM_EPS = 1e-5
 ACTIVATIONS = {"swish": "swish", "silu": "swish", "relu": "relu", "gelu": "gelu"}
 U32_MAX = 2 ** 32 - 1
+# HF's tokenizers say "no limit" with a huge model_max_length (VERY_LARGE_INTEGER = int(1e30))
+NO_LIMIT = 10 ** 12
+# the first line of a Git LFS pointer file (hawser: the pre-release name of Git LFS)
+LFS_PREFIXES = (b"version https://git-lfs.github.com/spec/",
+                b"version https://hawser.github.com/spec/")
+# HF's class defaults (PretrainedConfig / GenerationConfig) of the recorded generation keys
+GENERATION_DEFAULTS = {"num_beams": 1, "length_penalty": 1.0, "early_stopping": False,
+                       "min_length": 0, "no_repeat_ngram_size": 0, "repetition_penalty": 1.0,
+                       "renormalize_logits": False}
+EARLY_STOPPING = {False: 0, True: 1, "never": 2}
+# generation settings HF reads from config.json and generation_config.json that attend does not
+# implement: a non-default value is reported (a warning) and not recorded
+UNIMPLEMENTED = {"num_beam_groups": (None, 1), "diversity_penalty": (None, 0, 0.0),
+                 "penalty_alpha": (None,), "encoder_no_repeat_ngram_size": (None, 0),
+                 "forced_bos_token_id": (None,), "exponential_decay_length_penalty": (None,),
+                 "suppress_tokens": (None, []), "begin_suppress_tokens": (None, []),
+                 "sequence_bias": (None, {}), "force_words_ids": (None, []),
+                 "constraints": (None, []), "epsilon_cutoff": (None, 0, 0.0),
+                 "eta_cutoff": (None, 0, 0.0)}
 
 
 class Refuse(Exception):
@@ -39,6 +60,22 @@ def _read_json(path, what):
         raise Refuse(f"missing file {path} ({what})") from None
     except (OSError, ValueError) as e:
         raise Refuse(f"cannot read {path}: {e}") from None
+
+
+def warn(msg):
+    print(f"export_marian: warning: {msg}", file=sys.stderr)
+
+
+def check_lfs(path, what, hf_dir):
+    """Refuse a Git LFS pointer (a small text file) standing where a real file should be."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+    except OSError:
+        return
+    if head.startswith(LFS_PREFIXES):
+        raise Refuse(f"{os.path.basename(path)} is a Git LFS pointer, not the {what}: "
+                     f"run `git lfs pull` in {hf_dir}")
 
 
 def _int(c, key, lo=0, hi=U32_MAX):
@@ -63,12 +100,20 @@ def read_config(hf_dir):
     c = _read_json(os.path.join(hf_dir, "config.json"), "config.json")
     if not isinstance(c, dict):
         raise Refuse("config.json: not a JSON object")
+    # generation settings: config.json, then generation_config.json overriding key by key;
+    # src names the file each value came from (for messages)
+    src = {k: "config.json" for k in c}
     gen_path = os.path.join(hf_dir, "generation_config.json")
     if os.path.exists(gen_path):
         g = _read_json(gen_path, "generation_config.json")
-        for k in ("max_length", "forced_eos_token_id", "decoder_start_token_id", "bad_words_ids"):
-            if isinstance(g, dict) and k in g:
+        if not isinstance(g, dict):
+            raise Refuse("generation_config.json: not a JSON object")
+        for k in ("max_length", "forced_eos_token_id", "decoder_start_token_id", "bad_words_ids",
+                  "max_new_tokens", "min_new_tokens", "do_sample", *GENERATION_DEFAULTS,
+                  *UNIMPLEMENTED):
+            if k in g:
                 c[k] = g[k]
+                src[k] = "generation_config.json"
 
     if c.get("model_type") != "marian":
         raise Refuse(f"config.json: unsupported model_type = {json.dumps(c.get('model_type'))} "
@@ -116,20 +161,122 @@ def read_config(hf_dir):
     if ml is None:
         ml = 20
     if isinstance(ml, bool) or not isinstance(ml, int) or not 0 <= ml <= U32_MAX:
-        raise Refuse(f"config.json: unsupported max_length = {json.dumps(ml)}")
+        raise Refuse(f"{src.get('max_length')}: unsupported max_length = {json.dumps(ml)}")
     out["max_length"] = ml or 20  # as reference.py: 0 means the HF default
+    mn = c.get("max_new_tokens")
+    if mn is not None:
+        # HF: max_length = max_new_tokens + the decoder prompt (the start token)
+        if isinstance(mn, bool) or not isinstance(mn, int) or not 1 <= mn <= U32_MAX - 1:
+            raise Refuse(f"{src['max_new_tokens']}: unsupported max_new_tokens = "
+                         f"{json.dumps(mn)} (null or an integer in 1..{U32_MAX - 1})")
+        out["max_length"] = mn + 1
 
-    fe = c.get("forced_eos_token_id")
-    if fe is not None and fe != out["eos_id"]:
-        raise Refuse(f"config.json: unsupported forced_eos_token_id = {json.dumps(fe)} "
-                     f"(only null or eos_token_id = {out['eos_id']})")
+    # forced_eos_token_id absent from both files: MarianConfig's class default 0
+    if "forced_eos_token_id" not in c:
+        if out["eos_id"] != 0:
+            raise Refuse(f"config.json: forced_eos_token_id is absent, so MarianConfig's default "
+                         f"0, but eos_token_id = {out['eos_id']} (attend forces only "
+                         f"eos_token_id at the length limit: add \"forced_eos_token_id\": "
+                         f"{out['eos_id']}, or null for none, to config.json)")
+        fe = 0
+    else:
+        fe = c["forced_eos_token_id"]
+        if fe is not None and (isinstance(fe, bool) or not isinstance(fe, int)
+                               or fe != out["eos_id"]):
+            raise Refuse(f"{src['forced_eos_token_id']}: unsupported forced_eos_token_id = "
+                         f"{json.dumps(fe)} (only null or eos_token_id = {out['eos_id']})")
     out["forced_eos"] = fe is not None
 
     bw = c.get("bad_words_ids")
     if bw not in (None, [], [[out["pad_id"]]]):
-        raise Refuse(f"config.json: unsupported bad_words_ids = {json.dumps(bw)} "
+        raise Refuse(f"{src.get('bad_words_ids')}: unsupported bad_words_ids = {json.dumps(bw)} "
                      f"(only [[pad_token_id]]: the engine bans <pad> and nothing else)")
+    out["generation"] = read_generation(c, src)
     return out
+
+
+def read_generation(c, src):
+    """The generation.* values (FORMAT.md) from the merged configuration c."""
+    def value(key):
+        return c.get(key, GENERATION_DEFAULTS[key])
+
+    def bad(key, v, need):
+        return Refuse(f"{src.get(key, 'config.json')}: unsupported {key} = {json.dumps(v)} "
+                      f"({need})")
+
+    def u32(key, lo):
+        v = value(key)
+        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= U32_MAX:
+            raise bad(key, v, f"an integer in {lo}..{U32_MAX} is required")
+        return v
+
+    def f32(key, positive):
+        v = value(key)
+        need = "a number > 0 is required" if positive else "a finite number is required"
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise bad(key, v, need)
+        try:
+            x = float(v)
+        except OverflowError:
+            raise bad(key, v, need) from None
+        # the value must survive the f32 it is stored as
+        if not math.isfinite(x) or abs(x) > 3.4028234663852886e38 or \
+                (positive and not np.float32(x) > 0):
+            raise bad(key, v, need)
+        return x
+
+    g = {"num_beams": u32("num_beams", 1),
+         "length_penalty": f32("length_penalty", False),
+         "min_length": u32("min_length", 0),
+         "no_repeat_ngram_size": u32("no_repeat_ngram_size", 0),
+         "repetition_penalty": f32("repetition_penalty", True)}
+    es = value("early_stopping")
+    if not (es is True or es is False or es == "never"):
+        raise bad("early_stopping", es, 'true, false or "never"')
+    g["early_stopping"] = EARLY_STOPPING[es]
+    rn = value("renormalize_logits")
+    if not isinstance(rn, bool):
+        raise bad("renormalize_logits", rn, "true or false")
+    g["renormalize_logits"] = rn
+
+    mnt = c.get("min_new_tokens")
+    if mnt is not None:
+        # HF: min_length counts the decoder start token; min_new_tokens m means m + 1
+        if isinstance(mnt, bool) or not isinstance(mnt, int) or not 0 <= mnt <= U32_MAX - 1:
+            raise bad("min_new_tokens", mnt, f"null or an integer in 0..{U32_MAX - 1}")
+        g["min_length"] = max(g["min_length"], mnt + 1)
+
+    ds = c.get("do_sample", False)
+    if not isinstance(ds, bool):
+        raise bad("do_sample", ds, "true or false")
+    if ds:
+        warn(f"{src['do_sample']}: do_sample = true is not recorded: attend decodes "
+             f"deterministically (beam search or greedy) unless `attend translate --sample` "
+             f"is given")
+    for k, defaults in UNIMPLEMENTED.items():
+        if k in c and not any(c[k] == d and type(c[k]) is type(d) for d in defaults):
+            warn(f"{src[k]}: {k} = {json.dumps(c[k])} is not implemented by attend "
+                 f"(not recorded; HF's output may differ)")
+    return g
+
+
+def read_model_max_length(hf_dir):
+    """tokenizer_config.json model_max_length as an int, or None for no (usable) limit."""
+    path = os.path.join(hf_dir, "tokenizer_config.json")
+    if not os.path.exists(path):
+        return None
+    t = _read_json(path, "tokenizer_config.json")
+    if not isinstance(t, dict):
+        raise Refuse("tokenizer_config.json: not a JSON object")
+    v = t.get("model_max_length")
+    if v is None:
+        return None  # HF: VERY_LARGE_INTEGER, no limit
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise Refuse(f"tokenizer_config.json: unsupported model_max_length = {json.dumps(v)} "
+                     f"(a positive integer is required)")
+    if v >= NO_LIMIT or v > U32_MAX:
+        return None  # HF's "no limit" sentinel: the position table is the only limit
+    return v
 
 
 # --------------------------------------------------------------------------------------
@@ -162,6 +309,7 @@ def read_weights(hf_dir):
     """{HF name: float32 numpy array} from model.safetensors, else pytorch_model.bin."""
     st = os.path.join(hf_dir, "model.safetensors")
     if os.path.exists(st):
+        check_lfs(st, "weights", hf_dir)
         try:
             raw = safetensors_np.load(st)
         except (OSError, ValueError, KeyError) as e:
@@ -170,6 +318,7 @@ def read_weights(hf_dir):
     pt = os.path.join(hf_dir, "pytorch_model.bin")
     if not os.path.exists(pt):
         raise Refuse(f"missing file {st} (or pytorch_model.bin)")
+    check_lfs(pt, "weights", hf_dir)
     import torch  # only this path needs torch
     try:
         sd = torch.load(pt, map_location="cpu")
@@ -269,9 +418,13 @@ def quantize_rows(w):
 
 def export(hf_dir, out_path, dtype="f32", name=None):
     cfg = read_config(hf_dir)
+    model_max_length = read_model_max_length(hf_dir)
+    for f in ("vocab.json", "target_vocab.json"):
+        check_lfs(os.path.join(hf_dir, f), "vocabulary", hf_dir)
     spm = {}
     for f in ("source.spm", "target.spm"):
         path = os.path.join(hf_dir, f)
+        check_lfs(path, "SentencePiece model", hf_dir)
         try:
             with open(path, "rb") as fh:
                 spm[f] = fh.read()
@@ -304,6 +457,7 @@ def export(hf_dir, out_path, dtype="f32", name=None):
         else:
             tensors.append((tname, arr, G.GGML_F32))
 
+    gen = cfg["generation"]
     meta = [("general.architecture", G.STRING, "marian"),
             ("general.alignment", G.UINT32, ALIGNMENT)]
     if name:
@@ -333,6 +487,18 @@ def export(hf_dir, out_path, dtype="f32", name=None):
         ("marian.decoder_start_id", G.UINT32, cfg["decoder_start_id"]),
         ("marian.max_length", G.UINT32, cfg["max_length"]),
         ("marian.forced_eos", G.BOOL, cfg["forced_eos"]),
+        # generation defaults (optional keys; the exporter always writes them all)
+        ("generation.num_beams", G.UINT32, gen["num_beams"]),
+        ("generation.length_penalty", G.FLOAT32, gen["length_penalty"]),
+        ("generation.early_stopping", G.UINT32, gen["early_stopping"]),
+        ("generation.min_length", G.UINT32, gen["min_length"]),
+        ("generation.no_repeat_ngram_size", G.UINT32, gen["no_repeat_ngram_size"]),
+        ("generation.repetition_penalty", G.FLOAT32, gen["repetition_penalty"]),
+        ("generation.renormalize_logits", G.BOOL, gen["renormalize_logits"]),
+    ]
+    if model_max_length is not None:
+        meta.append(("tokenizer.model_max_length", G.UINT32, model_max_length))
+    meta += [
         ("tokenizer.source_spm", G.ARRAY, (G.UINT8, spm["source.spm"])),
         ("tokenizer.target_spm", G.ARRAY, (G.UINT8, spm["target.spm"])),
         ("tokenizer.source_pieces", G.ARRAY, (G.STRING, src_pieces)),

@@ -15,7 +15,8 @@ Library use:
 Tensor arrays are given and returned with PyTorch's shape ([rows, cols]); the file stores
 ne reversed ([cols, rows]).
 
-Command line: `gguf_io.py dump FILE` lists the metadata (large arrays summarised) and every
+Command line: `gguf_io.py dump FILE` lists the metadata (large arrays summarised, f32 values
+in their shortest exact form, generation.early_stopping with its meaning) and every
 tensor's name, type, PyTorch shape, ne and offset, and checks attend.tensor_crc32 when
 present (exit 1 on a mismatch, 2 on an unreadable file).
 """
@@ -390,7 +391,11 @@ def _type_name(t):
     return TYPE_NAMES[t]
 
 
-def _show(value, t, limit):
+# values of attend keys that are codes: shown with their meaning (weights/FORMAT.md)
+_MEANINGS = {"generation.early_stopping": {0: "false", 1: "true", 2: "never"}}
+
+
+def _show(value, t, limit, key=None):
     if isinstance(t, tuple):
         n = len(value)
         if n > limit:
@@ -398,6 +403,10 @@ def _show(value, t, limit):
         if t[1] == STRING:
             return "[" + ", ".join(repr(s) for s in value) + "]"
         return "[" + ", ".join(str(x) for x in value.tolist()) + "]"
+    if t == FLOAT32:
+        return str(np.float32(value))  # the shortest text that gives back this f32: 1e-05
+    if key in _MEANINGS and value in _MEANINGS[key]:
+        return f"{value!r} ({_MEANINGS[key][value]})"
     return repr(value)
 
 
@@ -407,7 +416,7 @@ def dump(path, out=sys.stdout, limit=16):
           f"alignment {f.alignment}, data at byte {f.data_start}", file=out)
     for k, v in f.metadata.items():
         t = f.types[k]
-        print(f"  {k} ({_type_name(t)}) = {_show(v, t, limit)}", file=out)
+        print(f"  {k} ({_type_name(t)}) = {_show(v, t, limit, k)}", file=out)
     for t in f.tensor_infos:
         shape = "[" + ", ".join(str(x) for x in t["shape"]) + "]"
         ne = "[" + ", ".join(str(x) for x in t["ne"]) + "]"

@@ -1,0 +1,236 @@
+/* The Marian transformer's forward computation: encoder, cross keys/values, decoder step. */
+#include "forward.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void embed_row(float *dst, const at_matrix *e, int id, float scale, const float *pos, int d) {
+    at_matrix_row(dst, e, id);
+    for (int j = 0; j < d; j++) dst[j] = dst[j] * scale + pos[j];
+}
+
+static void scale_rows(float *x, size_t n, float s) {
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+static float embed_scale(const marian_config *c) {
+    return c->scale_embedding ? sqrtf((float)c->d_model) : 1.0f;
+}
+
+static int max_heads(const marian_config *c) {
+    return c->dec_heads > c->enc_heads ? c->dec_heads : c->enc_heads;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Encoder */
+
+int encode(const marian_model *m, const int *const *ids, const int *off, const int *len, int n,
+           int total, float *X, float *const *enc_self) {
+    const marian_config *c = &m->c;
+    const int d = c->d_model, H = c->enc_heads, hd = d / H;
+    const size_t td = (size_t)total * d;
+    const float escale = embed_scale(c), qscale = 1.0f / sqrtf((float)hd);
+    int max_len = 1;
+    for (int i = 0; i < n; i++) max_len = len[i] > max_len ? len[i] : max_len;
+    float *Q = malloc(sizeof(float) * td), *K = malloc(sizeof(float) * td);
+    float *V = malloc(sizeof(float) * td), *C = malloc(sizeof(float) * td);
+    float *F = malloc(sizeof(float) * (size_t)total * c->enc_ffn);
+    float *pos = malloc(sizeof(float) * (size_t)d);
+    float *scratch = malloc(sizeof(float) * (size_t)n * H * max_len); /* [sentence][H][S] */
+    int ok = Q && K && V && C && F && pos && scratch;
+    /* X [total, d]: token embedding * scale + position, sentence by sentence */
+    for (int i = 0; ok && i < n; i++)
+        for (int j = 0; j < len[i]; j++)
+            embed_row(X + (size_t)(off[i] + j) * d, &m->enc_embed, ids[i][j], escale, marian_position(m, j, pos), d);
+    for (int l = 0; ok && l < c->enc_layers; l++) {
+        const enc_layer *L = &m->enc[l];
+        /* self-attention, each sentence over its own rows: C [total, d] */
+        at_k()->linear(Q, X, &L->self_attn.q.w, L->self_attn.q.b, total);
+        at_k()->linear(K, X, &L->self_attn.k.w, L->self_attn.k.b, total);
+        at_k()->linear(V, X, &L->self_attn.v.w, L->self_attn.v.b, total);
+        scale_rows(Q, td, qscale);
+#pragma omp parallel for schedule(dynamic) if (n > 1 && at_threads() > 1)
+        for (int i = 0; i < n; i++) {
+            const size_t o = (size_t)off[i] * d;
+            float *probs = enc_self && enc_self[i] ? enc_self[i] + (size_t)l * H * len[i] * len[i] : NULL;
+            at_attention(C + o, d, Q + o, d, K + o, V + o, d, len[i], len[i], H, hd, 0, 0, probs,
+                         scratch + (size_t)i * H * max_len);
+        }
+        at_k()->linear(Q, C, &L->self_attn.o.w, L->self_attn.o.b, total);
+        at_add_layernorm(X, Q, L->self_attn_norm.g, L->self_attn_norm.b, total, d, c->eps);
+        /* feed-forward: F [total, enc_ffn] */
+        at_k()->linear(F, X, &L->fc1.w, L->fc1.b, total);
+        at_activate(F, (size_t)total * c->enc_ffn, c->act);
+        at_k()->linear(Q, F, &L->fc2.w, L->fc2.b, total);
+        at_add_layernorm(X, Q, L->ffn_norm.g, L->ffn_norm.b, total, d, c->eps);
+    }
+    free(Q);
+    free(K);
+    free(V);
+    free(C);
+    free(F);
+    free(pos);
+    free(scratch);
+    return ok ? 0 : -1;
+}
+
+int cross_kv(const marian_model *m, const float *X, enc_memory *mem) {
+    const int L = m->c.dec_layers;
+    const size_t td = (size_t)mem->total * m->c.d_model;
+    mem->cross_k = calloc((size_t)L, sizeof(float *));
+    mem->cross_v = calloc((size_t)L, sizeof(float *));
+    if (!mem->cross_k || !mem->cross_v) return -1;
+    for (int l = 0; l < L; l++) {
+        mem->cross_k[l] = malloc(sizeof(float) * td);
+        mem->cross_v[l] = malloc(sizeof(float) * td);
+        if (!mem->cross_k[l] || !mem->cross_v[l]) return -1;
+        at_k()->linear(mem->cross_k[l], X, &m->dec[l].cross_attn.k.w, m->dec[l].cross_attn.k.b, mem->total);
+        at_k()->linear(mem->cross_v[l], X, &m->dec[l].cross_attn.v.w, m->dec[l].cross_attn.v.b, mem->total);
+    }
+    return 0;
+}
+
+void enc_memory_free(const marian_model *m, enc_memory *mem) {
+    for (int l = 0; mem->cross_k && l < m->c.dec_layers; l++) free(mem->cross_k[l]);
+    for (int l = 0; mem->cross_v && l < m->c.dec_layers; l++) free(mem->cross_v[l]);
+    free(mem->cross_k);
+    free(mem->cross_v);
+    mem->cross_k = mem->cross_v = NULL;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Decoder state */
+
+static int grow(float **p, size_t n) {
+    float *q = realloc(*p, sizeof(float) * n);
+    if (!q) return -1;
+    *p = q;
+    return 0;
+}
+
+int dec_init(dec_state *s, const marian_model *m, const enc_memory *mem, int n_slots, int max_rows,
+             int cap) {
+    const marian_config *c = &m->c;
+    const size_t R = (size_t)max_rows, d = (size_t)c->d_model;
+    memset(s, 0, sizeof *s);
+    s->m = m;
+    s->mem = mem;
+    s->n_slots = n_slots;
+    s->max_rows = max_rows;
+    for (int i = 0; i < mem->n; i++) s->max_src = mem->len[i] > s->max_src ? mem->len[i] : s->max_src;
+    s->self_k = calloc((size_t)n_slots * c->dec_layers, sizeof(float *));
+    s->self_v = calloc((size_t)n_slots * c->dec_layers, sizeof(float *));
+    s->x = malloc(sizeof(float) * R * d);
+    s->q = malloc(sizeof(float) * R * d);
+    s->k = malloc(sizeof(float) * R * d);
+    s->v = malloc(sizeof(float) * R * d);
+    s->ctx = malloc(sizeof(float) * R * d);
+    s->tmp = malloc(sizeof(float) * R * d);
+    s->ff = malloc(sizeof(float) * R * c->dec_ffn);
+    s->logits = malloc(sizeof(float) * R * c->decoder_vocab_size);
+    if (!s->self_k || !s->self_v || !s->x || !s->q || !s->k || !s->v || !s->ctx || !s->tmp || !s->ff ||
+        !s->logits)
+        return -1;
+    return dec_reserve(s, cap);
+}
+
+int dec_reserve(dec_state *s, int positions) {
+    if (positions <= s->cap) return 0;
+    const marian_config *c = &s->m->c;
+    const size_t per = (size_t)positions * c->d_model;
+    for (int i = 0; i < s->n_slots * c->dec_layers; i++)
+        if (grow(&s->self_k[i], per) || grow(&s->self_v[i], per)) return -1;
+    const int width = positions > s->max_src ? positions : s->max_src;
+    if (grow(&s->scratch, (size_t)s->max_rows * max_heads(c) * width)) return -1;
+    s->cap = positions;
+    return 0;
+}
+
+void dec_copy_slot(dec_state *s, int dst, int src, int len) {
+    const int L = s->m->c.dec_layers;
+    const size_t bytes = sizeof(float) * (size_t)len * s->m->c.d_model;
+    for (int l = 0; l < L; l++) {
+        memcpy(s->self_k[dst * L + l], s->self_k[src * L + l], bytes);
+        memcpy(s->self_v[dst * L + l], s->self_v[src * L + l], bytes);
+    }
+}
+
+void dec_free(dec_state *s) {
+    const int L = s->m ? s->m->c.dec_layers : 0;
+    for (int i = 0; s->self_k && i < s->n_slots * L; i++) free(s->self_k[i]);
+    for (int i = 0; s->self_v && i < s->n_slots * L; i++) free(s->self_v[i]);
+    free(s->self_k);
+    free(s->self_v);
+    free(s->x);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->ctx);
+    free(s->tmp);
+    free(s->ff);
+    free(s->logits);
+    free(s->scratch);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * One decoder step */
+
+void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const *att_self,
+                  float *const *att_cross) {
+    const marian_model *m = s->m;
+    const marian_config *c = &m->c;
+    const enc_memory *mem = s->mem;
+    const int d = c->d_model, H = c->dec_heads, hd = d / H, L = c->dec_layers, ffn = c->dec_ffn;
+    const float qscale = 1.0f / sqrtf((float)hd);
+    const size_t scratch_per_row = (size_t)max_heads(c) * (s->cap > s->max_src ? s->cap : s->max_src);
+    float *x = s->x, *q = s->q, *ctx = s->ctx, *tmp = s->tmp, *ff = s->ff;
+
+    /* x [n, d]: token embedding * scale + position t */
+    const float *pos = marian_position(m, t, tmp); /* tmp is free until the first layer */
+    for (int b = 0; b < n; b++)
+        embed_row(x + (size_t)b * d, &m->dec_embed, rows[b].token, embed_scale(c), pos, d);
+
+    for (int l = 0; l < L; l++) {
+        const dec_layer *Ly = &m->dec[l];
+        /* masked self-attention over the row's own cache, positions 0..t */
+        at_k()->linear(q, x, &Ly->self_attn.q.w, Ly->self_attn.q.b, n);
+        at_k()->linear(s->k, x, &Ly->self_attn.k.w, Ly->self_attn.k.b, n);
+        at_k()->linear(s->v, x, &Ly->self_attn.v.w, Ly->self_attn.v.b, n);
+        scale_rows(q, (size_t)n * d, qscale);
+#pragma omp parallel for schedule(dynamic) if (n > 1 && at_threads() > 1)
+        for (int b = 0; b < n; b++) {
+            float *K = s->self_k[rows[b].slot * L + l], *V = s->self_v[rows[b].slot * L + l];
+            memcpy(K + (size_t)t * d, s->k + (size_t)b * d, sizeof(float) * (size_t)d);
+            memcpy(V + (size_t)t * d, s->v + (size_t)b * d, sizeof(float) * (size_t)d);
+            float *probs = att_self && att_self[b] ? att_self[b] + (size_t)l * H * (t + 1) : NULL;
+            at_attention(ctx + (size_t)b * d, d, q + (size_t)b * d, d, K, V, d, 1, t + 1, H, hd, 1, t, probs,
+                         s->scratch + (size_t)b * scratch_per_row);
+        }
+        at_k()->linear(tmp, ctx, &Ly->self_attn.o.w, Ly->self_attn.o.b, n);
+        at_add_layernorm(x, tmp, Ly->self_attn_norm.g, Ly->self_attn_norm.b, n, d, c->eps);
+
+        /* cross-attention over the row's sentence */
+        at_k()->linear(q, x, &Ly->cross_attn.q.w, Ly->cross_attn.q.b, n);
+        scale_rows(q, (size_t)n * d, qscale);
+#pragma omp parallel for schedule(dynamic) if (n > 1 && at_threads() > 1)
+        for (int b = 0; b < n; b++) {
+            const int i = rows[b].sent, S = mem->len[i];
+            const size_t o = (size_t)mem->off[i] * d;
+            float *probs = att_cross && att_cross[b] ? att_cross[b] + (size_t)l * H * S : NULL;
+            at_attention(ctx + (size_t)b * d, d, q + (size_t)b * d, d, mem->cross_k[l] + o, mem->cross_v[l] + o, d, 1,
+                         S, H, hd, 0, 0, probs, s->scratch + (size_t)b * scratch_per_row);
+        }
+        at_k()->linear(tmp, ctx, &Ly->cross_attn.o.w, Ly->cross_attn.o.b, n);
+        at_add_layernorm(x, tmp, Ly->cross_attn_norm.g, Ly->cross_attn_norm.b, n, d, c->eps);
+
+        /* feed-forward: ff [n, dec_ffn] */
+        at_k()->linear(ff, x, &Ly->fc1.w, Ly->fc1.b, n);
+        at_activate(ff, (size_t)n * ffn, c->act);
+        at_k()->linear(tmp, ff, &Ly->fc2.w, Ly->fc2.b, n);
+        at_add_layernorm(x, tmp, Ly->ffn_norm.g, Ly->ffn_norm.b, n, d, c->eps);
+    }
+    /* logits [n, decoder_vocab_size] */
+    at_k()->linear(s->logits, x, &m->out_proj, m->final_logits_bias, n);
+}

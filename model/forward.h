@@ -1,0 +1,72 @@
+/* forward: the Marian transformer's computation, with no decoding policy in it.
+ *
+ *   encode          source ids of a packed batch -> final encoder states   [total, d]
+ *   cross_kv        encoder states -> each decoder layer's cross-attention keys/values,
+ *                   once per sentence and shared by all its hypotheses
+ *   decoder_step    one target position for a set of rows (hypotheses): each row reads
+ *                   and extends its own self-attention cache, and gets a row of logits
+ *
+ * Sentences are packed one after another without padding, and every row is computed
+ * exactly as if it were alone, so results never depend on batch composition.
+ * Internal to libattend. */
+#ifndef ATTEND_FORWARD_H
+#define ATTEND_FORWARD_H
+
+#include "marian.h"
+
+/* The encoder side of a batch: sentence i holds rows off[i] .. off[i] + len[i] - 1. */
+typedef struct {
+    int n;              /* sentences */
+    int total;          /* source rows, the sum of len */
+    const int *off, *len;
+    float **cross_k;    /* [dec_layers] -> [total, d] */
+    float **cross_v;
+} enc_memory;
+
+/* Embed and encode n packed sources (ids[i] of len[i] ids, rows from off[i]) into
+ * X [total, d]. enc_self[i] (optional, per sentence) receives
+ * [enc_layers, enc_heads, len[i], len[i]] attention probabilities. 0, or -1 if out of memory. */
+int encode(const marian_model *m, const int *const *ids, const int *off, const int *len, int n,
+           int total, float *X, float *const *enc_self);
+
+/* Fill mem->cross_k / cross_v (allocating them) from the encoder states X. 0 or -1 (OOM). */
+int cross_kv(const marian_model *m, const float *X, enc_memory *mem);
+void enc_memory_free(const marian_model *m, enc_memory *mem);
+
+/* One row of a decoder step. */
+typedef struct {
+    int sent;  /* its sentence: encoder rows and cross keys/values */
+    int slot;  /* its self-attention cache */
+    int token; /* its input id at this position */
+} dec_row;
+
+/* The decoder's workspace: self-attention caches for n_slots hypotheses, each holding
+ * `cap` positions of every layer, and the buffers of one step of up to max_rows rows.
+ * Allocated once before the step loop; dec_reserve grows the caches (rarely). */
+typedef struct {
+    const marian_model *m;
+    const enc_memory *mem;
+    int n_slots, cap, max_rows, max_src;
+    float **self_k, **self_v;  /* [slot * dec_layers + l] -> [cap, d] */
+    float *x, *q, *k, *v, *ctx, *tmp;  /* [max_rows, d] */
+    float *ff;                 /* [max_rows, dec_ffn] */
+    float *logits;             /* [max_rows, decoder_vocab_size]: written by decoder_step */
+    float *scratch;            /* [max_rows, heads * max(cap, max_src)] attention scores */
+} dec_state;
+
+int dec_init(dec_state *s, const marian_model *m, const enc_memory *mem, int n_slots, int max_rows,
+             int cap);
+/* Make every slot hold at least `positions` positions. 0 or -1 (OOM; the state stays valid). */
+int dec_reserve(dec_state *s, int positions);
+/* Copy positions 0 .. len-1 of every layer of slot src into slot dst (a beam that branched). */
+void dec_copy_slot(dec_state *s, int dst, int src, int len);
+void dec_free(dec_state *s);
+
+/* Run position t for rows[0..n): embeds each row's token, appends its keys/values at
+ * position t of its slot, and writes n rows of raw logits to s->logits. att_self[b] /
+ * att_cross[b] (optional) receive row b's attention probabilities, laid out
+ * [dec_layers][dec_heads][t + 1] and [dec_layers][dec_heads][len of its sentence]. */
+void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const *att_self,
+                  float *const *att_cross);
+
+#endif

@@ -1,0 +1,266 @@
+/* Next-token choice: HF's logits processors, greedy, sampling, beam candidates and the
+ * beam heap (transformers 4.36-4.44 generate(), BeamSearchScorer, decoder_prompt_len 1). */
+#include "search.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int search_has_processors(const marian_search *s, int ignore_eos) {
+    return s->min_length > 0 || s->no_repeat_ngram > 0 || s->repetition_penalty != 1.0f || ignore_eos;
+}
+
+float log_softmax_at(const float *x, int n, int i) {
+    float mx = -INFINITY;
+    for (int j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
+    double sum = 0;
+    for (int j = 0; j < n; j++) sum += exp((double)x[j] - mx);
+    return (float)((double)x[i] - mx - log(sum));
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Logits processors, in the order HF applies them: repetition penalty, no-repeat n-gram,
+ * bad words (<pad>), min length, forced EOS. `sc` holds logits (greedy, sampling) or
+ * log-probabilities (beams); HF applies the same processors to either. Returns whether a
+ * finite value changed (a renormalization then matters). */
+
+static int process(const step_ctx *x, float *sc, const prefix *p) {
+    const marian_config *c = x->c;
+    const marian_search *s = x->s;
+    const int V = c->decoder_vocab_size, cur_len = x->t + 1;
+    int changed = 0;
+    if (s->repetition_penalty != 1.0f) { /* each distinct id once: gather, then scatter */
+        for (int i = 0; i < p->n; i++) {
+            int seen = 0;
+            for (int j = 0; j < i && !seen; j++) seen = p->ids[j] == p->ids[i];
+            if (seen) continue;
+            float *v = &sc[p->ids[i]];
+            if (isfinite(*v)) changed = 1;
+            *v = *v < 0 ? *v * s->repetition_penalty : *v / s->repetition_penalty;
+        }
+    }
+    const int ng = s->no_repeat_ngram;
+    if (ng > 0 && cur_len + 1 >= ng) {
+        /* every earlier n-gram whose first ng-1 ids equal the last ng-1 ids bans its last id */
+        const int *last = p->ids + p->n - (ng - 1);
+        for (int st = 0; st + ng <= p->n; st++) {
+            if (ng > 1 && memcmp(p->ids + st, last, sizeof(int) * (size_t)(ng - 1))) continue;
+            float *v = &sc[p->ids[st + ng - 1]];
+            if (isfinite(*v)) changed = 1;
+            *v = -INFINITY;
+        }
+    }
+    sc[c->pad_id] = -INFINITY;
+    const int last_step = cur_len == x->max_length - 1;
+    if ((cur_len < s->min_length || (x->ignore_eos && !last_step)) && isfinite(sc[c->eos_id])) {
+        sc[c->eos_id] = -INFINITY;
+        changed = 1;
+    }
+    if (last_step && c->forced_eos) {
+        for (int j = 0; j < V; j++) sc[j] = -INFINITY;
+        sc[c->eos_id] = 0;
+        changed = 1;
+    }
+    return changed;
+}
+
+/* Release 1's greedy rule: argmax over the ids between the banned ones; an earlier id wins
+ * ties. Kept as it was, so greedy output stays bit-identical. */
+static int choose_plain(const marian_config *c, const float *logits, int last_step) {
+    if (last_step && c->forced_eos) return c->eos_id;
+    const int V = c->decoder_vocab_size, pad = c->pad_id;
+    const int lo[2] = {0, pad + 1}, hi[2] = {pad, V};
+    int best = -1;
+    for (int s = 0; s < 2; s++) {
+        if (hi[s] <= lo[s]) continue;
+        int i = lo[s] + at_argmax(logits + lo[s], hi[s] - lo[s]);
+        if (best < 0 || logits[i] > logits[best]) best = i;
+    }
+    return best;
+}
+
+int greedy_choose(const step_ctx *x, const float *logits, const prefix *p, float *work) {
+    if (!search_has_processors(x->s, x->ignore_eos))
+        return choose_plain(x->c, logits, x->t + 1 == x->max_length - 1);
+    const int V = x->c->decoder_vocab_size;
+    memcpy(work, logits, sizeof(float) * (size_t)V);
+    process(x, work, p);
+    return at_argmax(work, V);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Sampling */
+
+/* splitmix64: a small, well-mixed stream; one per sample, so draws never depend on threads
+ * or on the batch a sentence lands in */
+static uint64_t next_u64(uint64_t *st) {
+    uint64_t z = (*st += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+uint64_t sample_seed(unsigned long long seed, const int *ids, int n, int k) {
+    uint64_t h = seed ^ 0x6a09e667f3bcc909ULL;
+    next_u64(&h);
+    for (int i = 0; i < n; i++) {
+        h ^= (uint64_t)(uint32_t)ids[i];
+        next_u64(&h);
+    }
+    h ^= (uint64_t)k * 0x9e3779b97f4a7c15ULL;
+    next_u64(&h);
+    return h;
+}
+
+static int cmp_desc(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+int sample_choose(const step_ctx *x, const float *logits, const prefix *p, float *work, uint64_t *rng) {
+    const marian_search *s = x->s;
+    const int V = x->c->decoder_vocab_size;
+    float *sc = work, *sorted = work + V;
+    memcpy(sc, logits, sizeof(float) * (size_t)V);
+    process(x, sc, p);
+    const float temp = s->temperature > 0 ? s->temperature : 1.0f;
+    float mx = -INFINITY;
+    for (int j = 0; j < V; j++) {
+        sc[j] /= temp;
+        mx = sc[j] > mx ? sc[j] : mx;
+    }
+    /* the threshold below which ids are dropped: the k-th largest value (ties kept, as HF's
+     * top-k), then the smallest head of the sorted distribution holding top_p */
+    float cut = -INFINITY;
+    const int use_k = s->top_k > 0 && s->top_k < V, use_p = s->top_p > 0 && s->top_p < 1;
+    if (use_k || use_p) {
+        int keep = use_k ? s->top_k : V;
+        if (use_k && keep <= 1024) { /* the k largest by insertion: far cheaper than a sort */
+            int n = 0;
+            for (int j = 0; j < V; j++) {
+                const float v = sc[j];
+                if (n == keep && !(v > sorted[keep - 1])) continue;
+                int at = n < keep ? n++ : keep - 1;
+                while (at > 0 && v > sorted[at - 1]) {
+                    sorted[at] = sorted[at - 1];
+                    at--;
+                }
+                sorted[at] = v;
+            }
+        } else {
+            memcpy(sorted, sc, sizeof(float) * (size_t)V);
+            qsort(sorted, (size_t)V, sizeof(float), cmp_desc);
+        }
+        if (use_p) {
+            double total = 0, run = 0;
+            for (int j = 0; j < keep; j++) total += exp((double)sorted[j] - mx);
+            int j = 0;
+            for (; j < keep; j++) {
+                run += exp((double)sorted[j] - mx);
+                if (run >= s->top_p * total) break;
+            }
+            keep = j + 1 < keep ? j + 1 : keep;
+        }
+        cut = sorted[keep - 1];
+    }
+    double total = 0;
+    for (int j = 0; j < V; j++) total += sc[j] >= cut ? exp((double)sc[j] - mx) : 0.0;
+    const double u = (double)(next_u64(rng) >> 11) * 0x1.0p-53 * total;
+    double run = 0;
+    int last = -1;
+    for (int j = 0; j < V; j++) {
+        if (!(sc[j] >= cut) || !isfinite(sc[j])) continue;
+        run += exp((double)sc[j] - mx);
+        last = j;
+        if (run > u) return j;
+    }
+    return last >= 0 ? last : at_argmax(sc, V);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Beam candidates */
+
+void beam_candidates(const step_ctx *x, const float *logits, const prefix *p, float beam_score,
+                     float *work, beam_cand *out, float *lse_raw) {
+    const marian_config *c = x->c;
+    const int V = c->decoder_vocab_size, K = 2 * x->s->beams, pad = c->pad_id;
+    /* log-softmax without <pad> (HF sets it to -inf before the log-softmax, for Marian) */
+    float mx = -INFINITY;
+    for (int j = 0; j < V; j++)
+        if (j != pad && logits[j] > mx) mx = logits[j];
+    const float sum = at_k()->sum_exp(logits, pad, mx) + at_k()->sum_exp(logits + pad + 1, V - pad - 1, mx);
+    const float lse = mx + logf(sum);
+    const double hi = lse > logits[pad] ? lse : logits[pad];
+    *lse_raw = (float)(hi + log(exp(lse - hi) + exp(logits[pad] - hi)));
+    for (int j = 0; j < V; j++) work[j] = logits[j] - lse;
+    if (process(x, work, p) && x->s->renormalize) {
+        float m2 = -INFINITY;
+        for (int j = 0; j < V; j++) m2 = work[j] > m2 ? work[j] : m2;
+        if (isfinite(m2)) {
+            const float l2 = m2 + logf(at_k()->sum_exp(work, V, m2));
+            for (int j = 0; j < V; j++) work[j] -= l2;
+        }
+    }
+    /* the K best of work + beam_score, kept sorted; a later id enters only if strictly
+     * better, so equal sums keep the lower id first */
+    int n = 0;
+    for (int j = 0; j < V; j++) {
+        const float v = work[j] + beam_score;
+        if (n == K && !(v > out[K - 1].score)) continue;
+        int at = n < K ? n++ : K - 1;
+        while (at > 0 && v > out[at - 1].score) {
+            out[at] = out[at - 1];
+            at--;
+        }
+        out[at].score = v;
+        out[at].token = j;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The heap of finished hypotheses (BeamHypotheses) */
+
+void heap_init(beam_heap *b, beam_hyp *storage, int beams) {
+    b->h = storage;
+    b->n = 0;
+    b->cap = beams;
+    b->added = 0;
+    b->worst = 1e9;
+}
+
+void heap_add(beam_heap *b, const marian_search *s, double sum_logprobs, int generated_len, int rec) {
+    const double score = sum_logprobs / pow((double)generated_len, (double)s->length_penalty);
+    if (b->n >= b->cap && !(score > b->worst)) return;
+    b->h[b->n++] = (beam_hyp){score, rec, b->added++};
+    if (b->n > b->cap) {
+        /* drop the lowest (the earliest of equals); worst becomes the next lowest */
+        int lo = 0;
+        for (int i = 1; i < b->n; i++)
+            if (b->h[i].score < b->h[lo].score) lo = i;
+        memmove(b->h + lo, b->h + lo + 1, sizeof(beam_hyp) * (size_t)(b->n - lo - 1));
+        b->n--;
+        double w = b->h[0].score;
+        for (int i = 1; i < b->n; i++) w = b->h[i].score < w ? b->h[i].score : w;
+        b->worst = w;
+    } else if (score < b->worst) {
+        b->worst = score;
+    }
+}
+
+int heap_is_done(const beam_heap *b, const marian_search *s, double best_sum, int hf_cur_len,
+                 int max_length) {
+    if (b->n < b->cap) return 0;
+    if (s->early_stopping == MARIAN_EARLY_TRUE) return 1;
+    const double lp = s->length_penalty;
+    int len = hf_cur_len - 1; /* decoder_prompt_len = 1 */
+    if (s->early_stopping == MARIAN_EARLY_NEVER && lp > 0) len = max_length - 1;
+    return b->worst >= best_sum / pow((double)len, lp);
+}
+
+static int by_score_desc(const void *a, const void *b) {
+    const beam_hyp *x = a, *y = b;
+    if (x->score != y->score) return x->score < y->score ? 1 : -1;
+    return y->order - x->order;
+}
+
+void heap_sort(beam_heap *b) { qsort(b->h, (size_t)b->n, sizeof(beam_hyp), by_score_desc); }

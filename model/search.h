@@ -1,0 +1,80 @@
+/* search: turning one step's logits into next tokens, as Hugging Face's generate does.
+ *
+ * The pieces translate.c's step loop calls per row (choose a greedy token, draw a sampled
+ * one, or list a beam's best candidates) and per sentence (a beam step over its rows'
+ * candidates, the finished-hypothesis heap). Internal to libattend. */
+#ifndef ATTEND_SEARCH_H
+#define ATTEND_SEARCH_H
+
+#include <stdint.h>
+
+#include "translate.h"
+
+/* What a row has generated so far, for the processors that look back: the decoder input
+ * ids (start token first), as HF's input_ids. */
+typedef struct {
+    const int *ids;
+    int n;
+} prefix;
+
+/* The step's context: t counts positions from 0, so the row's input_ids hold t + 1 ids
+ * and HF's cur_len is t + 1; max_length as marian_max_length. */
+typedef struct {
+    const marian_config *c;
+    const marian_search *s;
+    int t, max_length, ignore_eos;
+} step_ctx;
+
+/* Does this search change logits beyond banning <pad> and forcing </s> at the end? */
+int search_has_processors(const marian_search *s, int ignore_eos);
+
+/* Greedy: the argmax of the processed logits (HF's greedy_search: processors on the raw
+ * logits, no log-softmax). Without processors, exactly the release-1 rule. */
+int greedy_choose(const step_ctx *x, const float *logits, const prefix *p, float *work);
+
+/* Sampling: processors, then temperature, top-k, top-p, softmax, one draw from *rng. */
+int sample_choose(const step_ctx *x, const float *logits, const prefix *p, float *work, uint64_t *rng);
+/* A stream for one sample of one sentence: from the seed, the sentence's ids and k. */
+uint64_t sample_seed(unsigned long long seed, const int *ids, int n, int k);
+
+/* log_softmax(logits)[id], in double (the model's probability of id). */
+float log_softmax_at(const float *logits, int n, int id);
+
+/* A beam's candidates: the processed log-probabilities plus the beam's score, best first. */
+typedef struct {
+    float score;
+    int token;
+} beam_cand;
+
+/* HF's beam step for one row: log-softmax of the logits with <pad> removed first (Marian's
+ * adjust_logits_during_generation), the processors, then the 2 * beams best of
+ * logp + beam_score (float32 sums; ties: lower id first) into out[0 .. 2 * beams).
+ * *lse_raw gets log-sum-exp of the raw logits, <pad> included (for the model's log-prob of
+ * a token). work: decoder_vocab_size floats. */
+void beam_candidates(const step_ctx *x, const float *logits, const prefix *p, float beam_score,
+                     float *work, beam_cand *out, float *lse_raw);
+
+/* A finished hypothesis in a sentence's heap. */
+typedef struct {
+    double score; /* sum_logprobs / generated_len ^ length_penalty */
+    int rec;      /* its last token's trace record */
+    int order;    /* insertion order (ties) */
+} beam_hyp;
+
+typedef struct {
+    beam_hyp *h; /* capacity beams + 1 */
+    int n, cap, added;
+    double worst;
+} beam_heap;
+
+void heap_init(beam_heap *b, beam_hyp *storage, int beams);
+/* BeamHypotheses.add */
+void heap_add(beam_heap *b, const marian_search *s, double sum_logprobs, int generated_len, int rec);
+/* BeamHypotheses.is_done: best_sum is the best candidate's score this step, hf_cur_len
+ * the input_ids length plus one. */
+int heap_is_done(const beam_heap *b, const marian_search *s, double best_sum, int hf_cur_len,
+                 int max_length);
+/* Sort best first, as finalize pops them (equal scores: the later-added first). */
+void heap_sort(beam_heap *b);
+
+#endif
