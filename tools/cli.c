@@ -85,6 +85,17 @@ int cli_parse_int(const char *opt, const char *s, int lo, int hi) {
     return (int)v;
 }
 
+float cli_parse_float(const char *opt, const char *s, double lo, double hi) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end || end == s || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "attend: %s: '%s' is not a number in %g..%g\n", opt, s, lo, hi);
+        exit(EXIT_USAGE);
+    }
+    return (float)v;
+}
+
 /* ---------------------------------------------------------------------------------------
  * Options and standard output */
 
@@ -139,6 +150,9 @@ void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const
     npz_add_str(z, name, &text, 1);
     snprintf(name, sizeof name, "s%lld/logprob", idx);
     npz_add_f32(z, name, r->logprob, 1, &T);
+    const int one = 1;
+    snprintf(name, sizeof name, "s%lld/score", idx);
+    npz_add_f32(z, name, &r->score, 1, &one);
     if (with_logits) {
         shape[0] = T;
         shape[1] = c->decoder_vocab_size;

@@ -16,6 +16,8 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_IO = 4 }
 attend_model *cli_load_model(const char *path);
 /* Parse an integer option value in lo..hi, or print one line and exit with EXIT_USAGE. */
 int cli_parse_int(const char *opt, const char *s, int lo, int hi);
+/* The same for a real number in lo..hi. */
+float cli_parse_float(const char *opt, const char *s, double lo, double hi);
 
 /* 1 if -h or --help is among argv[1..argc) before any "--": every command takes it anywhere. */
 int cli_wants_help(int argc, char **argv);

@@ -114,6 +114,24 @@ static void usage_translate(FILE *f) {
             "  -v, --verbose           one line per chunk of input and per batch on stderr\n"
             "      --max-length N      generation limit counting the start token\n"
             "                          (default: the model's max_length)\n"
+            "\n"
+            "search (default: the model's generation settings, as HF generate() uses them;\n"
+            "greedy for files that record none; see attend info):\n"
+            "      --beam N            beam search with N beams (1: greedy)\n"
+            "      --greedy            the same as --beam 1\n"
+            "      --length-penalty X  beam score = sum of log-probs / length^X\n"
+            "      --early-stopping V  true, false or never (HF's early_stopping)\n"
+            "      --n-best K          K lines per input line, best first:\n"
+            "                          'i ||| translation ||| score' (i counts lines from 0)\n"
+            "      --min-length N      no </s> before N tokens (the start token counted)\n"
+            "      --no-repeat-ngram-size N  no n-gram of this size twice\n"
+            "      --repetition-penalty X    HF's penalty on tokens already generated\n"
+            "      --sample            draw each token at random (with --n-best K: K samples)\n"
+            "      --top-k K           sampling: only the K most likely tokens\n"
+            "      --top-p P           sampling: only the smallest set holding probability P\n"
+            "      --temperature T     sampling: divide the logits by T (default 1)\n"
+            "      --seed S            sampling: a line's draws depend on S and the line only\n"
+            "                          (default 0)\n"
             "      --dump-attention F  write every attention matrix, ids and pieces to the\n"
             "                          NumPy archive F (.npz); see README\n"
             "      --dump-logits       with --dump-attention: also the raw logits per step\n"
@@ -135,6 +153,7 @@ typedef struct {
     int batch;        /* --batch-size: at most this many sentences per batch (0: no limit) */
     int batch_tokens; /* --batch-tokens: at most this many source tokens per batch (0: no limit) */
     int verbose;      /* -v: one line per chunk and per batch on stderr */
+    int nbest;        /* --n-best K: K lines per input line (0: one plain line) */
 } translate_ctx;
 
 static int is_blank(const char *s, size_t n) {
@@ -158,10 +177,18 @@ typedef struct {
 
 /* Write one output line: the translation r (NULL for a blank line). Returns 0 or an exit
  * status. */
+static void one_line(char *t) { /* one line out, whatever the vocabulary holds */
+    for (; *t; t++)
+        if (*t == '\n' || *t == '\r') *t = ' ';
+}
+
 static int write_line(translate_ctx *cx, attend_result *r) {
     const long long idx = ++cx->n_done; /* 1-based input line */
     if (!r) {
-        fputs(cx->align ? " ||| \n" : "\n", stdout);
+        if (cx->nbest)
+            for (int k = 0; k < cx->nbest; k++) printf("%lld |||  ||| 0.000000\n", idx - 1);
+        else
+            fputs(cx->align ? " ||| \n" : "\n", stdout);
         return 0;
     }
     const attend_config *c = attend_get_config(cx->m);
@@ -172,8 +199,15 @@ static int write_line(translate_ctx *cx, attend_result *r) {
     else if (r->truncated) /* many bytes, few tokens (runs of spaces, say) */
         fprintf(stderr, "attend: line %lld: longer than %zu bytes; translated its first %zu (%d tokens)\n",
                 idx, max_bytes, max_bytes, r->n_src);
-    for (char *t = r->text; *t; t++) /* one line out, whatever the vocabulary holds */
-        if (*t == '\n' || *t == '\r') *t = ' ';
+    if (cx->nbest) { /* Marian's n-best layout; fewer hypotheses than K cannot happen */
+        for (int k = 0; k < r->n_best; k++) {
+            one_line(r->nbest[k].text);
+            printf("%lld ||| %s ||| %.6f\n", idx - 1, r->nbest[k].text, r->nbest[k].score);
+        }
+        if (cx->dump) cli_dump_result(cx->dump, attend_get_config(cx->m), idx - 1, r, cx->dump_logits);
+        return 0;
+    }
+    one_line(r->text);
     fputs(r->text, stdout);
     if (cx->align) {
         char err[512];
@@ -344,6 +378,42 @@ int cmd_translate(int argc, char **argv) {
             cx.verbose = 1;
         } else if (!strcmp(a, "--max-length")) {
             NEED_VALUE cx.p.max_length = cli_parse_int(a, v, 2, 1 << 20);
+        } else if (!strcmp(a, "--beam")) {
+            NEED_VALUE cx.p.num_beams = cli_parse_int(a, v, 1, 1024);
+        } else if (!strcmp(a, "--greedy")) {
+            cx.p.num_beams = 1;
+        } else if (!strcmp(a, "--length-penalty")) {
+            NEED_VALUE cx.p.length_penalty = cli_parse_float(a, v, -100, 100);
+            cx.p.set_length_penalty = 1;
+        } else if (!strcmp(a, "--early-stopping")) {
+            NEED_VALUE cx.p.early_stopping = !strcmp(v, "true")    ? ATTEND_EARLY_TRUE
+                                             : !strcmp(v, "false") ? ATTEND_EARLY_FALSE
+                                             : !strcmp(v, "never") ? ATTEND_EARLY_NEVER
+                                                                   : -1;
+            if (cx.p.early_stopping < 0) {
+                fprintf(stderr, "attend translate: --early-stopping is true, false or never, not '%s'\n", v);
+                return EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--n-best")) {
+            NEED_VALUE cx.p.n_best = cx.nbest = cli_parse_int(a, v, 1, 1024);
+        } else if (!strcmp(a, "--min-length")) {
+            NEED_VALUE cx.p.min_length = cli_parse_int(a, v, 0, 1 << 20);
+            cx.p.set_min_length = 1;
+        } else if (!strcmp(a, "--no-repeat-ngram-size")) {
+            NEED_VALUE cx.p.no_repeat_ngram_size = cli_parse_int(a, v, 0, 1 << 20);
+            cx.p.set_no_repeat_ngram_size = 1;
+        } else if (!strcmp(a, "--repetition-penalty")) {
+            NEED_VALUE cx.p.repetition_penalty = cli_parse_float(a, v, 1e-6, 1e6);
+        } else if (!strcmp(a, "--sample")) {
+            cx.p.sample = 1;
+        } else if (!strcmp(a, "--top-k")) {
+            NEED_VALUE cx.p.top_k = cli_parse_int(a, v, 0, 1 << 24);
+        } else if (!strcmp(a, "--top-p")) {
+            NEED_VALUE cx.p.top_p = cli_parse_float(a, v, 1e-9, 1);
+        } else if (!strcmp(a, "--temperature")) {
+            NEED_VALUE cx.p.temperature = cli_parse_float(a, v, 1e-9, 1e9);
+        } else if (!strcmp(a, "--seed")) {
+            NEED_VALUE cx.p.seed = (unsigned long long)cli_parse_int(a, v, 0, 2147483647);
         } else if (!strcmp(a, "--dump-attention")) {
             NEED_VALUE dump_path = v;
         } else if (!strcmp(a, "--dump-logits")) {
@@ -364,12 +434,35 @@ int cmd_translate(int argc, char **argv) {
         }
     }
 #undef NEED_VALUE
+    if (cx.nbest && cx.align) {
+        fprintf(stderr, "attend translate: --alignment describes one translation: not with --n-best\n");
+        return EXIT_USAGE;
+    }
+    if (!cx.p.sample && (cx.p.top_k || cx.p.top_p > 0 || cx.p.temperature > 0 || cx.p.seed)) {
+        fprintf(stderr, "attend translate: --top-k, --top-p, --temperature and --seed need --sample\n");
+        return EXIT_USAGE;
+    }
+    if (cx.p.sample && cx.p.num_beams > 1) {
+        fprintf(stderr, "attend translate: --sample draws one token at a time: not with --beam %d\n",
+                cx.p.num_beams);
+        return EXIT_USAGE;
+    }
     if (cx.dump_logits && !dump_path) {
         fprintf(stderr, "attend translate: --dump-logits needs --dump-attention FILE\n");
         return EXIT_USAGE;
     }
     cx.m = cli_load_model(model);
     char err[512];
+    {
+        const attend_config *c = attend_get_config(cx.m);
+        const int beams = cx.p.num_beams ? cx.p.num_beams : c->generation_recorded && !cx.p.sample ? c->num_beams : 1;
+        if (cx.nbest > beams && !cx.p.sample) {
+            fprintf(stderr, "attend translate: --n-best %d needs at least as many beams (--beam %d)\n", cx.nbest,
+                    cx.nbest);
+            attend_free(cx.m);
+            return EXIT_USAGE;
+        }
+    }
     if (cx.align) {
         const attend_config *c = attend_get_config(cx.m);
         if (attend_view_check(&cx.view, c->decoder_layers, c->decoder_heads, err, sizeof err)) {
