@@ -137,6 +137,11 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	$(E2E_IN) | build/attend translate -m $(TINY) -b 2 | cmp - $(BUILD)/e2e.out
 	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY_V2) >$(BUILD)/e2e.out
 	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 6
+	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY) -b 2 --beam 3 --n-best 2 --no-repeat-ngram-size 2 \
+	  --dump-attention $(BUILD)/e2e.npz --dump-logits >$(BUILD)/e2e.out
+	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 12
+	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY) --sample --top-k 5 --n-best 2 >$(BUILD)/e2e.out
+	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 12
 	$(SAN_ENV) $(BUILD)/attend translate -m $(TINY) "$$(head -c 3000 /dev/zero | tr '\0' a)" >/dev/null 2>&1
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(SAN_ENV) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
@@ -154,6 +159,9 @@ valgrind: $(BUILD)/attend
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 --batch-tokens 8 --alignment \
 	  --dump-attention $(BUILD)/vg.npz >/dev/null
 	$(VALGRIND) $(BUILD)/attend align -m $(TINY) -t 1 --all-heads "Hallo Welt" >/dev/null
+	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 --beam 4 --n-best 3 --min-length 3 \
+	  --repetition-penalty 1.2 --dump-attention $(BUILD)/vg.npz --dump-logits >/dev/null
+	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 --sample --top-p 0.9 --n-best 2 >/dev/null
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(VALGRIND) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
 	@echo "valgrind: ok"
@@ -193,6 +201,7 @@ $(CORPUS)/translate:
 	mkdir -p $@
 	printf '\000Hallo Welt!' >$@/s1; printf '\001Wo ist der Bahnhof? Where is the station?' >$@/s2
 	printf '\006>>deu<< Guten Morgen\r' >$@/s3; printf '\002\377\376\000 kaputt \342\202' >$@/s4
+	printf '\034Zwei Hunde spielen im Schnee.' >$@/s5; printf '\074Ein Mann liest ein Buch' >$@/s6
 
 $(CORPUS)/spm: $(TINY)
 	mkdir -p $@

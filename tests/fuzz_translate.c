@@ -57,12 +57,29 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     p.threads = 1;
     p.max_length = 12;
     p.want_scores = p.want_attention = mode & 4 ? 1 : 0;
+    /* bits 3-5: the search (greedy, beams with an n-best list and processors, sampling) */
+    const int search = (mode >> 3) & 7;
+    if (search >= 1 && search <= 4) {
+        p.num_beams = search + 1;
+        p.n_best = search;
+        p.early_stopping = ATTEND_EARLY_MODEL + search % 4;
+        p.set_min_length = search == 3, p.min_length = 4;
+        p.set_no_repeat_ngram_size = search == 4, p.no_repeat_ngram_size = 2;
+        p.repetition_penalty = search == 2 ? 1.3f : 0;
+    } else if (search >= 5) {
+        p.sample = 1;
+        p.n_best = search - 4;
+        p.top_k = search == 6 ? 3 : 0;
+        p.top_p = search == 7 ? 0.5f : 0;
+        p.seed = size;
+    }
     const char *lines[1] = {line};
     const char *targets[1] = {target};
     attend_result r;
     char err[512];
     if (attend_translate(model, lines, &len, 1, target ? targets : NULL, &p, &r, err, sizeof err) == 0) {
         if (!r.text || r.n_src < 1 || r.n_src > attend_get_config(model)->max_position_embeddings) abort();
+        if (r.n_best < 1 || !r.nbest || r.nbest[0].n != r.n_tgt) abort();
         attend_result_free(&r);
     } else if (!err[0] || strchr(err, '\n')) {
         abort();
