@@ -141,7 +141,8 @@ def check_npz_layout(name):
     eng = np.load(M["eng"])
     want = set()
     for i in range(len(E.lines)):
-        want |= {f"s{i}/{k}" for k in ("src_ids", "tgt_ids", "src_pieces", "tgt_pieces", "text", "logprob")}
+        want |= {f"s{i}/{k}" for k in ("src_ids", "tgt_ids", "src_pieces", "tgt_pieces", "text", "logprob",
+                                                 "score")}
         want |= {f"s{i}/enc_self/l{l}" for l in range(c["encoder_layers"])}
         want |= {f"s{i}/{k}/l{l}" for k in ("dec_self", "cross") for l in range(c["decoder_layers"])}
     assert set(eng.files) == want, f"keys: extra {set(eng.files) - want}, missing {want - set(eng.files)}"
@@ -153,6 +154,9 @@ def check_npz_layout(name):
         assert eng[f"s{i}/cross/l0"].shape == (c["decoder_attention_heads"], T_, S)
         assert eng[f"s{i}/enc_self/l0"].shape == (c["encoder_attention_heads"], S, S)
         assert eng[f"s{i}/logprob"].shape == (T_,) and (eng[f"s{i}/logprob"] <= 0).all()
+        # greedy: the score is the sum of the tokens' log-probabilities
+        assert eng[f"s{i}/score"].shape == (1,)
+        assert abs(float(eng[f"s{i}/score"][0]) - float(eng[f"s{i}/logprob"].sum())) < 1e-4
     assert str(eng["s0/text"][0]) == subprocess.run(
         [T.ATTEND, "translate", "-m", M["gguf"], E.lines[0]], capture_output=True, text=True).stdout.rstrip("\n")
 

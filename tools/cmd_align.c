@@ -25,6 +25,9 @@ static void usage_align(FILE *f) {
             "  -m, --model FILE        checkpoint (default: $ATTEND_MODEL, else models/de-en.gguf)\n"
             "      --target TEXT       force-decode this translation instead of translating;\n"
             "                          reports its log-probability per token\n"
+            "      --beam N            translate with N beams (default: the model's setting,\n"
+            "                          as attend translate); the view shows the output's own path\n"
+            "      --greedy            the same as --beam 1\n"
             "      --preset VIEW       attention view (default %s):\n"
             "                            last:0          head 0 of the last decoder layer\n"
             "                                            (Marian / CTranslate2 alignment head)\n"
@@ -147,7 +150,7 @@ static void print_wrapped(const char *label, const char *text, int width) {
 
 typedef struct {
     const char *model, *target, *preset, *svg, *dump;
-    int layer, head, words, all_heads, json, color, width, threads;
+    int layer, head, words, all_heads, json, color, width, threads, beams;
     int has_layer, has_head;
 } align_args;
 
@@ -166,6 +169,10 @@ int cmd_align(int argc, char **argv) {
             NEED_VALUE a.model = v;
         } else if (!strcmp(o, "--target")) {
             NEED_VALUE a.target = v;
+        } else if (!strcmp(o, "--beam")) {
+            NEED_VALUE a.beams = cli_parse_int(o, v, 1, 1024);
+        } else if (!strcmp(o, "--greedy")) {
+            a.beams = 1;
         } else if (!strcmp(o, "--preset")) {
             NEED_VALUE a.preset = v;
         } else if (!strcmp(o, "--layer")) {
@@ -251,6 +258,7 @@ int cmd_align(int argc, char **argv) {
     }
     attend_params p = attend_default_params();
     p.threads = a.threads;
+    p.num_beams = a.beams;
     p.want_attention = p.want_scores = 1;
     attend_result r;
     const char *targets[1] = {a.target};
