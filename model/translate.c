@@ -468,8 +468,8 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
     if (trace_reserve_runs(&tr, max_rows * expect_max, V, o->want_logits) ||
         trace_reserve_recs(&tr, max_rows * expect_max * (beam ? 2 : 1)))
         goto oom;
-    const int threads = at_threads();
-    work = malloc(sizeof(float) * (size_t)(threads > 0 ? threads : 1) * 2 * V);
+    const int threads = at_threads() > 0 ? at_threads() : 1; /* the per-thread work rows below */
+    work = malloc(sizeof(float) * (size_t)threads * 2 * V);
     if (!work) goto oom;
 
     const double t_decode = now();
@@ -521,7 +521,7 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
         /* each row's choice (greedy, sampled, forced) or its beam candidates, in parallel:
          * a row reads its own logits and writes its own slots */
         int bad = 0;
-#pragma omp parallel for schedule(dynamic) if (nr > 1 && threads > 1) reduction(| : bad)
+#pragma omp parallel for schedule(dynamic) num_threads(threads) if (nr > 1 && threads > 1) reduction(| : bad)
         for (int b = 0; b < nr; b++) {
             const int i = refs[b].sent, k = refs[b].live;
             sent_search *q = &ss[i];
