@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """attend bench reports what it measured, consistently: the tokens it decoded, a triad and a
-read-only bandwidth above zero, and step fractions that are the step rate over each of them.
-Timings themselves are not asserted (BENCHMARKS.md holds them)."""
+read-only bandwidth above zero, step fractions that are the step rate over each of them, and
+with --beam a beam field and every beam run to the limit. Timings themselves are not asserted
+(BENCHMARKS.md holds them)."""
 import json
 import os
 
@@ -31,6 +32,20 @@ def main():
         assert j["tokens"] == 3, j
         assert j["triad_gbps"] == 0 and j["read_gbps"] == 0 and j["read_fraction"] == 0, j
     r.check("bench --no-bandwidth: no bandwidth figures", without_bandwidth)
+
+    def beam():
+        j = bench("-b", "2", "--beam", "4", "--no-bandwidth")
+        assert j["beam"] == 4 and j["batch"] == 2, j
+        # every beam runs to the limit: T steps, T output tokens per sentence
+        assert j["tokens"] == 2 * 3 and j["steps"] == 3, j
+        g = bench("-b", "2", "--no-bandwidth")
+        assert g["beam"] == 1 and g["tokens"] == 2 * 3 and g["steps"] == 3, g
+    r.check("bench --beam 4 --json: beam field, T tokens per sentence, T steps", beam)
+
+    def bad_beam():
+        p = T.run_attend(["bench", "-m", TINY, "--beam", "0"], check=False)
+        assert p.returncode == 2 and "--beam" in p.stderr, (p.returncode, p.stderr)
+    r.check("bench --beam 0: usage error", bad_beam)
     r.finish()
 
 

@@ -5,8 +5,10 @@ Builds (once, cached in --work) a random MarianMT with the opus-mt-en-de shape (
 6+6 layers, 8 heads, ffn 2048, vocabulary 58,101, swish, tied embeddings) through
 tools/reference.py, exports it to f32, f16 and int8 .gguf files like any user checkpoint, then
 times `attend bench` and a PyTorch greedy decoder on the same weights, same shapes and the
-same thread counts, interleaved round by round, and reports medians and ratios. With --md it
-also writes BENCHMARKS.md (machine, commands, table, ratios, the issue's targets).
+same thread counts, interleaved round by round, and reports medians and ratios. A second
+section does the same for beam search (--beam, default 4): attend greedy and beam 4 side by
+side, and a cached PyTorch beam search. With --md it also writes BENCHMARKS.md (machine,
+commands, tables, ratios, the issues' targets).
 
 The PyTorch side is the reference model's own modules driven the way Hugging Face's
 generate() drives them: encoder once, cross-attention keys/values once, a self-attention
@@ -122,27 +124,40 @@ class TorchRunner:
         self.m = R.load_hf_dir(hf)
         self.m.eval()
 
-    def run(self, src, T):
-        """Encode src [B,S] and decode exactly T tokens. Returns (encode_s, decode_s)."""
+    def run(self, src, T, beams=1):
+        """Encode src [B,S] and decode exactly T tokens per sentence. Returns (encode_s,
+        decode_s). beams > 1: beam search as HF generate(num_beams=...) runs it (encoder
+        outputs repeated per beam, cross K/V from them once, 2*beams candidates a step over
+        each sentence's beams * V log-probabilities, self-attention caches reordered to the
+        surviving beams), </s> banned before the last step so every beam runs to the limit."""
         torch = self.torch
         m, c = self.m, self.m.config
         with torch.no_grad():
             t0 = time.perf_counter()
             memory, _ = m.encode(src)
             B, S, d = memory.shape
+            K = beams
+            if K > 1:
+                memory = memory.repeat_interleave(K, 0)  # HF's _expand_inputs_for_generation
+            R = B * K
             layers = m.model.decoder.layers
             H = c["decoder_attention_heads"]
             hd = d // H
 
             def split(t):
-                return t.view(B, -1, H, hd).transpose(1, 2)
+                return t.view(R, -1, H, hd).transpose(1, 2)
 
             ck = [split(L.encoder_attn.k_proj(memory)) for L in layers]
             cv = [split(L.encoder_attn.v_proj(memory)) for L in layers]
             t1 = time.perf_counter()
             sk, sv = [None] * len(layers), [None] * len(layers)
-            tok = torch.full((B, 1), c["decoder_start_token_id"], dtype=torch.long)
+            tok = torch.full((R, 1), c["decoder_start_token_id"], dtype=torch.long)
             pad, eos = c["pad_token_id"], c["eos_token_id"]
+            if K > 1:
+                scores = torch.zeros(B, K)
+                scores[:, 1:] = -1e9  # HF: only beam 0 is live at the first step
+                base = (torch.arange(B) * K)[:, None]
+                hist = tok  # HF's input_ids: every beam's tokens so far
             for t in range(T):
                 y = m.model.decoder.embed_tokens(tok) * m.embed_scale + m.positions[t:t + 1]
                 for i, L in enumerate(layers):
@@ -152,18 +167,35 @@ class TorchRunner:
                     sk[i] = k if t == 0 else torch.cat([sk[i], k], 2)
                     sv[i] = v if t == 0 else torch.cat([sv[i], v], 2)
                     p = (q @ sk[i].transpose(-1, -2)).softmax(-1)
-                    y = L.self_attn_layer_norm(y + a.out_proj((p @ sv[i]).transpose(1, 2).reshape(B, 1, d)))
+                    y = L.self_attn_layer_norm(y + a.out_proj((p @ sv[i]).transpose(1, 2).reshape(R, 1, d)))
                     e = L.encoder_attn
                     q = split(e.q_proj(y) * hd ** -0.5)
                     p = (q @ ck[i].transpose(-1, -2)).softmax(-1)
-                    y = L.encoder_attn_layer_norm(y + e.out_proj((p @ cv[i]).transpose(1, 2).reshape(B, 1, d)))
+                    y = L.encoder_attn_layer_norm(y + e.out_proj((p @ cv[i]).transpose(1, 2).reshape(R, 1, d)))
                     y = L.final_layer_norm(y + L.fc2(L.act(L.fc1(y))))
                 logits = m.lm_head(y[:, -1]) + m.final_logits_bias
                 logits[:, pad] = float("-inf")
+                if K == 1:
+                    if t < T - 1:
+                        logits[:, eos] = float("-inf")
+                    tok = logits.argmax(-1, keepdim=True)
+                    continue
+                logp = logits.log_softmax(-1)
                 if t < T - 1:
-                    logits[:, eos] = float("-inf")
-                tok = logits.argmax(-1, keepdim=True)
+                    logp[:, eos] = float("-inf")
+                V = logp.shape[1]
+                cand = (logp + scores.view(R, 1)).view(B, K * V)
+                top, idx = cand.topk(2 * K, dim=1)  # HF keeps 2*beams: room for </s> ones
+                scores = top[:, :K].contiguous()  # </s> is banned: the first K survive
+                src_row = (torch.div(idx[:, :K], V, rounding_mode="floor") + base).reshape(R)
+                tok = (idx[:, :K] % V).reshape(R, 1)
+                hist = torch.cat([hist.index_select(0, src_row), tok], 1)
+                if t < T - 1:  # HF's _reorder_cache: the caches follow the surviving beams
+                    sk = [x.index_select(0, src_row) for x in sk]
+                    sv = [x.index_select(0, src_row) for x in sv]
             t2 = time.perf_counter()
+            if K > 1:
+                self.last_beam = (scores, hist)  # [B, K] sums of log-probs, [R, 1 + T] ids
         return t1 - t0, t2 - t1
 
 
@@ -178,9 +210,11 @@ def random_sources(B, S, seed=1):
 # --------------------------------------------------------------------------------------
 # Runs
 
-def attend_bench(binary, model, B, S, T, threads, rounds, bandwidth=False, isa=None):
+def attend_bench(binary, model, B, S, T, threads, rounds, bandwidth=False, isa=None, beams=1):
     cmd = [binary, "bench", "-m", model, "-b", str(B), "-s", str(S), "-n", str(T), "-t", str(threads),
            "-r", str(rounds), "--json"]
+    if beams > 1:
+        cmd += ["--beam", str(beams)]
     if not bandwidth:
         cmd.append("--no-bandwidth")
     env = dict(os.environ)
@@ -301,12 +335,20 @@ def main(argv=None):
     p.add_argument("--batches", default="1,64")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--dtypes", default="f32,f16,int8")
+    p.add_argument("--beam", type=int, default=4, help="beam search section: beams (default 4; 1: no section)")
+    p.add_argument("--beam-runs", default="1x2,32x2,1x1",
+                   help="beam section: BATCHxTHREADS configurations (default 1x2,32x2,1x1)")
+    p.add_argument("--beam-dtypes", default="f32,int8")
     p.add_argument("--no-torch", action="store_true", help="attend only")
     p.add_argument("--md", help="write this Markdown report (BENCHMARKS.md)")
     a = p.parse_args(argv)
     batches = [int(x) for x in a.batches.split(",")]
     threads = [int(x) for x in a.threads.split(",")]
     dtypes = a.dtypes.split(",")
+    K = a.beam
+    beam_runs = [tuple(int(v) for v in x.split("x")) for x in a.beam_runs.split(",")] if K > 1 else []
+    beam_threads = [th for _, th in beam_runs]
+    beam_dtypes = a.beam_dtypes.split(",")
     S, T = a.src_len, a.tgt_len
     t_start = time.time()
     hf, paths = build_model(a.work)
@@ -344,6 +386,31 @@ def main(argv=None):
                         {"ms_per_sentence": 1e3 * tot / B, "ms_per_sentence_min": 1e3 * times[0][0] / B,
                          "tok_s": B * T / tot, "tok_s_max": B * T / times[0][0],
                          "encode_ms": 1e3 * enc, "decode_ms": 1e3 * dec})
+        # beam search: attend greedy and beam K side by side (their order alternating by
+        # round), then the PyTorch reference's beam K
+        for B, th in beam_runs:
+            for dt in beam_dtypes:
+                for beams in ((1, K) if r % 2 == 0 else (K, 1)):
+                    j, cmd = attend_bench(a.attend, paths[dt], B, S, T, th, a.per_round, beams=beams)
+                    assert j["tokens"] == B * T and j["steps"] == T, j
+                    res.setdefault(("attend", dt, B, th, beams), []).append(j)
+                    cmds[("attend", dt, B, th, beams)] = cmd
+            if runner and (B == 1 or r == 0):
+                torch.set_num_threads(th)
+                src = random_sources(B, S)
+                if r == 0:
+                    runner.run(src, 2, beams=K)  # warm-up
+                times = []
+                for _ in range(a.per_round if B == 1 else 1):
+                    t0 = time.perf_counter()
+                    enc, dec = runner.run(src, T, beams=K)
+                    times.append((time.perf_counter() - t0, enc, dec))
+                times.sort()
+                tot, enc, dec = times[len(times) // 2]
+                res.setdefault(("torch", "f32", B, th, K), []).append(
+                    {"ms_per_sentence": 1e3 * tot / B, "ms_per_sentence_min": 1e3 * times[0][0] / B,
+                     "tok_s": B * T / tot, "tok_s_max": B * T / times[0][0],
+                     "encode_ms": 1e3 * enc, "decode_ms": 1e3 * dec})
 
     def summary(key):
         rows = res.get(key)
@@ -443,12 +510,92 @@ def main(argv=None):
             if s and "peak_rss_mib" in s:
                 target(f"peak RSS, {dt}, batch 1 ≤ {lim} MiB", f"{s['peak_rss_mib']:.0f} MiB", s["peak_rss_mib"] <= lim)
 
+    # beam search: attend greedy / beam K and the PyTorch reference's beam K
+    def per_round_ratio(key_a, key_b, field):
+        """Median over rounds of each round's a ÷ b (the two ran side by side)."""
+        ra, rb = res.get(key_a), res.get(key_b)
+        if not ra or not rb:
+            return None
+        return statistics.median(x[field] / y[field] for x, y in zip(ra, rb))
+
+    beam_lines, beam_ratios, beam_targets = [], [], []
+    if K > 1:
+        beam_lines.append("| system | search | dtype | batch | threads | ms/sentence (median / min) "
+                          "| target tok/s (median / max) | encoder ms | decoder ms | peak RSS MiB "
+                          "| beam ÷ greedy: time, peak RSS |")
+        beam_lines.append("|" + "---|" * 11)
+        for B, th in beam_runs:
+            rows = [("attend", dt, bm) for dt in beam_dtypes for bm in (1, K)]
+            rows += [("torch", "f32", K)] if runner else []
+            for sysname, dt, bm in rows:
+                s = summary((sysname, dt, B, th, bm))
+                if not s:
+                    continue
+                rss = f"{s['peak_rss_mib']:.0f}" if "peak_rss_mib" in s else "—"
+                vs = "—"
+                if sysname == "attend" and bm > 1:
+                    g = summary(("attend", dt, B, th, 1))
+                    x = per_round_ratio(("attend", dt, B, th, bm), ("attend", dt, B, th, 1), "ms_per_sentence")
+                    if g and x:
+                        vs = f"{x:.2f}x, {s['peak_rss_mib'] / g['peak_rss_mib']:.2f}x"
+                name = "attend" if sysname == "attend" else "PyTorch reference"
+                beam_lines.append(
+                    f"| {name} | {'greedy' if bm == 1 else f'beam {bm}'} | {dt} | {B} | {th} | "
+                    f"{s['ms_per_sentence']:.1f} / {s['ms_min']:.1f} | {s['tok_s']:.0f} / {s['tok_s_max']:.0f} | "
+                    f"{s['encode_ms']:.1f} | {s['decode_ms']:.1f} | {rss} | {vs} |")
+        if runner:
+            beam_ratios.append(f"| dtype | batch | threads | attend beam {K} speed-up over the PyTorch reference's "
+                               f"beam {K} (median time ratio) |")
+            beam_ratios.append("|---|---|---|---|")
+            for B, th in beam_runs:
+                ref = summary(("torch", "f32", B, th, K))
+                for dt in beam_dtypes:
+                    s = summary(("attend", dt, B, th, K))
+                    if ref and s:
+                        beam_ratios.append(f"| {dt} | {B} | {th} | "
+                                           f"{ref['ms_per_sentence'] / s['ms_per_sentence']:.1f}x |")
+        bth = 2 if 2 in beam_threads else beam_threads[-1]
+
+        def btarget(text, value, ok):
+            beam_targets.append(f"| {text} | {value} | {'met' if ok else 'NOT met'} |")
+        if (1, bth) in beam_runs:
+            for dt in beam_dtypes:
+                g, b = summary(("attend", dt, 1, bth, 1)), summary(("attend", dt, 1, bth, K))
+                x = per_round_ratio(("attend", dt, 1, bth, K), ("attend", dt, 1, bth, 1), "ms_per_sentence")
+                if g and b and x:
+                    btarget(f"beam-{K} batch-1 latency ≤ 2x greedy latency ({dt})",
+                            f"{x:.2f}x ({b['ms_per_sentence']:.1f} vs {g['ms_per_sentence']:.1f} ms)", x <= 2)
+        if runner:
+            for B in [B for B, th in beam_runs if th == bth]:
+                ref = summary(("torch", "f32", B, bth, K))
+                for dt in beam_dtypes:
+                    s = summary(("attend", dt, B, bth, K))
+                    if ref and s:
+                        x = ref["ms_per_sentence"] / s["ms_per_sentence"]
+                        btarget(f"beam {K} ≥ 5x the PyTorch reference at beam {K} ({dt}, batch {B})",
+                                f"{x:.1f}x", x >= 5)
+        for B in [B for B, th in beam_runs if th == bth]:
+            for dt in beam_dtypes:
+                g, b = summary(("attend", dt, B, bth, 1)), summary(("attend", dt, B, bth, K))
+                if g and b and "peak_rss_mib" in g and "peak_rss_mib" in b:
+                    x = b["peak_rss_mib"] / g["peak_rss_mib"]
+                    btarget(f"peak RSS at beam {K} ≤ 1.3x greedy's ({dt}, batch {B})",
+                            f"{x:.2f}x ({b['peak_rss_mib']:.0f} vs {g['peak_rss_mib']:.0f} MiB)", x <= 1.3)
+
     print("\n".join(lines))
     if ratios:
         print()
         print("\n".join(ratios))
     print()
     print("\n".join(targets))
+    if beam_lines:
+        print()
+        print("\n".join(beam_lines))
+        if beam_ratios:
+            print()
+            print("\n".join(beam_ratios))
+        print()
+        print("\n".join(beam_targets))
 
     if a.md:
         mc = machine()
@@ -497,6 +644,9 @@ def main(argv=None):
         md.append("```")
         md.append("make bench                      # = " + " ".join(["tools/bench.py", "--md", "BENCHMARKS.md"]))
         md.append(" ".join(shlex.quote(c) for c in ex).replace(ROOT + "/", ""))
+        bex = cmds.get(("attend", "int8", 1, 2 if 2 in beam_threads else (beam_threads or [0])[-1], K))
+        if bex:
+            md.append(" ".join(shlex.quote(c) for c in bex).replace(ROOT + "/", ""))
         md.append("```\n")
         md.append("## Results\n")
         md += lines
@@ -516,6 +666,33 @@ def main(argv=None):
         md.append("|---|---|---|")
         md += targets
         md.append("")
+        if beam_lines:
+            md.append(f"## Beam search (beam {K})\n")
+            md.append(f"- Same model, sources and {T} target tokens per sentence as above, `attend bench --beam {K}`: "
+                      f"n-best 1 and the model's other generation settings; </s> is banned before the last step, "
+                      f"so all {K} beams of every sentence run to the limit ({K} decoder rows a step per sentence). "
+                      "Greedy and beam runs of each configuration alternate, their order swapped every round; "
+                      "\"beam ÷ greedy\" time is the median over rounds of each round's ratio, peak RSS the ratio "
+                      "of the peaks (`VmHWM`, maximum over rounds).")
+            md.append(f"- PyTorch reference at beam {K}: the cached decoder above, driven as HF `generate(num_beams={K})` "
+                      f"drives it: encoder outputs repeated per beam (`_expand_inputs_for_generation`), cross K/V from "
+                      f"them once, log-softmax with <pad> banned, the {2 * K} best of each sentence's {K} × vocabulary "
+                      "scores (`topk`), self-attention caches and token histories reordered to the surviving beams "
+                      "(`_reorder_cache`, `index_select`), </s> banned before the last step as in `attend bench`. "
+                      "Its beam scores were checked against a full recomputation of every beam's path. "
+                      f"Batch 1 in every round ({a.per_round} repetitions), batch > 1 one run in the first round.")
+            md.append("")
+            md += beam_lines
+            md.append("")
+            if beam_ratios:
+                md.append("### Ratios (same threads, same shapes, interleaved)\n")
+                md += beam_ratios
+                md.append("")
+            md.append("### Targets (beam search)\n")
+            md.append(f"| target | measured ({bth} threads) | |")
+            md.append("|---|---|---|")
+            md += beam_targets
+            md.append("")
         qmd = quality(a.attend, os.path.join(ROOT, "models", "de-en.gguf"), a.work)
         if qmd:
             md.append(qmd)

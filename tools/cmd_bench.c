@@ -20,10 +20,12 @@ static void usage_bench(FILE *f) {
             "\n"
             "Translate B random sources of S tokens, decoding exactly T target tokens (</s> is\n"
             "never chosen early), R timed rounds after one warm-up, and report time per sentence,\n"
-            "target tokens/s, encoder and decoder time and peak RSS. Then measure the memory\n"
-            "bandwidth (a STREAM-like triad, multi-threaded, over 3 x 640 MiB, and a pass that\n"
-            "only reads the same arrays) and, at batch 1, the fraction of each that one decoder\n"
-            "step reaches (weight bytes per step / step time).\n"
+            "target tokens/s, encoder and decoder time and peak RSS. With --beam N every one of a\n"
+            "sentence's N beams runs to the limit (N decoder rows a step; T output tokens per\n"
+            "sentence counted). Then measure the memory bandwidth (a STREAM-like triad,\n"
+            "multi-threaded, over 3 x 640 MiB, and a pass that only reads the same arrays) and,\n"
+            "at batch 1, the fraction of each that one decoder step reaches (weight bytes per\n"
+            "step / step time).\n"
             "\n"
             "options:\n"
             "  -m, --model FILE     checkpoint (required)\n"
@@ -33,6 +35,8 @@ static void usage_bench(FILE *f) {
             "  -t, --threads N      threads (default: physical cores,\n"
             "                       or $OMP_NUM_THREADS)\n"
             "  -r, --rounds R       timed rounds (default 5)\n"
+            "      --beam N         beam search with N beams, n-best 1, the model's other\n"
+            "                       generation settings (default 1: greedy)\n"
             "      --seed N         random source ids (default 1)\n"
             "      --no-bandwidth   skip the bandwidth measurement\n"
             "      --json           one JSON object instead of the table\n"
@@ -197,7 +201,7 @@ static const char *dtype_name(int dt) { return dt == AT_I8 ? "int8" : dt == AT_F
 
 int cmd_bench(int argc, char **argv) {
     const char *path = NULL;
-    int B = 1, S = 20, T = 20, threads = 0, rounds = 5, seed = 1, want_bandwidth = 1, json = 0;
+    int B = 1, S = 20, T = 20, threads = 0, rounds = 5, seed = 1, want_bandwidth = 1, json = 0, beams = 1;
     if (cli_wants_help(argc, argv)) {
         usage_bench(stdout);
         return EXIT_OK;
@@ -218,6 +222,8 @@ int cmd_bench(int argc, char **argv) {
             NEED_VALUE threads = cli_parse_int(a, v, 1, 4096);
         } else if (ARG("-r", "--rounds")) {
             NEED_VALUE rounds = cli_parse_int(a, v, 1, 100000);
+        } else if (!strcmp(a, "--beam")) {
+            NEED_VALUE beams = cli_parse_int(a, v, 1, 1024);
         } else if (!strcmp(a, "--seed")) {
             NEED_VALUE seed = cli_parse_int(a, v, 0, 1 << 30);
         } else if (!strcmp(a, "--no-bandwidth")) {
@@ -280,6 +286,18 @@ int cmd_bench(int argc, char **argv) {
     }
     marian_timing tm;
     marian_opts o = {0};
+    /* always an explicit search, so a file's recorded num_beams never turns greedy runs into
+     * beam runs: greedy (beams 1) or N beams; with ignore_eos every beam runs to the limit */
+    marian_search search = marian_search_defaults(m);
+    search.beams = beams;
+    search.n_best = 1;
+    search.sample = 0;
+    if (marian_search_check(&search, err, sizeof err)) {
+        fprintf(stderr, "attend bench: %s\n", err);
+        marian_free(m);
+        return EXIT_USAGE;
+    }
+    o.search = &search;
     o.max_length = T + 1;
     o.ignore_eos = 1;
     o.timing = &tm;
@@ -315,23 +333,25 @@ int cmd_bench(int argc, char **argv) {
 
     if (json) {
         printf("{\"model\": \"%s\", \"dtype\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"batch\": %d, "
-               "\"src_len\": %d, \"tgt_len\": %d, \"rounds\": %d, \"tokens\": %d, "
+               "\"beam\": %d, \"src_len\": %d, \"tgt_len\": %d, \"rounds\": %d, \"tokens\": %d, \"steps\": %d, "
                "\"ms_per_sentence\": %.3f, \"ms_per_sentence_min\": %.3f, \"tok_s\": %.2f, \"tok_s_max\": %.2f, "
                "\"encode_ms\": %.3f, \"decode_ms\": %.3f, \"step_ms\": %.4f, \"peak_rss_mib\": %.1f, "
                "\"step_weight_mb\": %.3f, \"step_gbps\": %.3f, \"triad_gbps\": %.3f, \"bw_fraction\": %.4f, "
                "\"read_gbps\": %.3f, \"read_fraction\": %.4f}\n",
-               path, dtype_name(m->dtype), at_k()->name, threads, B, S, T, rounds, produced,
+               path, dtype_name(m->dtype), at_k()->name, threads, B, beams, S, T, rounds, produced, tm.steps,
                1e3 * med / B, 1e3 * best / B, tok_s, tok_s_max, 1e3 * enc, 1e3 * dec, 1e3 * step_s, rss_mib,
                wbytes / 1e6, achieved, bw, bw > 0 ? achieved / bw : 0.0, bws.read, bws.read > 0 ? achieved / bws.read : 0.0);
     } else {
         printf("model               %s (%s, kernels %s, %d threads)\n", path, dtype_name(m->dtype), at_k()->name, threads);
         printf("shape               batch %d, %d source tokens, %d target tokens, %d rounds\n", B, S, T, rounds);
+        if (beams > 1) printf("search              beam %d (%d decoder rows a step)\n", beams, B * beams);
+        else printf("search              greedy\n");
         printf("time per sentence   %.2f ms median, %.2f ms min\n", 1e3 * med / B, 1e3 * best / B);
         printf("target tokens/s     %.1f median, %.1f max\n", tok_s, tok_s_max);
         printf("encoder / decoder   %.2f ms / %.2f ms per batch (median)\n", 1e3 * enc, 1e3 * dec);
         printf("peak RSS            %.1f MiB\n", rss_mib);
         printf("decoder step        %.3f ms, %.1f MB of weights -> %.2f GB/s%s\n", 1e3 * step_s, wbytes / 1e6, achieved,
-               B == 1 ? "" : " (batch > 1: weights are shared by the batch)");
+               B == 1 && beams == 1 ? "" : " (several rows a step: the weights are shared by them)");
         if (bw > 0)
             printf("memory bandwidth    %.2f GB/s triad (%d threads); step reaches %.0f%% of it\n", bw, threads,
                    100 * achieved / bw);
