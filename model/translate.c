@@ -398,7 +398,7 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
     if (!ss || !off || !len || !ids || !X || !enc_self) goto oom;
 
     /* sentences: rows, slots, limits */
-    int n_slots = 0, expect_max = 0;
+    int n_slots = 0, expect_max = 0, max_limit = 1;
     for (int i = 0, o0 = 0; i < n; i++) {
         off[i] = o0;
         len[i] = src[i].n;
@@ -438,6 +438,7 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
         int expect = 2 * src[i].n + 8;
         if (expect > q->limit) expect = q->limit;
         if (expect > expect_max) expect_max = expect;
+        if (q->limit > max_limit) max_limit = q->limit;
     }
     if (encode(m, ids, off, len, n, total, X, o->want_attention ? enc_self : NULL)) goto oom;
     mem.n = n;
@@ -491,7 +492,7 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
         if (nr == 0) break;
         if (t + 1 > ds.cap) {
             int cap = 2 * ds.cap > t + 1 ? 2 * ds.cap : t + 1;
-            if (cap > ml) cap = ml;
+            if (cap > max_limit) cap = max_limit; /* the longest sentence's steps, forced ones included */
             if (dec_reserve(&ds, cap)) goto oom;
         }
         /* runs of this step in the trace, with room for their captures */

@@ -55,12 +55,13 @@ def export(hf_dir, out, dtype="f32"):
     return out
 
 
-def run_attend(args, input_text=None, env=None, check=True):
+def run_attend(args, input_text=None, env=None, check=True, timeout=None):
+    """Run build/attend; with timeout (seconds) a hung run raises subprocess.TimeoutExpired."""
     e = dict(os.environ)
     if env:
         e.update(env)
     p = subprocess.run([ATTEND] + args, input=input_text, capture_output=True, text=True, env=e,
-                       errors="replace")
+                       errors="replace", timeout=timeout)
     if check and p.returncode != 0:
         raise AssertionError(f"attend {' '.join(args)} exited {p.returncode}: {p.stderr.strip()}")
     return p

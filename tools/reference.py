@@ -3,15 +3,20 @@
 
 It is not Hugging Face's code: it re-implements what transformers' MarianMTModel computes
 (post-LayerNorm transformer, sinusoidal positions with sines in the first half, scaled
-embeddings, final_logits_bias, greedy generate with pad banned and forced EOS) so the C
-engine can be checked against it on the same HF-style checkpoint directories users have.
+embeddings, final_logits_bias, greedy generate with pad banned and forced EOS, beam search
+with HF's logits processors and BeamHypotheses rules) so the C engine can be checked against
+it on the same HF-style checkpoint directories users have.
 
 Library use:
     m = load_hf_dir("opus-mt-de-en")            # config.json + weights + spm + vocab.json
     r = greedy(m, m.tok.encode("Hallo Welt"))   # ids, per-step logits, every attention
     print(m.tok.decode(r.ids))
 
-Command line: see `reference.py --help`.
+    b = beam_search(m, m.tok.encode("Hallo Welt"), num_beams=4, num_return_sequences=2)
+    print(b[0].score, m.tok.decode(b[0].ids))    # HF's sequence score, best first
+
+Command line: see `reference.py --help`, e.g.
+    reference.py translate DIR --beam 4 --n-best 2 "Hallo Welt"    # 'i ||| text ||| score'
 """
 import argparse
 import json
@@ -364,6 +369,257 @@ def force_decode(model, src_ids, tgt_ids):
 
 
 # --------------------------------------------------------------------------------------
+# Beam search, as HF generate(num_beams=B) (transformers 4.36-4.44: BeamSearchScorer,
+# BeamHypotheses with decoder_prompt_len 1) computes it for MarianMTModel
+
+# generation keys read from config.json, then generation_config.json (see load_hf_dir)
+GENERATION_KEYS = ("num_beams", "length_penalty", "early_stopping", "min_length", "min_new_tokens",
+                   "no_repeat_ngram_size", "repetition_penalty", "renormalize_logits")
+
+
+def parse_early_stopping(v):
+    """True, False or "never", from a bool or a string (command lines, JSON)."""
+    if isinstance(v, str):
+        low = v.strip().lower()
+        if low in ("true", "1"):
+            return True
+        if low in ("false", "0"):
+            return False
+        if low == "never":
+            return "never"
+        raise ValueError(f"early_stopping must be true, false or never, not {v!r}")
+    if v is None:
+        return False
+    return bool(v)
+
+
+def generation_defaults(config):
+    """Beam-search settings of a config dict (config.json merged with generation_config.json
+    by load_hf_dir), with HF GenerationConfig's class defaults for keys it lacks. The keys are
+    beam_search's parameter names."""
+    def get(k, default):
+        v = config.get(k)
+        return default if v is None else v
+
+    min_length = int(get("min_length", 0))
+    min_new = config.get("min_new_tokens")
+    if min_new is not None and int(min_new) + 1 > min_length:
+        min_length = int(min_new) + 1
+    return dict(num_beams=int(get("num_beams", 1)),
+                length_penalty=float(get("length_penalty", 1.0)),
+                early_stopping=parse_early_stopping(get("early_stopping", False)),
+                min_length=min_length,
+                no_repeat_ngram_size=int(get("no_repeat_ngram_size", 0)),
+                repetition_penalty=float(get("repetition_penalty", 1.0)),
+                renormalize_logits=bool(get("renormalize_logits", False)))
+
+
+class NearTies:
+    """Smallest gap seen between two floats whose order decided something. A result whose
+    gap is tiny may legitimately differ in an engine with other float32 rounding."""
+
+    def __init__(self):
+        self.gap = math.inf
+        self.where = None
+
+    def see(self, a, b, what):
+        if not (math.isfinite(a) and math.isfinite(b)) or min(a, b) <= -1e8:
+            return  # -inf, and the -1e9 start scores of beams 1.. (ties by rule, same anywhere)
+        g = abs(a - b)
+        if g < self.gap:
+            self.gap, self.where = g, what
+
+
+class BeamHypotheses:
+    """Finished hypotheses of one sentence: at most num_beams, the worst evicted (HF's rules)."""
+
+    def __init__(self, num_beams, length_penalty, early_stopping, max_length, ties=None):
+        self.num_beams = num_beams
+        self.length_penalty = length_penalty
+        self.early_stopping = early_stopping
+        self.max_length = max_length
+        self.beams = []          # (score, ids, beam_indices, sum_logprobs), in order added
+        self.worst_score = 1e9
+        self.ties = ties or NearTies()
+
+    def __len__(self):
+        return len(self.beams)
+
+    def add(self, ids, sum_logprobs, generated_len, beam_indices=None):
+        score = sum_logprobs / (generated_len ** self.length_penalty)
+        full = len(self.beams) >= self.num_beams
+        if full:
+            self.ties.see(score, self.worst_score, "add vs worst")
+        if not full or score > self.worst_score:
+            self.beams.append((score, ids, beam_indices, sum_logprobs))
+            if len(self.beams) > self.num_beams:
+                # lowest score goes; among equal scores the earliest added (tuple order)
+                ranked = sorted((s, i) for i, (s, _, _, _) in enumerate(self.beams))
+                self.ties.see(ranked[0][0], ranked[1][0], "evict")
+                del self.beams[ranked[0][1]]
+                self.worst_score = ranked[1][0]
+            else:
+                self.worst_score = min(score, self.worst_score)
+
+    def is_done(self, best_sum_logprobs, hf_cur_len):
+        """hf_cur_len = length of input_ids (start token included) + 1, as HF passes it."""
+        if len(self.beams) < self.num_beams:
+            return False
+        if self.early_stopping is True:
+            return True
+        lp = self.length_penalty
+        if self.early_stopping is False or lp <= 0:
+            best = best_sum_logprobs / (hf_cur_len - 1) ** lp
+        else:  # "never" with a positive penalty: the longest the output could grow
+            best = best_sum_logprobs / (self.max_length - 1) ** lp
+        if best != self.worst_score:  # equal when the best candidate is the </s> just added
+            self.ties.see(self.worst_score, best, "is_done")  # as the worst: same arithmetic
+        return self.worst_score >= best
+
+    def best(self, k):
+        """The k best, best first: sorted ascending (stable) then popped from the end, so
+        among equal scores the hypothesis added later comes first."""
+        ranked = sorted(self.beams, key=lambda h: h[0])
+        for a, b in zip(ranked, ranked[1:]):
+            self.ties.see(a[0], b[0], "final order")
+        return [ranked.pop() for _ in range(min(k, len(ranked)))]
+
+
+@dataclass
+class BeamResult:
+    ids: list              # generated ids without the start token; ends in eos if it ended so
+    score: float           # HF's sequence score: sum_logprobs / generated_len ** length_penalty
+    sum_logprobs: float    # float32 running score (a Python float)
+    beam_indices: list     # beam (0..B-1) each token was appended to, per step
+
+
+class BeamResults(list):
+    """BeamResult list, best first, with .near_tie (smallest deciding gap) and .where."""
+    near_tie = math.inf
+    where = None
+    steps = 0
+
+
+def _process_logits(logp, beams, cur_len, c, ml, forced, min_length, no_repeat_ngram_size,
+                    repetition_penalty, renormalize_logits):
+    """HF's logits processors on the log-probabilities [B, V] of each beam, in HF's order."""
+    eos, pad = c["eos_token_id"], c["pad_token_id"]
+    ninf = float("-inf")
+    for b, ids in enumerate(beams):
+        row = logp[b]
+        if repetition_penalty != 1.0:
+            seen = torch.tensor(sorted(set(ids)), dtype=torch.long)
+            s = row[seen]
+            row[seen] = torch.where(s < 0, s * repetition_penalty, s / repetition_penalty)
+        n = no_repeat_ngram_size
+        if n > 0 and cur_len + 1 >= n:
+            prev = tuple(ids[cur_len + 1 - n:])
+            banned = {ids[i + n - 1] for i in range(cur_len - n + 1) if tuple(ids[i:i + n - 1]) == prev}
+            for t in banned:
+                row[t] = ninf
+    logp[:, pad] = ninf          # bad_words_ids [[pad]] (already -inf: HF adds its -inf bias)
+    if min_length > 0 and cur_len < min_length:
+        logp[:, eos] = ninf
+    if forced and cur_len == ml - 1:
+        logp[:] = ninf
+        logp[:, eos] = 0.0
+    if renormalize_logits:
+        logp = logp.log_softmax(-1)
+    return logp
+
+
+@torch.no_grad()
+def beam_search(model, src_ids, num_beams, length_penalty=1.0, early_stopping=False,
+                num_return_sequences=1, max_length=None, min_length=0, no_repeat_ngram_size=0,
+                repetition_penalty=1.0, renormalize_logits=False):
+    """Beam-search one source as HF generate(num_beams=...) does for MarianMTModel: pad
+    banned before log_softmax, logits processors, 2*B candidates per step, BeamHypotheses
+    with HF's tie rules, float32 running scores. Recomputes the whole decoder over every
+    prefix each step (no cache). Returns BeamResults, best first (num_return_sequences)."""
+    c = model.config
+    model.eval()
+    B = int(num_beams)
+    if B < 1:
+        raise ValueError("num_beams must be >= 1")
+    if not 1 <= num_return_sequences <= B:
+        raise ValueError("num_return_sequences must be in 1..num_beams")
+    early_stopping = parse_early_stopping(early_stopping)
+    ml = generation_limits(c, max_length)
+    if len(src_ids) > c["max_position_embeddings"]:
+        raise ValueError("source longer than max_position_embeddings: encode with max_len")
+    eos, pad = c["eos_token_id"], c["pad_token_id"]
+    forced = c.get("forced_eos_token_id") is not None
+    memory, _ = model.encode(torch.tensor([src_ids]))
+    memory = memory.expand(B, -1, -1)
+    ties = NearTies()
+    hyps = BeamHypotheses(B, length_penalty, early_stopping, ml, ties)
+    beams = [[c["decoder_start_token_id"]] for _ in range(B)]   # HF's input_ids rows
+    history = [[] for _ in range(B)]                              # beam indices per step
+    scores = torch.full((B,), -1e9, dtype=torch.float32)
+    scores[0] = 0.0
+    done = False
+    steps = 0
+    while True:
+        steps += 1
+        cur_len = len(beams[0])
+        logits, _, _ = model.decode(torch.tensor(beams), memory)
+        raw = logits[:, -1, :].clone()
+        raw[:, pad] = float("-inf")                        # adjust_logits_during_generation
+        logp = raw.log_softmax(-1)
+        logp = _process_logits(logp, beams, cur_len, c, ml, forced, min_length,
+                               no_repeat_ngram_size, repetition_penalty, renormalize_logits)
+        V = logp.shape[1]
+        cand = (logp + scores[:, None]).reshape(-1).numpy()   # float32 adds, flat beam*V+token
+        ranked = np.argsort(-cand, kind="stable")               # descending; ties: lower index
+        order = ranked[: 2 * B]
+        top = cand[ranked[: 2 * B + 1]]
+        for a, b in zip(top, top[1:]):
+            ties.see(float(a), float(b), f"top-k at step {steps}")
+        new = []
+        for rank, fi in enumerate(order):
+            b, tok = divmod(int(fi), V)
+            s = float(cand[fi])
+            if tok == eos:
+                if rank >= B:
+                    continue
+                hyps.add(beams[b][1:] + [eos], s, generated_len=cur_len,
+                         beam_indices=history[b] + [b])
+            else:
+                new.append((s, tok, b))
+            if len(new) == B:
+                break
+        assert len(new) == B, "fewer live candidates than beams"
+        done = hyps.is_done(float(cand[order[0]]), cur_len + 1)
+        beams = [beams[b] + [tok] for _, tok, b in new]
+        history = [history[b] + [b] for _, _, b in new]
+        scores = torch.tensor([s for s, _, _ in new], dtype=torch.float32)
+        if done or len(beams[0]) >= ml:
+            break
+    if not done:
+        for b in range(B):
+            hyps.add(beams[b][1:], float(scores[b]), generated_len=len(beams[b]) - 1,
+                     beam_indices=history[b])
+    out = BeamResults(BeamResult(ids=list(ids), score=score, sum_logprobs=sl, beam_indices=bi)
+                      for score, ids, bi, sl in hyps.best(num_return_sequences))
+    out.near_tie, out.where, out.steps = ties.gap, ties.where, steps
+    return out
+
+
+@torch.no_grad()
+def attention_of(model, src_ids, tgt_ids):
+    """Teacher-forced attention for an output tgt_ids (without the start token, ending in eos
+    or cut by length), as attend's --dump-attention lays it out: per layer enc_self [H,S,S],
+    dec_self [H,T,T], cross [H,T,S], where row t is the step that predicted tgt_ids[t]."""
+    c = model.config
+    model.eval()
+    memory, enc_p = model.encode(torch.tensor([src_ids]))
+    inp = [c["decoder_start_token_id"]] + list(tgt_ids[:-1])
+    logits, self_p, cross_p = model.decode(torch.tensor([inp]), memory)
+    return dict(enc_self=[p[0].numpy() for p in enc_p], dec_self=[p[0].numpy() for p in self_p],
+                cross=[p[0].numpy() for p in cross_p], logits=logits[0].numpy())
+
+
+# --------------------------------------------------------------------------------------
 # HF-style directories: what users download, and what random test models are saved as
 
 def load_hf_dir(path):
@@ -374,9 +630,12 @@ def load_hf_dir(path):
     if os.path.exists(gen):
         with open(gen) as f:
             g = json.load(f)
-        for k in ("max_length", "forced_eos_token_id", "decoder_start_token_id", "bad_words_ids"):
+        for k in ("max_length", "forced_eos_token_id", "decoder_start_token_id", "bad_words_ids",
+                  "max_new_tokens") + GENERATION_KEYS:
             if k in g:
                 config[k] = g[k]
+    if config.get("max_new_tokens") is not None:  # HF: max_length = prompt (1) + N
+        config["max_length"] = int(config["max_new_tokens"]) + 1
     if "max_length" not in config:
         config["max_length"] = 20
     if "forced_eos_token_id" not in config:
@@ -497,23 +756,66 @@ def calibrate_eos(model, sources, rate):
 # --------------------------------------------------------------------------------------
 # Command line
 
+def _beam_settings(a, m):
+    """beam_search keyword arguments from the command line: the model's generation defaults
+    with --model-defaults (HF class defaults otherwise), then each option given."""
+    st = generation_defaults(m.config) if a.model_defaults else generation_defaults({})
+    for opt, key in (("beam", "num_beams"), ("length_penalty", "length_penalty"),
+                     ("early_stopping", "early_stopping"), ("min_length", "min_length"),
+                     ("no_repeat_ngram_size", "no_repeat_ngram_size"),
+                     ("repetition_penalty", "repetition_penalty")):
+        v = getattr(a, opt)
+        if v is not None:
+            st[key] = parse_early_stopping(v) if key == "early_stopping" else v
+    if a.renormalize_logits:
+        st["renormalize_logits"] = True
+    st["num_return_sequences"] = a.n_best or 1
+    plain_greedy = st["num_beams"] == 1 and st["num_return_sequences"] == 1
+    processors = (st["min_length"] > 0 or st["no_repeat_ngram_size"] > 0
+                  or st["repetition_penalty"] != 1.0 or st["renormalize_logits"])
+    if plain_greedy and processors:
+        raise SystemExit("reference.py: logits processors need --beam 2 or more")
+    return st, plain_greedy
+
+
 def _cmd_translate(a):
     m = load_hf_dir(a.model_dir)
+    st, plain_greedy = _beam_settings(a, m)
     lines = a.text if a.text else [l.rstrip("\n") for l in sys.stdin]
-    for line in lines:
-        r = greedy(m, m.tok.encode(line), a.max_length)
-        print(m.tok.decode(r.ids), flush=True)
+    for i, line in enumerate(lines):
+        if plain_greedy:
+            r = greedy(m, m.tok.encode(line), a.max_length)
+            hyps = [(r.ids, None)]
+        else:
+            res = beam_search(m, m.tok.encode(line), max_length=a.max_length, **st)
+            hyps = [(h.ids, h.score) for h in res]
+        if a.n_best:
+            for ids, score in hyps:
+                sc = "" if score is None else f"{score:.6f}"
+                print(f"{i} ||| {m.tok.decode(ids)} ||| {sc}", flush=True)
+        else:
+            print(m.tok.decode(hyps[0][0]), flush=True)
 
 
 def _cmd_dump(a):
-    """Write ids, logits and every attention matrix per sentence to an .npz for the tests."""
+    """Write ids, logits and every attention matrix per sentence to an .npz for the tests.
+    With --beam N (N >= 2) the best hypothesis, its teacher-forced logits and attention, and
+    s{i}/score."""
     m = load_hf_dir(a.model_dir)
+    st, plain_greedy = _beam_settings(a, m)
     with open(a.input, encoding="utf-8") as f:
         lines = [l.rstrip("\n") for l in f]
     out = {}
     for i, line in enumerate(lines):
         src = m.tok.encode(line)
-        r = greedy(m, src, a.max_length)
+        if plain_greedy:
+            r = greedy(m, src, a.max_length)
+        else:
+            best = beam_search(m, src, max_length=a.max_length, **st)[0]
+            att = attention_of(m, src, best.ids)
+            r = Result(ids=best.ids, logits=att["logits"], enc_self=att["enc_self"],
+                       dec_self=att["dec_self"], cross=att["cross"])
+            out[f"s{i}/score"] = np.array([best.score], dtype=np.float32)
         out[f"s{i}/src_ids"] = np.array(src, dtype=np.int32)
         out[f"s{i}/tgt_ids"] = np.array(r.ids, dtype=np.int32)
         out[f"s{i}/logits"] = r.logits.astype(np.float32)
@@ -551,17 +853,30 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    t = sub.add_parser("translate", help="greedy-translate arguments or stdin lines")
+    t = sub.add_parser("translate", help="translate arguments or stdin lines (greedy unless "
+                                         "--beam N or --model-defaults)")
     t.add_argument("model_dir")
     t.add_argument("text", nargs="*")
     t.add_argument("--max-length", type=int)
+    t.add_argument("--n-best", type=int, metavar="K",
+                   help="K lines 'i ||| text ||| score' per input line (score: HF's sequence score)")
     t.set_defaults(fn=_cmd_translate)
     d = sub.add_parser("dump", help="ids, logits and attention of each input line to .npz")
     d.add_argument("model_dir")
     d.add_argument("--input", required=True)
     d.add_argument("--out", required=True)
     d.add_argument("--max-length", type=int)
-    d.set_defaults(fn=_cmd_dump)
+    d.set_defaults(fn=_cmd_dump, n_best=None)
+    for q in (t, d):
+        q.add_argument("--beam", type=int, metavar="N", help="beam search with N beams (1: greedy)")
+        q.add_argument("--model-defaults", action="store_true",
+                       help="start from the model's generation settings (num_beams, ...)")
+        q.add_argument("--length-penalty", type=float)
+        q.add_argument("--early-stopping", choices=["true", "false", "never"])
+        q.add_argument("--min-length", type=int)
+        q.add_argument("--no-repeat-ngram-size", type=int)
+        q.add_argument("--repetition-penalty", type=float)
+        q.add_argument("--renormalize-logits", action="store_true")
     r = sub.add_parser("random", help="save a random model as an HF-style directory")
     r.add_argument("out_dir")
     r.add_argument("--source-spm", required=True)
@@ -577,7 +892,11 @@ def main(argv=None):
                    help="fraction of greedy steps that should pick </s> (default 0.08)")
     r.add_argument("--format", choices=["safetensors", "bin"], default="safetensors")
     r.set_defaults(fn=_cmd_random)
-    a = p.parse_args(argv)
+    a, rest = p.parse_known_args(argv)
+    if rest and a.cmd == "translate" and not any(x.startswith("-") for x in rest):
+        a.text += rest  # TEXT arguments after options
+    elif rest:
+        p.error("unrecognized arguments: " + " ".join(rest))
     a.fn(a)
 
 
