@@ -25,7 +25,7 @@ BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev
 DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unzip clang \
              libclang-rt-dev libomp-dev valgrind chromium
 
-.PHONY: all deps build-deps install-pkgs demo test test-c test-py install clean help
+.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py install clean help
 
 all: $(BUILD)/attend $(BUILD)/libattend.a $(BUILD)/libattend.so
 
@@ -97,7 +97,13 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libattend.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
+# make test ends with one line, every part's checks added up (tests/summarize.py)
 test: deps
+	@mkdir -p $(BUILD)
+	@{ $(MAKE) test-all; echo $$? >$(BUILD)/test.status; } 2>&1 | tee $(BUILD)/test.log
+	@$(PYTHON) tests/summarize.py $(BUILD)/test.log "$$(cat $(BUILD)/test.status)"
+
+test-all:
 	$(MAKE) all $(TEST_BINS)
 	$(MAKE) test-c test-py
 	$(MAKE) sanitize valgrind fuzz-smoke

@@ -41,7 +41,7 @@ def main():
         failed += f
     if broken:
         print("failing scripts: " + ", ".join(broken))
-    print(f"{passed} passed, {failed} failed")
+    print(f"python: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 
 

@@ -114,6 +114,12 @@ static void usage_translate(FILE *f) {
             "  -v, --verbose           one line per chunk of input and per batch on stderr\n"
             "      --max-length N      generation limit counting the start token\n"
             "                          (default: the model's max_length)\n"
+            "      --dump-attention F  write every attention matrix, ids and pieces to the\n"
+            "                          NumPy archive F (.npz); see README\n"
+            "      --dump-logits       with --dump-attention: also the raw logits per step\n"
+            "      --alignment[=VIEW]  append ' ||| ' and the word alignment (Pharaoh i-j,\n"
+            "                          0-based source-target) from attention VIEW (default\n"
+            "                          " ATTEND_DEFAULT_VIEW "; see attend align --help)\n"
             "\n"
             "search (default: the model's generation settings, as HF generate() uses them;\n"
             "greedy for files that record none; see attend info):\n"
@@ -132,12 +138,6 @@ static void usage_translate(FILE *f) {
             "      --temperature T     sampling: divide the logits by T (default 1)\n"
             "      --seed S            sampling: a line's draws depend on S and the line only\n"
             "                          (default 0)\n"
-            "      --dump-attention F  write every attention matrix, ids and pieces to the\n"
-            "                          NumPy archive F (.npz); see README\n"
-            "      --dump-logits       with --dump-attention: also the raw logits per step\n"
-            "      --alignment[=VIEW]  append ' ||| ' and the word alignment (Pharaoh i-j,\n"
-            "                          0-based source-target) from attention VIEW (default\n"
-            "                          " ATTEND_DEFAULT_VIEW "; see attend align --help)\n"
             "  -h, --help              this help\n",
             DEFAULT_BATCH);
 }
