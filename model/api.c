@@ -146,10 +146,10 @@ static int resolve_search(const marian_model *m, const attend_params *p, marian_
     if (p->set_min_length) s->min_length = p->min_length;
     if (p->set_no_repeat_ngram_size) s->no_repeat_ngram = p->no_repeat_ngram_size;
     if (p->repetition_penalty != 0) s->repetition_penalty = p->repetition_penalty;
+    /* zero means the default; anything else goes to marian_search_check as given */
     s->top_k = p->top_k;
-    s->top_p = p->top_p > 0 ? p->top_p : 1.0f;
-    s->temperature = p->temperature > 0 ? p->temperature : 1.0f;
-    if (p->sample && p->temperature < 0) s->temperature = p->temperature; /* refused below */
+    s->top_p = p->top_p != 0 ? p->top_p : 1.0f;
+    s->temperature = p->temperature != 0 ? p->temperature : 1.0f;
     s->seed = p->seed;
     return marian_search_check(s, err, errlen);
 }

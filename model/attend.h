@@ -90,7 +90,7 @@ typedef struct {
     int *src_ids, *tgt_ids;
     char **src_pieces;  /* n_src pieces */
     char **tgt_pieces;  /* n_tgt pieces */
-    int truncated;      /* the source was cut: to max_position_embeddings tokens, or (a line of
+    int truncated;      /* the source was cut: to model_max_length tokens, or (a line of
                          * few tokens in many bytes) to the bytes the tokenizer reads */
     float *logprob;     /* [n_tgt] log-probability of each target token (want_scores) */
     float *logits;      /* [n_tgt, decoder_vocab_size] raw logits (want_logits) */
@@ -127,7 +127,7 @@ int attend_translate(attend_model *m, const char *const *lines, const size_t *le
 void attend_result_free(attend_result *r);
 
 /* The number of source ids line would translate with (its pieces and </s>, after truncation
- * to max_position_embeddings), for batching by tokens. -1 with err on failure. */
+ * to model_max_length), for batching by tokens. -1 with err on failure. */
 int attend_count_tokens(const attend_model *m, const char *line, size_t len, char *err, size_t errlen);
 
 /* Choose the kernel set from CPUID, or from $ATTEND_ISA if set (attend_load does this too).

@@ -136,12 +136,10 @@ static int trace_reserve_recs(trace *tr, int need) {
 
 static int trace_reserve_att(trace *tr, size_t need) {
     if (need <= tr->cap_att) return 0;
-    size_t c = tr->cap_att ? tr->cap_att : 1 << 16;
-    while (c < need) c *= 2;
-    float *q = realloc(tr->att, sizeof(float) * c);
-    if (!q) return -1;
-    tr->att = q;
-    tr->cap_att = c;
+    size_t cap = tr->cap_att ? tr->cap_att : 1 << 16;
+    while (cap < need) cap *= 2;
+    if (resize((void **)&tr->att, cap, sizeof(float))) return -1;
+    tr->cap_att = cap;
     return 0;
 }
 
@@ -165,16 +163,13 @@ static void trace_free(trace *tr) {
     free(tr->logits);
 }
 
-/* The tokens of the path ending at record rec (after the start token) into ids, and the
- * runs that produced them into runs (both [n]); returns n. */
-static int trace_path(const trace *tr, int rec, int *ids, int *runs, int cap) {
-    int n = tr->run_step[tr->rec_run[rec]] + 1;
-    if (n > cap) return -1;
-    for (int k = n - 1; k >= 0; k--) {
-        ids[k] = tr->rec_tok[rec];
-        if (runs) runs[k] = tr->rec_run[rec];
-        rec = tr->run_prev[tr->rec_run[rec]];
-    }
+/* Tokens in the path ending at record rec (after the start token). */
+static int trace_length(const trace *tr, int rec) { return tr->run_step[tr->rec_run[rec]] + 1; }
+
+/* The records of that path, first to last, into recs [trace_length]; returns the length. */
+static int trace_records(const trace *tr, int rec, int *recs) {
+    const int n = trace_length(tr, rec);
+    for (int k = n - 1; k >= 0; k--, rec = tr->run_prev[tr->rec_run[rec]]) recs[k] = rec;
     return n;
 }
 
@@ -209,47 +204,44 @@ static int make_output(const marian_model *m, const marian_opts *o, const trace 
                        const float *scores, int k, int S, marian_output *out) {
     const marian_config *c = &m->c;
     const int L = c->dec_layers, H = c->dec_heads, V = c->decoder_vocab_size;
-    const int cap = marian_max_length(m, o) + 1 + (1 << 16);
     out->nbest = calloc((size_t)k, sizeof(marian_hyp));
-    if (!out->nbest) return -1;
+    int *path = malloc(sizeof(int) * (size_t)trace_length(tr, recs[0]));
+    if (!out->nbest || !path) goto oom;
     out->n_best = k;
-    int *runs = NULL;
     for (int h = 0; h < k; h++) {
-        int n = tr->run_step[tr->rec_run[recs[h]]] + 1;
         marian_hyp *hy = &out->nbest[h];
-        hy->ids = malloc(sizeof(int) * (size_t)n);
-        if (!hy->ids) return -1;
-        hy->n = trace_path(tr, recs[h], hy->ids, NULL, cap);
+        hy->n = trace_length(tr, recs[h]);
+        hy->ids = malloc(sizeof(int) * (size_t)hy->n);
+        if (!hy->ids) goto oom;
+        for (int t = hy->n - 1, rec = recs[h]; t >= 0; t--, rec = tr->run_prev[tr->rec_run[rec]])
+            hy->ids[t] = tr->rec_tok[rec];
         hy->score = scores[h];
     }
-    const int n = out->nbest[0].n;
+    /* the output itself: the best hypothesis, with what was captured along its path */
+    const int n = trace_records(tr, recs[0], path);
     out->n = n;
     out->score = scores[0];
     out->ids = malloc(sizeof(int) * (size_t)n);
-    runs = malloc(sizeof(int) * (size_t)n);
-    if (!out->ids || !runs) goto oom;
-    trace_path(tr, recs[0], out->ids, runs, cap);
+    if (!out->ids) goto oom;
+    memcpy(out->ids, out->nbest[0].ids, sizeof(int) * (size_t)n);
     if (o->want_scores) {
         out->logprob = malloc(sizeof(float) * (size_t)n);
         if (!out->logprob) goto oom;
-        /* the records of the path, walking back */
-        for (int t = n - 1, rec = recs[0]; t >= 0; t--) {
-            out->logprob[t] = tr->rec_lp[rec];
-            rec = tr->run_prev[tr->rec_run[rec]];
-        }
+        for (int t = 0; t < n; t++) out->logprob[t] = tr->rec_lp[path[t]];
     }
     if (o->want_logits) {
         out->logits = malloc(sizeof(float) * (size_t)n * V);
         if (!out->logits) goto oom;
         for (int t = 0; t < n; t++)
-            memcpy(out->logits + (size_t)t * V, tr->logits + (size_t)runs[t] * V, sizeof(float) * (size_t)V);
+            memcpy(out->logits + (size_t)t * V, tr->logits + (size_t)tr->rec_run[path[t]] * V,
+                   sizeof(float) * (size_t)V);
     }
     if (o->want_attention) {
         out->dec_self = calloc((size_t)L * H * n * n, sizeof(float));
         out->cross = malloc(sizeof(float) * (size_t)L * H * n * S);
         if (!out->dec_self || !out->cross) goto oom;
         for (int t = 0; t < n; t++) {
-            const float *self = tr->att + tr->run_att[runs[t]];
+            const float *self = tr->att + tr->run_att[tr->rec_run[path[t]]];
             const float *cross = self + (size_t)L * H * (t + 1);
             for (int lh = 0; lh < L * H; lh++) {
                 memcpy(out->dec_self + ((size_t)lh * n + t) * n, self + (size_t)lh * (t + 1),
@@ -258,10 +250,10 @@ static int make_output(const marian_model *m, const marian_opts *o, const trace 
             }
         }
     }
-    free(runs);
+    free(path);
     return 0;
 oom:
-    free(runs);
+    free(path);
     return -1;
 }
 
@@ -298,34 +290,25 @@ static int beam_step(sent_search *ss, const marian_search *s, int eos, int V, tr
             merged[at] = cd;
             parent[at] = k;
         }
+    /* in rank order: </s> among the first beams-many finishes a hypothesis, any other token
+     * continues one; parent[] is rewritten in place to map new beam -> old beam (live <= r,
+     * so each entry is read before it is overwritten) */
     int live = 0;
-    int next_parent[1024];
-    float next_score[1024];
-    int next_rec[1024];
     for (int r = 0; r < n && live < B; r++) {
         const beam_cand cd = merged[r];
-        const int run = cand_run[parent[r]];
+        if (cd.token == eos && r >= B) continue;
+        const int rec = add_record(tr, cand_run[parent[r]], cd.token, 0);
+        if (rec < 0) return -1;
         if (cd.token == eos) {
-            if (r >= B) continue;
-            int rec = add_record(tr, run, cd.token, 0);
-            if (rec < 0) return -1;
             heap_add(&ss->heap, s, cd.score, t + 1, rec);
         } else {
-            int rec = add_record(tr, run, cd.token, 0);
-            if (rec < 0) return -1;
-            next_parent[live] = parent[r];
-            next_score[live] = cd.score;
-            next_rec[live] = rec;
+            parent[live] = parent[r];
+            ss->live_score[live] = cd.score;
+            ss->live_rec[live] = rec;
             live++;
         }
     }
     if (heap_is_done(&ss->heap, s, merged[0].score, t + 2, max_length)) ss->done = 1;
-    /* the new live beams; parent[] now maps new beam -> old beam */
-    for (int j = 0; j < live; j++) {
-        parent[j] = next_parent[j];
-        ss->live_score[j] = next_score[j];
-        ss->live_rec[j] = next_rec[j];
-    }
     ss->n_live = live;
     return 0;
 }
@@ -521,8 +504,7 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
 
         /* each row's choice (greedy, sampled, forced) or its beam candidates, in parallel:
          * a row reads its own logits and writes its own slots */
-        int bad = 0;
-#pragma omp parallel for schedule(dynamic) num_threads(threads) if (nr > 1 && threads > 1) reduction(| : bad)
+#pragma omp parallel for schedule(dynamic) num_threads(threads) if (nr > 1 && threads > 1)
         for (int b = 0; b < nr; b++) {
             const int i = refs[b].sent, k = refs[b].live;
             sent_search *q = &ss[i];
@@ -534,9 +516,9 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
             pi[0] = c->start_id;
             if (!src[i].forced && (search_has_processors(s, o->ignore_eos) || s->sample)) {
                 const int rec = q->live_rec[k];
-                const int got = rec < 0 ? 0 : trace_path(&tr, rec, pi + 1, NULL, ml);
-                if (got < 0) bad = 1;
-                p.n = got + 1;
+                /* non-forced rows stop by step ml - 2, so the path fits pathbuf's ml + 1 ids */
+                p.n = 1 + (rec < 0 ? 0 : trace_records(&tr, rec, pi + 1));
+                for (int j = 1; j < p.n; j++) pi[j] = tr.rec_tok[pi[j]];
             }
             if (beam && !src[i].forced) {
                 beam_candidates(&x, lg, &p, q->live_score[k], wk, cands + (size_t)b * K2, &tr.run_lse[run0 + b]);
@@ -549,7 +531,6 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
             choice[b] = next;
             choice_lp[b] = o->want_scores ? log_softmax_at(lg, V, next) : 0;
         }
-        if (bad) goto oom;
 
         for (int b0 = 0; b0 < nr;) {
             const int i = refs[b0].sent;

@@ -95,7 +95,7 @@ int marian_max_length(const marian_model *m, const marian_opts *opts);
 #define MARIAN_BYTES_PER_POSITION 32
 
 /* Text side. Source text -> ids (pieces mapped through the vocabulary, unknown -> <unk>,
- * </s> appended, a leading >>xx<< code kept whole), cut to max_position_embeddings with
+ * </s> appended, a leading >>xx<< code kept whole), cut to model_max_length tokens with
  * *truncated set (also set when only the first max_position_embeddings *
  * MARIAN_BYTES_PER_POSITION bytes were read). pieces (optional) receives the source
  * pieces, "</s>" last. */

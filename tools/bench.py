@@ -324,6 +324,33 @@ def others_running():
     return busy
 
 
+
+def add_ratios(md, ratios):
+    """A ratio table's section, when there is one."""
+    if ratios:
+        md.append("### Ratios (same threads, same shapes, interleaved)\n")
+        md += ratios
+        md.append("")
+
+
+def add_targets(md, measured, rows):
+    """A target table: target, measured, verdict."""
+    md.append(f"| target | {measured} | |")
+    md.append("|---|---|---|")
+    md += rows
+    md.append("")
+
+
+def print_tables(lines, ratios, targets):
+    """Results, ratios (when any) and targets on the terminal, a blank line between."""
+    print("\n".join(lines))
+    if ratios:
+        print()
+        print("\n".join(ratios))
+    print()
+    print("\n".join(targets))
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--attend", default=os.path.join(ROOT, "build", "attend"))
@@ -582,20 +609,10 @@ def main(argv=None):
                     btarget(f"peak RSS at beam {K} ≤ 1.3x greedy's ({dt}, batch {B})",
                             f"{x:.2f}x ({b['peak_rss_mib']:.0f} vs {g['peak_rss_mib']:.0f} MiB)", x <= 1.3)
 
-    print("\n".join(lines))
-    if ratios:
-        print()
-        print("\n".join(ratios))
-    print()
-    print("\n".join(targets))
+    print_tables(lines, ratios, targets)
     if beam_lines:
         print()
-        print("\n".join(beam_lines))
-        if beam_ratios:
-            print()
-            print("\n".join(beam_ratios))
-        print()
-        print("\n".join(beam_targets))
+        print_tables(beam_lines, beam_ratios, beam_targets)
 
     if a.md:
         mc = machine()
@@ -651,10 +668,7 @@ def main(argv=None):
         md.append("## Results\n")
         md += lines
         md.append("")
-        if ratios:
-            md.append("### Ratios (same threads, same shapes, interleaved)\n")
-            md += ratios
-            md.append("")
+        add_ratios(md, ratios)
         md.append("## Targets (issue 5)\n")
         cpu = machine()["cpu"]
         same_cpu = "intel" in cpu.lower()
@@ -662,10 +676,7 @@ def main(argv=None):
                   "(CTranslate2 is not installed here, so they are not side by side); PyTorch ratios are."
                   + ("" if same_cpu else f" **This run's CPU is {cpu}, not {CT2_CPU}: the CTranslate2 rows "
                      "compare different machines and say little either way.**") + "\n")
-        md.append("| target | measured (2 threads) | |")
-        md.append("|---|---|---|")
-        md += targets
-        md.append("")
+        add_targets(md, "measured (2 threads)", targets)
         if beam_lines:
             md.append(f"## Beam search (beam {K})\n")
             md.append(f"- Same model, sources and {T} target tokens per sentence as above, `attend bench --beam {K}`: "
@@ -684,15 +695,9 @@ def main(argv=None):
             md.append("")
             md += beam_lines
             md.append("")
-            if beam_ratios:
-                md.append("### Ratios (same threads, same shapes, interleaved)\n")
-                md += beam_ratios
-                md.append("")
+            add_ratios(md, beam_ratios)
             md.append("### Targets (beam search)\n")
-            md.append(f"| target | measured ({bth} threads) | |")
-            md.append("|---|---|---|")
-            md += beam_targets
-            md.append("")
+            add_targets(md, f"measured ({bth} threads)", beam_targets)
         qmd = quality(a.attend, os.path.join(ROOT, "models", "de-en.gguf"), a.work)
         if qmd:
             md.append(qmd)

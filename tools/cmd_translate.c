@@ -193,7 +193,10 @@ static int write_line(translate_ctx *cx, attend_result *r) {
     }
     const attend_config *c = attend_get_config(cx->m);
     const size_t max_bytes = (size_t)c->max_position_embeddings * MARIAN_BYTES_PER_POSITION;
-    if (r->truncated && r->n_src >= c->max_position_embeddings)
+    if (r->truncated && r->n_src >= c->model_max_length && c->model_max_length < c->max_position_embeddings)
+        fprintf(stderr, "attend: line %lld: longer than the tokenizer's %d tokens (model_max_length); "
+                "translated its first %d\n", idx, c->model_max_length, r->n_src);
+    else if (r->truncated && r->n_src >= c->max_position_embeddings)
         fprintf(stderr, "attend: line %lld: longer than the model's %d positions; "
                 "translated its first %d tokens\n", idx, c->max_position_embeddings, r->n_src);
     else if (r->truncated) /* many bytes, few tokens (runs of spaces, say) */
