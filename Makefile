@@ -15,15 +15,15 @@ LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/
           model/marian.c model/forward.c model/search.c model/translate.c model/text.c model/api.c model/align.c
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = tools/attend.c tools/cli.c tools/cmd_translate.c tools/cmd_info.c tools/cmd_bench.c tools/cmd_quantize.c tools/npz.c \
-          tools/cmd_align.c tools/heatmap.c
+          tools/cmd_align.c tools/heatmap.c tools/cmd_explore.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
-CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o)
+CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/tools/explore_html.o
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h tools/*.h)
 
 # Debian packages the build (and make demo) needs, and those the tests add.
 BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev
 DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unzip clang \
-             libclang-rt-dev libomp-dev valgrind chromium
+             libclang-rt-dev libomp-dev valgrind chromium chromium-driver
 
 .PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py install clean help
 
@@ -52,6 +52,15 @@ $(BUILD)/libattend.a: $(LIB_OBJ)
 
 $(BUILD)/libattend.so: $(LIB_OBJ)
 	$(CXX) -shared -o $@ $^ $(LDLIBS)
+
+# attend explore's page, compiled in as one C string (each line quoted, \ and " escaped)
+$(BUILD)/tools/explore_html.c: tools/explore.html
+	@mkdir -p $(dir $@)
+	{ echo 'const char explore_html[] ='; \
+	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } >$@
+
+$(BUILD)/tools/explore_html.o: $(BUILD)/tools/explore_html.c
+	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/attend: $(CLI_OBJ) $(BUILD)/libattend.a
 	$(CXX) -o $@ $(CLI_OBJ) $(BUILD)/libattend.a $(LDLIBS)

@@ -21,6 +21,8 @@ static void usage(FILE *f) {
             "  info        print a model's configuration\n"
             "  verify      check a model file's checksums and values\n"
             "  align       show where the model looked: attention heatmap, word alignment\n"
+            "  explore     write an HTML page with every attention matrix (head, matrix, grid,\n"
+            "              alignment views)\n"
             "  quantize    rewrite a checkpoint with int8 matrices (per-row scales)\n"
             "  bench       time translation of random sources; measure memory bandwidth\n"
             "  isa         print the kernel set in use ($ATTEND_ISA=generic|avx2|avx512 forces one)\n"
@@ -84,6 +86,7 @@ static int run(int argc, char **argv) {
     if (!strcmp(cmd, "bench")) return cmd_bench(argc - 1, argv + 1);
     if (!strcmp(cmd, "quantize")) return cmd_quantize(argc - 1, argv + 1);
     if (!strcmp(cmd, "align")) return cmd_align(argc - 1, argv + 1);
+    if (!strcmp(cmd, "explore")) return cmd_explore(argc - 1, argv + 1);
     fprintf(stderr, "attend: unknown command '%s'\n", cmd);
     usage(stderr);
     return EXIT_USAGE;

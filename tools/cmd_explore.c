@@ -1,0 +1,392 @@
+/* attend explore: translate (or force-decode) sentences and write one self-contained HTML
+ * page with every attention matrix: head view, matrix view, grid of all heads, word
+ * alignments. The page (tools/explore.html, compiled in as explore_html) carries its own
+ * CSS and JavaScript and reads its data from an inline JSON block; it loads nothing. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../model/align.h"
+#include "cli.h"
+
+extern const char explore_html[]; /* build/tools/explore_html.c, made from tools/explore.html */
+
+/* A longer side makes a page no browser draws well (a 200-piece side is 40,000 cells per
+ * head); such lines are refused, not cut. */
+#define EXPLORE_MAX_PIECES 200
+#define EXPLORE_MAX_SENTENCES 100
+
+static void usage_explore(FILE *f) {
+    fprintf(f,
+            "usage: attend explore [-m MODEL.gguf] [options] [\"source sentence\"]\n"
+            "\n"
+            "Translate sentences (the argument, else each line of standard input) and write one\n"
+            "self-contained HTML page that shows every attention matrix: a head view (lines\n"
+            "from each token to what it attends to, one colour per head), the matrix of the\n"
+            "chosen layer and head, every layer x head as small multiples, and the word\n"
+            "alignment with each target token's log-probability. Open the page from disk in any\n"
+            "browser; it needs no network. Keys on the page: arrows change head and layer.\n"
+            "\n"
+            "options:\n"
+            "  -m, --model FILE   checkpoint (default: $ATTEND_MODEL, else models/de-en.gguf)\n"
+            "  -o, --output FILE  the page (default explore.html; - for standard output)\n"
+            "      --target TEXT  force-decode this translation of the one source sentence\n"
+            "      --beam N       translate with N beams (default: the model's setting)\n"
+            "      --greedy       the same as --beam 1\n"
+            "      --preset VIEW  alignment view listed first (default %s; see attend align\n"
+            "                     --help); penultimate:avg and all:avg are always offered\n"
+            "  -t, --threads N    threads (default: physical cores, or $OMP_NUM_THREADS)\n"
+            "  -h, --help         this help\n"
+            "\n"
+            "Lines of more than %d pieces on either side are refused (the page would be too\n"
+            "large to draw); at most %d sentences make one page.\n",
+            ATTEND_DEFAULT_VIEW, EXPLORE_MAX_PIECES, EXPLORE_MAX_SENTENCES);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * JSON that is safe inside <script>: '<', '>' and '&' as \u escapes (so no "</script>" or
+ * "<!--" can appear), U+2028/2029 escaped, invalid UTF-8 replaced by U+FFFD. */
+
+static int utf8_len(const unsigned char *p) {
+    if (p[0] < 0x80) return 1;
+    int n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
+    if (!n) return 0;
+    for (int i = 1; i < n; i++)
+        if ((p[i] & 0xc0) != 0x80) return 0;
+    unsigned cp = n == 2 ? (p[0] & 0x1fu) << 6 | (p[1] & 0x3fu)
+                : n == 3 ? (p[0] & 0x0fu) << 12 | (p[1] & 0x3fu) << 6 | (p[2] & 0x3fu)
+                         : (p[0] & 0x07u) << 18 | (p[1] & 0x3fu) << 12 | (p[2] & 0x3fu) << 6 | (p[3] & 0x3fu);
+    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        return 0;
+    return n;
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p;) {
+        int n = utf8_len(p);
+        if (n == 0) {
+            fputs("\\ufffd", f);
+            p++;
+        } else if (n > 1) {
+            if (n == 3 && p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9))
+                fprintf(f, "\\u%04x", p[2] == 0xa8 ? 0x2028 : 0x2029);
+            else
+                fwrite(p, 1, (size_t)n, f);
+            p += n;
+        } else {
+            if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
+            else if (*p < 0x20 || *p == '<' || *p == '>' || *p == '&' || *p == 0x7f) fprintf(f, "\\u%04x", *p);
+            else fputc(*p, f);
+            p++;
+        }
+    }
+    fputc('"', f);
+}
+
+static void json_strs(FILE *f, const char *const *s, int n) {
+    fputc('[', f);
+    for (int i = 0; i < n; i++) {
+        if (i) fputc(',', f);
+        json_str(f, s[i]);
+    }
+    fputc(']', f);
+}
+
+/* Attention weights as integers in thousandths: 3 decimals, the page's precision. */
+static void json_weights(FILE *f, const float *x, size_t n) {
+    fputc('[', f);
+    for (size_t i = 0; i < n; i++) fprintf(f, "%s%ld", i ? "," : "", lrintf(x[i] * 1000.0f));
+    fputc(']', f);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * one sentence */
+
+typedef struct {
+    const char *model, *output, *target, *preset;
+    int beams, threads;
+} explore_args;
+
+/* The alignment of r under each preset view, as {"view": [[src word, tgt word], ...]}. */
+static int json_alignments(FILE *f, const attend_result *r, const attend_config *c, char **presets, int np,
+                           char *err, size_t errlen) {
+    fputc('{', f);
+    for (int k = 0; k < np; k++) {
+        attend_view v;
+        if (attend_view_parse(presets[k], &v, err, errlen)) return -1;
+        char *ph = attend_alignment(r, c, &v, err, errlen);
+        if (!ph) return -1;
+        fprintf(f, "%s", k ? "," : "");
+        json_str(f, presets[k]);
+        fputs(":[", f);
+        int i, j, off = 0, used, first = 1;
+        while (sscanf(ph + off, "%d-%d%n", &i, &j, &used) == 2) {
+            fprintf(f, "%s[%d,%d]", first ? "" : ",", i, j);
+            first = 0;
+            off += used;
+        }
+        fputc(']', f);
+        free(ph);
+    }
+    fputc('}', f);
+    return 0;
+}
+
+static int json_sentence(FILE *f, const char *source, const attend_result *r, const attend_config *c,
+                         int forced, char **presets, int np, char *err, size_t errlen) {
+    const size_t S = (size_t)r->n_src, T = (size_t)r->n_tgt;
+    attend_words sw = {0}, tw = {0};
+    if (attend_words_from_pieces((const char *const *)r->src_pieces, r->n_src, &sw) ||
+        attend_words_from_pieces((const char *const *)r->tgt_pieces, r->n_tgt, &tw)) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    fputs("{\"source\":", f);
+    json_str(f, source);
+    fputs(",\"translation\":", f);
+    json_str(f, r->text);
+    fprintf(f, ",\"forced\":%s,\"score\":%.6g,\"src\":", forced ? "true" : "false", (double)r->score);
+    json_strs(f, (const char *const *)r->src_pieces, r->n_src);
+    fputs(",\"tgt\":", f);
+    json_strs(f, (const char *const *)r->tgt_pieces, r->n_tgt);
+    fputs(",\"src_words\":", f);
+    json_strs(f, (const char *const *)sw.words, sw.n_words);
+    fputs(",\"tgt_words\":", f);
+    json_strs(f, (const char *const *)tw.words, tw.n_words);
+    fputs(",\"logprob\":[", f);
+    for (size_t t = 0; t < T; t++) fprintf(f, "%s%.4f", t ? "," : "", (double)r->logprob[t]);
+    fputs("],\"align\":", f);
+    int rc = json_alignments(f, r, c, presets, np, err, errlen);
+    if (rc == 0) {
+        fputs(",\"enc\":", f);
+        json_weights(f, r->enc_self, (size_t)c->encoder_layers * c->encoder_heads * S * S);
+        fputs(",\"dec\":", f);
+        json_weights(f, r->dec_self, (size_t)c->decoder_layers * c->decoder_heads * T * T);
+        fputs(",\"cross\":", f);
+        json_weights(f, r->cross, (size_t)c->decoder_layers * c->decoder_heads * T * S);
+        fputc('}', f);
+    }
+    attend_words_free(&sw);
+    attend_words_free(&tw);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * input */
+
+/* Lines of standard input (without their newlines) into a malloc'd array; NULL on error. */
+static char **read_lines(int *n) {
+    char **lines = NULL, *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    *n = 0;
+    while ((len = getline(&line, &cap, stdin)) >= 0) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+        if (*n >= EXPLORE_MAX_SENTENCES) {
+            fprintf(stderr, "attend explore: more than %d lines on standard input; one page shows at most %d "
+                            "sentences (split the input)\n", EXPLORE_MAX_SENTENCES, EXPLORE_MAX_SENTENCES);
+            exit(EXIT_USAGE);
+        }
+        char **grown = realloc(lines, sizeof(char *) * (size_t)(*n + 1));
+        if (!grown || !(grown[*n] = strdup(line))) {
+            fprintf(stderr, "attend explore: out of memory\n");
+            exit(EXIT_FAIL);
+        }
+        lines = grown;
+        (*n)++;
+    }
+    free(line);
+    return lines;
+}
+
+static int blank(const char *s) {
+    for (; *s; s++)
+        if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n' && *s != '\f' && *s != '\v') return 0;
+    return 1;
+}
+
+/* The presets offered on the page: the chosen one first, then the usual ones. */
+static int make_presets(const char *first, int L, char **out) {
+    const char *all[] = {first ? first : ATTEND_DEFAULT_VIEW, ATTEND_DEFAULT_VIEW, "penultimate:avg", "all:avg"};
+    int n = 0;
+    for (int i = 0; i < 4; i++) {
+        if (i == 2 && L < 2) continue;
+        int dup = 0;
+        for (int k = 0; k < n; k++) dup |= !strcmp(out[k], all[i]);
+        if (!dup) out[n++] = (char *)all[i];
+    }
+    return n;
+}
+
+int cmd_explore(int argc, char **argv) {
+    explore_args a = {0};
+    const char *source = NULL;
+    if (cli_wants_help(argc, argv)) {
+        usage_explore(stdout);
+        return EXIT_OK;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE CLI_NEED_VALUE("explore", o, v, i)
+        if (!strcmp(o, "-m") || !strcmp(o, "--model")) {
+            NEED_VALUE a.model = v;
+        } else if (!strcmp(o, "-o") || !strcmp(o, "--output")) {
+            NEED_VALUE a.output = v;
+        } else if (!strcmp(o, "--target")) {
+            NEED_VALUE a.target = v;
+        } else if (!strcmp(o, "--beam")) {
+            NEED_VALUE a.beams = cli_parse_int(o, v, 1, 1024);
+        } else if (!strcmp(o, "--greedy")) {
+            a.beams = 1;
+        } else if (!strcmp(o, "--preset")) {
+            NEED_VALUE a.preset = v;
+        } else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) {
+            NEED_VALUE a.threads = cli_parse_int(o, v, 1, 1024);
+        } else if (!strcmp(o, "--")) {
+            if (i + 1 < argc) source = argv[++i];
+            if (i + 1 < argc) goto extra;
+            break;
+        } else if (cli_is_option(o)) {
+            return cli_unknown_option("explore", o);
+        } else if (!source) {
+            source = o;
+        } else {
+        extra:
+            fprintf(stderr, "attend explore: one source sentence as an argument (quote it); several come "
+                            "one per line on standard input\n");
+            return EXIT_USAGE;
+        }
+    }
+#undef NEED_VALUE
+    if (a.target && !source) {
+        fprintf(stderr, "attend explore: --target needs the source sentence as an argument\n");
+        return EXIT_USAGE;
+    }
+    char err[512];
+    attend_view check;
+    if (a.preset && attend_view_parse(a.preset, &check, err, sizeof err)) {
+        fprintf(stderr, "attend explore: --preset: %s\n", err);
+        return EXIT_USAGE;
+    }
+    int n = 1;
+    char **lines = NULL;
+    const char **sources = &source;
+    if (!source) {
+        lines = read_lines(&n);
+        sources = (const char **)lines;
+        if (n == 0) {
+            fprintf(stderr, "attend explore: no source sentence (give one, or lines on standard input)\n");
+            return EXIT_USAGE;
+        }
+    }
+
+    attend_model *m = cli_load_model(a.model);
+    const attend_config *c = attend_get_config(m);
+    char *presets[4];
+    int np = make_presets(a.preset, c->decoder_layers, presets);
+    for (int k = 0; k < np; k++) {
+        attend_view v;
+        attend_view_parse(presets[k], &v, err, sizeof err);
+        if (attend_view_check(&v, c->decoder_layers, c->decoder_heads, err, sizeof err)) {
+            fprintf(stderr, "attend explore: --preset: %s\n", err);
+            attend_free(m);
+            return EXIT_USAGE;
+        }
+    }
+    attend_params p = attend_default_params();
+    p.threads = a.threads;
+    p.num_beams = a.beams;
+    p.want_attention = p.want_scores = 1;
+    int beams = a.beams ? a.beams : c->num_beams;
+    char settings[128];
+    if (a.target) snprintf(settings, sizeof settings, "forced decoding of the given target");
+    else if (beams > 1) snprintf(settings, sizeof settings, "beam search, %d beams", beams);
+    else snprintf(settings, sizeof settings, "greedy search");
+
+    /* the page is written to a temporary file and renamed, so a failure leaves no half page */
+    const char *path = a.output ? a.output : "explore.html";
+    int to_stdout = !strcmp(path, "-");
+    size_t plen = strlen(path) + 16;
+    char *tmp = malloc(plen);
+    if (!tmp) {
+        fprintf(stderr, "attend explore: out of memory\n");
+        exit(EXIT_FAIL);
+    }
+    snprintf(tmp, plen, "%s.tmp", path);
+    FILE *f = to_stdout ? stdout : fopen(tmp, "w");
+    if (!f) {
+        fprintf(stderr, "attend explore: %s: %s\n", tmp, strerror(errno));
+        attend_free(m);
+        free(tmp);
+        return EXIT_IO;
+    }
+    const char *mark = strstr(explore_html, "@@DATA@@");
+    fwrite(explore_html, 1, (size_t)(mark - explore_html), f);
+    const char *env = getenv("ATTEND_MODEL");
+    const char *mp = a.model ? a.model : env && *env ? env : "de-en.gguf", *slash = strrchr(mp, '/');
+    fputs("{\"model\":", f);
+    json_str(f, slash ? slash + 1 : mp);
+    fputs(",\"settings\":", f);
+    json_str(f, settings);
+    fprintf(f, ",\"config\":{\"encoder_layers\":%d,\"encoder_heads\":%d,\"decoder_layers\":%d,\"decoder_heads\":%d}",
+            c->encoder_layers, c->encoder_heads, c->decoder_layers, c->decoder_heads);
+    fputs(",\"presets\":", f);
+    json_strs(f, (const char *const *)presets, np);
+    fputs(",\"sentences\":[\n", f);
+    int status = EXIT_OK;
+    for (int i = 0; i < n && status == EXIT_OK; i++) {
+        if (i) fputs(",\n", f);
+        if (blank(sources[i])) { /* as attend translate: an empty line, not translated */
+            fputs("{\"source\":", f);
+            json_str(f, sources[i]);
+            fputs(",\"translation\":\"\",\"empty\":true,\"forced\":false,\"score\":0,\"src\":[],\"tgt\":[],"
+                  "\"src_words\":[],\"tgt_words\":[],\"logprob\":[],\"align\":{},\"enc\":[],\"dec\":[],\"cross\":[]}",
+                  f);
+            continue;
+        }
+        attend_result r;
+        const char *targets[1] = {a.target};
+        if (attend_translate(m, &sources[i], NULL, 1, a.target ? targets : NULL, &p, &r, err, sizeof err)) {
+            fprintf(stderr, "attend explore: line %d: %s\n", i + 1, err);
+            status = EXIT_FAIL;
+            break;
+        }
+        if (r.n_src > EXPLORE_MAX_PIECES || r.n_tgt > EXPLORE_MAX_PIECES) {
+            fprintf(stderr, "attend explore: line %d is too long for the page: %d source and %d target pieces "
+                            "(at most %d each); shorten or split it\n", i + 1, r.n_src, r.n_tgt, EXPLORE_MAX_PIECES);
+            status = EXIT_USAGE;
+        } else {
+            if (json_sentence(f, sources[i], &r, c, a.target != NULL, presets, np, err, sizeof err)) {
+                fprintf(stderr, "attend explore: line %d: %s\n", i + 1, err);
+                status = EXIT_FAIL;
+            }
+        }
+        attend_result_free(&r);
+    }
+    fputs("\n]}", f);
+    fputs(mark + strlen("@@DATA@@"), f);
+    if (to_stdout) {
+        if (cli_flush_stdout() && status == EXIT_OK) status = EXIT_IO;
+    } else if (fclose(f) != 0) {
+        fprintf(stderr, "attend explore: %s: %s\n", tmp, strerror(errno));
+        if (status == EXIT_OK) status = EXIT_IO;
+    }
+    if (!to_stdout) {
+        if (status == EXIT_OK && rename(tmp, path) != 0) {
+            fprintf(stderr, "attend explore: %s: %s\n", path, strerror(errno));
+            status = EXIT_IO;
+        }
+        if (status != EXIT_OK) remove(tmp);
+        else fprintf(stderr, "attend explore: wrote %s (%d sentence%s)\n", path, n, n == 1 ? "" : "s");
+    }
+    free(tmp);
+    if (lines) {
+        for (int i = 0; i < n; i++) free(lines[i]);
+        free(lines);
+    }
+    attend_free(m);
+    return status;
+}
