@@ -17,6 +17,8 @@ static const char *activation_name(at_activation a) {
     return a == AT_ACT_RELU ? "relu" : a == AT_ACT_GELU ? "gelu" : "swish";
 }
 
+const char *attend_version(void) { return ATTEND_VERSION; }
+
 attend_params attend_default_params(void) {
     attend_params p = {0};
     return p;

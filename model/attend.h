@@ -27,6 +27,10 @@
 extern "C" {
 #endif
 
+/* The library's version: major.minor.patch (attend_version() gives the one linked in). */
+#define ATTEND_VERSION "0.4.0"
+const char *attend_version(void);
+
 typedef struct attend_model attend_model;
 
 typedef struct {

@@ -855,6 +855,12 @@ def gguf_dump_tool():
 def main():
     passed = failed = 0
     with tempfile.TemporaryDirectory(prefix="attend_export_") as tmp:
+        if not os.path.isdir(DATA):
+            # one failure with the reason, not a traceback per test
+            print(f"FAIL setup: missing {DATA}: the tests train SentencePiece models on the "
+                  f"corpora in ../shared/data beside this checkout")
+            print("0 passed, 1 failed")
+            return 1
         try:
             setup(tmp)
         except Exception:  # noqa: BLE001

@@ -28,7 +28,8 @@ static void usage(FILE *f) {
             "  isa         print the kernel set in use ($ATTEND_ISA=generic|avx2|avx512 forces one)\n"
             "              and the default thread count\n"
             "\n"
-            "Run 'attend COMMAND --help' for a command's options.\n");
+            "Run 'attend COMMAND --help' for a command's options; 'attend --version' prints the\n"
+            "version.\n");
 }
 
 /* OpenMP threads that wait by spinning for long (libgomp's default) collapse when the cores
@@ -75,6 +76,10 @@ static int run(int argc, char **argv) {
         return EXIT_USAGE;
     }
     const char *cmd = argv[1];
+    if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
+        printf("attend %s\n", attend_version());
+        return EXIT_OK;
+    }
     if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
         usage(stdout);
         return EXIT_OK;

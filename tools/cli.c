@@ -13,10 +13,12 @@
  * Finding the model */
 
 /* -m, else $ATTEND_MODEL, else the shipped model next to the binary: <bin>/../models (the
- * build tree) or <bin>/../share/attend (an install). */
-static const char *default_model(char *buf, size_t n) {
+ * build tree) or <bin>/../share/attend (an install). NULL when none is there; the places
+ * looked at are then written to looked (for the error message). */
+static const char *default_model(char *buf, size_t n, char *looked, size_t nl) {
     const char *env = getenv("ATTEND_MODEL");
     if (env && *env) return env;
+    snprintf(looked, nl, "(could not read /proc/self/exe)");
     char exe[PATH_MAX];
     ssize_t k = readlink("/proc/self/exe", exe, sizeof exe - 1);
     if (k <= 0) return NULL;
@@ -25,11 +27,32 @@ static const char *default_model(char *buf, size_t n) {
     if (!slash) return NULL;
     *slash = 0;
     const char *rel[] = {"/../models/de-en.gguf", "/../share/attend/de-en.gguf"};
+    size_t used = 0;
+    looked[0] = 0;
     for (size_t i = 0; i < 2; i++) {
         snprintf(buf, n, "%s%s", exe, rel[i]);
-        if (access(buf, R_OK) == 0) return buf;
+        if (access(buf, R_OK) == 0) {
+            char *real = realpath(buf, NULL); /* the path without "bin/.." for messages */
+            if (real && strlen(real) < n) snprintf(buf, n, "%s", real);
+            free(real);
+            return buf;
+        }
+        int w = snprintf(looked + used, nl - used, "%s%s", i ? ", " : "", buf);
+        if (w > 0 && used + (size_t)w < nl) used += (size_t)w;
     }
     return NULL;
+}
+
+const char *cli_model_path(const char *path, char *buf, size_t n) {
+    char looked[2 * PATH_MAX + 64];
+    if (path) return path;
+    path = default_model(buf, n, looked, sizeof looked);
+    if (!path) {
+        fprintf(stderr, "attend: no model given and no shipped model found (looked for %s): use -m "
+                        "MODEL.gguf or set ATTEND_MODEL\n", looked);
+        exit(EXIT_USAGE);
+    }
+    return path;
 }
 
 /* The model is memory-mapped: if another process truncates the file while attend runs, the
@@ -60,11 +83,7 @@ static void watch_model_file(const char *path) {
 
 attend_model *cli_load_model(const char *path) {
     char buf[PATH_MAX + 64], err[512];
-    if (!path) path = default_model(buf, sizeof buf);
-    if (!path) {
-        fprintf(stderr, "attend: no model given: use -m MODEL.gguf or set ATTEND_MODEL\n");
-        exit(EXIT_USAGE);
-    }
+    path = cli_model_path(path, buf, sizeof buf);
     watch_model_file(path);
     attend_model *m = attend_load(path, err, sizeof err);
     if (!m) {

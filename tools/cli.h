@@ -14,6 +14,10 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_IO = 4 }
 /* Load -m's model (path may be NULL: $ATTEND_MODEL, else the shipped model next to the
  * binary); on failure print one line and exit with EXIT_USAGE or EXIT_MODEL. */
 attend_model *cli_load_model(const char *path);
+/* The model file a command uses: path if given, else $ATTEND_MODEL, else the shipped model
+ * next to the binary; when there is none, print where it looked and exit with EXIT_USAGE.
+ * buf (PATH_MAX bytes or more) may hold the result. */
+const char *cli_model_path(const char *path, char *buf, size_t n);
 /* Parse an integer option value in lo..hi, or print one line and exit with EXIT_USAGE. */
 int cli_parse_int(const char *opt, const char *s, int lo, int hi);
 /* The same for a real number in lo..hi. */

@@ -42,7 +42,8 @@ static void usage_align(FILE *f) {
             "      --words             merge pieces into words (rows: mean of a word's pieces,\n"
             "                          columns: sum of a word's pieces)\n"
             "      --all-heads         every head of the layer side by side (small multiples)\n"
-            "      --svg FILE          also write the heatmap as a standalone SVG\n"
+            "      --svg FILE          write the heatmap as a standalone SVG (instead of\n"
+            "                          drawing it on the terminal)\n"
             "      --format FMT        text (default) or json (pieces, log-probs, matrices,\n"
             "                          alignment)\n"
             "      --dump-attention F  write every attention matrix to the .npz F, laid out as\n"
@@ -430,8 +431,10 @@ int cmd_align(int argc, char **argv) {
         else
             printf("view:        %s (decoder layers 0..%d, heads 0..%d)%s\n", vname, Ld - 1, Hd - 1,
                    a.words ? ", words" : "");
-        printf("\n");
-        heatmap_text(stdout, &ho, pp, np);
+        if (!a.svg) { /* with --svg the picture is in the file */
+            printf("\n");
+            heatmap_text(stdout, &ho, pp, np);
+        }
         /* the alignment, wrapped at the heatmap's width */
         int col = printf("\nalignment:  ") - 1;
         for (const char *q = pharaoh ? pharaoh : ""; *q;) {

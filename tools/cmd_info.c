@@ -35,8 +35,11 @@ int cmd_info(int argc, char **argv) {
     int rc = parse_model_arg("info", "Print the model's configuration, vocabulary sizes, tensor count, dtype\n"
                              "and size.", argc, argv, &path);
     if (rc >= 0) return rc;
+    char buf[4200];
+    path = cli_model_path(path, buf, sizeof buf);
     attend_model *m = cli_load_model(path);
     const attend_config *c = attend_get_config(m);
+    printf("file                %s\n", path);
     printf("architecture        marian\n");
     printf("dtype               %s\n", c->dtype);
     printf("file size           %lld bytes (%.1f MiB)\n", c->file_bytes, c->file_bytes / 1048576.0);

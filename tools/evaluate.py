@@ -1,11 +1,14 @@
 #!/usr/bin/python3
 """Score a German->English .gguf with attend on the project's test sets (cased BLEU, 13a).
 
-Sets: Multi30k val and test_2016_flickr, and the Tatoeba held-out slice that tools/train.py
-carves out before training (rebuilt here by the same rule and seed, so nothing needs to be
-kept on disk). Translation runs through build/attend translate, greedy, as a user would.
+Sets: Multi30k val and test_2016_flickr, and the held-out slices that tools/train.py carves
+out of the Tatoeba (1,000 pairs), Anki (2,000) and news (500) corpora before training (rebuilt
+here by the same rule and seed, so nothing needs to be kept on disk). Translation runs through
+build/attend translate as a user would: greedy by default, or with --decoding model (the
+file's own generation settings) or --decoding beam4. Besides BLEU each set reports the share of
+outputs that loop: some 3-word phrase (lower-cased words) occurs three or more times.
 
-    tools/evaluate.py models/de-en.gguf [--sets test,val,tatoeba] [-t 2] [--save-dir DIR]
+    tools/evaluate.py models/de-en.gguf [--sets test,val,tatoeba,anki,news] [-t 2] [--save-dir DIR]
 """
 import argparse
 import os
@@ -21,9 +24,23 @@ import train  # noqa: E402
 
 
 def load_sets(data_dir, seed, heldout):
-    a = argparse.Namespace(data_dir=data_dir, seed=seed, heldout=heldout)
+    a = argparse.Namespace(data_dir=data_dir, seed=seed, heldout=heldout, corpora="multi30k")
     d = train.prepare_data(a)
-    return {"test": d["test"], "val": d["dev"], "tatoeba": d["heldout"]}
+    h = d["heldout_sets"]
+    return {"test": d["test"], "val": d["dev"], "tatoeba": h["tatoeba"], "anki": h.get("anki", []),
+            "news": h.get("news", [])}
+
+
+def loops(line, n=3, times=3):
+    """Does some n-word phrase occur `times` or more times in line (words lower-cased)?"""
+    w = line.lower().split()
+    seen = {}
+    for i in range(len(w) - n + 1):
+        k = tuple(w[i: i + n])
+        seen[k] = seen.get(k, 0) + 1
+        if seen[k] >= times:
+            return True
+    return False
 
 
 def translate(attend, model, lines, threads, extra):
@@ -40,7 +57,10 @@ def translate(attend, model, lines, threads, extra):
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("model")
-    p.add_argument("--sets", default="test,val,tatoeba", help="comma list of test,val,tatoeba")
+    p.add_argument("--sets", default="test,val,tatoeba,anki,news",
+                   help="comma list of test,val,tatoeba,anki,news (all)")
+    p.add_argument("--decoding", default="greedy", choices=("greedy", "model", "beam4"),
+                   help="greedy (default), the file's own settings, or 4 beams")
     p.add_argument("-t", "--threads", type=int, default=2)
     p.add_argument("--attend", default=os.path.join(REPO, "build", "attend"))
     p.add_argument("--data-dir", default=os.path.normpath(os.path.join(REPO, "..", "shared", "data")))
@@ -55,12 +75,15 @@ def main():
         pairs = sets[name]
         src, ref = [x[0] for x in pairs], [x[1] for x in pairs]
         t0 = time.time()
-        hyp = translate(a.attend, a.model, src, a.threads, [])
+        extra = {"greedy": ["--greedy"], "model": [], "beam4": ["--beam", "4"]}[a.decoding]
+        hyp = translate(a.attend, a.model, src, a.threads, extra)
         secs = time.time() - t0
         score, det = bleu.corpus_bleu(hyp, [ref])
-        line = f"{name:8s} {len(src):5d} sentences  BLEU {score:5.2f}  ({secs:.1f} s)"
+        looping = 100 * sum(map(loops, hyp)) / len(hyp)
+        line = (f"{name:8s} {len(src):5d} sentences  BLEU {score:5.2f}  looping {looping:4.1f}%  "
+                f"({a.decoding}, {secs:.1f} s)")
         if a.compare:
-            hyp2 = translate(a.attend, a.compare, src, a.threads, [])
+            hyp2 = translate(a.attend, a.compare, src, a.threads, extra)
             score2, _ = bleu.corpus_bleu(hyp2, [ref])
             same = sum(x == y for x, y in zip(hyp, hyp2)) / len(hyp)
             line += f"  | {os.path.basename(a.compare)}: BLEU {score2:5.2f}, identical lines {100 * same:.1f}%"

@@ -37,6 +37,7 @@ import json
 import math
 import os
 import random
+import re
 import sys
 import time
 
@@ -81,43 +82,111 @@ def write_lines(path, lines):
     os.replace(tmp, path)
 
 
+# &amp; and friends as Moses' escaper writes them, and its tokenized spacing undone
+MOSES_ENTITIES = [("&apos;", "'"), ("&quot;", '"'), ("&lt;", "<"), ("&gt;", ">"),
+                  ("&#91;", "["), ("&#93;", "]"), ("&#124;", "|"), ("&amp;", "&")]
+
+
+def detokenize(line):
+    """Moses-tokenized, XML-escaped text (wmt-ende-10k-onmt) back to plain text: entities
+    unescaped, no space before closing punctuation or English clitics, none inside brackets,
+    straight double quotes attached to the words they enclose (alternating open/close)."""
+    for ent, ch in MOSES_ENTITIES:
+        line = line.replace(ent, ch)
+    line = line.replace(" @-@ ", "-").replace(" @/@ ", "/")
+    line = re.sub(r" ([.,!?:;%)\]}])", r"\1", line)
+    line = re.sub(r"([(\[{]) ", r"\1", line)
+    line = re.sub(r" (n't|'t|'s|'re|'ve|'ll|'m|'d)\b", r"\1", line)
+    out, opening = [], True
+    for part in re.split(r'( ?" ?)', line):
+        if part.strip() == '"':
+            out.append((" " if part.startswith(" ") and opening else "") + '"' +
+                       (" " if part.endswith(" ") and not opening else ""))
+            opening = not opening
+        else:
+            out.append(part)
+    return "".join(out).strip()
+
+
+# Training corpora in ../shared/data: name -> (German file, English file, held out, how read).
+# The held-out counts are carved out of each corpus before anything is trained (HELD-OUT RULE).
+CORPORA = {
+    "multi30k": ("multi30k/train.de.gz", "multi30k/train.en.gz"),
+    "tatoeba": ("tatoeba-deu-eng/tatoeba-deu-eng.train.de.gz",
+                "tatoeba-deu-eng/tatoeba-deu-eng.train.en.gz"),
+    "anki": ("tatoeba-anki-deu-eng/train.de.gz", "tatoeba-anki-deu-eng/train.en.gz"),
+    "news": ("wmt-newstest-extra-deen/train.de.gz", "wmt-newstest-extra-deen/train.en.gz"),
+    "wmt10k": ("wmt-ende-10k-onmt/train.de.gz", "wmt-ende-10k-onmt/train.en.gz"),
+}
+HELDOUT_SETS = ("tatoeba", "anki", "news")
+
+
 def prepare_data(a):
-    """Returns dict with train/dev/test/heldout pairs (lists of (de, en))."""
+    """Returns dict with train/dev/test pairs and one held-out slice per HELDOUT_SETS corpus
+    (lists of (de, en)). a: data_dir, seed, heldout (Tatoeba), and optionally corpora,
+    heldout_anki, heldout_news, multi30k_repeat."""
     d = a.data_dir
-    m_de, m_en = read_gz(f"{d}/multi30k/train.de.gz"), read_gz(f"{d}/multi30k/train.en.gz")
-    t_de = read_gz(f"{d}/tatoeba-deu-eng/tatoeba-deu-eng.train.de.gz")
-    t_en = read_gz(f"{d}/tatoeba-deu-eng/tatoeba-deu-eng.train.en.gz")
+    corpora = getattr(a, "corpora", "multi30k,tatoeba").split(",")
+    counts = {"tatoeba": a.heldout, "anki": getattr(a, "heldout_anki", 2000),
+              "news": getattr(a, "heldout_news", 500)}
     v_de, v_en = read_gz(f"{d}/multi30k/val.de.gz"), read_gz(f"{d}/multi30k/val.en.gz")
     s_de = read_gz(f"{d}/multi30k/test_2016_flickr.de.gz")
     s_en = read_gz(f"{d}/multi30k/test_2016_flickr.en.gz")
-    for x, y in ((m_de, m_en), (t_de, t_en), (v_de, v_en), (s_de, s_en)):
-        assert len(x) == len(y)
-    order = list(range(len(t_de)))
-    random.Random(a.seed).shuffle(order)
-    held = [(t_de[i], t_en[i]) for i in order[: a.heldout]]
-    rest = [(t_de[i], t_en[i]) for i in order[a.heldout:]]
-    prot_de = {p[0] for p in held} | set(v_de) | set(s_de)
-    prot_en = {p[1] for p in held} | set(v_en) | set(s_en)
-    train, stats = [], {}
-    for name, pairs in (("multi30k", list(zip(m_de, m_en))), ("tatoeba", rest)):
-        kept = [p for p in pairs if p[0] and p[1] and p[0] not in prot_de and p[1] not in prot_en]
+    assert len(v_de) == len(v_en) and len(s_de) == len(s_en)
+    raw, held = {}, {}
+    for name in dict.fromkeys(corpora + list(HELDOUT_SETS)):
+        de_path, en_path = CORPORA[name]
+        if name not in corpora and not os.path.exists(f"{d}/{de_path}"):
+            continue              # a held-out set of a corpus that is neither used nor here
+        de, en = read_gz(f"{d}/{de_path}"), read_gz(f"{d}/{en_path}")
+        assert len(de) == len(en), name
+        if name == "wmt10k":
+            de, en = [detokenize(x) for x in de], [detokenize(x) for x in en]
+        pairs = list(zip(de, en))
+        if name in HELDOUT_SETS:
+            order = list(range(len(pairs)))
+            random.Random(a.seed).shuffle(order)
+            held[name] = [pairs[i] for i in order[: counts[name]]]
+            pairs = [pairs[i] for i in order[counts[name]:]]
+        raw[name] = pairs
+    prot_de = set(v_de) | set(s_de)
+    prot_en = set(v_en) | set(s_en)
+    for pairs in held.values():
+        prot_de |= {p[0] for p in pairs}
+        prot_en |= {p[1] for p in pairs}
+    train, stats, seen, per = [], {}, set(), {}
+    for name in corpora:
+        pairs = raw[name]
+        kept = []
+        for p in pairs:
+            if not (p[0] and p[1]) or p[0] in prot_de or p[1] in prot_en or p in seen:
+                continue
+            seen.add(p)         # one copy of a pair shared by two corpora (Anki and Tatoeba)
+            kept.append(p)
         stats[name] = (len(pairs), len(kept))
+        per[name] = kept
         train += kept
-    return {"train": train, "tatoeba_train": kept, "dev": list(zip(v_de, v_en)),
-            "test": list(zip(s_de, s_en)), "heldout": held, "stats": stats}
+    return {"train": train, "per_corpus": per, "tatoeba_train": per.get("tatoeba", []),
+            "dev": list(zip(v_de, v_en)), "test": list(zip(s_de, s_en)),
+            "heldout": held["tatoeba"], "heldout_sets": held, "stats": stats}
 
 
 def train_spm(a, data, work):
-    """SentencePiece unigram models for German (source) and English (target)."""
+    """SentencePiece unigram models for German (source) and English (target), or with
+    --joint-vocab one model trained on both sides, written as both source and target."""
     import sentencepiece as spm
+    if a.joint_vocab:
+        sides = (("joint", (0, 1), a.joint_vocab),)
+    else:
+        sides = (("source", (0,), a.src_vocab), ("target", (1,), a.tgt_vocab))
     paths = {}
-    for side, idx, size in (("source", 0, a.src_vocab), ("target", 1, a.tgt_vocab)):
+    for side, idx, size in sides:
         prefix = os.path.join(work, f"{side}")
         paths[side] = prefix + ".spm"
         if os.path.exists(paths[side]):
             continue
         txt = os.path.join(work, "data", f"spm-{side}.txt")
-        write_lines(txt, [p[idx] for p in data["train"]])
+        write_lines(txt, [p[i] for p in data["train"] for i in idx])
         spm.set_random_generator_seed(a.seed)
         spm.SentencePieceTrainer.train(
             input=txt, model_prefix=prefix + ".tmp", vocab_size=size, model_type="unigram",
@@ -125,6 +194,8 @@ def train_spm(a, data, work):
             shuffle_input_sentence=False, minloglevel=2)
         os.replace(prefix + ".tmp.model", paths[side])
         os.remove(prefix + ".tmp.vocab")
+    if a.joint_vocab:
+        return paths["joint"], paths["joint"]
     return paths["source"], paths["target"]
 
 
@@ -355,7 +426,7 @@ def build_config(a, vocab):
         "activation_function": "swish", "scale_embedding": True,
         "max_position_embeddings": a.max_positions, "max_length": a.max_length,
         "pad_token_id": pad, "eos_token_id": 0, "decoder_start_token_id": pad,
-        "forced_eos_token_id": 0, "bad_words_ids": [[pad]], "num_beams": 1,
+        "forced_eos_token_id": 0, "bad_words_ids": [[pad]], "num_beams": a.num_beams,
         "share_encoder_decoder_embeddings": True, "tie_word_embeddings": True,
         "dropout": a.dropout, "attention_dropout": 0.0, "activation_dropout": 0.0,
         "init_std": 0.02,
@@ -447,34 +518,35 @@ def lr_at(step, a):
     return a.lr * min(step / a.warmup, math.sqrt(a.warmup / step))
 
 
-def ckpt_path(work, epoch):
-    return os.path.join(work, f"checkpoint-{epoch:03d}.pt")
+def ckpt_path(work, step):
+    return os.path.join(work, f"checkpoint-{step:07d}.pt")
 
 
-def latest_epoch(work):
-    eps = [int(f[11:14]) for f in os.listdir(work) if f.startswith("checkpoint-") and f.endswith(".pt")]
-    return max(eps) if eps else 0
+def checkpoint_steps(work):
+    """Steps of the checkpoints in WORK, oldest first."""
+    return sorted(int(f[11:18]) for f in os.listdir(work)
+                  if f.startswith("checkpoint-") and f.endswith(".pt") and len(f) == 21)
 
 
-def save_ckpt(work, epoch, model, opt, state):
-    path = ckpt_path(work, epoch)
-    blob = {"epoch": epoch, "model": model.state_dict(), "optimizer": opt.state_dict(),
+def save_ckpt(work, step, model, opt, state):
+    path = ckpt_path(work, step)
+    blob = {"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
             "torch_rng": torch.get_rng_state(), "py_rng": random.getstate(),
             "np_rng": np.random.get_state(), **state}
     torch.save(blob, path + ".tmp")
     os.replace(path + ".tmp", path)
 
 
-def average_checkpoints(work, epochs):
+def average_checkpoints(work, steps):
     avg = None
-    for e in epochs:
-        sd = torch.load(ckpt_path(work, e), map_location="cpu")["model"]
+    for s in steps:
+        sd = torch.load(ckpt_path(work, s), map_location="cpu")["model"]
         if avg is None:
             avg = {k: v.clone().double() for k, v in sd.items()}
         else:
             for k in avg:
                 avg[k] += sd[k].double()
-    return {k: (v / len(epochs)).float() for k, v in avg.items()}
+    return {k: (v / len(steps)).float() for k, v in avg.items()}
 
 
 # --------------------------------------------------------------------------------------
@@ -494,37 +566,51 @@ def main(argv=None):
                         "weights, SentencePiece models and vocabulary (the model options are "
                         "taken from it; the held-out rule is unchanged)")
     g = p.add_argument_group("data")
+    g.add_argument("--corpora", default="multi30k,tatoeba,anki,news,wmt10k",
+                   help="training corpora, a comma list of " + ",".join(CORPORA) + " (all)")
     g.add_argument("--heldout", type=int, default=1000, help="Tatoeba pairs held out (1000)")
+    g.add_argument("--heldout-anki", type=int, default=2000, help="Anki pairs held out (2000)")
+    g.add_argument("--heldout-news", type=int, default=500, help="news pairs held out (500)")
+    g.add_argument("--joint-vocab", type=int, default=8000,
+                   help="pieces of one SentencePiece model trained on both languages "
+                        "(8000; 0 = separate German and English models, --src/--tgt-vocab)")
     g.add_argument("--src-vocab", type=int, default=5000, help="German spm pieces (5000)")
     g.add_argument("--tgt-vocab", type=int, default=4000, help="English spm pieces (4000)")
     g.add_argument("--tatoeba-repeat", type=int, default=1,
                    help="Tatoeba training pairs appear this many times per epoch (1)")
+    g.add_argument("--multi30k-repeat", type=int, default=2,
+                   help="Multi30k training pairs appear this many times per epoch (2)")
     g.add_argument("--max-train-len", type=int, default=100,
                    help="drop training pairs longer than this many tokens (100)")
     g = p.add_argument_group("model")
     g.add_argument("--d-model", type=int, default=256)
-    g.add_argument("--enc-layers", type=int, default=3)
+    g.add_argument("--enc-layers", type=int, default=6)
     g.add_argument("--dec-layers", type=int, default=3)
     g.add_argument("--heads", type=int, default=4)
     g.add_argument("--ffn", type=int, default=1024)
     g.add_argument("--dropout", type=float, default=0.1)
     g.add_argument("--max-positions", type=int, default=256)
     g.add_argument("--max-length", type=int, default=256, help="generation max_length")
+    g.add_argument("--num-beams", type=int, default=4,
+                   help="generation num_beams recorded in config.json: the file's default "
+                        "decoding (4)")
     g = p.add_argument_group("training")
-    g.add_argument("--epochs", type=int, default=18)
-    g.add_argument("--max-train-minutes", type=float, default=62,
-                   help="stop starting new epochs once training time (summed over restarts) "
-                        "plus one epoch would exceed this (62; 0 = no limit)")
+    g.add_argument("--epochs", type=int, default=8)
+    g.add_argument("--max-train-minutes", type=float, default=0,
+                   help="stop (with a checkpoint) once training time, summed over restarts, "
+                        "exceeds this (0 = no limit); a rerun with a larger value goes on")
+    g.add_argument("--save-every", type=int, default=500,
+                   help="checkpoint (and dev BLEU) every N steps, and at each epoch's end (500)")
     g.add_argument("--max-steps", type=int, default=0, help="stop an epoch after this many "
                    "steps (for timing runs; 0 = full epochs)")
     g.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per batch")
     g.add_argument("--lr", type=float, default=4e-4,
                    help="peak learning rate (4e-4; with 1e-3 and a 6-layer encoder the "
                         "post-LayerNorm encoder collapsed: every position the same output)")
-    g.add_argument("--warmup", type=int, default=800, help="warm-up steps")
+    g.add_argument("--warmup", type=int, default=1500, help="warm-up steps (1500)")
     g.add_argument("--label-smoothing", type=float, default=0.1)
     g.add_argument("--clip-norm", type=float, default=1.0, help="0 = off")
-    g.add_argument("--average", type=int, default=5, help="average the last N epochs (5)")
+    g.add_argument("--average", type=int, default=5, help="average the last N checkpoints (5)")
     g.add_argument("--dev-size", type=int, default=0, help="dev sentences used per epoch (0 = all)")
     g.add_argument("--log-every", type=int, default=50, help="progress line every N steps")
     g.add_argument("--seed", type=int, default=1234)
@@ -544,8 +630,10 @@ def main(argv=None):
             f"held-out/dev/test sentences or empty)")
     log(f"data: train {len(data['train'])} pairs, dev {len(data['dev'])}, "
         f"tatoeba held-out {len(data['heldout'])}")
-    write_lines(os.path.join(work, "data", "tatoeba-heldout.de"), [x[0] for x in data["heldout"]])
-    write_lines(os.path.join(work, "data", "tatoeba-heldout.en"), [x[1] for x in data["heldout"]])
+    for name, pairs in data["heldout_sets"].items():
+        for side, i in (("de", 0), ("en", 1)):
+            write_lines(os.path.join(work, "data", f"{name}-heldout.{side}"), [x[i] for x in pairs])
+        log(f"data: {name} held-out slice: {len(pairs)} pairs")
 
     init = None
     if a.init_from:
@@ -558,11 +646,14 @@ def main(argv=None):
         raise SystemExit(f"--init-from {a.init_from}: its vocabulary is not the one its "
                          f"SentencePiece models give (reference.build_vocab)")
     tok = reference.MarianTok(src_spm, tgt_spm, vocab)
-    log(f"vocab: {len(vocab)} entries (source spm {a.src_vocab}, target spm {a.tgt_vocab})")
+    log(f"vocab: {len(vocab)} entries (" + (f"joint spm {a.joint_vocab}" if a.joint_vocab else
+        f"source spm {a.src_vocab}, target spm {a.tgt_vocab}") + ")")
 
     # SentencePiece saw each pair once; the model sees Tatoeba's everyday sentences
     # --tatoeba-repeat times per epoch (they are outnumbered by image captions otherwise)
-    pairs = data["train"] + data["tatoeba_train"] * (a.tatoeba_repeat - 1)
+    per = data["per_corpus"]
+    pairs = (data["train"] + per.get("tatoeba", []) * (a.tatoeba_repeat - 1)
+             + per.get("multi30k", []) * (a.multi30k_repeat - 1))
     train = [e for e in encode_pairs(tok, pairs)
              if len(e[0]) <= a.max_train_len and len(e[1]) <= a.max_train_len]
     ntok = sum(len(e[1]) for e in train)
@@ -579,19 +670,21 @@ def main(argv=None):
     log(f"model: {nparam / 1e6:.2f}M parameters (f16 ~{2 * nparam / 1e6:.1f} MB)")
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9)
 
-    start = latest_epoch(work)
-    step, history, train_secs = 0, [], 0.0
+    steps = checkpoint_steps(work)
+    step, epoch, next_batch, history, train_secs = 0, 1, 0, [], 0.0
     random.seed(a.seed)
     np.random.seed(a.seed)
-    if start:
-        ck = torch.load(ckpt_path(work, start), map_location="cpu")
+    if steps:
+        ck = torch.load(ckpt_path(work, steps[-1]), map_location="cpu")
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         torch.set_rng_state(ck["torch_rng"])
         random.setstate(ck["py_rng"])
         np.random.set_state(ck["np_rng"])
         step, history, train_secs = ck["step"], ck["history"], ck["train_secs"]
-        log(f"resumed from {ckpt_path(work, start)} (epoch {start}, step {step})")
+        epoch, next_batch = ck["epoch"], ck["next_batch"]
+        log(f"resumed from {ckpt_path(work, step)} (step {step}, epoch {epoch} at batch "
+            f"{next_batch}, {train_secs / 60:.1f} min trained)")
     elif init is not None:
         score, _, _ = dev_bleu(model, tok, dev, bf16)
         log(f"init: dev BLEU {score:.2f} before training (bf16 greedy, python)")
@@ -600,21 +693,35 @@ def main(argv=None):
     d_logits, d_loss = check_forward(model, train, pad, a.label_smoothing)
     log(f"check: training forward vs reference.decode: max |logit diff| {d_logits:.1e}, "
         f"relative loss diff {d_loss:.1e} (bf16 matmuls in the fused loss)")
-    for epoch in range(start + 1, a.epochs + 1):
-        if a.max_train_minutes and history:
-            per_epoch = train_secs / len(history)
-            if train_secs + per_epoch > a.max_train_minutes * 60:
-                log(f"time budget: {train_secs / 60:.1f} min used, an epoch takes "
-                    f"{per_epoch / 60:.1f} min; stopping before epoch {epoch}")
-                break
-        t_ep = time.time()
+
+    def checkpoint(epoch, next_batch, loss):
+        """Dev BLEU, then a checkpoint; only the last --average + 1 are kept."""
+        t_dev = time.time()
+        score, _, _ = dev_bleu(model, tok, dev, bf16)
+        spread = encoder_spread(model, tok, [p[0] for p in dev[:20]])
+        model.train()
+        history.append({"step": step, "epoch": epoch, "loss": loss, "dev_bleu": score,
+                        "enc_spread": spread, "train_secs": train_secs,
+                        "dev_secs": time.time() - t_dev})
+        save_ckpt(work, step, model, opt, {"epoch": epoch, "next_batch": next_batch,
+                                           "history": history, "train_secs": train_secs})
+        for old in checkpoint_steps(work)[: -(max(a.average, 1) + 1)]:
+            os.remove(ckpt_path(work, old))
+        log(f"checkpoint: step {step:6d}  lr {lr_at(step, a):.2e}  train loss {loss:.4f}  "
+            f"dev BLEU {score:5.2f}  enc spread {spread:.2f}  ({train_secs / 60:.1f} min "
+            f"trained, dev {time.time() - t_dev:.0f} s, total {(time.time() - T0) / 60:.1f} min)")
+
+    out_of_time = False
+    while epoch <= a.epochs and not out_of_time:
         model.train()
         batches = make_batches(train, a.max_tokens, random.Random(a.seed * 1000 + epoch))
         tot_loss = tot_tok = 0.0
-        for bi, ids in enumerate(batches):
+        t_ep = time.time()
+        t_last = time.time()
+        for bi in range(next_batch, len(batches)):
             if a.max_steps and bi >= a.max_steps:
                 break
-            src, dec_in, labels = collate(train, ids, pad)
+            src, dec_in, labels = collate(train, batches[bi], pad)
             step += 1
             for gr in opt.param_groups:
                 gr["lr"] = lr_at(step, a)
@@ -627,46 +734,48 @@ def main(argv=None):
             opt.step()
             tot_loss += float(loss)
             tot_tok += n
-            if (a.max_steps and bi % 10 == 0) or (a.log_every and (bi + 1) % a.log_every == 0):
-                spread = encoder_spread(model, tok, [p[0] for p in dev[:5]])
-                model.train()
+            now = time.time()
+            train_secs += now - t_last
+            t_last = now
+            done = bi - next_batch + 1
+            if (a.max_steps and bi % 10 == 0) or (a.log_every and done % a.log_every == 0):
                 log(f"  step {step} ({bi + 1}/{len(batches)} of epoch {epoch}) loss "
-                    f"{tot_loss / tot_tok:.3f} enc spread {spread:.2f} "
-                    f"{(time.time() - t_ep) / (bi + 1):.3f} s/step")
-        t_train = time.time() - t_ep
-        train_secs += t_train
-        t_dev = time.time()
-        score, d, _ = dev_bleu(model, tok, dev, bf16)
-        t_dev = time.time() - t_dev
-        spread = encoder_spread(model, tok, [p[0] for p in dev[:20]])
-        history.append({"epoch": epoch, "step": step, "loss": tot_loss / tot_tok,
-                        "dev_bleu": score, "enc_spread": spread, "train_secs": t_train,
-                        "dev_secs": t_dev})
-        save_ckpt(work, epoch, model, opt, {"step": step, "history": history,
-                                            "train_secs": train_secs})
-        for old in range(1, epoch - max(a.average, 1) + 1):
-            if os.path.exists(ckpt_path(work, old)):
-                os.remove(ckpt_path(work, old))
-        log(f"epoch {epoch:3d}  step {step:6d}  lr {lr_at(step, a):.2e}  train loss "
-            f"{tot_loss / tot_tok:.4f}  dev BLEU {score:5.2f}  enc spread {spread:.2f}  (epoch {t_train / 60:.1f} min "
-            f"+ dev {t_dev:.0f} s, total {(time.time() - T0) / 60:.1f} min)")
+                    f"{tot_loss / tot_tok:.3f} {(now - t_ep) / done:.3f} s/step")
+            out_of_time = bool(a.max_train_minutes) and train_secs > a.max_train_minutes * 60
+            if out_of_time or (a.save_every and step % a.save_every == 0):
+                at_end = bi + 1 == len(batches)
+                checkpoint(epoch + at_end, 0 if at_end else bi + 1, tot_loss / tot_tok)
+                t_last = time.time()
+                if out_of_time:
+                    log(f"time budget: {train_secs / 60:.1f} min trained; the model is made "
+                        f"now, and a rerun with a larger --max-train-minutes goes on")
+                    break
+        else:
+            if not (a.save_every and step % a.save_every == 0) and tot_tok:
+                checkpoint(epoch + 1, 0, tot_loss / tot_tok)
+            log(f"epoch {epoch} done: step {step}, {(time.time() - t_ep) / 60:.1f} min")
+        if a.max_steps and not out_of_time and (not history or history[-1]["step"] != step):
+            checkpoint(epoch + 1, 0, tot_loss / max(tot_tok, 1))
+        epoch, next_batch = epoch + 1, 0
 
     # ---- final model: average of the last checkpoints, or the last one if better on dev
-    last = latest_epoch(work)
-    if not last:
+    steps = checkpoint_steps(work)
+    if not steps:
         log("no checkpoint: nothing to export")
         return 1
-    eps = [e for e in range(last - a.average + 1, last + 1) if e >= 1 and os.path.exists(ckpt_path(work, e))]
+    last = steps[-1]
+    avg = steps[-a.average:]
     model.load_state_dict(torch.load(ckpt_path(work, last), map_location="cpu")["model"])
     best_score, _, _ = dev_bleu(model, tok, data["dev"], bf16)
-    best_name, best_sd = f"epoch {last}", {k: v.clone() for k, v in model.state_dict().items()}
-    log(f"final: epoch {last} alone: dev BLEU {best_score:.2f} (full val)")
-    if len(eps) > 1:
-        model.load_state_dict(average_checkpoints(work, eps))
+    best_name, best_sd = f"step {last}", {k: v.clone() for k, v in model.state_dict().items()}
+    log(f"final: step {last} alone: dev BLEU {best_score:.2f} (full val)")
+    if len(avg) > 1:
+        model.load_state_dict(average_checkpoints(work, avg))
         s_avg, _, _ = dev_bleu(model, tok, data["dev"], bf16)
-        log(f"final: average of epochs {eps[0]}-{eps[-1]}: dev BLEU {s_avg:.2f} (full val)")
+        log(f"final: average of the checkpoints of steps {', '.join(map(str, avg))}: dev BLEU "
+            f"{s_avg:.2f} (full val)")
         if s_avg >= best_score:
-            best_score, best_name = s_avg, f"average of epochs {eps[0]}-{eps[-1]}"
+            best_score, best_name = s_avg, f"average of steps {', '.join(map(str, avg))}"
             best_sd = {k: v.clone() for k, v in model.state_dict().items()}
     model.load_state_dict(best_sd)
     model.eval()
