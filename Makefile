@@ -90,7 +90,7 @@ demo: build-deps
 
 # --- tests ---------------------------------------------------------------------------
 TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap \
-            $(BUILD)/tests/test_npz
+            $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads
 
 $(TEST_BINS): tests/check.h
 
@@ -115,7 +115,7 @@ test: deps
 test-all:
 	$(MAKE) all $(TEST_BINS)
 	$(MAKE) test-c test-py
-	$(MAKE) sanitize valgrind fuzz-smoke
+	$(MAKE) sanitize tsan valgrind fuzz-smoke
 
 test-c: $(TEST_BINS)
 	@for t in $(TEST_BINS); do echo "== $$t"; $$t || exit 1; done
@@ -135,7 +135,7 @@ SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cas
 SAN_ENV  = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 E2E_IN   = printf 'Hallo Welt!\n\n  \nWo ist der Bahnhof?\r\nkaputt \377\376 \000 Ende\nletzte Zeile'
 
-.PHONY: sanitize sanitize-run valgrind fuzz fuzz-smoke fuzz-build fuzz-gguf fuzz-translate fuzz-spm
+.PHONY: sanitize sanitize-run tsan valgrind fuzz fuzz-smoke fuzz-build fuzz-gguf fuzz-translate fuzz-spm
 
 sanitize:
 	$(MAKE) BUILD=$(SAN_DIR) CFLAGS="$(SAN_OPTS)" CXXFLAGS="$(SAN_OPTS)" \
@@ -163,6 +163,21 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	ATTEND_BIN=$(BUILD)/attend BROKEN_SAMPLE=3 $(PYTHON) tests/test_broken_files.py
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_hostile_input.py
 	@echo "sanitize: ok"
+
+# make tsan: the library and test_api_threads built with clang's ThreadSanitizer; several
+# threads translate on one model at once (one OpenMP thread inside each call: the OpenMP
+# runtime is not instrumented, the library's own state is what is checked).
+TSAN_DIR  = build-tsan
+TSAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+$(TSAN_DIR)/engine/kernels_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
+$(TSAN_DIR)/engine/kernels_avx512.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq \
+  -mavx512vnni -mavx2 -mfma -mf16c
+
+tsan:
+	$(MAKE) BUILD=$(TSAN_DIR) CC=clang CXX=clang++ CFLAGS="$(TSAN_OPTS)" CXXFLAGS="$(TSAN_OPTS)" \
+	  LDLIBS="$(TSAN_OPTS) $(LDLIBS)" $(TSAN_DIR)/tests/test_api_threads
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" $(TSAN_DIR)/tests/test_api_threads $(TINY) 1
+	@echo "tsan: ok"
 
 # make valgrind: memcheck on the normal build, no leaks and no errors allowed.
 VALGRIND = valgrind -q --error-exitcode=9 --leak-check=full --show-leak-kinds=definite,indirect \
@@ -270,4 +285,4 @@ install: all
 	if [ -f models/de-en.gguf ]; then install -m 644 models/de-en.gguf $(DESTDIR)$(PREFIX)/share/attend/; fi
 
 clean:
-	rm -rf $(BUILD) $(SAN_DIR) $(FUZZ_DIR)
+	rm -rf $(BUILD) $(SAN_DIR) $(FUZZ_DIR) $(TSAN_DIR)

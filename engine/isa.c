@@ -3,6 +3,7 @@
  * any x86-64 and picks the fastest path it can. */
 #include "isa.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -12,7 +13,6 @@ extern const at_kernels at_kernels_avx2, at_kernels_avx512;
 #endif
 
 typedef struct {
-    int probed;
     int avx2;       /* AVX2 + FMA + F16C, YMM state enabled */
     int avx512;     /* AVX-512 F/BW/VL/DQ, ZMM and mask state enabled */
     int avx512vnni; /* vpdpbusd on zmm */
@@ -20,10 +20,10 @@ typedef struct {
 } cpu_features;
 
 static cpu_features cpu;
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
 
-static void probe(void) {
-    if (cpu.probed) return;
-    cpu.probed = 1;
+/* CPUID once per process, before any thread reads the result */
+static void probe_cpu(void) {
 #ifdef AT_X86
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return;
@@ -44,6 +44,8 @@ static void probe(void) {
     cpu.avxvnni = cpu.avx2 && ((a1 >> 4) & 1);
 #endif
 }
+
+static void probe(void) { pthread_once(&probe_once, probe_cpu); }
 
 int at_cpu_has(const char *feature) {
     probe();

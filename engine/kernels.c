@@ -334,26 +334,23 @@ const at_kernels at_kernels_generic = {
 /* ---------------------------------------------------------------------------------------
  * Dispatch */
 
+/* Set by every attend_load (to the same value unless $ATTEND_ISA changed in between), read
+ * by every kernel call: atomic, as loads and translations may run on several threads. */
 static const at_kernels *active = &at_kernels_generic;
 
 int at_kernels_init(char *err, size_t errlen) {
     const char *want = getenv("ATTEND_ISA");
-    const at_kernels *best = at_isa_best();
-    if (!want || !*want) {
-        active = best;
-        return 0;
-    }
-    const at_kernels *k = at_isa_by_name(want);
+    const at_kernels *k = want && *want ? at_isa_by_name(want) : at_isa_best();
     if (!k) {
         snprintf(err, errlen, "ATTEND_ISA=%s: unknown or not supported by this CPU (%s)", want,
                  at_isa_list());
         return -1;
     }
-    active = k;
+    __atomic_store_n(&active, k, __ATOMIC_RELEASE);
     return 0;
 }
 
-const at_kernels *at_k(void) { return active; }
+const at_kernels *at_k(void) { return __atomic_load_n(&active, __ATOMIC_ACQUIRE); }
 
 /* ---------------------------------------------------------------------------------------
  * Shared small kernels */

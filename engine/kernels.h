@@ -179,8 +179,10 @@ void at_attention(float *out, int ld_o, const float *q, int ld_q, const float *k
                   const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
                   int q_pos0, float *probs, float *scratch);
 
-/* Threads (engine/threads.c): 0 = the default, at_default_threads(). */
-void at_set_threads(int n);
+/* Threads (engine/threads.c): the calling thread's OpenMP thread count (per thread, so
+ * callers on several threads do not interfere). n 0 = at_default_threads(). Returns the
+ * previous setting, to restore it. */
+int at_set_threads(int n);
 int at_threads(void);
 /* $OMP_NUM_THREADS if set, else at_physical_cores(). */
 int at_default_threads(void);

@@ -23,9 +23,10 @@ static int read_sys_int(int cpu, const char *what) {
 int at_physical_cores(void) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) != 0) return omp_get_num_procs();
-    /* distinct (package, core) pairs among the CPUs in our set */
+    /* distinct (package, core) pairs among the CPUs in our set (on the stack: callers may
+     * run on several threads at once) */
     enum { MAX_SEEN = 1024 };
-    static int seen_pkg[MAX_SEEN], seen_core[MAX_SEEN];
+    int seen_pkg[MAX_SEEN], seen_core[MAX_SEEN];
     int n = 0, unknown = 0;
     for (int cpu = 0; cpu < CPU_SETSIZE && n < MAX_SEEN; cpu++) {
         if (!CPU_ISSET(cpu, &set)) continue;
@@ -51,15 +52,12 @@ int at_default_threads(void) {
     return at_physical_cores();
 }
 
-static int n_threads = 0;
-
-void at_set_threads(int n) {
-    if (n <= 0) n = at_default_threads();
-    n_threads = n;
-    omp_set_num_threads(n);
+/* The thread count lives in OpenMP's per-thread setting (nthreads-var), not in a global:
+ * each calling thread sets its own, so calls on several threads do not interfere. */
+int at_set_threads(int n) {
+    const int old = omp_get_max_threads();
+    omp_set_num_threads(n > 0 ? n : at_default_threads());
+    return old;
 }
 
-int at_threads(void) {
-    if (!n_threads) at_set_threads(0);
-    return n_threads;
-}
+int at_threads(void) { return omp_get_max_threads(); }

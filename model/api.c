@@ -179,7 +179,8 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
     }
     marian_search search;
     if (resolve_search(m, p, &search, err, errlen)) return -1;
-    at_set_threads(p->threads);
+    /* this call's threads, on this thread only; the caller's own setting comes back after */
+    const int caller_threads = at_set_threads(p->threads);
     memset(out, 0, sizeof(*out) * (size_t)n);
     marian_source *src = calloc((size_t)n + 1, sizeof *src);
     marian_output *res = calloc((size_t)n + 1, sizeof *res);
@@ -269,6 +270,7 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
     for (int i = 0; i < n; i++) free((void *)src[i].forced);
     free(src);
     free(res);
+    at_set_threads(caller_threads);
     return 0;
 fail:
     for (int i = 0; i < n; i++) {
@@ -278,5 +280,6 @@ fail:
     }
     free(src);
     free(res);
+    at_set_threads(caller_threads);
     return -1;
 }

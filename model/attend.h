@@ -16,8 +16,11 @@
  *   attend_free(m);
  *
  * Thread safety: a loaded model is read-only; attend_translate may run from several threads
- * on one model. Threads used inside one call: attend_params.threads. Library functions
- * never print and never exit: failures return a status and a one-line message in err. */
+ * on one model at once, each call with its own attend_params.threads (the library keeps no
+ * global thread count: it sets the calling thread's OpenMP setting for the call and puts
+ * the caller's back after). tests/test_api_threads.c checks this, also under
+ * ThreadSanitizer (make tsan). Library functions never print and never exit: failures
+ * return a status and a one-line message in err. */
 #ifndef ATTEND_H
 #define ATTEND_H
 
