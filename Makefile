@@ -7,8 +7,8 @@ BUILD   ?= build
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CXXFLAGS?= $(OPT) -g
-ALL_CFLAGS   = $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fPIC
-ALL_CXXFLAGS = $(CXXFLAGS) -std=c++17 -Wall -Wextra -fPIC
+ALL_CFLAGS   = $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fPIC -fvisibility=hidden
+ALL_CXXFLAGS = $(CXXFLAGS) -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden
 LDLIBS  = -fopenmp -lsentencepiece -lz -lm
 
 LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/isa.c engine/threads.c weights/gguf.c tokenizer/vocab.c \
@@ -50,8 +50,11 @@ $(BUILD)/%.o: %.cc $(HEADERS)
 $(BUILD)/libattend.a: $(LIB_OBJ)
 	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/libattend.so: $(LIB_OBJ)
-	$(CXX) -shared -o $@ $^ $(LDLIBS)
+# the shared library: only attend_* exported (model/attend.map), a SONAME of its major version
+SOVERSION = 0
+$(BUILD)/libattend.so: $(LIB_OBJ) model/attend.map
+	$(CXX) -shared -Wl,-soname,libattend.so.$(SOVERSION) -Wl,--version-script=model/attend.map \
+	  -o $@ $(LIB_OBJ) $(LDLIBS)
 
 # attend explore's page, compiled in as one C string (each line quoted, \ and " escaped)
 $(BUILD)/tools/explore_html.c: tools/explore.html
@@ -276,12 +279,23 @@ bench: $(BUILD)/attend
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(BENCH_PKGS)"
 	$(PYTHON) tools/bench.py --attend $(BUILD)/attend --work $(BUILD)/bench --md BENCHMARKS.md
 
+# make install: the binary, the libraries (libattend.so.0 -> libattend.so.VERSION, with the
+# libattend.so link for -lattend), the headers, attend.pc for pkg-config, the shipped model.
+VERSION = $(shell sed -n 's/^\#define ATTEND_VERSION "\(.*\)"/\1/p' model/attend.h)
+LIBDIR  ?= $(PREFIX)/lib
 install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include \
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/share/attend
 	install -m 755 $(BUILD)/attend $(DESTDIR)$(PREFIX)/bin/attend
-	install -m 644 $(BUILD)/libattend.a $(BUILD)/libattend.so $(DESTDIR)$(PREFIX)/lib/
-	install -m 644 model/attend.h $(DESTDIR)$(PREFIX)/include/attend.h
+	install -m 644 $(BUILD)/libattend.a $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(BUILD)/libattend.so $(DESTDIR)$(LIBDIR)/libattend.so.$(VERSION)
+	ln -sf libattend.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libattend.so.$(SOVERSION)
+	ln -sf libattend.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libattend.so
+	install -m 644 model/attend.h model/align.h $(DESTDIR)$(PREFIX)/include/
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$${prefix}/include' '' \
+	  'Name: attend' 'Description: Transformer encoder-decoder translation with every attention matrix' \
+	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lattend' \
+	  'Libs.private: -lsentencepiece -lz -lstdc++ -lm -fopenmp' >$(DESTDIR)$(LIBDIR)/pkgconfig/attend.pc
 	if [ -f models/de-en.gguf ]; then install -m 644 models/de-en.gguf $(DESTDIR)$(PREFIX)/share/attend/; fi
 
 clean:

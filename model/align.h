@@ -54,7 +54,7 @@ extern "C" {
 enum { ATTEND_LAYER_LAST = -1, ATTEND_LAYER_PENULTIMATE = -2, ATTEND_LAYER_ALL = -3 };
 /* A view's layer (an index, ATTEND_LAYER_LAST / _PENULTIMATE, or counted from the end) as an
  * index into L decoder layers; -1 when it names none (ATTEND_LAYER_ALL included). */
-int attend_resolve_layer(int layer, int L);
+ATTEND_API int attend_resolve_layer(int layer, int L);
 enum { ATTEND_HEAD_AVG = -1 };
 
 typedef struct {
@@ -66,20 +66,20 @@ typedef struct {
 
 /* Parse a view ("last:0", "penultimate:avg", "3:avg,shift", "4:1,5:0", "all:avg"). 0, or -1
  * with err. Layer indices may also be negative (-1 = last). */
-int attend_view_parse(const char *spec, attend_view *v, char *err, size_t errlen);
+ATTEND_API int attend_view_parse(const char *spec, attend_view *v, char *err, size_t errlen);
 /* A view for one head of one layer (head may be ATTEND_HEAD_AVG). */
-attend_view attend_view_single(int layer, int head);
+ATTEND_API attend_view attend_view_single(int layer, int head);
 /* Write the view back as text ("5:0", "penultimate:avg,shift") into buf. */
-void attend_view_name(const attend_view *v, char *buf, size_t n);
+ATTEND_API void attend_view_name(const attend_view *v, char *buf, size_t n);
 
 /* Check that every layer and head v names exists in a model of L decoder layers and H
  * heads. 0, or -1 with err. */
-int attend_view_check(const attend_view *v, int L, int H, char *err, size_t errlen);
+ATTEND_API int attend_view_check(const attend_view *v, int L, int H, char *err, size_t errlen);
 
 /* Reduce cross [L, H, T, S] to out [T, S]: the mean of the selected heads, shifted if asked
  * (the shifted view's last row is all zero). 0, or -1 with err when a layer or head does
  * not exist in a model of L layers and H heads. */
-int attend_view_reduce(const attend_view *v, const float *cross, int L, int H, int T, int S,
+ATTEND_API int attend_view_reduce(const attend_view *v, const float *cross, int L, int H, int T, int S,
                        float *out, char *err, size_t errlen);
 
 /* Pieces -> words. word_of[p] is the word of piece p, or -1 for pieces that belong to no
@@ -92,32 +92,32 @@ typedef struct {
 } attend_words;
 
 /* Fill w from n pieces. 0, or -1 when out of memory. Free with attend_words_free. */
-int attend_words_from_pieces(const char *const *pieces, int n, attend_words *w);
-void attend_words_free(attend_words *w);
+ATTEND_API int attend_words_from_pieces(const char *const *pieces, int n, attend_words *w);
+ATTEND_API void attend_words_free(attend_words *w);
 
 /* For each target piece t: the source piece with the largest weight in row t of A [T, S]
  * among source pieces that belong to a word, or -1 when t belongs to no word or its row is
  * all zero (or there is no source word). best[T] is written. */
-void attend_align_argmax(const float *A, int T, int S, const attend_words *src,
+ATTEND_API void attend_align_argmax(const float *A, int T, int S, const attend_words *src,
                          const attend_words *tgt, int *best);
 
 /* Word links from per-piece argmaxes: a sorted, duplicate-free list of (src word, tgt word)
  * pairs, written to links as 2*k ints. Returns k (links must hold 2*T ints). */
-int attend_align_links(const int *best, int T, const attend_words *src, const attend_words *tgt,
+ATTEND_API int attend_align_links(const int *best, int T, const attend_words *src, const attend_words *tgt,
                        int *links);
 
 /* Word-level view [tgt words, src words]: a target word's row is the mean of its pieces'
  * rows; a source word's column is the sum of its pieces' columns (so rows still sum to at
  * most 1). out must hold tgt->n_words * src->n_words floats. */
-void attend_words_matrix(const float *A, int T, int S, const attend_words *src,
+ATTEND_API void attend_words_matrix(const float *A, int T, int S, const attend_words *src,
                          const attend_words *tgt, float *out);
 
 /* Pharaoh text "0-0 1-2" for k links (malloc'd; "" for none). NULL when out of memory. */
-char *attend_pharaoh(const int *links, int k);
+ATTEND_API char *attend_pharaoh(const int *links, int k);
 
 /* All of the above for one translated sentence: the Pharaoh alignment of r under view v.
  * r must have been translated with want_attention. malloc'd string, or NULL with err. */
-char *attend_alignment(const attend_result *r, const attend_config *c, const attend_view *v,
+ATTEND_API char *attend_alignment(const attend_result *r, const attend_config *c, const attend_view *v,
                        char *err, size_t errlen);
 
 #ifdef __cplusplus

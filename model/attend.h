@@ -30,9 +30,17 @@
 extern "C" {
 #endif
 
+/* What the shared library exports: these functions only (built with -fvisibility=hidden and
+ * a version script, model/attend.map). */
+#if defined(__GNUC__)
+#define ATTEND_API __attribute__((visibility("default")))
+#else
+#define ATTEND_API
+#endif
+
 /* The library's version: major.minor.patch (attend_version() gives the one linked in). */
 #define ATTEND_VERSION "0.4.0"
-const char *attend_version(void);
+ATTEND_API const char *attend_version(void);
 
 typedef struct attend_model attend_model;
 
@@ -111,41 +119,41 @@ typedef struct {
     attend_hypothesis *nbest;
 } attend_result;
 
-attend_params attend_default_params(void);
+ATTEND_API attend_params attend_default_params(void);
 
 /* Load a .gguf checkpoint, checking every key, tensor, dtype and shape, the CRC-32s and
  * that every weight is finite (as attend_verify) before returning. NULL on failure. */
-attend_model *attend_load(const char *path, char *err, size_t errlen);
-void attend_free(attend_model *m);
-const attend_config *attend_get_config(const attend_model *m);
+ATTEND_API attend_model *attend_load(const char *path, char *err, size_t errlen);
+ATTEND_API void attend_free(attend_model *m);
+ATTEND_API const attend_config *attend_get_config(const attend_model *m);
 
 /* Check the metadata's CRC-32 (when the file has one), every tensor's CRC-32, and that all
  * weights are finite, again: attend_load did it once; this re-reads the mapped file, for a
  * model kept loaded while its file may have changed. 0 or -1 with err. */
-int attend_verify(const attend_model *m, char *err, size_t errlen);
+ATTEND_API int attend_verify(const attend_model *m, char *err, size_t errlen);
 
 /* Translate n lines (lens[i] bytes each, or NUL-terminated when lens is NULL) as one batch.
  * With targets (n strings or NULL entries), those sentences are force-decoded: their
  * scores and attention are those of the given translation. out[i] is filled for each line;
  * free each with attend_result_free. Returns 0, or -1 with err set (nothing to free). */
-int attend_translate(attend_model *m, const char *const *lines, const size_t *lens, int n,
+ATTEND_API int attend_translate(attend_model *m, const char *const *lines, const size_t *lens, int n,
                      const char *const *targets, const attend_params *p, attend_result *out,
                      char *err, size_t errlen);
-void attend_result_free(attend_result *r);
+ATTEND_API void attend_result_free(attend_result *r);
 
 /* The number of source ids line would translate with (its pieces and </s>, after truncation
  * to model_max_length), for batching by tokens. -1 with err on failure. */
-int attend_count_tokens(const attend_model *m, const char *line, size_t len, char *err, size_t errlen);
+ATTEND_API int attend_count_tokens(const attend_model *m, const char *line, size_t len, char *err, size_t errlen);
 
 /* Choose the kernel set from CPUID, or from $ATTEND_ISA if set (attend_load does this too).
  * 0, or -1 with err if $ATTEND_ISA names a set this CPU cannot run. */
-int attend_select_isa(char *err, size_t errlen);
+ATTEND_API int attend_select_isa(char *err, size_t errlen);
 /* Which kernel set runs ("generic", "avx2", "avx512"), and all this CPU supports. */
-const char *attend_isa(void);
-const char *attend_isa_available(void);
+ATTEND_API const char *attend_isa(void);
+ATTEND_API const char *attend_isa_available(void);
 /* Threads used when attend_params.threads is 0: $OMP_NUM_THREADS if set, else one per
  * physical core among the CPUs this process may run on. */
-int attend_default_threads(void);
+ATTEND_API int attend_default_threads(void);
 
 #ifdef __cplusplus
 }

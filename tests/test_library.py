@@ -1,0 +1,92 @@
+#!/usr/bin/python3
+"""The installed library as a C user meets it: libattend.so exports attend_* and nothing
+else, has a SONAME, and `make install` into a scratch root gives headers, the .so links
+and attend.pc with which the header's own example compiles (pkg-config), links and
+translates. Run: /usr/bin/python3 tests/test_library.py"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as T  # noqa: E402
+
+SO = os.path.join(T.REPO, "build", "libattend.so")
+TINY = os.path.join(T.REPO, "tests", "data", "tiny-v1.gguf")
+
+
+def exported():
+    out = subprocess.run(["nm", "-D", "--defined-only", SO], capture_output=True, text=True, check=True).stdout
+    return [line.split()[-1] for line in out.splitlines() if line.strip()]
+
+
+def only_attend_symbols():
+    names = exported()
+    stray = [n for n in names if not n.startswith("attend_")]
+    assert not stray, f"{len(stray)} symbols besides attend_*: {stray[:10]}"
+    for want in ("attend_load", "attend_translate", "attend_result_free", "attend_alignment",
+                 "attend_view_parse", "attend_version"):
+        assert want in names, f"{want} is not exported"
+    # every exported function is declared in an installed header
+    headers = open(os.path.join(T.REPO, "model", "attend.h")).read() + open(
+        os.path.join(T.REPO, "model", "align.h")).read()
+    undeclared = [n for n in names if not re.search(rf"\b{n}\(", headers)]
+    assert not undeclared, f"exported but not in attend.h/align.h: {undeclared}"
+    print(f"   {len(names)} symbols, all attend_*")
+
+
+def soname():
+    out = subprocess.run(["readelf", "-d", SO], capture_output=True, text=True, check=True).stdout
+    assert "Library soname: [libattend.so.0]" in out, out
+
+
+def header_example_via_pkg_config(d):
+    root = os.path.join(d, "root")
+    prefix = "/usr/local"
+    subprocess.run(["make", "-s", "install", f"DESTDIR={root}", f"PREFIX={prefix}"], cwd=T.REPO, check=True,
+                   stdout=subprocess.DEVNULL)
+    lib = root + prefix + "/lib"
+    for name in ("libattend.so", "libattend.so.0", "libattend.a", "pkgconfig/attend.pc"):
+        assert os.path.exists(os.path.join(lib, name)), name
+    assert os.path.islink(os.path.join(lib, "libattend.so.0"))
+    # the usage example at the top of attend.h, as a program
+    head = open(os.path.join(T.REPO, "model", "attend.h")).read().split("*/")[0]
+    body = [line[3:] if line.startswith(" *  ") else "" for line in head.splitlines()]
+    body = "\n".join(body).split("Thread safety")[0]
+    code = re.sub(r"\(the model's own search.*?\)|\(or override it\)", "", body)
+    code = code.replace('"opus-mt-de-en.gguf"', "argv[1]").replace("#include <attend.h>", "")
+    src = os.path.join(d, "example.c")
+    with open(src, "w") as f:
+        f.write("#include <stdio.h>\n#include <attend.h>\nint main(int argc, char **argv) {\n(void)argc;\n"
+                + code + "\nreturn 0;\n}\n")
+    env = dict(os.environ, PKG_CONFIG_PATH=lib + "/pkgconfig", PKG_CONFIG_SYSROOT_DIR=root)
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "attend"], env=env, capture_output=True,
+                           text=True, check=True).stdout.split()
+    exe = os.path.join(d, "example")
+    p = subprocess.run(["cc", "-Wall", "-Werror", "-o", exe, src] + flags, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run([exe, TINY], capture_output=True, text=True, env=dict(os.environ, LD_LIBRARY_PATH=lib))
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.strip().splitlines()
+    assert len(lines) == 3 and all(" ||| " in line for line in lines), p.stdout
+    cli = T.run_attend(["translate", "-m", TINY, "--beam", "5", "--n-best", "3"], "Wo ist der Bahnhof?\n").stdout
+    want = [line.split(" ||| ")[1] for line in cli.strip().splitlines()]  # "i ||| text ||| score"
+    got = [line.rsplit(" ||| ", 1)[0] for line in lines]                    # "text ||| score"
+    assert got == want, (got, want)
+    print(f"   example: {lines[0]}")
+
+
+def main():
+    run = T.Runner()
+    d = T.tempdir()
+    run.check("libattend.so exports attend_* only, each declared in a header", only_attend_symbols)
+    run.check("libattend.so has SONAME libattend.so.0", soname)
+    run.check("make install + pkg-config: attend.h's example compiles, links and translates",
+              header_example_via_pkg_config, d)
+    shutil.rmtree(d, ignore_errors=True)
+    run.finish()
+
+
+if __name__ == "__main__":
+    main()
