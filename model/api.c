@@ -11,6 +11,7 @@
 struct attend_model {
     marian_model *m;
     attend_config config;
+    int inspect_only; /* loaded without packing: no translation */
 };
 
 static const char *activation_name(at_activation a) {
@@ -24,7 +25,18 @@ attend_params attend_default_params(void) {
     return p;
 }
 
+attend_load_params attend_default_load_params(void) {
+    attend_load_params lp = {0};
+    return lp;
+}
+
 attend_model *attend_load(const char *path, char *err, size_t errlen) {
+    return attend_load_with(path, NULL, err, errlen);
+}
+
+attend_model *attend_load_with(const char *path, const attend_load_params *lp, char *err, size_t errlen) {
+    const attend_load_params defaults = attend_default_load_params();
+    if (!lp) lp = &defaults;
     if (at_kernels_init(err, errlen)) return NULL;
     attend_model *am = calloc(1, sizeof *am);
     if (!am) {
@@ -33,7 +45,9 @@ attend_model *attend_load(const char *path, char *err, size_t errlen) {
     }
     /* the checksums and finiteness are checked before any use, which also reads the mapping
      * in once (0.2 s for a 299 MB f32 file here) */
-    am->m = marian_load_for_inference(path, err, errlen);
+    am->inspect_only = lp->inspect_only != 0;
+    am->m = am->inspect_only ? marian_load_verified(path, err, errlen)
+                             : marian_load_for_inference(path, err, errlen);
     if (!am->m) {
         free(am);
         return NULL;
@@ -171,6 +185,10 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
     if (!p) p = &defaults;
     if (n < 0) {
         snprintf(err, errlen, "negative sentence count");
+        return -1;
+    }
+    if (am->inspect_only) {
+        snprintf(err, errlen, "the model was loaded for inspection only (attend_load_params.inspect_only)");
         return -1;
     }
     if (p->max_length < 0 || p->max_length == 1) {

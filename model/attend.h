@@ -124,6 +124,17 @@ ATTEND_API attend_params attend_default_params(void);
 /* Load a .gguf checkpoint, checking every key, tensor, dtype and shape, the CRC-32s and
  * that every weight is finite (as attend_verify) before returning. NULL on failure. */
 ATTEND_API attend_model *attend_load(const char *path, char *err, size_t errlen);
+
+/* attend_load with options. */
+typedef struct {
+    int inspect_only; /* for attend_get_config, attend_verify and attend_count_tokens only:
+                       * the matrices stay in the file's layout instead of being copied into
+                       * the kernels' (the copy costs the model's size in memory and time);
+                       * attend_translate then refuses the model */
+} attend_load_params;
+ATTEND_API attend_load_params attend_default_load_params(void);
+ATTEND_API attend_model *attend_load_with(const char *path, const attend_load_params *lp, char *err,
+                                          size_t errlen);
 ATTEND_API void attend_free(attend_model *m);
 ATTEND_API const attend_config *attend_get_config(const attend_model *m);
 

@@ -77,11 +77,36 @@ def header_example_via_pkg_config(d):
     print(f"   example: {lines[0]}")
 
 
+def inspect_only_load():
+    """attend_load_with(inspect_only): the configuration and verify work, translation is refused."""
+    import ctypes
+    lib = ctypes.CDLL(SO)
+
+    class LoadParams(ctypes.Structure):
+        _fields_ = [("inspect_only", ctypes.c_int)]
+    lib.attend_load_with.restype = ctypes.c_void_p
+    lib.attend_load_with.argtypes = [ctypes.c_char_p, ctypes.POINTER(LoadParams), ctypes.c_char_p, ctypes.c_size_t]
+    lib.attend_verify.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.attend_translate.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), ctypes.c_void_p, ctypes.c_int,
+                                     ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
+    lib.attend_free.argtypes = [ctypes.c_void_p]
+    err = ctypes.create_string_buffer(512)
+    m = lib.attend_load_with(TINY.encode(), ctypes.byref(LoadParams(1)), err, 512)
+    assert m, err.value
+    assert lib.attend_verify(m, err, 512) == 0, err.value
+    line = (ctypes.c_char_p * 1)(b"Hallo Welt")
+    out = ctypes.create_string_buffer(4096)  # room for one attend_result
+    assert lib.attend_translate(m, line, None, 1, None, None, out, err, 512) == -1
+    assert b"inspection only" in err.value, err.value
+    lib.attend_free(m)
+
+
 def main():
     run = T.Runner()
     d = T.tempdir()
     run.check("libattend.so exports attend_* only, each declared in a header", only_attend_symbols)
     run.check("libattend.so has SONAME libattend.so.0", soname)
+    run.check("attend_load_with(inspect_only): verify works, translate refuses", inspect_only_load)
     run.check("make install + pkg-config: attend.h's example compiles, links and translates",
               header_example_via_pkg_config, d)
     shutil.rmtree(d, ignore_errors=True)

@@ -81,11 +81,15 @@ static void watch_model_file(const char *path) {
     sigaction(SIGBUS, &sa, NULL);
 }
 
-attend_model *cli_load_model(const char *path) {
+attend_model *cli_load_model(const char *path) { return cli_load_model_with(path, 0); }
+
+attend_model *cli_load_model_with(const char *path, int inspect_only) {
     char buf[PATH_MAX + 64], err[512];
     path = cli_model_path(path, buf, sizeof buf);
     watch_model_file(path);
-    attend_model *m = attend_load(path, err, sizeof err);
+    attend_load_params lp = attend_default_load_params();
+    lp.inspect_only = inspect_only;
+    attend_model *m = attend_load_with(path, &lp, err, sizeof err);
     if (!m) {
         fprintf(stderr, "attend: %s: %s\n", path, err);
         exit(EXIT_MODEL);

@@ -14,6 +14,8 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_IO = 4 }
 /* Load -m's model (path may be NULL: $ATTEND_MODEL, else the shipped model next to the
  * binary); on failure print one line and exit with EXIT_USAGE or EXIT_MODEL. */
 attend_model *cli_load_model(const char *path);
+/* The same; inspect_only: for commands that only read the configuration or check the file. */
+attend_model *cli_load_model_with(const char *path, int inspect_only);
 /* The model file a command uses: path if given, else $ATTEND_MODEL, else the shipped model
  * next to the binary; when there is none, print where it looked and exit with EXIT_USAGE.
  * buf (PATH_MAX bytes or more) may hold the result. */

@@ -37,7 +37,7 @@ int cmd_info(int argc, char **argv) {
     if (rc >= 0) return rc;
     char buf[4200];
     path = cli_model_path(path, buf, sizeof buf);
-    attend_model *m = cli_load_model(path);
+    attend_model *m = cli_load_model_with(path, 1);
     const attend_config *c = attend_get_config(m);
     printf("file                %s\n", path);
     printf("architecture        marian\n");
@@ -86,7 +86,7 @@ int cmd_verify(int argc, char **argv) {
     if (rc >= 0) return rc;
     /* attend_load checks exactly what verify promises (a failure ends here with status 3):
      * checking again would read the whole file a second time */
-    attend_model *m = cli_load_model(path);
+    attend_model *m = cli_load_model_with(path, 1);
     const attend_config *c = attend_get_config(m);
     printf("ok: %lld tensors, CRC-32 and values checked; metadata %s\n", c->tensor_count,
            c->metadata_checksum ? "CRC-32 checked" : "has no checksum (exported before it was added)");
