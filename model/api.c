@@ -87,6 +87,7 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
     o->renormalize_logits = c->gen.renormalize;
     o->length_penalty = c->gen.length_penalty;
     o->repetition_penalty = c->gen.repetition_penalty;
+    o->max_line_bytes = (long long)c->max_pos * MARIAN_BYTES_PER_POSITION;
     return am;
 }
 

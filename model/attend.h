@@ -60,6 +60,7 @@ typedef struct {
     int generation_recorded, num_beams, early_stopping, min_length, no_repeat_ngram_size;
     int renormalize_logits;
     float length_penalty, repetition_penalty;
+    long long max_line_bytes; /* bytes of a line the tokenizer reads (the rest is cut) */
 } attend_config;
 
 /* attend_params.early_stopping (HF's early_stopping False, True, "never") */

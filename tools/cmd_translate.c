@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include "../model/align.h"
-#include "../model/translate.h"
 #include "cli.h"
 #include "npz.h"
 
@@ -192,7 +191,7 @@ static int write_line(translate_ctx *cx, attend_result *r) {
         return 0;
     }
     const attend_config *c = attend_get_config(cx->m);
-    const size_t max_bytes = (size_t)c->max_position_embeddings * MARIAN_BYTES_PER_POSITION;
+    const size_t max_bytes = (size_t)c->max_line_bytes;
     if (r->truncated && r->n_src >= c->model_max_length && c->model_max_length < c->max_position_embeddings)
         fprintf(stderr, "attend: line %lld: longer than the tokenizer's %d tokens (model_max_length); "
                 "translated its first %d\n", idx, c->model_max_length, r->n_src);
@@ -509,7 +508,7 @@ int cmd_translate(int argc, char **argv) {
     } else {
         line_reader r = {0};
         /* one byte more than the tokenizer reads, so that it sees the line was cut */
-        r.max_line = (size_t)attend_get_config(cx.m)->max_position_embeddings * MARIAN_BYTES_PER_POSITION + 1;
+        r.max_line = (size_t)attend_get_config(cx.m)->max_line_bytes + 1;
         char **lines = malloc(sizeof(char *) * (size_t)chunk);
         size_t *lens = malloc(sizeof(size_t) * (size_t)chunk);
         if (!lines || !lens) {
