@@ -178,66 +178,37 @@ int attend_count_tokens(const attend_model *am, const char *line, size_t len, ch
     return n;
 }
 
-int attend_translate(attend_model *am, const char *const *lines, const size_t *lens, int n,
-                     const char *const *targets, const attend_params *p, attend_result *out,
-                     char *err, size_t errlen) {
+/* Pieces of n ids (malloc'd strings, "" for an id without one); NULL when out of memory. */
+static char **pieces_of(const vocab *v, const int *ids, int n) {
+    char **out = calloc((size_t)n + 1, sizeof(char *));
+    for (int k = 0; out && k < n; k++) {
+        const char *pc = vocab_piece(v, ids[k]);
+        out[k] = strdup(pc ? pc : "");
+        if (!out[k]) {
+            for (int j = 0; j < k; j++) free(out[j]);
+            free(out);
+            return NULL;
+        }
+    }
+    return out;
+}
+
+/* The shared second half of attend_translate and attend_translate_ids: src[i] holds the
+ * source (and forced target) ids of out[i], whose src_ids/src_pieces are already set;
+ * translate them and fill the rest of out. 0, or -1 with err (out then freed). */
+static int translate_sources(attend_model *am, marian_source *src, int n, const attend_params *p,
+                             const marian_search *search, attend_result *out, char *err, size_t errlen) {
     const marian_model *m = am->m;
-    attend_params defaults = attend_default_params();
-    if (!p) p = &defaults;
-    if (n < 0) {
-        snprintf(err, errlen, "negative sentence count");
-        return -1;
-    }
-    if (am->inspect_only) {
-        snprintf(err, errlen, "the model was loaded for inspection only (attend_load_params.inspect_only)");
-        return -1;
-    }
-    if (p->max_length < 0 || p->max_length == 1) {
-        snprintf(err, errlen, "max_length %d: must be 0 (the model's) or at least 2", p->max_length);
-        return -1;
-    }
-    marian_search search;
-    if (resolve_search(m, p, &search, err, errlen)) return -1;
-    /* this call's threads, on this thread only; the caller's own setting comes back after */
-    const int caller_threads = at_set_threads(p->threads);
-    memset(out, 0, sizeof(*out) * (size_t)n);
-    marian_source *src = calloc((size_t)n + 1, sizeof *src);
     marian_output *res = calloc((size_t)n + 1, sizeof *res);
-    if (!src || !res) {
-        free(src);
-        free(res);
+    if (!res) {
         snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    char inner[256];
-    for (int i = 0; i < n; i++) {
-        size_t len = lens ? lens[i] : strlen(lines[i]);
-        if (marian_encode_text(m, lines[i], len, &out[i].src_ids, &out[i].n_src, &out[i].src_pieces,
-                               &out[i].truncated, inner, sizeof inner)) {
-            snprintf(err, errlen, "line %d: %s", i + 1, inner);
-            goto fail;
-        }
-        src[i].ids = out[i].src_ids;
-        src[i].n = out[i].n_src;
-        if (targets && targets[i]) {
-            int *tids, tn, tt;
-            char **tp;
-            if (marian_encode_target(m, targets[i], strlen(targets[i]), &tids, &tn, &tp, &tt, inner,
-                                     sizeof inner)) {
-                snprintf(err, errlen, "target %d: %s", i + 1, inner);
-                goto fail;
-            }
-            for (int k = 0; k < tn; k++) free(tp[k]);
-            free(tp);
-            src[i].forced = tids;
-            src[i].n_forced = tn;
-        }
+        goto fail;
     }
     marian_opts o = {0};
     o.max_length = p->max_length;
     o.want_logits = p->want_logits;
     o.want_scores = p->want_scores || p->n_best > 0;
-    o.search = &search;
+    o.search = search;
     o.want_attention = p->want_attention;
     if (marian_translate_ids(m, src, n, &o, res, err, errlen)) goto fail;
     for (int i = 0; i < n; i++) {
@@ -272,33 +243,166 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
         res[i].ids = NULL;
         marian_output_free(&res[i]);
         r->text = marian_decode_text(m, r->tgt_ids, r->n_tgt);
-        r->tgt_pieces = calloc((size_t)r->n_tgt + 1, sizeof(char *));
+        r->tgt_pieces = pieces_of(m->tgt_vocab, r->tgt_ids, r->n_tgt);
         if (!r->text || !r->tgt_pieces) {
             snprintf(err, errlen, "out of memory");
             goto fail;
         }
-        for (int k = 0; k < r->n_tgt; k++) {
-            const char *pc = vocab_piece(m->tgt_vocab, r->tgt_ids[k]);
-            r->tgt_pieces[k] = strdup(pc ? pc : "");
-            if (!r->tgt_pieces[k]) {
-                snprintf(err, errlen, "out of memory");
-                goto fail;
-            }
-        }
     }
-    for (int i = 0; i < n; i++) free((void *)src[i].forced);
-    free(src);
     free(res);
-    at_set_threads(caller_threads);
     return 0;
 fail:
     for (int i = 0; i < n; i++) {
-        free((void *)src[i].forced);
-        marian_output_free(&res[i]);
+        if (res) marian_output_free(&res[i]);
         attend_result_free(&out[i]);
     }
-    free(src);
     free(res);
-    at_set_threads(caller_threads);
     return -1;
+}
+
+/* Checks shared by both entry points; sets the search. 0 or -1 with err. */
+static int check_call(const attend_model *am, int n, const attend_params *p, marian_search *search, char *err,
+                      size_t errlen) {
+    if (n < 0) {
+        snprintf(err, errlen, "negative sentence count");
+        return -1;
+    }
+    if (am->inspect_only) {
+        snprintf(err, errlen, "the model was loaded for inspection only (attend_load_params.inspect_only)");
+        return -1;
+    }
+    if (p->max_length < 0 || p->max_length == 1) {
+        snprintf(err, errlen, "max_length %d: must be 0 (the model's) or at least 2", p->max_length);
+        return -1;
+    }
+    return resolve_search(am->m, p, search, err, errlen);
+}
+
+int attend_translate(attend_model *am, const char *const *lines, const size_t *lens, int n,
+                     const char *const *targets, const attend_params *p, attend_result *out,
+                     char *err, size_t errlen) {
+    const marian_model *m = am->m;
+    attend_params defaults = attend_default_params();
+    if (!p) p = &defaults;
+    marian_search search;
+    if (check_call(am, n, p, &search, err, errlen)) return -1;
+    /* this call's threads, on this thread only; the caller's own setting comes back after */
+    const int caller_threads = at_set_threads(p->threads);
+    memset(out, 0, sizeof(*out) * (size_t)n);
+    marian_source *src = calloc((size_t)n + 1, sizeof *src);
+    int rc = -1;
+    if (!src) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    char inner[256];
+    for (int i = 0; i < n; i++) {
+        size_t len = lens ? lens[i] : strlen(lines[i]);
+        if (marian_encode_text(m, lines[i], len, &out[i].src_ids, &out[i].n_src, &out[i].src_pieces,
+                               &out[i].truncated, inner, sizeof inner)) {
+            snprintf(err, errlen, "line %d: %s", i + 1, inner);
+            goto fail;
+        }
+        src[i].ids = out[i].src_ids;
+        src[i].n = out[i].n_src;
+        if (targets && targets[i]) {
+            int *tids, tn, tt;
+            char **tp;
+            if (marian_encode_target(m, targets[i], strlen(targets[i]), &tids, &tn, &tp, &tt, inner,
+                                     sizeof inner)) {
+                snprintf(err, errlen, "target %d: %s", i + 1, inner);
+                goto fail;
+            }
+            for (int k = 0; k < tn; k++) free(tp[k]);
+            free(tp);
+            src[i].forced = tids;
+            src[i].n_forced = tn;
+        }
+    }
+    rc = translate_sources(am, src, n, p, &search, out, err, errlen);
+    goto done;
+fail:
+    for (int i = 0; i < n; i++) attend_result_free(&out[i]);
+done:
+    for (int i = 0; src && i < n; i++) free((void *)src[i].forced);
+    free(src);
+    at_set_threads(caller_threads);
+    return rc;
+}
+
+/* ids[0..n) must lie in [0, vocab) and number 1..limit; else -1 with err naming what. */
+static int check_ids(const int *ids, int n, int vocab, int limit, const char *what, int i, char *err,
+                     size_t errlen) {
+    if (!ids || n < 1 || n > limit) {
+        snprintf(err, errlen, "%s %d: %d ids; must be 1..%d", what, i + 1, ids ? n : 0, limit);
+        return -1;
+    }
+    for (int k = 0; k < n; k++)
+        if (ids[k] < 0 || ids[k] >= vocab) {
+            snprintf(err, errlen, "%s %d: id %d at position %d is outside the vocabulary (0..%d)", what, i + 1,
+                     ids[k], k, vocab - 1);
+            return -1;
+        }
+    return 0;
+}
+
+int attend_translate_ids(attend_model *am, const int *const *ids, const int *lens, int n,
+                         const int *const *target_ids, const int *target_lens, const attend_params *p,
+                         attend_result *out, char *err, size_t errlen) {
+    const marian_model *m = am->m;
+    attend_params defaults = attend_default_params();
+    if (!p) p = &defaults;
+    marian_search search;
+    if (check_call(am, n, p, &search, err, errlen)) return -1;
+    const int positions = m->c.max_pos;
+    for (int i = 0; i < n; i++) {
+        if (check_ids(ids[i], lens[i], m->c.vocab_size, positions, "source", i, err, errlen)) return -1;
+        if (target_ids && target_ids[i] &&
+            check_ids(target_ids[i], target_lens[i], m->c.decoder_vocab_size, positions, "target", i, err, errlen))
+            return -1;
+    }
+    const int caller_threads = at_set_threads(p->threads);
+    memset(out, 0, sizeof(*out) * (size_t)n);
+    marian_source *src = calloc((size_t)n + 1, sizeof *src);
+    int rc = -1;
+    if (!src) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        out[i].n_src = lens[i];
+        out[i].src_ids = malloc(sizeof(int) * (size_t)lens[i]);
+        out[i].src_pieces = out[i].src_ids ? pieces_of(m->src_vocab, ids[i], lens[i]) : NULL;
+        if (!out[i].src_pieces) {
+            snprintf(err, errlen, "out of memory");
+            for (int k = 0; k <= i; k++) attend_result_free(&out[k]);
+            goto done;
+        }
+        memcpy(out[i].src_ids, ids[i], sizeof(int) * (size_t)lens[i]);
+        src[i].ids = out[i].src_ids;
+        src[i].n = lens[i];
+        if (target_ids && target_ids[i]) {
+            src[i].forced = target_ids[i];
+            src[i].n_forced = target_lens[i];
+        }
+    }
+    rc = translate_sources(am, src, n, p, &search, out, err, errlen);
+done:
+    free(src);
+    at_set_threads(caller_threads);
+    return rc;
+}
+
+int attend_tokenize(const attend_model *am, const char *text, size_t len, int **ids, int *n, char *err,
+                    size_t errlen) {
+    int truncated = 0;
+    *ids = NULL;
+    *n = 0;
+    return marian_encode_text(am->m, text, len, ids, n, NULL, &truncated, err, errlen);
+}
+
+char *attend_detokenize(const attend_model *am, const int *ids, int n) {
+    for (int k = 0; k < n; k++)
+        if (ids[k] < 0 || ids[k] >= am->m->c.decoder_vocab_size) return NULL;
+    return marian_decode_text(am->m, ids, n);
 }

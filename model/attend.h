@@ -153,6 +153,21 @@ ATTEND_API int attend_translate(attend_model *m, const char *const *lines, const
                      char *err, size_t errlen);
 ATTEND_API void attend_result_free(attend_result *r);
 
+/* attend_translate from ids instead of text: ids[i] (lens[i] of them, 1..max positions,
+ * each in 0..vocab_size-1; as attend_tokenize gives them, </s> last) and, for forced
+ * decoding, target_ids[i] (target_lens[i]; NULL entries or a NULL array translate). The
+ * result's pieces come from the vocabulary. Returns 0, or -1 with err (nothing to free). */
+ATTEND_API int attend_translate_ids(attend_model *m, const int *const *ids, const int *lens, int n,
+                                    const int *const *target_ids, const int *target_lens,
+                                    const attend_params *p, attend_result *out, char *err, size_t errlen);
+/* Source text -> the ids attend_translate would use (pieces, </s> last, cut to
+ * model_max_length): *ids malloc'd (free it), *n ids. 0, or -1 with err. */
+ATTEND_API int attend_tokenize(const attend_model *m, const char *text, size_t len, int **ids, int *n,
+                               char *err, size_t errlen);
+/* Target ids -> text, as attend_result.text is made (special tokens skipped). malloc'd;
+ * NULL when an id is outside the target vocabulary or out of memory. */
+ATTEND_API char *attend_detokenize(const attend_model *m, const int *ids, int n);
+
 /* The number of source ids line would translate with (its pieces and </s>, after truncation
  * to model_max_length), for batching by tokens. -1 with err on failure. */
 ATTEND_API int attend_count_tokens(const attend_model *m, const char *line, size_t len, char *err, size_t errlen);
