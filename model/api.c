@@ -260,6 +260,70 @@ fail:
     return -1;
 }
 
+/* Translate src[0..n) into out[0..n) batch by batch as p->batch_size / batch_tokens say,
+ * handing each batch to p->on_batch. 0, or -1 with err; on failure every entry not handed
+ * over is freed. */
+static int run_batched(attend_model *am, marian_source *src, int n, const attend_params *p,
+                       const marian_search *search, attend_result *out, char *err, size_t errlen) {
+    int *order = malloc(sizeof(int) * ((size_t)n + 1)), *done = calloc((size_t)n + 1, sizeof(int));
+    marian_source *bs = malloc(sizeof *bs * ((size_t)n + 1));
+    attend_result *bo = calloc((size_t)n + 1, sizeof *bo);
+    int rc = 0;
+    if (!order || !done || !bs || !bo) {
+        snprintf(err, errlen, "out of memory");
+        rc = -1;
+        goto fail;
+    }
+    for (int i = 0; i < n; i++) order[i] = i;
+    const int sorted = p->batch_size > 0 || p->batch_tokens > 0;
+    if (sorted) /* by source length, ties in input order (a Shell sort on that total order) */
+        for (int gap = n / 2; gap > 0; gap /= 2)
+            for (int i = gap; i < n; i++)
+                for (int j = i; j >= gap; j -= gap) {
+                    const int a = order[j - gap], b = order[j];
+                    if (src[a].n < src[b].n || (src[a].n == src[b].n && a < b)) break;
+                    order[j - gap] = b, order[j] = a;
+                }
+    for (int s0 = 0, k; s0 < n; s0 += k) {
+        long long sum = src[order[s0]].n;
+        k = 1;
+        while (sorted && s0 + k < n && (p->batch_size <= 0 || k < p->batch_size) &&
+               (p->batch_tokens <= 0 || sum + src[order[s0 + k]].n <= p->batch_tokens))
+            sum += src[order[s0 + k++]].n;
+        if (!sorted) k = n;
+        for (int j = 0; j < k; j++) {
+            bs[j] = src[order[s0 + j]];
+            bo[j] = out[order[s0 + j]];
+            memset(&out[order[s0 + j]], 0, sizeof *out); /* now bo's, freed by it on failure */
+        }
+        if (translate_sources(am, bs, k, p, search, bo, err, errlen)) {
+            rc = -1;
+            goto fail;
+        }
+        for (int j = 0; j < k; j++) {
+            out[order[s0 + j]] = bo[j];
+            done[order[s0 + j]] = 1;
+        }
+        if (p->on_batch && p->on_batch(p->user, order + s0, k)) {
+            snprintf(err, errlen, "stopped by the caller after %d of %d sentences", s0 + k, n);
+            for (int j = s0 + k; j < n; j++) attend_result_free(&out[order[j]]);
+            rc = -1;
+            goto done;
+        }
+    }
+    goto done;
+fail:
+    /* handed over (with on_batch) stays the caller's; everything else is freed */
+    for (int i = 0; i < n; i++)
+        if (!(done && done[i] && p->on_batch)) attend_result_free(&out[i]);
+done:
+    free(order);
+    free(done);
+    free(bs);
+    free(bo);
+    return rc;
+}
+
 /* Checks shared by both entry points; sets the search. 0 or -1 with err. */
 static int check_call(const attend_model *am, int n, const attend_params *p, marian_search *search, char *err,
                       size_t errlen) {
@@ -319,7 +383,7 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
             src[i].n_forced = tn;
         }
     }
-    rc = translate_sources(am, src, n, p, &search, out, err, errlen);
+    rc = run_batched(am, src, n, p, &search, out, err, errlen);
     goto done;
 fail:
     for (int i = 0; i < n; i++) attend_result_free(&out[i]);
@@ -386,7 +450,7 @@ int attend_translate_ids(attend_model *am, const int *const *ids, const int *len
             src[i].n_forced = target_lens[i];
         }
     }
-    rc = translate_sources(am, src, n, p, &search, out, err, errlen);
+    rc = run_batched(am, src, n, p, &search, out, err, errlen);
 done:
     free(src);
     at_set_threads(caller_threads);

@@ -90,6 +90,18 @@ typedef struct {
     float top_p;        /* sampling: only the smallest set holding this probability (0: 1) */
     float temperature;  /* sampling: logits / temperature (0: 1) */
     unsigned long long seed; /* sampling: a sentence's draws depend on the seed and its ids only */
+    /* Batching. With both limits 0 the n lines of a call are one batch, in their order.
+     * Otherwise the lines are sorted by source tokens and cut into batches of at most
+     * batch_size sentences and batch_tokens source tokens (the sum over the batch; a longer
+     * sentence goes alone). Results never depend on the batch a sentence lands in. */
+    int batch_size;
+    int batch_tokens;
+    /* Called after each batch (when set): out[index[0..n)] are complete and from then on the
+     * caller's (it may read, write and attend_result_free them at once). A non-zero return
+     * stops the call, which then returns -1. On failure the entries not yet handed over
+     * are freed; those handed over stay the caller's. */
+    int (*on_batch)(void *user, const int *index, int n);
+    void *user;
 } attend_params;
 
 /* One hypothesis of an n-best list. */

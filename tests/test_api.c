@@ -21,6 +21,55 @@ static int same_result(const attend_result *a, const attend_result *b, const att
     return !memcmp(a->cross, b->cross, sizeof(float) * nc) && !memcmp(a->logprob, b->logprob, sizeof(float) * a->n_tgt);
 }
 
+typedef struct {
+    int calls, seen[8], stop_after;
+    attend_result *out;
+} batch_log;
+
+static int on_batch(void *user, const int *index, int n) {
+    batch_log *b = user;
+    b->calls++;
+    for (int j = 0; j < n; j++) {
+        b->seen[index[j]]++;
+        if (!b->out[index[j]].text) b->seen[index[j]] += 100; /* handed over unfinished */
+    }
+    return b->stop_after && b->calls == b->stop_after;
+}
+
+/* Library batching: batches of at most 2 sentences, sorted by length, each handed over
+ * once; results equal one batch of all; a non-zero return stops the call. */
+static void batching(attend_model *m, attend_params p) {
+    const char *lines[6] = {"Ein sehr langer Satz mit vielen Worten und noch mehr Worten.", "Ja.",
+                            "Wo ist der Bahnhof?", "Zwei Hunde spielen im Schnee.", "Gut.", "Ich habe Hunger."};
+    attend_result all[6], part[6];
+    char err[256];
+    CHECK(attend_translate(m, lines, NULL, 6, NULL, &p, all, err, sizeof err) == 0);
+    batch_log b = {0};
+    b.out = part;
+    p.batch_size = 2;
+    p.on_batch = on_batch;
+    p.user = &b;
+    CHECK(attend_translate(m, lines, NULL, 6, NULL, &p, part, err, sizeof err) == 0);
+    CHECK(b.calls == 3);
+    for (int i = 0; i < 6; i++) {
+        CHECKF(b.seen[i] == 1, "line %d handed over %d times", i, b.seen[i]);
+        CHECK(same_result(&all[i], &part[i], attend_get_config(m)));
+        attend_result_free(&part[i]);
+    }
+    batch_log stop = {0};
+    stop.out = part;
+    stop.stop_after = 1;
+    p.user = &stop;
+    CHECK(attend_translate(m, lines, NULL, 6, NULL, &p, part, err, sizeof err) == -1);
+    CHECK(strstr(err, "stopped by the caller") != NULL && stop.calls == 1);
+    /* the first batch (the two shortest: "Ja." and "Gut.") stays the caller's */
+    CHECK(part[1].text && part[4].text && !part[0].text && !part[2].text);
+    for (int i = 0; i < 6; i++) {
+        attend_result_free(&part[i]);
+        attend_result_free(&all[i]);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "tests/data/tiny-v1.gguf";
     char err[256];
@@ -59,6 +108,7 @@ int main(int argc, char **argv) {
         attend_result_free(&b);
         free(ids);
     }
+    batching(m, p);
     /* refusals name the problem */
     attend_result r;
     int bad[] = {5, c->vocab_size, 0}, nb = 3;

@@ -241,83 +241,51 @@ static int write_ready(translate_ctx *cx, chunk_output *o) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Batching: a chunk of lines is sorted by source token count and cut into batches of at
- * most cx->batch sentences and cx->batch_tokens source tokens (a batch is packed without
- * padding, so its size is the sum), so the sentences of a batch have about the same length
- * and finish at about the same step; results never depend on the batch a sentence lands
- * in, and go back to their input positions. */
+ * Batching is the library's (attend_params.batch_size / batch_tokens: sorted by length, cut
+ * into batches); after each batch it hands the finished lines over, and those that are
+ * next in input order go out at once. */
 
-static const int *sort_tokens; /* qsort has no context argument */
+typedef struct {
+    translate_ctx *cx;
+    chunk_output *o;
+    int status;
+} batch_ctx;
 
-static int by_length(const void *a, const void *b) {
-    const int i = *(const int *)a, j = *(const int *)b;
-    if (sort_tokens[i] != sort_tokens[j]) return sort_tokens[i] < sort_tokens[j] ? -1 : 1;
-    return i < j ? -1 : i > j; /* stable */
+static int batch_done(void *user, const int *index, int n) {
+    batch_ctx *b = user;
+    if (b->cx->verbose) {
+        long long sum = 0;
+        int lo = 0, hi = 0;
+        for (int j = 0; j < n; j++) {
+            const int t = b->o->res[index[j]].n_src;
+            sum += t;
+            lo = j == 0 || t < lo ? t : lo;
+            hi = t > hi ? t : hi;
+        }
+        fprintf(stderr, "attend: batch of %d sentence%s, %lld source tokens, lengths %d-%d\n", n,
+                n == 1 ? "" : "s", sum, lo, hi);
+    }
+    b->status = write_ready(b->cx, b->o);
+    return b->status;
 }
 
-/* How many of the sorted sentences order[s..k) go into the next batch (at least one), and
- * their source tokens in *sum. */
-static int next_batch_size(const translate_ctx *cx, const int *order, const int *tokens, int s, int k,
-                           long long *sum) {
-    int n = 1;
-    *sum = tokens[order[s]];
-    while (s + n < k && (cx->batch <= 0 || n < cx->batch) &&
-           (cx->batch_tokens <= 0 || *sum + tokens[order[s + n]] <= cx->batch_tokens))
-        *sum += tokens[order[s + n++]];
-    return n;
-}
-
-/* Translate the k non-blank lines todo[0..k), batch by batch, writing what is ready after
- * each batch. Returns 0 or an exit status. */
+/* Translate the k non-blank lines todo[0..k), writing what is ready after each batch.
+ * Returns 0 or an exit status. */
 static int translate_sorted(translate_ctx *cx, const char **todo, const size_t *todo_len, int k,
                             chunk_output *o) {
-    int *order = malloc(sizeof(int) * (size_t)(k ? k : 1));
-    int *tokens = malloc(sizeof(int) * (size_t)(k ? k : 1));
-    const char **bl = malloc(sizeof(char *) * (size_t)(k ? k : 1));
-    size_t *bll = malloc(sizeof(size_t) * (size_t)(k ? k : 1));
-    attend_result *br = calloc((size_t)(k ? k : 1), sizeof *br);
-    int status = 0;
-    if (!order || !tokens || !bl || !bll || !br) {
-        fprintf(stderr, "attend: out of memory\n");
-        status = EXIT_FAIL;
-    }
+    batch_ctx b = {cx, o, 0};
+    attend_params p = cx->p;
+    p.batch_size = cx->batch;
+    p.batch_tokens = cx->batch_tokens;
+    p.on_batch = batch_done;
+    p.user = &b;
     char err[512];
-    for (int i = 0; !status && i < k; i++) {
-        order[i] = i;
-        tokens[i] = attend_count_tokens(cx->m, todo[i], todo_len[i], err, sizeof err);
-        if (tokens[i] < 0) {
-            fprintf(stderr, "attend: %s\n", err);
-            status = EXIT_FAIL;
-        }
+    if (attend_translate(cx->m, todo, todo_len, k, NULL, &p, o->res, err, sizeof err)) {
+        if (b.status) return b.status; /* a write failed: already reported */
+        fprintf(stderr, "attend: %s\n", err);
+        return EXIT_FAIL;
     }
-    if (!status) {
-        sort_tokens = tokens;
-        qsort(order, (size_t)k, sizeof *order, by_length);
-    }
-    for (int s = 0, n; !status && s < k; s += n) {
-        long long sum;
-        n = next_batch_size(cx, order, tokens, s, k, &sum);
-        if (cx->verbose)
-            fprintf(stderr, "attend: batch of %d sentence%s, %lld source tokens, lengths %d-%d\n", n,
-                    n == 1 ? "" : "s", sum, tokens[order[s]], tokens[order[s + n - 1]]);
-        for (int j = 0; j < n; j++) {
-            bl[j] = todo[order[s + j]];
-            bll[j] = todo_len[order[s + j]];
-        }
-        if (attend_translate(cx->m, bl, bll, n, NULL, &cx->p, br, err, sizeof err)) {
-            fprintf(stderr, "attend: %s\n", err);
-            status = EXIT_FAIL;
-            break;
-        }
-        for (int j = 0; j < n; j++) o->res[order[s + j]] = br[j];
-        status = write_ready(cx, o);
-    }
-    free(order);
-    free(tokens);
-    free(bl);
-    free(bll);
-    free(br);
-    return status;
+    return 0;
 }
 
 /* Translate a chunk and write one line per input, in order. Blank lines give blank lines

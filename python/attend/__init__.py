@@ -1,0 +1,38 @@
+"""attend: translate with MarianMT / OPUS-MT checkpoints and see where the model looked.
+
+Pure Python over the shared library libattend.so (ctypes; numpy is the only dependency):
+
+>>> import attend
+>>> m = attend.Model("models/de-en.gguf", threads=2)
+>>> r = m.translate(["Ich habe Hunger.", "Wo ist der Bahnhof?"], beam=4, attention=True)
+>>> r[1].text, r[1].tgt_tokens
+>>> r[1].cross.shape                      # [decoder layers, heads, T, S]
+>>> r[1].alignment("penultimate:avg")     # [(source word, target word), ...]
+>>> m.score("Ich habe Hunger.", "I am hungry.").logprob
+>>> attend.export("opus-mt-de-en/", "de-en.gguf", dtype="int8")
+
+translate() of one str returns one Result; of a list (any iterable) a list of Results.
+
+The library is looked for in $ATTEND_LIBRARY, then ``attend/libattend.so`` beside this
+package, then the build tree ``<repo>/build/libattend.so``, then ``PREFIX/lib`` of an
+install, then the dynamic loader's path (see find_library). The library is opened on
+first use; unless $OMP_WAIT_POLICY or $GOMP_SPINCOUNT is set, GOMP_SPINCOUNT=3000 is put
+in the environment first (libgomp's default spin-wait is very slow on shared cores).
+"""
+from __future__ import annotations
+
+from ._capi import ATTEND_DEFAULT_VIEW, find_library, library_path
+from ._display import heatmap_svg, plot
+from ._export import export, find_exporter
+from ._model import (AttendError, AttendWarning, Config, Hypothesis, Model, Result,
+                     default_model_path, default_threads, isa, isa_available, library_version,
+                     parse_view, save_npz, view_name)
+
+__version__ = "0.4.0"
+
+__all__ = [
+    "ATTEND_DEFAULT_VIEW", "AttendError", "AttendWarning", "Config", "Hypothesis", "Model",
+    "Result", "default_model_path", "default_threads", "export", "find_exporter",
+    "find_library", "heatmap_svg", "isa", "isa_available", "library_path", "library_version",
+    "parse_view", "plot", "save_npz", "view_name", "__version__",
+]

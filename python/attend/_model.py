@@ -1,0 +1,851 @@
+"""Model, Result and the translation calls over libattend (see model/attend.h)."""
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import math
+import os
+import re
+import sys
+import threading
+import warnings
+from typing import (Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union,
+                    overload)
+
+import numpy as np
+
+from . import _capi as C
+
+PathLike = Union[str, "os.PathLike[str]"]
+Text = Union[str, bytes]
+
+_INT_MAX = 2 ** 31 - 1
+# characters of a blank line, as `attend translate` counts them (NUL reads as a space); a
+# Python string may also hold a newline, which a line of the CLI never does
+_BLANK = " \t\r\n\f\v\0"
+
+
+class AttendError(Exception):
+    """A failure the library reports (an unloadable model, a refused setting, an attention
+    view that does not parse or does not fit the model, a refused export); the message is
+    attend's own one-line message."""
+
+
+class AttendWarning(UserWarning):
+    """Something attend did and says (a source cut to the model's length, exporter notes)."""
+
+
+# ---------------------------------------------------------------------------------------
+# Library-level helpers
+
+
+def library_version() -> str:
+    """The version of the loaded libattend.so (attend_version()); "unknown" for libraries
+    older than 0.4.0, which lack the function."""
+    lib = C.lib()
+    return C.decode(lib.attend_version()) if hasattr(lib, "attend_version") else "unknown"
+
+
+def isa() -> str:
+    """The kernel set in use: "generic", "avx2" or "avx512" ($ATTEND_ISA forces one)."""
+    return C.decode(C.lib().attend_isa())
+
+
+def isa_available() -> str:
+    """The kernel sets this CPU supports."""
+    return C.decode(C.lib().attend_isa_available())
+
+
+def default_threads() -> int:
+    """Threads used when threads=0: $OMP_NUM_THREADS if set, else the physical cores."""
+    return int(C.lib().attend_default_threads())
+
+
+def default_model_path() -> str:
+    """The model Model() loads without a path: $ATTEND_MODEL, else the shipped
+    ``models/de-en.gguf`` of the build tree (``<repo>/models``, this package being
+    ``<repo>/python/attend``), else ``share/attend/de-en.gguf`` beside the library's
+    ``lib/`` directory (``make install``'s layout)."""
+    env = os.environ.get("ATTEND_MODEL")
+    if env:
+        return env
+    looked = [os.path.normpath(os.path.join(C.PACKAGE_DIR, "..", "..", "models", "de-en.gguf"))]
+    try:
+        libdir = os.path.dirname(os.path.abspath(C.find_library()))
+        looked.append(os.path.normpath(os.path.join(libdir, "..", "share", "attend", "de-en.gguf")))
+    except OSError:
+        pass
+    for p in looked:
+        if os.path.exists(p):
+            return p
+    raise AttendError("no model given and no shipped model found (looked for "
+                      + ", ".join(looked) + "): pass a path or set ATTEND_MODEL")
+
+
+def _check_view_text(view: str) -> bytes:
+    if not isinstance(view, str):
+        raise TypeError(f"an attention view is a str such as 'last:0', not {type(view).__name__}")
+    if "\0" in view:
+        raise AttendError(f"attention view {view!r}: contains a NUL character")
+    return view.encode("utf-8")
+
+
+def parse_view(view: str) -> C.attend_view:
+    """Parse an attention view ("last:0", "penultimate:avg", "3:avg,shift", "4:1,5:0",
+    "all:avg") with the library's parser; AttendError when it does not parse."""
+    v = C.attend_view()
+    err = C.err_buffer()
+    if C.lib().attend_view_parse(_check_view_text(view), ctypes.byref(v), err, C.ERR_LEN):
+        raise AttendError(f"attention view {view!r}: {C.decode(err.value)}")
+    return v
+
+
+def view_name(view: str) -> str:
+    """The view written back by the library in its canonical form ("penultimate:avg")."""
+    v = parse_view(view)
+    buf = ctypes.create_string_buffer(512)
+    C.lib().attend_view_name(ctypes.byref(v), buf, len(buf))
+    return C.decode(buf.value)
+
+
+# ---------------------------------------------------------------------------------------
+# Config
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """A loaded model's configuration: attend_config's fields, same names and values
+    (``activation`` and ``dtype`` as str; ``early_stopping`` 0 false, 1 true, 2 never)."""
+
+    vocab_size: int
+    decoder_vocab_size: int
+    d_model: int
+    encoder_layers: int
+    decoder_layers: int
+    encoder_heads: int
+    decoder_heads: int
+    encoder_ffn_dim: int
+    decoder_ffn_dim: int
+    max_position_embeddings: int
+    max_length: int
+    activation: str
+    scale_embedding: int
+    shared_embeddings: int
+    tied_output: int
+    forced_eos: int
+    pad_id: int
+    eos_id: int
+    unk_id: int
+    decoder_start_id: int
+    dtype: str
+    tensor_count: int
+    file_bytes: int
+    metadata_checksum: int
+    model_max_length: int
+    generation_recorded: int
+    num_beams: int
+    early_stopping: int
+    min_length: int
+    no_repeat_ngram_size: int
+    renormalize_logits: int
+    length_penalty: float
+    repetition_penalty: float
+
+    @classmethod
+    def _from_c(cls, c: C.attend_config) -> "Config":
+        values = {}
+        for name, _ in C.attend_config._fields_:
+            v = getattr(c, name)
+            values[name] = C.decode(v) if name in ("activation", "dtype") else v
+        return cls(**values)
+
+    def _to_c(self) -> C.attend_config:
+        c = C.attend_config()
+        for name, _ in C.attend_config._fields_:
+            v = getattr(self, name)
+            setattr(c, name, v.encode("utf-8") if isinstance(v, str) else v)
+        return c
+
+    def as_dict(self) -> Dict[str, Any]:
+        """The configuration as a plain dict."""
+        return dataclasses.asdict(self)
+
+    @property
+    def default_beams(self) -> int:
+        """The beams a translation uses when none are asked for (1: greedy)."""
+        return self.num_beams if self.generation_recorded else 1
+
+
+# ---------------------------------------------------------------------------------------
+# Result
+
+
+class Hypothesis(NamedTuple):
+    """One entry of an n-best list: the text, its score (beams: HF's sequence score;
+    greedy and samples: the sum of the tokens' log-probabilities) and its target ids."""
+
+    text: str
+    score: float
+    ids: np.ndarray
+
+
+def _floats(ptr: Any, shape: Tuple[int, ...]) -> np.ndarray:
+    n = 1
+    for d in shape:
+        n *= d
+    if n == 0:
+        return np.zeros(shape, dtype=np.float32)
+    addr = ctypes.cast(ptr, ctypes.c_void_p).value
+    buf = (ctypes.c_float * n).from_address(addr)
+    return np.frombuffer(buf, dtype=np.float32, count=n).reshape(shape).copy()
+
+
+def _ints(ptr: Any, n: int) -> np.ndarray:
+    if n == 0 or not ptr:
+        return np.zeros(0, dtype=np.int32)
+    addr = ctypes.cast(ptr, ctypes.c_void_p).value
+    buf = (ctypes.c_int * n).from_address(addr)
+    return np.frombuffer(buf, dtype=np.int32, count=n).copy()
+
+
+def _pieces(ptr: Any, n: int) -> List[bytes]:
+    return [ptr[i] or b"" for i in range(n)] if ptr else []
+
+
+def _char_array(items: Sequence[bytes]) -> ctypes.Array:
+    return (ctypes.c_char_p * max(len(items), 1))(*items)
+
+
+@dataclasses.dataclass(repr=False, eq=False)
+class Result:
+    """One translated (or force-decoded) sentence, everything copied out of the library.
+
+    Token arrays count ``</s>``: S source tokens (ending in ``</s>``), T target tokens
+    (ending in ``</s>`` unless cut by the length limit). Attention arrays are float32
+    ``[layers, heads, rows, cols]``: ``enc_self`` [encoder layers, heads, S, S],
+    ``dec_self`` [decoder layers, heads, T, T], ``cross`` [decoder layers, heads, T, S]
+    (row t is the step that predicts target token t); they are None unless the call asked
+    for ``attention=True``. A blank input line gives text "", score 0.0 and empty arrays,
+    without running the model (as ``attend translate``)."""
+
+    source: str
+    """The input line."""
+    text: str
+    """The translation (or, for Model.score, the target as the model's tokens give it back)."""
+    score: float
+    """Beams: HF's sequence score (sum of log-probs / length ^ length_penalty); greedy and
+    forced decoding: the sum of ``logprob``; 0.0 for a blank line."""
+    src_ids: np.ndarray
+    tgt_ids: np.ndarray
+    src_tokens: List[str]
+    """SentencePiece pieces of the source (``▁`` starts a word), ``</s>`` last."""
+    tgt_tokens: List[str]
+    logprob: Optional[np.ndarray]
+    """float32 [T]: each target token's log-probability (None with scores=False)."""
+    logits: Optional[np.ndarray]
+    """float32 [T, decoder vocabulary]: raw logits of each step (logits=True only)."""
+    enc_self: Optional[np.ndarray]
+    dec_self: Optional[np.ndarray]
+    cross: Optional[np.ndarray]
+    nbest: List[Hypothesis]
+    """The K best (beams, best first; nbest[0] is this translation) or K samples in the
+    order drawn; one entry without n_best."""
+    truncated: bool
+    """The source was cut to the model's length (a warning is also issued)."""
+    forced: bool = False
+    """Made by Model.score (forced decoding of a given target)."""
+    target: Optional[str] = None
+    """The target given to Model.score."""
+    _config: Optional[Config] = None
+    _src_raw: List[bytes] = dataclasses.field(default_factory=list)
+    _tgt_raw: List[bytes] = dataclasses.field(default_factory=list)
+
+    # -- aliases in the README's words
+    @property
+    def src_pieces(self) -> List[str]:
+        """Alias of src_tokens."""
+        return self.src_tokens
+
+    @property
+    def tgt_pieces(self) -> List[str]:
+        """Alias of tgt_tokens."""
+        return self.tgt_tokens
+
+    def __repr__(self) -> str:
+        att = "yes" if self.cross is not None else "no"
+        return (f"Result(text={self.text!r}, score={self.score:.6g}, src_tokens={len(self.src_tokens)}, "
+                f"tgt_tokens={len(self.tgt_tokens)}, attention={att})")
+
+    # -- words
+    def _words(self, raw: List[bytes]) -> Tuple[List[str], List[int]]:
+        w = C.attend_words()
+        arr = _char_array(raw)
+        lib = C.lib()
+        if lib.attend_words_from_pieces(arr, len(raw), ctypes.byref(w)):
+            raise MemoryError("attend_words_from_pieces: out of memory")
+        try:
+            words = [C.decode(w.words[i]) for i in range(w.n_words)]
+            word_of = [w.word_of[i] for i in range(w.n_pieces)]
+        finally:
+            lib.attend_words_free(ctypes.byref(w))
+        return words, word_of
+
+    @property
+    def src_words(self) -> List[str]:
+        """Source words: pieces merged at ``▁`` (the library's rule; ``</s>`` is no word).
+        alignment() counts words in this list."""
+        return self._words(self._src_raw)[0]
+
+    @property
+    def tgt_words(self) -> List[str]:
+        """Target words, as src_words."""
+        return self._words(self._tgt_raw)[0]
+
+    @property
+    def src_word_of(self) -> List[int]:
+        """For each source piece, its word's index in src_words, or -1 (``</s>``)."""
+        return self._words(self._src_raw)[1]
+
+    @property
+    def tgt_word_of(self) -> List[int]:
+        """For each target piece, its word's index in tgt_words, or -1."""
+        return self._words(self._tgt_raw)[1]
+
+    # -- attention views and alignments
+    def _need_cross(self) -> np.ndarray:
+        if self.cross is None:
+            raise ValueError("this result holds no attention: translate with attention=True")
+        return np.ascontiguousarray(self.cross, dtype=np.float32)
+
+    def _c_view(self, view: str) -> C.attend_view:
+        cross = self._need_cross()
+        v = parse_view(view)
+        err = C.err_buffer()
+        if C.lib().attend_view_check(ctypes.byref(v), cross.shape[0], cross.shape[1], err, C.ERR_LEN):
+            raise AttendError(f"attention view {view!r}: {C.decode(err.value)}")
+        return v
+
+    def view(self, view: str = C.ATTEND_DEFAULT_VIEW) -> np.ndarray:
+        """The cross-attention reduced to one float32 [T, S] matrix by a view ("last:0",
+        "penultimate:avg", "L:avg,shift", "all:avg", "L:H[,L:H...]"; see README), computed
+        by the library's attend_view_reduce."""
+        cross = self._need_cross()
+        v = self._c_view(view)
+        L, H, T, S = cross.shape
+        out = np.zeros((T, S), dtype=np.float32)
+        if T == 0 or S == 0:
+            return out
+        err = C.err_buffer()
+        fp = ctypes.POINTER(ctypes.c_float)
+        if C.lib().attend_view_reduce(ctypes.byref(v), cross.ctypes.data_as(fp), L, H, T, S,
+                                      out.ctypes.data_as(fp), err, C.ERR_LEN):
+            raise AttendError(f"attention view {view!r}: {C.decode(err.value)}")
+        return out
+
+    def pharaoh(self, view: str = C.ATTEND_DEFAULT_VIEW) -> str:
+        """The word alignment as Pharaoh text ("0-0 1-2": source word - target word,
+        0-based), exactly as ``attend translate --alignment=VIEW`` appends it."""
+        cross = self._need_cross()
+        v = self._c_view(view)
+        if cross.shape[2] == 0:  # a blank line: nothing translated, nothing aligned
+            return ""
+        cfg = self._config._to_c() if self._config else C.attend_config()
+        cfg.decoder_layers, cfg.decoder_heads = cross.shape[0], cross.shape[1]
+        r = C.attend_result()
+        r.n_src, r.n_tgt = cross.shape[3], cross.shape[2]
+        src = _char_array(self._src_raw)
+        tgt = _char_array(self._tgt_raw)
+        r.src_pieces = ctypes.cast(src, C.c_char_pp)
+        r.tgt_pieces = ctypes.cast(tgt, C.c_char_pp)
+        r.cross = cross.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        err = C.err_buffer()
+        ptr = C.lib().attend_alignment(ctypes.byref(r), ctypes.byref(cfg), ctypes.byref(v), err, C.ERR_LEN)
+        if not ptr:
+            raise AttendError(f"alignment: {C.decode(err.value)}")
+        try:
+            return C.decode(ctypes.string_at(ptr))
+        finally:
+            C.libc_free(ptr)
+
+    def alignment(self, view: str = C.ATTEND_DEFAULT_VIEW) -> List[Tuple[int, int]]:
+        """Word alignment from a cross-attention view (default "last:0"): a sorted list of
+        (source word, target word) index pairs into src_words / tgt_words. Computed by the
+        library (attend_view_parse + attend_alignment): each target piece links to its
+        highest-weight source piece, ``</s>`` excluded; words are aligned if any of their
+        pieces are. Needs attention=True."""
+        out = []
+        for link in self.pharaoh(view).split():
+            i, j = link.split("-")
+            out.append((int(i), int(j)))
+        return out
+
+    # -- Jupyter
+    def _repr_html_(self) -> str:
+        from ._display import result_html
+        return result_html(self)
+
+
+def _result_from_c(r: C.attend_result, cfg: Config, source: str, target: Optional[str]) -> Result:
+    S, T = r.n_src, r.n_tgt
+    Le, He = cfg.encoder_layers, cfg.encoder_heads
+    Ld, Hd = cfg.decoder_layers, cfg.decoder_heads
+    src_raw, tgt_raw = _pieces(r.src_pieces, S), _pieces(r.tgt_pieces, T)
+    nbest = []
+    for k in range(r.n_best if r.nbest else 0):
+        h = r.nbest[k]
+        nbest.append(Hypothesis(C.decode(h.text), float(h.score), _ints(h.ids, h.n)))
+    return Result(
+        source=source, text=C.decode(r.text), score=float(r.score),
+        src_ids=_ints(r.src_ids, S), tgt_ids=_ints(r.tgt_ids, T),
+        src_tokens=[C.decode(p) for p in src_raw], tgt_tokens=[C.decode(p) for p in tgt_raw],
+        logprob=_floats(r.logprob, (T,)) if r.logprob else None,
+        logits=_floats(r.logits, (T, cfg.decoder_vocab_size)) if r.logits else None,
+        enc_self=_floats(r.enc_self, (Le, He, S, S)) if r.enc_self else None,
+        dec_self=_floats(r.dec_self, (Ld, Hd, T, T)) if r.dec_self else None,
+        cross=_floats(r.cross, (Ld, Hd, T, S)) if r.cross else None,
+        nbest=nbest, truncated=bool(r.truncated), forced=target is not None, target=target,
+        _config=cfg, _src_raw=src_raw, _tgt_raw=tgt_raw)
+
+
+def _blank_result(cfg: Config, source: str, p: C.attend_params, n_best: int) -> Result:
+    """What `attend translate` gives a blank line: an empty translation, score 0."""
+    def att(L: int, H: int) -> Optional[np.ndarray]:
+        return np.zeros((L, H, 0, 0), dtype=np.float32) if p.want_attention else None
+    empty = np.zeros(0, dtype=np.int32)
+    return Result(
+        source=source, text="", score=0.0, src_ids=empty, tgt_ids=empty.copy(), src_tokens=[],
+        tgt_tokens=[], logprob=np.zeros(0, dtype=np.float32) if p.want_scores else None,
+        logits=np.zeros((0, cfg.decoder_vocab_size), dtype=np.float32) if p.want_logits else None,
+        enc_self=att(cfg.encoder_layers, cfg.encoder_heads),
+        dec_self=att(cfg.decoder_layers, cfg.decoder_heads),
+        cross=att(cfg.decoder_layers, cfg.decoder_heads),
+        nbest=[Hypothesis("", 0.0, empty.copy()) for _ in range(max(n_best, 1))],
+        truncated=False, _config=cfg)
+
+
+# ---------------------------------------------------------------------------------------
+# Argument checks (TypeError / ValueError, before anything reaches C)
+
+
+def _int(name: str, v: Any, lo: int, hi: int = _INT_MAX) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, not {type(v).__name__}")
+    v = int(v)
+    if not lo <= v <= hi:
+        raise ValueError(f"{name} must be in {lo}..{hi}, not {v}")
+    return v
+
+
+def _float(name: str, v: Any, lo: float = -math.inf, hi: float = math.inf,
+           lo_open: bool = False) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{name} must be a number, not {type(v).__name__}")
+    v = float(v)
+    if not math.isfinite(v) or v > hi or v < lo or (lo_open and v == lo):
+        bound = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
+        raise ValueError(f"{name} must be a finite number in {bound}, not {v}")
+    return v
+
+
+def _encode(x: Any, what: str) -> Tuple[str, bytes]:
+    """An input line as (str, UTF-8 bytes); TypeError / ValueError for anything else."""
+    if isinstance(x, str):
+        try:
+            return x, x.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"{what}: not encodable as UTF-8 ({e.reason} at {e.start})") from None
+    if isinstance(x, (bytes, bytearray, memoryview)):
+        b = bytes(x)
+        try:
+            return b.decode("utf-8"), b
+        except UnicodeDecodeError as e:
+            raise ValueError(f"{what}: bytes that are not UTF-8 ({e.reason} at byte {e.start}); "
+                             "pass str, or bytes holding UTF-8") from None
+    raise TypeError(f"{what}: expected str (or UTF-8 bytes), not {type(x).__name__}")
+
+
+def _lines(lines: Any, what: str) -> Tuple[bool, List[Tuple[str, bytes]]]:
+    if isinstance(lines, (str, bytes, bytearray, memoryview)):
+        return True, [_encode(lines, what)]
+    if lines is None:
+        raise TypeError(f"{what}: expected str or a list of str, not None")
+    try:
+        items = list(lines)
+    except TypeError:
+        raise TypeError(f"{what}: expected str or a list of str, not {type(lines).__name__}") from None
+    return False, [_encode(x, f"{what} {i}") for i, x in enumerate(items)]
+
+
+def _is_blank(b: bytes) -> bool:
+    return all(chr(c) in _BLANK for c in b)
+
+
+_EARLY = {None: C.ATTEND_EARLY_MODEL, False: C.ATTEND_EARLY_FALSE, True: C.ATTEND_EARLY_TRUE,
+          "false": C.ATTEND_EARLY_FALSE, "true": C.ATTEND_EARLY_TRUE, "never": C.ATTEND_EARLY_NEVER}
+
+
+# ---------------------------------------------------------------------------------------
+# Model
+
+
+class Model:
+    """A loaded .gguf checkpoint (attend_load: structure, CRC-32s and finite weights are
+    checked first). Thread-safe: several threads may translate with one Model at once
+    (the GIL is released while the library works). Use as a context manager, or call
+    close(); the model is also freed when garbage-collected.
+
+    >>> m = Model("models/de-en.gguf", threads=2)
+    >>> m.translate("Wo ist der Bahnhof?").text
+    "Where's the station?"
+    """
+
+    def __init__(self, path: Optional[PathLike] = None, threads: int = 0) -> None:
+        """Load ``path`` (default: default_model_path()). ``threads``: threads per call
+        (0: attend_default_threads(), the physical cores or $OMP_NUM_THREADS). Raises
+        AttendError with attend's message when the file is refused."""
+        self._h: Optional[int] = None
+        self._cv = threading.Condition()
+        self._busy = 0
+        self.threads = _int("threads", threads, 0, 1024)
+        if path is None:
+            path = default_model_path()
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            raise TypeError(f"path must be a str or os.PathLike, not {type(path).__name__}")
+        bpath = os.fsencode(path)
+        if b"\0" in bpath:
+            raise ValueError("path contains a NUL character")
+        self.path: str = os.fsdecode(bpath)
+        lib = C.lib()
+        err = C.err_buffer()
+        h = lib.attend_load(bpath, err, C.ERR_LEN)
+        if not h:
+            raise AttendError(f"{self.path}: {C.decode(err.value)}")
+        self._h = h
+        self.config: Config = Config._from_c(lib.attend_get_config(h).contents)
+
+    # -- lifetime
+    def close(self) -> None:
+        """Free the model (waits for translations running in other threads to finish).
+        Idempotent; later calls raise AttendError."""
+        with self._cv:
+            h, self._h = self._h, None
+            while self._busy:
+                self._cv.wait()
+        if h:
+            C.lib().attend_free(h)
+
+    def __enter__(self) -> "Model":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            h, self._h = getattr(self, "_h", None), None
+            if h and C._lib is not None:
+                C._lib.attend_free(h)
+        except Exception:  # interpreter shutdown
+            pass
+
+    def __repr__(self) -> str:
+        state = "closed" if self._h is None else f"{self.config.dtype}, {self.config.d_model}d"
+        return f"attend.Model({self.path!r}, {state})"
+
+    def _enter(self) -> int:
+        with self._cv:
+            if self._h is None:
+                raise AttendError(f"{self.path}: model is closed")
+            self._busy += 1
+            return self._h
+
+    def _leave(self) -> None:
+        with self._cv:
+            self._busy -= 1
+            self._cv.notify_all()
+
+    # -- small calls
+    def verify(self) -> None:
+        """Re-check the mapped file's CRC-32s and finiteness (attend_verify); AttendError
+        when the file changed."""
+        h = self._enter()
+        try:
+            err = C.err_buffer()
+            if C.lib().attend_verify(h, err, C.ERR_LEN):
+                raise AttendError(f"{self.path}: {C.decode(err.value)}")
+        finally:
+            self._leave()
+
+    def count_tokens(self, line: Text) -> int:
+        """Source tokens the line translates with (pieces and </s>, after truncation)."""
+        _, b = _encode(line, "line")
+        h = self._enter()
+        try:
+            err = C.err_buffer()
+            n = C.lib().attend_count_tokens(h, b, len(b), err, C.ERR_LEN)
+            if n < 0:
+                raise AttendError(C.decode(err.value))
+            return n
+        finally:
+            self._leave()
+
+    # -- parameters
+    def _params(self, *, beam: Optional[int], greedy: bool, n_best: Optional[int],
+                length_penalty: Optional[float], early_stopping: Any, min_length: Optional[int],
+                no_repeat_ngram_size: Optional[int], repetition_penalty: Optional[float],
+                max_length: Optional[int], sample: bool, top_k: Optional[int], top_p: Optional[float],
+                temperature: Optional[float], seed: Optional[int], attention: bool, scores: bool,
+                logits: bool, threads: Optional[int]) -> C.attend_params:
+        p = C.lib().attend_default_params()
+        p.threads = self.threads if threads is None else _int("threads", threads, 0, 1024)
+        if max_length is not None:
+            p.max_length = _int("max_length", max_length, 2)
+        p.want_scores = int(bool(scores))
+        p.want_logits = int(bool(logits))
+        p.want_attention = int(bool(attention))
+        if greedy and beam not in (None, 1):
+            raise ValueError(f"greedy=True is beam=1: not with beam={beam}")
+        if beam is not None:
+            p.num_beams = _int("beam", beam, 1, 1024)
+        if greedy:
+            p.num_beams = 1
+        if n_best is not None:
+            p.n_best = _int("n_best", n_best, 1, 1024)
+        try:
+            p.early_stopping = _EARLY[early_stopping]
+        except (KeyError, TypeError):
+            raise ValueError("early_stopping is None (the model's), True, False or 'never', "
+                             f"not {early_stopping!r}") from None
+        if length_penalty is not None:
+            p.set_length_penalty = 1
+            p.length_penalty = _float("length_penalty", length_penalty, -100, 100)
+        if min_length is not None:
+            p.set_min_length = 1
+            p.min_length = _int("min_length", min_length, 0)
+        if no_repeat_ngram_size is not None:
+            p.set_no_repeat_ngram_size = 1
+            p.no_repeat_ngram_size = _int("no_repeat_ngram_size", no_repeat_ngram_size, 0)
+        if repetition_penalty is not None:
+            p.repetition_penalty = _float("repetition_penalty", repetition_penalty, 0, 1e6, lo_open=True)
+        p.sample = int(bool(sample))
+        if not sample and any(x is not None for x in (top_k, top_p, temperature, seed)):
+            raise ValueError("top_k, top_p, temperature and seed need sample=True")
+        if top_k is not None:
+            p.top_k = _int("top_k", top_k, 0)
+        if top_p is not None:
+            p.top_p = _float("top_p", top_p, 0, 1, lo_open=True)
+        if temperature is not None:
+            p.temperature = _float("temperature", temperature, 0, 1e9, lo_open=True)
+        if seed is not None:
+            p.seed = _int("seed", seed, 0, 2 ** 64 - 1)
+        return p
+
+    # -- translation
+    @overload
+    def translate(self, lines: Text, **options: Any) -> Result: ...
+
+    @overload
+    def translate(self, lines: Iterable[Text], **options: Any) -> List[Result]: ...
+
+    def translate(self, lines: Union[Text, Iterable[Text]], *, beam: Optional[int] = None,
+                  greedy: bool = False, n_best: Optional[int] = None,
+                  length_penalty: Optional[float] = None, early_stopping: Any = None,
+                  min_length: Optional[int] = None, no_repeat_ngram_size: Optional[int] = None,
+                  repetition_penalty: Optional[float] = None, max_length: Optional[int] = None,
+                  sample: bool = False, top_k: Optional[int] = None, top_p: Optional[float] = None,
+                  temperature: Optional[float] = None, seed: Optional[int] = None,
+                  attention: bool = False, scores: bool = True, logits: bool = False,
+                  threads: Optional[int] = None, batch_size: Optional[int] = None,
+                  batch_tokens: Optional[int] = None, verbose: bool = False
+                  ) -> Union[Result, List[Result]]:
+        """Translate one line (a str: returns one Result) or several (a list or any
+        iterable of str: returns a list of Results, in order).
+
+        Every option left at None decodes as the model's generation settings say, as
+        ``attend translate`` without options (greedy for files that record none). The
+        options are those of ``attend translate``:
+
+        - ``beam`` (--beam N), ``greedy`` (--greedy), ``n_best`` (--n-best K: Result.nbest
+          holds K hypotheses), ``length_penalty``, ``early_stopping`` (True, False or
+          "never"), ``min_length``, ``no_repeat_ngram_size``, ``repetition_penalty``,
+          ``max_length`` (the generation limit counting the start token);
+        - ``sample`` with ``top_k``, ``top_p``, ``temperature``, ``seed`` (--sample ...);
+        - ``attention`` (--dump-attention: fill enc_self / dec_self / cross; needed by
+          Result.alignment, the --alignment option), ``logits`` (--dump-logits),
+          ``scores`` (per-token log-probabilities and, for greedy, the score);
+        - ``threads`` (-t; default: the Model's), ``batch_size`` (-b, default 32) and
+          ``batch_tokens`` (--batch-tokens): how lines are grouped into library calls (the
+          results never depend on it), ``verbose`` (-v: one line per batch on stderr).
+
+        Blank lines (spaces, tabs, \\r, \\n, \\f, \\v, NUL only) give an empty Result without
+        running the model. Bad arguments raise TypeError / ValueError; settings the library
+        refuses (n_best above the beam count, sample with beams) raise AttendError."""
+        single, items = _lines(lines, "line")
+        p = self._params(beam=beam, greedy=greedy, n_best=n_best, length_penalty=length_penalty,
+                         early_stopping=early_stopping, min_length=min_length,
+                         no_repeat_ngram_size=no_repeat_ngram_size,
+                         repetition_penalty=repetition_penalty, max_length=max_length,
+                         sample=sample, top_k=top_k, top_p=top_p, temperature=temperature,
+                         seed=seed, attention=attention, scores=scores, logits=logits,
+                         threads=threads)
+        if batch_size is not None:
+            batch_size = _int("batch_size", batch_size, 1)
+        if batch_tokens is not None:
+            batch_tokens = _int("batch_tokens", batch_tokens, 1)
+        if batch_size is None and batch_tokens is None:
+            batch_size = 32
+        out = self._run(items, None, p, n_best or 0, batch_size or 0, batch_tokens or 0, verbose)
+        return out[0] if single else out
+
+    def __call__(self, lines: Union[Text, Iterable[Text]], **options: Any) -> Union[Result, List[Result]]:
+        """The same as translate()."""
+        return self.translate(lines, **options)
+
+    @overload
+    def score(self, source: Text, target: Text, **options: Any) -> Result: ...
+
+    @overload
+    def score(self, source: Iterable[Text], target: Iterable[Text], **options: Any) -> List[Result]: ...
+
+    def score(self, source: Union[Text, Iterable[Text]], target: Union[Text, Iterable[Text]], *,
+              attention: bool = True, logits: bool = False, max_length: Optional[int] = None,
+              threads: Optional[int] = None) -> Union[Result, List[Result]]:
+        """Forced decoding (``attend align --target``): the model reads ``target`` as its
+        output and reports each token's log-probability (Result.logprob, Result.score =
+        their sum) and, with attention=True (the default), every attention matrix of that
+        translation. Two str give one Result; two lists of equal length give a list. Every
+        source runs through the model, a blank one too (as ``attend align``)."""
+        single_s, srcs = _lines(source, "source")
+        single_t, tgts = _lines(target, "target")
+        if single_s != single_t or len(srcs) != len(tgts):
+            raise ValueError("score() takes a str source and a str target, or two lists of equal "
+                             f"length ({len(srcs)} sources, {len(tgts)} targets)")
+        # the library reads targets up to a NUL; a NUL in the source reads as a space: the same
+        tgts = [(t, b.replace(b"\0", b" ")) for t, b in tgts]
+        p = self._params(beam=None, greedy=False, n_best=None, length_penalty=None,
+                         early_stopping=None, min_length=None, no_repeat_ngram_size=None,
+                         repetition_penalty=None, max_length=max_length, sample=False, top_k=None,
+                         top_p=None, temperature=None, seed=None, attention=attention,
+                         scores=True, logits=logits, threads=threads)
+        out = self._run(srcs, tgts, p, 0, 32, 0, False)
+        return out[0] if single_s else out
+
+    def _call(self, h: int, lines: List[bytes], targets: Optional[List[bytes]],
+              p: C.attend_params) -> Optional[ctypes.Array]:
+        n = len(lines)
+        arr = _char_array(lines)
+        lens = (ctypes.c_size_t * max(n, 1))(*[len(b) for b in lines])
+        tg = _char_array(targets) if targets is not None else None
+        out = (C.attend_result * max(n, 1))()
+        err = C.err_buffer()
+        if C.lib().attend_translate(h, arr, lens, n, tg, ctypes.byref(p), out, err, C.ERR_LEN):
+            raise AttendError(C.decode(err.value))
+        return out
+
+    def _run(self, items: List[Tuple[str, bytes]], targets: Optional[List[Tuple[str, bytes]]],
+             p: C.attend_params, n_best: int, batch: int, batch_tokens: int,
+             verbose: bool) -> List[Result]:
+        cfg = self.config
+        h = self._enter()
+        try:
+            # settings are checked by the library even when no line needs the model
+            self._call(h, [], None, p)
+            results: List[Optional[Result]] = [None] * len(items)
+            todo = []
+            for i, (text, b) in enumerate(items):
+                if targets is None and _is_blank(b):
+                    results[i] = _blank_result(cfg, text, p, n_best)
+                else:
+                    todo.append(i)
+            if verbose:
+                print(f"attend: {len(items)} line{'' if len(items) == 1 else 's'}, {len(todo)} to translate",
+                      file=sys.stderr, flush=True)
+            tokens: Dict[int, int] = {}
+            if len(todo) > 1 and (batch_tokens or (batch and len(todo) > batch) or verbose):
+                # as attend translate: sorted by source tokens, cut by both limits
+                lib = C.lib()
+                err = C.err_buffer()
+                for i in todo:
+                    b = items[i][1]
+                    k = lib.attend_count_tokens(h, b, len(b), err, C.ERR_LEN)
+                    if k < 0:
+                        raise AttendError(f"line {i + 1}: {C.decode(err.value)}")
+                    tokens[i] = k
+                todo.sort(key=lambda i: tokens[i])
+            s = 0
+            while s < len(todo):
+                n, total = 1, tokens.get(todo[s], 0)
+                while (s + n < len(todo) and (batch <= 0 or n < batch)
+                       and (batch_tokens <= 0 or total + tokens[todo[s + n]] <= batch_tokens)):
+                    total += tokens.get(todo[s + n], 0)
+                    n += 1
+                idx = todo[s:s + n]
+                if verbose:
+                    print(f"attend: batch of {n} sentence{'' if n == 1 else 's'}, {total} source tokens, "
+                          f"lengths {tokens.get(idx[0], 0)}-{tokens.get(idx[-1], 0)}",
+                          file=sys.stderr, flush=True)
+                out = self._call(h, [items[i][1] for i in idx],
+                                 [targets[i][1] for i in idx] if targets is not None else None, p)
+                try:
+                    for j, i in enumerate(idx):
+                        results[i] = _result_from_c(out[j], cfg, items[i][0],
+                                                    targets[i][0] if targets is not None else None)
+                finally:
+                    for j in range(n):
+                        C.lib().attend_result_free(ctypes.byref(out[j]))
+                for i in idx:
+                    r = results[i]
+                    if r is not None and r.truncated:
+                        warnings.warn(_truncation_message(cfg, i + 1, len(r.src_ids)), AttendWarning,
+                                      stacklevel=3)
+                s += n
+            return [r for r in results if r is not None]
+        finally:
+            self._leave()
+
+
+def _truncation_message(c: Config, line: int, n_src: int) -> str:
+    """attend translate's warning for a source that was cut."""
+    if n_src >= c.model_max_length and c.model_max_length < c.max_position_embeddings:
+        return (f"line {line}: longer than the tokenizer's {c.model_max_length} tokens "
+                f"(model_max_length); translated its first {n_src}")
+    if n_src >= c.max_position_embeddings:
+        return (f"line {line}: longer than the model's {c.max_position_embeddings} positions; "
+                f"translated its first {n_src} tokens")
+    nb = c.max_position_embeddings * C.BYTES_PER_POSITION
+    return f"line {line}: longer than {nb} bytes; translated its first {nb} ({n_src} tokens)"
+
+
+# ---------------------------------------------------------------------------------------
+# .npz in attend translate --dump-attention's layout
+
+
+def save_npz(results: Sequence[Result], path: PathLike, logits: bool = False) -> None:
+    """Write results as ``attend translate --dump-attention`` does: ``s{i}/src_ids``,
+    ``tgt_ids``, ``src_pieces``, ``tgt_pieces``, ``text``, ``logprob``, ``score``,
+    ``enc_self/l{l}``, ``dec_self/l{l}``, ``cross/l{l}`` (and ``logits`` with logits=True),
+    i counting the results from 0; blank lines get no keys. The results need attention
+    (and scores)."""
+    arrays: Dict[str, np.ndarray] = {}
+    for i, r in enumerate(results):
+        if r.src_ids.size == 0:
+            continue
+        if r.cross is None or r.enc_self is None or r.dec_self is None or r.logprob is None:
+            raise ValueError(f"result {i}: translate with attention=True and scores=True to save it")
+        k = f"s{i}/"
+        arrays[k + "src_ids"] = r.src_ids
+        arrays[k + "tgt_ids"] = r.tgt_ids
+        arrays[k + "src_pieces"] = np.array(r.src_tokens, dtype=str)
+        arrays[k + "tgt_pieces"] = np.array(r.tgt_tokens, dtype=str)
+        arrays[k + "text"] = np.array([r.text], dtype=str)
+        arrays[k + "logprob"] = r.logprob
+        arrays[k + "score"] = np.array([r.score], dtype=np.float32)
+        if logits:
+            if r.logits is None:
+                raise ValueError(f"result {i}: translate with logits=True to save logits")
+            arrays[k + "logits"] = r.logits
+        for name in ("enc_self", "dec_self", "cross"):
+            a = getattr(r, name)
+            for layer in range(a.shape[0]):
+                arrays[f"{k}{name}/l{layer}"] = a[layer]
+    np.savez_compressed(path, **arrays)
