@@ -184,6 +184,14 @@ ATTEND_API char *attend_detokenize(const attend_model *m, const int *ids, int n)
  * to model_max_length), for batching by tokens. -1 with err on failure. */
 ATTEND_API int attend_count_tokens(const attend_model *m, const char *line, size_t len, char *err, size_t errlen);
 
+/* Status codes of attend_quantize (0 = success). */
+enum { ATTEND_E_MODEL = -1, ATTEND_E_USAGE = -2, ATTEND_E_MEMORY = -3, ATTEND_E_IO = -4 };
+/* Rewrite an f32/f16 checkpoint with every matrix in int8 and one f32 scale per row (the
+ * bytes `export_marian.py --dtype int8` writes for the same weights). The input is checked
+ * as attend_load checks it. 0, or a status above with err: ATTEND_E_MODEL (input not a
+ * valid model), ATTEND_E_USAGE (already int8), ATTEND_E_MEMORY, ATTEND_E_IO (writing). */
+ATTEND_API int attend_quantize(const char *in_path, const char *out_path, char *err, size_t errlen);
+
 /* Choose the kernel set from CPUID, or from $ATTEND_ISA if set (attend_load does this too).
  * 0, or -1 with err if $ATTEND_ISA names a set this CPU cannot run. */
 ATTEND_API int attend_select_isa(char *err, size_t errlen);

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import threading
 from typing import List, Optional
 
 # ---------------------------------------------------------------------------------------
@@ -71,7 +72,12 @@ class attend_config(ctypes.Structure):
         ("renormalize_logits", ctypes.c_int),
         ("length_penalty", ctypes.c_float),
         ("repetition_penalty", ctypes.c_float),
+        ("max_line_bytes", ctypes.c_longlong),
     ]
+
+
+# int (*on_batch)(void *user, const int *index, int n)
+ON_BATCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, c_int_p, ctypes.c_int)
 
 
 class attend_params(ctypes.Structure):
@@ -98,6 +104,10 @@ class attend_params(ctypes.Structure):
         ("top_p", ctypes.c_float),
         ("temperature", ctypes.c_float),
         ("seed", ctypes.c_ulonglong),
+        ("batch_size", ctypes.c_int),
+        ("batch_tokens", ctypes.c_int),
+        ("on_batch", ON_BATCH),
+        ("user", ctypes.c_void_p),
     ]
 
 
@@ -136,6 +146,14 @@ class attend_result(ctypes.Structure):
     ]
 
 
+class attend_load_params(ctypes.Structure):
+    """``attend_load_params`` (attend.h): attend_load_with's options."""
+
+    _fields_ = [
+        ("inspect_only", ctypes.c_int),
+    ]
+
+
 class attend_view(ctypes.Structure):
     """``attend_view`` (align.h): which decoder layers and heads a view averages."""
 
@@ -160,7 +178,7 @@ class attend_words(ctypes.Structure):
 
 # the structures the tests compare with the C compiler, by their C names
 STRUCTS = {c.__name__: c for c in (attend_config, attend_params, attend_hypothesis, attend_result,
-                                   attend_view, attend_words)}
+                                   attend_load_params, attend_view, attend_words)}
 
 # ---------------------------------------------------------------------------------------
 # Finding and opening the library
@@ -173,14 +191,29 @@ def _in_site_packages() -> bool:
     return os.path.basename(os.path.dirname(PACKAGE_DIR)) in ("site-packages", "dist-packages")
 
 
+def repo_dir() -> Optional[str]:
+    """The attend checkout this package runs from (``<repo>/python/attend``), or None when
+    it is installed elsewhere."""
+    repo = os.path.normpath(os.path.join(PACKAGE_DIR, "..", ".."))
+    return repo if os.path.isfile(os.path.join(repo, "model", "attend.h")) else None
+
+
+def prefix_dir() -> Optional[str]:
+    """PREFIX of a package installed as PREFIX/lib/python3.X/{site,dist}-packages/attend
+    (``make install``'s layout), else None."""
+    if not _in_site_packages():
+        return None
+    return os.path.normpath(os.path.join(PACKAGE_DIR, "..", "..", "..", ".."))
+
+
 def library_candidates() -> List[str]:
-    """The paths tried for libattend.so, in order (see find_library)."""
+    """The paths tried for libattend.so after $ATTEND_LIBRARY, in order (see find_library)."""
     out = [os.path.join(PACKAGE_DIR, LIB_NAME)]
-    # the build tree: <repo>/python/attend -> <repo>/build/libattend.so
-    out.append(os.path.normpath(os.path.join(PACKAGE_DIR, "..", "..", "build", LIB_NAME)))
-    if _in_site_packages():
-        # an install under PREFIX: PREFIX/lib/python3.X/site-packages/attend -> PREFIX/lib
-        out.append(os.path.normpath(os.path.join(PACKAGE_DIR, "..", "..", "..", LIB_NAME)))
+    repo, prefix = repo_dir(), prefix_dir()
+    if repo:
+        out.append(os.path.join(repo, "build", LIB_NAME))
+    if prefix:
+        out.append(os.path.join(prefix, "lib", LIB_NAME))
     return out
 
 
@@ -207,6 +240,15 @@ def find_library() -> str:
     return LIB_NAME  # dlopen's own search (LD_LIBRARY_PATH, ld.so.cache)
 
 
+def library_dir() -> Optional[str]:
+    """The directory libattend.so is (or would be) loaded from, when a path names it."""
+    try:
+        path = find_library()
+    except OSError:
+        return None
+    return os.path.dirname(os.path.abspath(path)) if os.sep in path and os.path.exists(path) else None
+
+
 def _prepare_openmp() -> None:
     # libgomp reads its wait policy when it is loaded, which is when libattend.so is opened
     # (unless something else loaded it first). Its default long spin-wait makes decoding on
@@ -215,67 +257,87 @@ def _prepare_openmp() -> None:
         os.environ["GOMP_SPINCOUNT"] = "3000"
 
 
-def _declare(lib: ctypes.CDLL) -> None:
-    f = lib.attend_load
-    f.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t]
-    f.restype = ctypes.c_void_p
-    lib.attend_free.argtypes = [ctypes.c_void_p]
-    lib.attend_free.restype = None
-    lib.attend_get_config.argtypes = [ctypes.c_void_p]
-    lib.attend_get_config.restype = ctypes.POINTER(attend_config)
-    lib.attend_verify.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
-    lib.attend_verify.restype = ctypes.c_int
-    lib.attend_default_params.argtypes = []
-    lib.attend_default_params.restype = attend_params
-    lib.attend_translate.argtypes = [
-        ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_size_t),
-        ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(attend_params),
-        ctypes.POINTER(attend_result), ctypes.c_char_p, ctypes.c_size_t]
-    lib.attend_translate.restype = ctypes.c_int
-    lib.attend_result_free.argtypes = [ctypes.POINTER(attend_result)]
-    lib.attend_result_free.restype = None
-    lib.attend_count_tokens.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t,
-                                        ctypes.c_char_p, ctypes.c_size_t]
-    lib.attend_count_tokens.restype = ctypes.c_int
-    for name in ("attend_isa", "attend_isa_available"):
-        getattr(lib, name).argtypes = []
-        getattr(lib, name).restype = ctypes.c_char_p
-    lib.attend_default_threads.argtypes = []
-    lib.attend_default_threads.restype = ctypes.c_int
-    if hasattr(lib, "attend_version"):  # absent from libraries older than 0.4.0
-        lib.attend_version.argtypes = []
-        lib.attend_version.restype = ctypes.c_char_p
+# name: (argtypes, restype, required). Functions marked optional are declared when the
+# library has them (older builds lack them); the Python calls that need them say so.
+_FUNCTIONS = {
+    "attend_version": ([], ctypes.c_char_p, False),
+    "attend_load": ([ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_void_p, True),
+    "attend_default_load_params": ([], attend_load_params, False),
+    "attend_load_with": ([ctypes.c_char_p, ctypes.POINTER(attend_load_params), ctypes.c_char_p,
+                          ctypes.c_size_t], ctypes.c_void_p, False),
+    "attend_free": ([ctypes.c_void_p], None, True),
+    "attend_get_config": ([ctypes.c_void_p], ctypes.POINTER(attend_config), True),
+    "attend_verify": ([ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int, True),
+    "attend_default_params": ([], attend_params, True),
+    "attend_translate": ([ctypes.c_void_p, ctypes.POINTER(ctypes.c_char_p),
+                          ctypes.POINTER(ctypes.c_size_t), ctypes.c_int,
+                          ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(attend_params),
+                          ctypes.POINTER(attend_result), ctypes.c_char_p, ctypes.c_size_t],
+                         ctypes.c_int, True),
+    "attend_result_free": ([ctypes.POINTER(attend_result)], None, True),
+    "attend_tokenize": ([ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(c_int_p),
+                         c_int_p, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int, False),
+    # malloc'd string: a raw pointer, so that it can be freed
+    "attend_detokenize": ([ctypes.c_void_p, c_int_p, ctypes.c_int], ctypes.c_void_p, False),
+    "attend_count_tokens": ([ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                             ctypes.c_size_t], ctypes.c_int, True),
+    "attend_select_isa": ([ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int, True),
+    "attend_isa": ([], ctypes.c_char_p, True),
+    "attend_isa_available": ([], ctypes.c_char_p, True),
+    "attend_default_threads": ([], ctypes.c_int, True),
     # align.h
-    lib.attend_view_parse.argtypes = [ctypes.c_char_p, ctypes.POINTER(attend_view), ctypes.c_char_p,
-                                      ctypes.c_size_t]
-    lib.attend_view_parse.restype = ctypes.c_int
-    lib.attend_view_name.argtypes = [ctypes.POINTER(attend_view), ctypes.c_char_p, ctypes.c_size_t]
-    lib.attend_view_name.restype = None
-    lib.attend_view_check.argtypes = [ctypes.POINTER(attend_view), ctypes.c_int, ctypes.c_int,
-                                      ctypes.c_char_p, ctypes.c_size_t]
-    lib.attend_view_check.restype = ctypes.c_int
-    lib.attend_view_reduce.argtypes = [ctypes.POINTER(attend_view), c_float_p, ctypes.c_int,
-                                       ctypes.c_int, ctypes.c_int, ctypes.c_int, c_float_p,
-                                       ctypes.c_char_p, ctypes.c_size_t]
-    lib.attend_view_reduce.restype = ctypes.c_int
-    lib.attend_words_from_pieces.argtypes = [c_char_pp, ctypes.c_int, ctypes.POINTER(attend_words)]
-    lib.attend_words_from_pieces.restype = ctypes.c_int
-    lib.attend_words_free.argtypes = [ctypes.POINTER(attend_words)]
-    lib.attend_words_free.restype = None
-    # returns a malloc'd string: kept as a raw pointer so that it can be freed
-    lib.attend_alignment.argtypes = [ctypes.POINTER(attend_result), ctypes.POINTER(attend_config),
-                                     ctypes.POINTER(attend_view), ctypes.c_char_p, ctypes.c_size_t]
-    lib.attend_alignment.restype = ctypes.c_void_p
+    "attend_view_parse": ([ctypes.c_char_p, ctypes.POINTER(attend_view), ctypes.c_char_p,
+                           ctypes.c_size_t], ctypes.c_int, True),
+    "attend_view_name": ([ctypes.POINTER(attend_view), ctypes.c_char_p, ctypes.c_size_t], None, True),
+    "attend_view_check": ([ctypes.POINTER(attend_view), ctypes.c_int, ctypes.c_int, ctypes.c_char_p,
+                           ctypes.c_size_t], ctypes.c_int, True),
+    "attend_view_reduce": ([ctypes.POINTER(attend_view), c_float_p, ctypes.c_int, ctypes.c_int,
+                            ctypes.c_int, ctypes.c_int, c_float_p, ctypes.c_char_p, ctypes.c_size_t],
+                           ctypes.c_int, True),
+    "attend_words_from_pieces": ([c_char_pp, ctypes.c_int, ctypes.POINTER(attend_words)],
+                                 ctypes.c_int, True),
+    "attend_words_free": ([ctypes.POINTER(attend_words)], None, True),
+    # malloc'd string: a raw pointer, so that it can be freed
+    "attend_alignment": ([ctypes.POINTER(attend_result), ctypes.POINTER(attend_config),
+                          ctypes.POINTER(attend_view), ctypes.c_char_p, ctypes.c_size_t],
+                         ctypes.c_void_p, True),
+}
+
+
+def _declare(lib: ctypes.CDLL, path: str) -> None:
+    missing = []
+    for name, (args, res, required) in _FUNCTIONS.items():
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            if required:
+                missing.append(name)
+            continue
+        f.argtypes = args
+        f.restype = res
+    if missing:
+        raise OSError(f"attend: {path} lacks {', '.join(missing)}: not a libattend.so this "
+                      "package can use (rebuild it with make)")
+
+
+def has(name: str) -> bool:
+    """Whether the loaded library exports the function."""
+    return hasattr(lib(), name)
 
 
 _lib: Optional[ctypes.CDLL] = None
 _libc: Optional[ctypes.CDLL] = None
+_lib_lock = threading.Lock()
 
 
 def lib() -> ctypes.CDLL:
     """The opened library (opened on first use)."""
     global _lib
-    if _lib is None:
+    if _lib is not None:
+        return _lib
+    with _lib_lock:
+        if _lib is not None:
+            return _lib
         path = find_library()
         _prepare_openmp()
         try:
@@ -284,7 +346,7 @@ def lib() -> ctypes.CDLL:
             raise OSError(
                 f"attend: cannot load {path}: {e}. Build it with `make` in the attend "
                 "repository, or set $ATTEND_LIBRARY to the path of libattend.so") from None
-        _declare(handle)
+        _declare(handle, path)
         _lib = handle
     return _lib
 

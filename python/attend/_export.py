@@ -26,15 +26,16 @@ EXPORTER = "export_marian.py"
 
 def exporter_candidates() -> List[str]:
     """The paths tried for export_marian.py after $ATTEND_EXPORTER, in order."""
-    out = [os.path.normpath(os.path.join(C.PACKAGE_DIR, "..", "..", "tools", EXPORTER))]
+    out = []
+    repo, prefix = C.repo_dir(), C.prefix_dir()
     share = os.path.join("share", "attend", "tools", EXPORTER)
-    try:
-        libdir = os.path.dirname(os.path.abspath(C.find_library()))
+    if repo:
+        out.append(os.path.join(repo, "tools", EXPORTER))
+    libdir = C.library_dir()
+    if libdir:
         out.append(os.path.normpath(os.path.join(libdir, "..", share)))
-    except OSError:
-        pass
-    if C._in_site_packages():  # PREFIX/lib/python3.X/site-packages/attend
-        out.append(os.path.normpath(os.path.join(C.PACKAGE_DIR, "..", "..", "..", "..", share)))
+    if prefix:
+        out.append(os.path.join(prefix, share))
     return list(dict.fromkeys(out))
 
 

@@ -46,9 +46,20 @@ def library_version() -> str:
     return C.decode(lib.attend_version()) if hasattr(lib, "attend_version") else "unknown"
 
 
+_isa_selected = False
+
+
 def isa() -> str:
-    """The kernel set in use: "generic", "avx2" or "avx512" ($ATTEND_ISA forces one)."""
-    return C.decode(C.lib().attend_isa())
+    """The kernel set in use: "generic", "avx2" or "avx512" (the best one CPUID reports;
+    $ATTEND_ISA forces one). AttendError when $ATTEND_ISA names a set this CPU lacks."""
+    global _isa_selected
+    lib = C.lib()
+    if not _isa_selected:
+        err = C.err_buffer()
+        if lib.attend_select_isa(err, C.ERR_LEN):
+            raise AttendError(C.decode(err.value))
+        _isa_selected = True
+    return C.decode(lib.attend_isa())
 
 
 def isa_available() -> str:
@@ -69,12 +80,16 @@ def default_model_path() -> str:
     env = os.environ.get("ATTEND_MODEL")
     if env:
         return env
-    looked = [os.path.normpath(os.path.join(C.PACKAGE_DIR, "..", "..", "models", "de-en.gguf"))]
-    try:
-        libdir = os.path.dirname(os.path.abspath(C.find_library()))
+    looked = []
+    repo = C.repo_dir()
+    if repo:
+        looked.append(os.path.join(repo, "models", "de-en.gguf"))
+    libdir = C.library_dir()
+    if libdir:
         looked.append(os.path.normpath(os.path.join(libdir, "..", "share", "attend", "de-en.gguf")))
-    except OSError:
-        pass
+    if C.prefix_dir():
+        looked.append(os.path.join(C.prefix_dir(), "share", "attend", "de-en.gguf"))
+    looked = list(dict.fromkeys(looked))
     for p in looked:
         if os.path.exists(p):
             return p
@@ -96,7 +111,7 @@ def parse_view(view: str) -> C.attend_view:
     v = C.attend_view()
     err = C.err_buffer()
     if C.lib().attend_view_parse(_check_view_text(view), ctypes.byref(v), err, C.ERR_LEN):
-        raise AttendError(f"attention view {view!r}: {C.decode(err.value)}")
+        raise AttendError(C.decode(err.value))
     return v
 
 
@@ -150,6 +165,7 @@ class Config:
     renormalize_logits: int
     length_penalty: float
     repetition_penalty: float
+    max_line_bytes: int
 
     @classmethod
     def _from_c(cls, c: C.attend_config) -> "Config":
@@ -322,7 +338,7 @@ class Result:
         v = parse_view(view)
         err = C.err_buffer()
         if C.lib().attend_view_check(ctypes.byref(v), cross.shape[0], cross.shape[1], err, C.ERR_LEN):
-            raise AttendError(f"attention view {view!r}: {C.decode(err.value)}")
+            raise AttendError(C.decode(err.value))
         return v
 
     def view(self, view: str = C.ATTEND_DEFAULT_VIEW) -> np.ndarray:
@@ -339,7 +355,7 @@ class Result:
         fp = ctypes.POINTER(ctypes.c_float)
         if C.lib().attend_view_reduce(ctypes.byref(v), cross.ctypes.data_as(fp), L, H, T, S,
                                       out.ctypes.data_as(fp), err, C.ERR_LEN):
-            raise AttendError(f"attention view {view!r}: {C.decode(err.value)}")
+            raise AttendError(C.decode(err.value))
         return out
 
     def pharaoh(self, view: str = C.ATTEND_DEFAULT_VIEW) -> str:
@@ -589,6 +605,49 @@ class Model:
         finally:
             self._leave()
 
+    def tokenize(self, line: Text) -> np.ndarray:
+        """The source ids attend_translate uses for line (pieces, </s> last, cut to
+        model_max_length), int32 (attend_tokenize)."""
+        _, b = _encode(line, "line")
+        if not C.has("attend_tokenize"):
+            raise AttendError(f"{C.library_path()} has no attend_tokenize: rebuild it")
+        h = self._enter()
+        try:
+            ids = C.c_int_p()
+            n = ctypes.c_int()
+            err = C.err_buffer()
+            if C.lib().attend_tokenize(h, b, len(b), ctypes.byref(ids), ctypes.byref(n), err, C.ERR_LEN):
+                raise AttendError(C.decode(err.value))
+            try:
+                return _ints(ids, n.value)
+            finally:
+                C.libc_free(ctypes.cast(ids, ctypes.c_void_p).value)
+        finally:
+            self._leave()
+
+    def detokenize(self, ids: Sequence[int]) -> str:
+        """Target ids to text, as Result.text is made (special tokens skipped;
+        attend_detokenize). AttendError for an id outside the target vocabulary."""
+        a = np.ascontiguousarray(ids, dtype=np.int64)
+        if a.ndim != 1:
+            raise ValueError("ids must be one-dimensional")
+        if a.size and (a.min() < -2 ** 31 or a.max() >= 2 ** 31):
+            raise AttendError("an id is outside the target vocabulary")
+        a = a.astype(np.int32)
+        if not C.has("attend_detokenize"):
+            raise AttendError(f"{C.library_path()} has no attend_detokenize: rebuild it")
+        h = self._enter()
+        try:
+            ptr = C.lib().attend_detokenize(h, a.ctypes.data_as(C.c_int_p), int(a.size))
+            if not ptr:
+                raise AttendError("an id is outside the target vocabulary (or out of memory)")
+            try:
+                return C.decode(ctypes.string_at(ptr))
+            finally:
+                C.libc_free(ptr)
+        finally:
+            self._leave()
+
     # -- parameters
     def _params(self, *, beam: Optional[int], greedy: bool, n_best: Optional[int],
                 length_penalty: Optional[float], early_stopping: Any, min_length: Optional[int],
@@ -730,78 +789,77 @@ class Model:
         out = self._run(srcs, tgts, p, 0, 32, 0, False)
         return out[0] if single_s else out
 
-    def _call(self, h: int, lines: List[bytes], targets: Optional[List[bytes]],
-              p: C.attend_params) -> Optional[ctypes.Array]:
-        n = len(lines)
-        arr = _char_array(lines)
-        lens = (ctypes.c_size_t * max(n, 1))(*[len(b) for b in lines])
-        tg = _char_array(targets) if targets is not None else None
-        out = (C.attend_result * max(n, 1))()
-        err = C.err_buffer()
-        if C.lib().attend_translate(h, arr, lens, n, tg, ctypes.byref(p), out, err, C.ERR_LEN):
-            raise AttendError(C.decode(err.value))
-        return out
-
     def _run(self, items: List[Tuple[str, bytes]], targets: Optional[List[Tuple[str, bytes]]],
              p: C.attend_params, n_best: int, batch: int, batch_tokens: int,
              verbose: bool) -> List[Result]:
+        """One attend_translate call for every line that needs the model. The library sorts
+        and batches them (batch_size / batch_tokens); after each batch on_batch copies the
+        batch's results into Python objects and frees them, so memory holds one batch of
+        attention matrices at a time. The GIL is released while the library works and taken
+        back for each on_batch."""
         cfg = self.config
+        results: List[Optional[Result]] = [None] * len(items)
+        todo = [i for i, (_, b) in enumerate(items) if targets is not None or not _is_blank(b)]
+        todo_set = set(todo)
+        for i, (text, _) in enumerate(items):
+            if i not in todo_set:
+                results[i] = _blank_result(cfg, text, p, n_best)
+        if verbose:
+            print(f"attend: {len(items)} line{'' if len(items) == 1 else 's'}, {len(todo)} to translate",
+                  file=sys.stderr, flush=True)
+        n = len(todo)
+        lines = [items[i][1] for i in todo]
+        arr = _char_array(lines)
+        lens = (ctypes.c_size_t * max(n, 1))(*[len(b) for b in lines])
+        tg = _char_array([targets[i][1] for i in todo]) if targets is not None else None
+        out = (C.attend_result * max(n, 1))()
+        failure: List[BaseException] = []
+        warn: List[str] = []
+
+        def on_batch(user: Any, index: Any, k: int) -> int:
+            # called by the library, in this thread, with the GIL held by ctypes
+            try:
+                try:
+                    total = lo = hi = 0
+                    for j in range(k):
+                        x = index[j]
+                        i = todo[x]
+                        r = _result_from_c(out[x], cfg, items[i][0],
+                                           targets[i][0] if targets is not None else None)
+                        results[i] = r
+                        S = len(r.src_ids)
+                        total, lo, hi = total + S, S if j == 0 else lo, S
+                        if r.truncated:
+                            warn.append(_truncation_message(cfg, i + 1, S))
+                finally:
+                    for j in range(k):
+                        C.lib().attend_result_free(ctypes.byref(out[index[j]]))
+                if verbose:
+                    print(f"attend: batch of {k} sentence{'' if k == 1 else 's'}, {total} source tokens, "
+                          f"lengths {lo}-{hi}", file=sys.stderr, flush=True)
+                return 0
+            except BaseException as e:  # KeyboardInterrupt included: stop the call
+                failure.append(e)
+                return 1
+
+        callback = C.ON_BATCH(on_batch)
+        p.on_batch = callback
+        p.batch_size, p.batch_tokens = batch, batch_tokens
         h = self._enter()
         try:
-            # settings are checked by the library even when no line needs the model
-            self._call(h, [], None, p)
-            results: List[Optional[Result]] = [None] * len(items)
-            todo = []
-            for i, (text, b) in enumerate(items):
-                if targets is None and _is_blank(b):
-                    results[i] = _blank_result(cfg, text, p, n_best)
-                else:
-                    todo.append(i)
-            if verbose:
-                print(f"attend: {len(items)} line{'' if len(items) == 1 else 's'}, {len(todo)} to translate",
-                      file=sys.stderr, flush=True)
-            tokens: Dict[int, int] = {}
-            if len(todo) > 1 and (batch_tokens or (batch and len(todo) > batch) or verbose):
-                # as attend translate: sorted by source tokens, cut by both limits
-                lib = C.lib()
-                err = C.err_buffer()
-                for i in todo:
-                    b = items[i][1]
-                    k = lib.attend_count_tokens(h, b, len(b), err, C.ERR_LEN)
-                    if k < 0:
-                        raise AttendError(f"line {i + 1}: {C.decode(err.value)}")
-                    tokens[i] = k
-                todo.sort(key=lambda i: tokens[i])
-            s = 0
-            while s < len(todo):
-                n, total = 1, tokens.get(todo[s], 0)
-                while (s + n < len(todo) and (batch <= 0 or n < batch)
-                       and (batch_tokens <= 0 or total + tokens[todo[s + n]] <= batch_tokens)):
-                    total += tokens.get(todo[s + n], 0)
-                    n += 1
-                idx = todo[s:s + n]
-                if verbose:
-                    print(f"attend: batch of {n} sentence{'' if n == 1 else 's'}, {total} source tokens, "
-                          f"lengths {tokens.get(idx[0], 0)}-{tokens.get(idx[-1], 0)}",
-                          file=sys.stderr, flush=True)
-                out = self._call(h, [items[i][1] for i in idx],
-                                 [targets[i][1] for i in idx] if targets is not None else None, p)
-                try:
-                    for j, i in enumerate(idx):
-                        results[i] = _result_from_c(out[j], cfg, items[i][0],
-                                                    targets[i][0] if targets is not None else None)
-                finally:
-                    for j in range(n):
-                        C.lib().attend_result_free(ctypes.byref(out[j]))
-                for i in idx:
-                    r = results[i]
-                    if r is not None and r.truncated:
-                        warnings.warn(_truncation_message(cfg, i + 1, len(r.src_ids)), AttendWarning,
-                                      stacklevel=3)
-                s += n
-            return [r for r in results if r is not None]
+            err = C.err_buffer()
+            # n = 0 too: the library then still checks the settings
+            rc = C.lib().attend_translate(h, arr, lens, n, tg, ctypes.byref(p), out, err, C.ERR_LEN)
         finally:
             self._leave()
+            p.on_batch = C.ON_BATCH()
+        if failure:
+            raise failure[0]
+        if rc:
+            raise AttendError(C.decode(err.value))
+        for w in warn:
+            warnings.warn(w, AttendWarning, stacklevel=3)
+        return [r for r in results if r is not None]
 
 
 def _truncation_message(c: Config, line: int, n_src: int) -> str:
@@ -812,7 +870,7 @@ def _truncation_message(c: Config, line: int, n_src: int) -> str:
     if n_src >= c.max_position_embeddings:
         return (f"line {line}: longer than the model's {c.max_position_embeddings} positions; "
                 f"translated its first {n_src} tokens")
-    nb = c.max_position_embeddings * C.BYTES_PER_POSITION
+    nb = c.max_line_bytes
     return f"line {line}: longer than {nb} bytes; translated its first {nb} ({n_src} tokens)"
 
 
