@@ -55,6 +55,24 @@ def export(hf_dir, out, dtype="f32"):
     return out
 
 
+def random_gguf(d, seed=3, **dims):
+    """A random MarianMT model (reference.random_model, gain 1.5, bias std 0.5) over
+    SentencePiece models of 600 pieces trained on 2,000 Tatoeba lines each side, saved as an
+    HF directory d/m and exported to d/m.gguf (f32). dims: config overrides (d_model,
+    layers, heads, ffn dims, max_length ...). Returns the .gguf path."""
+    import reference as R
+    sspm = train_spm(d, "src", corpus_lines("tatoeba", "de", 2000), 600)
+    tspm = train_spm(d, "tgt", corpus_lines("tatoeba", "en", 2000), 600)
+    vocab = R.build_vocab(sspm, tspm)
+    pad = vocab["<pad>"]
+    cfg = dict(vocab_size=len(vocab), decoder_vocab_size=len(vocab), pad_token_id=pad,
+               decoder_start_token_id=pad, bad_words_ids=[[pad]], **dims)
+    m = R.random_model(cfg, seed=seed, bias_std=0.5, gain=1.5)
+    hf = os.path.join(d, "m")
+    R.save_hf_dir(m, hf, open(sspm, "rb").read(), open(tspm, "rb").read(), vocab)
+    return export(hf, hf + ".gguf")
+
+
 def run_attend(args, input_text=None, env=None, check=True, timeout=None):
     """Run build/attend; with timeout (seconds) a hung run raises subprocess.TimeoutExpired."""
     e = dict(os.environ)

@@ -11,6 +11,7 @@
 #include "../model/align.h"
 #include "cli.h"
 #include "heatmap.h"
+#include "json.h"
 #include "npz.h"
 
 static void usage_align(FILE *f) {
@@ -60,27 +61,6 @@ static void usage_align(FILE *f) {
 
 /* ---------------------------------------------------------------------------------------
  * JSON */
-
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-        else if (*p == '\n') fputs("\\n", f);
-        else if (*p == '\t') fputs("\\t", f);
-        else if (*p < 0x20) fprintf(f, "\\u%04x", *p);
-        else fputc(*p, f);
-    }
-    fputc('"', f);
-}
-
-static void json_strs(FILE *f, const char *const *s, int n) {
-    fputc('[', f);
-    for (int i = 0; i < n; i++) {
-        if (i) fputs(", ", f);
-        json_str(f, s[i]);
-    }
-    fputc(']', f);
-}
 
 static void json_floats(FILE *f, const float *x, int n) {
     fputc('[', f);

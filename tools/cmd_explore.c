@@ -10,6 +10,7 @@
 
 #include "../model/align.h"
 #include "cli.h"
+#include "json.h"
 
 extern const char explore_html[]; /* build/tools/explore_html.c, made from tools/explore.html */
 
@@ -43,56 +44,6 @@ static void usage_explore(FILE *f) {
             "Lines of more than %d pieces on either side are refused (the page would be too\n"
             "large to draw); at most %d sentences make one page.\n",
             ATTEND_DEFAULT_VIEW, EXPLORE_MAX_PIECES, EXPLORE_MAX_SENTENCES);
-}
-
-/* ---------------------------------------------------------------------------------------
- * JSON that is safe inside <script>: '<', '>' and '&' as \u escapes (so no "</script>" or
- * "<!--" can appear), U+2028/2029 escaped, invalid UTF-8 replaced by U+FFFD. */
-
-static int utf8_len(const unsigned char *p) {
-    if (p[0] < 0x80) return 1;
-    int n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
-    if (!n) return 0;
-    for (int i = 1; i < n; i++)
-        if ((p[i] & 0xc0) != 0x80) return 0;
-    unsigned cp = n == 2 ? (p[0] & 0x1fu) << 6 | (p[1] & 0x3fu)
-                : n == 3 ? (p[0] & 0x0fu) << 12 | (p[1] & 0x3fu) << 6 | (p[2] & 0x3fu)
-                         : (p[0] & 0x07u) << 18 | (p[1] & 0x3fu) << 12 | (p[2] & 0x3fu) << 6 | (p[3] & 0x3fu);
-    if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
-        return 0;
-    return n;
-}
-
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        int n = utf8_len(p);
-        if (n == 0) {
-            fputs("\\ufffd", f);
-            p++;
-        } else if (n > 1) {
-            if (n == 3 && p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9))
-                fprintf(f, "\\u%04x", p[2] == 0xa8 ? 0x2028 : 0x2029);
-            else
-                fwrite(p, 1, (size_t)n, f);
-            p += n;
-        } else {
-            if (*p == '"' || *p == '\\') fprintf(f, "\\%c", *p);
-            else if (*p < 0x20 || *p == '<' || *p == '>' || *p == '&' || *p == 0x7f) fprintf(f, "\\u%04x", *p);
-            else fputc(*p, f);
-            p++;
-        }
-    }
-    fputc('"', f);
-}
-
-static void json_strs(FILE *f, const char *const *s, int n) {
-    fputc('[', f);
-    for (int i = 0; i < n; i++) {
-        if (i) fputc(',', f);
-        json_str(f, s[i]);
-    }
-    fputc(']', f);
 }
 
 /* Attention weights as integers in thousandths: 3 decimals, the page's precision. */

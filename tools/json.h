@@ -1,0 +1,14 @@
+/* json: strings for JSON written by the CLI. Safe inside an HTML <script> block too:
+ * '<', '>' and '&' come out as \u escapes (no "</script>" or "<!--" can appear), U+2028 and
+ * U+2029 escaped, and invalid UTF-8 replaced by U+FFFD, so any input gives valid JSON. */
+#ifndef ATTEND_JSON_H
+#define ATTEND_JSON_H
+
+#include <stdio.h>
+
+/* s as a JSON string literal, quotes included. */
+void json_str(FILE *f, const char *s);
+/* n strings as a JSON array. */
+void json_strs(FILE *f, const char *const *s, int n);
+
+#endif
