@@ -34,7 +34,7 @@ help:
 	@echo "make deps       install the missing Debian packages of the build and the tests (apt-get; root)"
 	@echo "make demo       install what is missing, build, translate with the shipped model"
 	@echo "make test       install what is missing, build, run every test"
-	@echo "make install    PREFIX=$(PREFIX): binary, library, header, shipped model"
+	@echo "make install    PREFIX=$(PREFIX): binary, libraries, headers, attend.pc, shipped model, Python package (PYTHON_SITE)"
 	@echo "make sanitize   ASan+UBSan build in $(SAN_DIR): C tests and an end-to-end run"
 	@echo "make valgrind   memcheck (leaks, invalid reads) on the tiny test model"
 	@echo "make fuzz       libFuzzer: loader, translate path, SentencePiece models; FUZZ_SECONDS=$(FUZZ_SECONDS) each"
@@ -283,6 +283,8 @@ bench: $(BUILD)/attend
 # libattend.so link for -lattend), the headers, attend.pc for pkg-config, the shipped model.
 VERSION = $(shell sed -n 's/^\#define ATTEND_VERSION "\(.*\)"/\1/p' model/attend.h)
 LIBDIR  ?= $(PREFIX)/lib
+# the Python package goes where Debian's python3 looks for PREFIX's packages
+PYTHON_SITE ?= $(PREFIX)/lib/python$(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/include \
 	  $(DESTDIR)$(PREFIX)/share/attend
@@ -297,6 +299,10 @@ install: all
 	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lattend' \
 	  'Libs.private: -lsentencepiece -lz -lstdc++ -lm -fopenmp' >$(DESTDIR)$(LIBDIR)/pkgconfig/attend.pc
 	if [ -f models/de-en.gguf ]; then install -m 644 models/de-en.gguf $(DESTDIR)$(PREFIX)/share/attend/; fi
+	install -d $(DESTDIR)$(PYTHON_SITE)/attend $(DESTDIR)$(PREFIX)/share/attend/tools
+	install -m 644 python/attend/*.py python/attend/py.typed $(DESTDIR)$(PYTHON_SITE)/attend/
+	install -m 644 tools/export_marian.py tools/gguf_io.py tools/safetensors_np.py \
+	  $(DESTDIR)$(PREFIX)/share/attend/tools/
 
 clean:
 	rm -rf $(BUILD) $(SAN_DIR) $(FUZZ_DIR) $(TSAN_DIR)

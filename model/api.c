@@ -19,6 +19,8 @@ static const char *activation_name(at_activation a) {
 }
 
 const char *attend_version(void) { return ATTEND_VERSION; }
+int attend_abi(void) { return ATTEND_ABI; }
+void attend_mem_free(void *p) { free(p); }
 
 attend_params attend_default_params(void) {
     attend_params p = {0};

@@ -41,6 +41,13 @@ extern "C" {
 /* The library's version: major.minor.patch (attend_version() gives the one linked in). */
 #define ATTEND_VERSION "0.4.0"
 ATTEND_API const char *attend_version(void);
+/* The layout of the public structs: raised whenever a field is added, moved or changed, so a
+ * program (or the Python package) can refuse a libattend.so built from another header. */
+#define ATTEND_ABI 2
+ATTEND_API int attend_abi(void);
+/* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
+ * attend_detokenize's strings, attend_tokenize's ids), from any language. */
+ATTEND_API void attend_mem_free(void *p);
 
 typedef struct attend_model attend_model;
 

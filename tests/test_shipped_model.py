@@ -25,6 +25,17 @@ SOURCES = [
     "Ich weiß es nicht.",
     "Tom liest ein Buch.",
     "Wie spät ist es?",
+    # everyday sentences (chosen for this list, not taken from a corpus)
+    "Ich trinke jeden Morgen einen Kaffee.",
+    "Meine Schwester wohnt in einer kleinen Wohnung.",
+    "Kannst du bitte das Fenster aufmachen?",
+    "Der Bus kommt in fünf Minuten.",
+    "Wir haben heute keine Schule.",
+    "Ich suche meinen Schlüssel.",
+    "Das Essen war sehr lecker.",
+    "Wann fängt der Film an?",
+    "Er hat gestern seinen Vater angerufen.",
+    "Wir fahren morgen nach Berlin.",
 ]
 
 
@@ -46,14 +57,14 @@ def main():
     def loads_and_verifies():
         assert os.path.exists(MODEL), f"{MODEL} is missing"
         size = os.path.getsize(MODEL)
-        assert size <= 25 * 1024 * 1024, f"shipped model is {size} bytes, over 25 MB"
+        assert size <= 40 * 1000 * 1000, f"shipped model is {size} bytes, over 40 MB"
         info = T.run_attend(["info", MODEL]).stdout
         assert "marian" in info
         T.run_attend(["verify", MODEL])
 
     def translates_as_recorded():
         cases = read_cases()
-        assert len(cases) >= 10
+        assert len(cases) >= 20
         out = T.run_attend(["translate", "-m", MODEL] + [c[0] for c in cases]).stdout.split("\n")[:-1]
         bad = [(c[0], c[1], o) for c, o in zip(cases, out) if c[1] != o]
         assert len(out) == len(cases) and not bad, f"changed translations: {bad}"

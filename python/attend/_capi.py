@@ -19,6 +19,8 @@ from typing import List, Optional
 # ---------------------------------------------------------------------------------------
 # Structures (field order and types exactly as in the headers)
 
+# the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
+ABI = 2
 ATTEND_VIEW_MAX = 64
 ATTEND_DEFAULT_VIEW = "last:0"
 
@@ -261,6 +263,8 @@ def _prepare_openmp() -> None:
 # library has them (older builds lack them); the Python calls that need them say so.
 _FUNCTIONS = {
     "attend_version": ([], ctypes.c_char_p, False),
+    "attend_abi": ([], ctypes.c_int, True),
+    "attend_mem_free": ([ctypes.c_void_p], None, True),
     "attend_load": ([ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_void_p, True),
     "attend_default_load_params": ([], attend_load_params, False),
     "attend_load_with": ([ctypes.c_char_p, ctypes.POINTER(attend_load_params), ctypes.c_char_p,
@@ -326,7 +330,6 @@ def has(name: str) -> bool:
 
 
 _lib: Optional[ctypes.CDLL] = None
-_libc: Optional[ctypes.CDLL] = None
 _lib_lock = threading.Lock()
 
 
@@ -347,18 +350,17 @@ def lib() -> ctypes.CDLL:
                 f"attend: cannot load {path}: {e}. Build it with `make` in the attend "
                 "repository, or set $ATTEND_LIBRARY to the path of libattend.so") from None
         _declare(handle, path)
+        if handle.attend_abi() != ABI:
+            raise OSError(f"attend: {path} has struct layout {handle.attend_abi()}, this package "
+                          f"mirrors layout {ABI} (model/attend.h ATTEND_ABI): rebuild the library "
+                          "or use the package of its version")
         _lib = handle
     return _lib
 
 
 def libc_free(ptr: int) -> None:
-    """free() a pointer the library malloc'd (the process's one C allocator)."""
-    global _libc
-    if _libc is None:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        _libc.free.argtypes = [ctypes.c_void_p]
-        _libc.free.restype = None
-    _libc.free(ptr)
+    """Free a pointer the library malloc'd (attend_mem_free: the library's own allocator)."""
+    lib().attend_mem_free(ptr)
 
 
 def library_path() -> str:

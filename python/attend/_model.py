@@ -5,7 +5,6 @@ import ctypes
 import dataclasses
 import math
 import os
-import re
 import sys
 import threading
 import warnings
@@ -249,8 +248,9 @@ class Result:
     text: str
     """The translation (or, for Model.score, the target as the model's tokens give it back)."""
     score: float
-    """Beams: HF's sequence score (sum of log-probs / length ^ length_penalty); greedy and
-    forced decoding: the sum of ``logprob``; 0.0 for a blank line."""
+    """Beams: HF's sequence score (sum of log-probs / length ^ length_penalty); greedy,
+    samples and forced decoding: the sum of ``logprob`` (greedy: only with scores=True,
+    else 0.0); 0.0 for a blank line."""
     src_ids: np.ndarray
     tgt_ids: np.ndarray
     src_tokens: List[str]
