@@ -23,7 +23,8 @@ HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h tools/*.h)
 # Debian packages the build (and make demo) needs, and those the tests add.
 BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev
 DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unzip clang \
-             libclang-rt-dev libomp-dev valgrind chromium chromium-driver time
+             libclang-rt-dev libomp-dev valgrind chromium chromium-driver time \
+             python3-distributed python3-matplotlib
 
 .PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py install clean help
 
@@ -56,8 +57,9 @@ $(BUILD)/libattend.so: $(LIB_OBJ) model/attend.map
 	$(CXX) -shared -Wl,-soname,libattend.so.$(SOVERSION) -Wl,--version-script=model/attend.map \
 	  -o $@ $(LIB_OBJ) $(LDLIBS)
 
-# attend explore's page, compiled in as one C string (each line quoted, \ and " escaped)
-$(BUILD)/tools/explore_html.c: tools/explore.html
+# attend explore's page, compiled in as one C string (each line quoted, \ and " escaped).
+# It lives in the Python package, which fills the same page (pip installs it from there).
+$(BUILD)/tools/explore_html.c: python/attend/explore.html
 	@mkdir -p $(dir $@)
 	{ echo 'const char explore_html[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } >$@
@@ -300,7 +302,8 @@ install: all
 	  'Libs.private: -lsentencepiece -lz -lstdc++ -lm -fopenmp' >$(DESTDIR)$(LIBDIR)/pkgconfig/attend.pc
 	if [ -f models/de-en.gguf ]; then install -m 644 models/de-en.gguf $(DESTDIR)$(PREFIX)/share/attend/; fi
 	install -d $(DESTDIR)$(PYTHON_SITE)/attend $(DESTDIR)$(PREFIX)/share/attend/tools
-	install -m 644 python/attend/*.py python/attend/py.typed $(DESTDIR)$(PYTHON_SITE)/attend/
+	install -m 644 python/attend/*.py python/attend/py.typed python/attend/explore.html \
+	  $(DESTDIR)$(PYTHON_SITE)/attend/
 	install -m 644 tools/export_marian.py tools/gguf_io.py tools/safetensors_np.py \
 	  $(DESTDIR)$(PREFIX)/share/attend/tools/
 

@@ -622,6 +622,33 @@ def prefix_install_layout():
     assert out[2] == "Where's the station?" and out[4] == os.path.join(tools, "export_marian.py"), out
 
 
+def page_json(path):
+    text = open(path, encoding="utf-8").read()
+    return json.loads(text.split('id="attend-data">')[1].split("</script>")[0])
+
+
+def explore_page_equals_cli():
+    """attend.explore fills the page attend explore writes with the same data: translated
+    (greedy, a blank line included) and forced; Page shows inline as an iframe."""
+    import attend
+    m = model()
+    lines = ["Ich habe Hunger.", "", "Wo ist der <b>Bahnhof</b>?"]
+    cli = os.path.join(TMP, "cli.html")
+    T.run_attend(["explore", "-m", MODEL, "--greedy", "-t", "1", "-o", cli], input_text="\n".join(lines) + "\n")
+    rs = m.translate(lines, greedy=True, attention=True)
+    page = attend.explore(rs, os.path.join(TMP, "py.html"), model="de-en.gguf", settings="greedy search")
+    assert page_json(os.path.join(TMP, "py.html")) == page_json(cli), "page data differ from the CLI's"
+    # the page around the data is the same file
+    strip = lambda t: t.split('id="attend-data">')[0] + t.split("</script>", 1)[1].split("</script>", 1)[1]  # noqa: E731
+    assert strip(page.html) == strip(open(cli, encoding="utf-8").read())
+    T.run_attend(["explore", "-m", MODEL, "-t", "1", "-o", cli, "Ich habe Hunger.", "--target", "I am hungry."])
+    attend.explore(m.score("Ich habe Hunger.", "I am hungry.", attention=True), os.path.join(TMP, "f.html"),
+                   model="de-en.gguf", settings="forced decoding of the given target")
+    assert page_json(os.path.join(TMP, "f.html")) == page_json(cli), "forced page data differ from the CLI's"
+    inline = page._repr_html_()
+    assert inline.startswith("<iframe srcdoc=") and "<script" not in inline.split('srcdoc="')[1][:200]
+
+
 def default_model_found():
     env = {k: v for k, v in os.environ.items() if k != "ATTEND_MODEL"}
     p = subprocess.run([sys.executable, "-c", "import attend; print(attend.default_model_path()); "
@@ -657,6 +684,8 @@ def main():
                      ("two threads at once = serial; batching changes nothing", threads_match_serial),
                      ("the GIL is released during translation", gil_released_while_translating),
                      ("_repr_html_: escaped text and an SVG heatmap", repr_html_escapes),
+                     ("attend.explore: the CLI's page with the same data; inline in Jupyter",
+                      explore_page_equals_cli),
                      ("plot: labelled heatmap; ImportError without matplotlib", plot_heatmap),
                      ("export: runs tools/export_marian.py (f16 identical, int8 loads, refusals)",
                       export_runs_the_exporter),

@@ -1,6 +1,7 @@
 /* attend explore: translate (or force-decode) sentences and write one self-contained HTML
  * page with every attention matrix: head view, matrix view, grid of all heads, word
- * alignments. The page (tools/explore.html, compiled in as explore_html) carries its own
+ * alignments. The page (python/attend/explore.html, compiled in as explore_html; the Python
+ * package fills the same page) carries its own
  * CSS and JavaScript and reads its data from an inline JSON block; it loads nothing. */
 #include <errno.h>
 #include <math.h>
@@ -12,7 +13,7 @@
 #include "cli.h"
 #include "json.h"
 
-extern const char explore_html[]; /* build/tools/explore_html.c, made from tools/explore.html */
+extern const char explore_html[]; /* build/tools/explore_html.c, from python/attend/explore.html */
 
 /* A longer side makes a page no browser draws well (a 200-piece side is 40,000 cells per
  * head); such lines are refused, not cut. */

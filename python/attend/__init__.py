@@ -9,6 +9,7 @@ Pure Python over the shared library libattend.so (ctypes; numpy is the only depe
 >>> r[1].cross.shape                      # [decoder layers, heads, T, S]
 >>> r[1].alignment("penultimate:avg")     # [(source word, target word), ...]
 >>> m.score("Ich habe Hunger.", "I am hungry.").logprob
+>>> attend.explore(r, "page.html")        # attend explore's page (inline in Jupyter)
 >>> attend.export("opus-mt-de-en/", "de-en.gguf", dtype="int8")
 
 translate() of one str returns one Result; of a list (any iterable) a list of Results.
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 from ._capi import ATTEND_DEFAULT_VIEW, find_library, library_path
 from ._display import heatmap_svg, plot
+from ._explore import Page, explore
 from ._export import export, find_exporter
 from ._model import (AttendError, AttendWarning, Config, Hypothesis, Model, Result,
                      default_model_path, default_threads, isa, isa_available, library_version,
@@ -31,8 +33,8 @@ from ._model import (AttendError, AttendWarning, Config, Hypothesis, Model, Resu
 __version__ = "0.4.0"
 
 __all__ = [
-    "ATTEND_DEFAULT_VIEW", "AttendError", "AttendWarning", "Config", "Hypothesis", "Model",
-    "Result", "default_model_path", "default_threads", "export", "find_exporter",
+    "ATTEND_DEFAULT_VIEW", "AttendError", "AttendWarning", "Config", "Hypothesis", "Model", "Page",
+    "Result", "default_model_path", "default_threads", "explore", "export", "find_exporter",
     "find_library", "heatmap_svg", "isa", "isa_available", "library_path", "library_version",
     "parse_view", "plot", "save_npz", "view_name", "__version__",
 ]

@@ -1,0 +1,112 @@
+"""The `attend explore` page from Python: the same self-contained HTML file (explore.html,
+which the CLI compiles in), filled with the same JSON data from Results, and shown inline in
+Jupyter. tests/test_python.py checks that the data equal the CLI's for the same sentences."""
+from __future__ import annotations
+
+import html
+import json
+import os
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+import numpy as np
+
+from . import _capi as C
+
+TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "explore.html")
+DEFAULT_PRESETS = (C.ATTEND_DEFAULT_VIEW, "penultimate:avg", "all:avg")
+MAX_PIECES = 200  # as attend explore: a longer side makes a page no browser draws well
+
+
+def _weights(a: np.ndarray) -> List[int]:
+    """Thousandths, rounded half to even in float32 as the CLI's lrintf(x * 1000.0f)."""
+    return np.rint(np.asarray(a, dtype=np.float32) * np.float32(1000)).astype(np.int64).ravel().tolist()
+
+
+def _presets(first: Optional[str], decoder_layers: int) -> List[str]:
+    out: List[str] = []
+    for i, p in enumerate((first or C.ATTEND_DEFAULT_VIEW,) + DEFAULT_PRESETS):
+        if p == "penultimate:avg" and decoder_layers < 2 and i > 0:
+            continue
+        if p not in out:
+            out.append(p)
+    return out
+
+
+def _sentence(r: Any, presets: Sequence[str]) -> Dict[str, Any]:
+    if not r.src_tokens:  # a blank line: listed, not translated (as attend translate)
+        return {"source": r.source, "translation": "", "empty": True, "forced": False, "score": 0,
+                "src": [], "tgt": [], "src_words": [], "tgt_words": [], "logprob": [], "align": {},
+                "enc": [], "dec": [], "cross": []}
+    if r.cross is None or r.logprob is None:
+        raise ValueError("explore needs results translated with attention=True (and scores)")
+    if len(r.src_tokens) > MAX_PIECES or len(r.tgt_tokens) > MAX_PIECES:
+        raise ValueError(f"{r.source[:40]!r}... is too long for the page: {len(r.src_tokens)} source and "
+                         f"{len(r.tgt_tokens)} target pieces (at most {MAX_PIECES} each)")
+    return {"source": r.source, "translation": r.text, "forced": bool(r.forced),
+            "score": float(format(float(np.float32(r.score)), ".6g")),
+            "src": list(r.src_tokens), "tgt": list(r.tgt_tokens),
+            "src_words": r.src_words, "tgt_words": r.tgt_words,
+            "logprob": [float(f"{float(v):.4f}") for v in r.logprob],
+            "align": {p: [list(x) for x in r.alignment(p)] for p in presets},
+            "enc": _weights(r.enc_self), "dec": _weights(r.dec_self), "cross": _weights(r.cross)}
+
+
+def _script_safe(text: str) -> str:
+    # as the CLI's JSON: nothing that could end the <script> element or start a comment
+    for ch, esc in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
+                    ("\u2029", "\\u2029")):
+        text = text.replace(ch, esc)
+    return text
+
+
+def page_data(results: Sequence[Any], model: str = "model", settings: str = "",
+              preset: Optional[str] = None) -> Dict[str, Any]:
+    """The page's JSON object (what `attend explore` embeds) for these results."""
+    if not results:
+        raise ValueError("explore needs at least one result")
+    cfg = next((r._config for r in results if r._config is not None), None)
+    if cfg is None:
+        raise ValueError("explore needs Results made by Model.translate or Model.score")
+    presets = _presets(preset, cfg.decoder_layers)
+    return {"model": model, "settings": settings,
+            "config": {"encoder_layers": cfg.encoder_layers, "encoder_heads": cfg.encoder_heads,
+                       "decoder_layers": cfg.decoder_layers, "decoder_heads": cfg.decoder_heads},
+            "presets": presets, "sentences": [_sentence(r, presets) for r in results]}
+
+
+class Page:
+    """An explore page: ``.html`` (the whole file), ``.save(path)``, and in Jupyter the page
+    itself, inline (an iframe holding the file; its script needs a trusted notebook)."""
+
+    def __init__(self, html_text: str):
+        self.html = html_text
+
+    def save(self, path: Union[str, os.PathLike]) -> None:
+        tmp = f"{os.fspath(path)}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(self.html)
+        os.replace(tmp, path)
+
+    def _repr_html_(self) -> str:
+        return (f'<iframe srcdoc="{html.escape(self.html, quote=True)}" '
+                'style="width:100%;height:820px;border:1px solid #ddd"></iframe>')
+
+    def __repr__(self) -> str:
+        return f"Page({len(self.html)} bytes)"
+
+
+def explore(results: Union[Any, Sequence[Any]], path: Union[str, os.PathLike, None] = None,
+            model: str = "model", settings: str = "", preset: Optional[str] = None) -> Page:
+    """The `attend explore` page for one Result or a list (translated with attention=True):
+    head view, matrix view, every layer x head, word alignment of `preset` (then
+    penultimate:avg and all:avg) with log-probs. Written to `path` when given; shown inline
+    in Jupyter. `model` and `settings` go in the page's header."""
+    rs = [results] if hasattr(results, "src_tokens") else list(results)
+    data = json.dumps(page_data(rs, model, settings, preset), ensure_ascii=False, separators=(",", ":"))
+    with open(TEMPLATE, encoding="utf-8") as f:
+        template = f.read()
+    head, tail = template.split("@@DATA@@", 1)
+    page = Page(head + _script_safe(data) + tail)
+    if path is not None:
+        page.save(path)
+    return page
