@@ -56,6 +56,7 @@ SOVERSION = 0
 $(BUILD)/libattend.so: $(LIB_OBJ) model/attend.map
 	$(CXX) -shared -Wl,-soname,libattend.so.$(SOVERSION) -Wl,--version-script=model/attend.map \
 	  -o $@ $(LIB_OBJ) $(LDLIBS)
+	ln -sf libattend.so $(BUILD)/libattend.so.$(SOVERSION)
 
 # attend explore's page, compiled in as one C string (each line quoted, \ and " escaped).
 # It lives in the Python package, which fills the same page (pip installs it from there).
