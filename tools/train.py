@@ -530,6 +530,15 @@ def lr_at(step, a):
     return a.lr * min(step / a.warmup, math.sqrt(a.warmup / step))
 
 
+def cooldown(train_secs, a):
+    """With --cooldown-minutes C and a time budget: the learning rate falls linearly to zero
+    over the budget's last C minutes (1 before them)."""
+    if not (a.cooldown_minutes and a.max_train_minutes):
+        return 1.0
+    left = a.max_train_minutes * 60 - train_secs
+    return max(0.0, min(1.0, left / (a.cooldown_minutes * 60)))
+
+
 def ckpt_path(work, step):
     return os.path.join(work, f"checkpoint-{step:07d}.pt")
 
@@ -614,6 +623,9 @@ def main(argv=None):
     g.add_argument("--max-train-minutes", type=float, default=0,
                    help="stop (with a checkpoint) once training time, summed over restarts, "
                         "exceeds this (0 = no limit); a rerun with a larger value goes on")
+    g.add_argument("--cooldown-minutes", type=float, default=0,
+                   help="with --max-train-minutes: bring the learning rate linearly to zero over "
+                        "the last this many minutes of the budget (0 = off)")
     g.add_argument("--save-every", type=int, default=500,
                    help="checkpoint (and dev BLEU) every N steps, and at each epoch's end (500)")
     g.add_argument("--max-steps", type=int, default=0, help="stop an epoch after this many "
@@ -722,7 +734,7 @@ def main(argv=None):
                                            "history": history, "train_secs": train_secs})
         for old in checkpoint_steps(work)[: -(max(a.average, 1) + 1)]:
             os.remove(ckpt_path(work, old))
-        log(f"checkpoint: step {step:6d}  lr {lr_at(step, a):.2e}  train loss {loss:.4f}  "
+        log(f"checkpoint: step {step:6d}  lr {lr_at(step, a) * cooldown(train_secs, a):.2e}  train loss {loss:.4f}  "
             f"dev BLEU {score:5.2f}  enc spread {spread:.2f}  ({train_secs / 60:.1f} min "
             f"trained, dev {time.time() - t_dev:.0f} s, total {(time.time() - T0) / 60:.1f} min)")
 
@@ -739,7 +751,7 @@ def main(argv=None):
             src, dec_in, labels = collate(train, batches[bi], pad)
             step += 1
             for gr in opt.param_groups:
-                gr["lr"] = lr_at(step, a)
+                gr["lr"] = lr_at(step, a) * cooldown(train_secs, a)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 loss, n = train_loss(model, src, dec_in, labels, a.label_smoothing, pad)
             opt.zero_grad(set_to_none=True)
