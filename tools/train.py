@@ -1,35 +1,45 @@
 #!/usr/bin/python3
 """Train attend's small German->English MarianMT model from scratch.
 
-Data (read from the shared data directory, never copied into the repo):
-  * Multi30k train (29,000 pairs) + the Tatoeba deu-eng training part (15,871 pairs);
-  * a held-out test slice is carved out of Tatoeba BEFORE training (see HELD-OUT RULE);
-  * dev = Multi30k val (greedy dev BLEU after each epoch).
+Data (read from the shared data directory, never copied into the repo), --corpora:
+  * multi30k: Multi30k train (29,000 image captions), twice per epoch (--multi30k-repeat);
+  * tatoeba: the Tatoeba deu-eng training part (15,871 pairs);
+  * anki: the Anki / manythings.org Tatoeba export (168,767 everyday pairs);
+  * news: WMT news test sets not used for evaluation (32,540 pairs);
+  * wmt10k: the OpenNMT-py WMT excerpt (10,000 pairs, Moses-tokenized: detokenize() undoes it);
+  * dev = Multi30k val (greedy dev BLEU at each checkpoint, its first --dev-size sentences).
 
-HELD-OUT RULE. The Tatoeba pairs are shuffled with random.Random(seed) (indices 0..N-1,
-random.shuffle); the first --heldout pairs of that order are the held-out slice. Every
-other Tatoeba pair, and every Multi30k train pair, is a training candidate. A candidate is
-dropped when its German side is identical (after stripping surrounding whitespace) to any
-German sentence, or its English side identical to any English sentence, of the held-out
-slice, of Multi30k val or of Multi30k test_2016_flickr. So no held-out, dev or test
-sentence, on either side, occurs in training. Counts are logged; the held-out slice is
-written to WORK/data/tatoeba-heldout.{de,en}.
+HELD-OUT RULE. The Tatoeba, Anki and news corpora are each shuffled with
+random.Random(seed) (indices 0..N-1, random.shuffle); the first --heldout (1,000),
+--heldout-anki (2,000) and --heldout-news (500) pairs of that order are held out before
+anything is trained. Every other pair is a training candidate. A candidate is dropped when
+its German side is identical (after stripping surrounding whitespace) to any German
+sentence, or its English side identical to any English sentence, of a held-out slice, of
+Multi30k val or of Multi30k test_2016_flickr, and when the identical pair was already kept
+(Anki repeats 5,166 Tatoeba pairs). So no held-out, dev or test sentence, on either side,
+occurs in training. Counts are logged; the slices are written to WORK/data/NAME-heldout.{de,en}.
 
 Model: reference.Marian (tools/reference.py), trained with dropout, label smoothing, Adam
-with linear warm-up and inverse-square-root decay, token-based batches of similar-length
-sentences, bf16 autocast (oneDNN/AMX matmuls), fixed seeds. SentencePiece unigram models
-(source: German, target: English) are trained here; their pieces form one joint vocab.json
-through reference.build_vocab (</s>=0, <unk>=1, pieces, <pad> last; decoder start = pad),
-with shared, tied embeddings as opus-mt has.
+with linear warm-up, inverse-square-root decay and a linear cool-down to zero over the
+time budget's last minutes, token-based batches of similar-length sentences, bf16 autocast
+(oneDNN/AMX matmuls), fixed seeds. The encoder's residual branches start scaled down
+(init_weights). One SentencePiece unigram model is trained on both languages
+(--joint-vocab; or separate German and English models); its pieces form one joint
+vocab.json through reference.build_vocab (</s>=0, <unk>=1, pieces, <pad> last; decoder
+start = pad), with shared, tied embeddings as opus-mt has. config.json records num_beams
+(--num-beams 4), so the exported file decodes with beams by default.
 
 Fine-tuning: --init-from MODEL (an attend .gguf or an HF-style MarianMT directory) starts
 from that model's weights and keeps its SentencePiece models and vocabulary instead of
 training new ones; the data, held-out rule and everything else are as above.
 
-Resumable: a checkpoint (model, optimizer, RNG states, epoch, step, history) is written to
-WORK after every epoch; a restart with the same WORK continues from the latest one. At the
-end the parameters of the last --average epochs' checkpoints are averaged, the better of
-averaged/last on dev is kept, and written as an HF-style MarianMT directory to --out.
+Resumable: a checkpoint (model, optimizer, RNG states, epoch, position in the epoch, step,
+history) is written to WORK every --save-every steps and at each epoch's end; a restart with
+the same WORK continues from the latest one. Training stops at --epochs or when the time
+budget (--max-train-minutes, summed over restarts) is spent. At the end the parameters of
+the last --average checkpoints are averaged, the better of averaged/last on the full dev
+set is kept, and written as an HF-style MarianMT directory to --out. The cool-down follows
+training time, so a run on another machine takes a different number of steps.
 """
 import argparse
 import gzip
@@ -619,26 +629,27 @@ def main(argv=None):
                    help="generation num_beams recorded in config.json: the file's default "
                         "decoding (4)")
     g = p.add_argument_group("training")
-    g.add_argument("--epochs", type=int, default=8)
-    g.add_argument("--max-train-minutes", type=float, default=0,
+    g.add_argument("--epochs", type=int, default=10)
+    g.add_argument("--max-train-minutes", type=float, default=100,
                    help="stop (with a checkpoint) once training time, summed over restarts, "
-                        "exceeds this (0 = no limit); a rerun with a larger value goes on")
-    g.add_argument("--cooldown-minutes", type=float, default=0,
+                        "exceeds this (100; 0 = no limit); a rerun with a larger value goes on")
+    g.add_argument("--cooldown-minutes", type=float, default=20,
                    help="with --max-train-minutes: bring the learning rate linearly to zero over "
-                        "the last this many minutes of the budget (0 = off)")
-    g.add_argument("--save-every", type=int, default=500,
-                   help="checkpoint (and dev BLEU) every N steps, and at each epoch's end (500)")
+                        "the last this many minutes of the budget (20; 0 = off)")
+    g.add_argument("--save-every", type=int, default=250,
+                   help="checkpoint (and dev BLEU) every N steps, and at each epoch's end (250)")
     g.add_argument("--max-steps", type=int, default=0, help="stop an epoch after this many "
                    "steps (for timing runs; 0 = full epochs)")
     g.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per batch")
-    g.add_argument("--lr", type=float, default=4e-4,
-                   help="peak learning rate (4e-4; with 1e-3 and a 6-layer encoder the "
+    g.add_argument("--lr", type=float, default=5e-4,
+                   help="peak learning rate (5e-4; with 1e-3 and a 6-layer encoder the "
                         "post-LayerNorm encoder collapsed: every position the same output)")
     g.add_argument("--warmup", type=int, default=1500, help="warm-up steps (1500)")
     g.add_argument("--label-smoothing", type=float, default=0.1)
     g.add_argument("--clip-norm", type=float, default=1.0, help="0 = off")
-    g.add_argument("--average", type=int, default=5, help="average the last N checkpoints (5)")
-    g.add_argument("--dev-size", type=int, default=0, help="dev sentences used per epoch (0 = all)")
+    g.add_argument("--average", type=int, default=4, help="average the last N checkpoints (4)")
+    g.add_argument("--dev-size", type=int, default=200,
+                   help="Multi30k val sentences scored at each checkpoint (200; 0 = all)")
     g.add_argument("--log-every", type=int, default=50, help="progress line every N steps")
     g.add_argument("--seed", type=int, default=1234)
     g.add_argument("--threads", type=int, default=2)
