@@ -29,8 +29,6 @@ ATTEND_EARLY_MODEL, ATTEND_EARLY_FALSE, ATTEND_EARLY_TRUE, ATTEND_EARLY_NEVER = 
 # align.h
 ATTEND_LAYER_LAST, ATTEND_LAYER_PENULTIMATE, ATTEND_LAYER_ALL = -1, -2, -3
 ATTEND_HEAD_AVG = -1
-# bytes of a line the tokenizer reads per position (MARIAN_BYTES_PER_POSITION, README)
-BYTES_PER_POSITION = 32
 
 c_int_p = ctypes.POINTER(ctypes.c_int)
 c_float_p = ctypes.POINTER(ctypes.c_float)
