@@ -107,7 +107,8 @@ class Attention(nn.Module):
         k, v = split(self.k_proj(kv), S), split(self.v_proj(kv), S)
         scores = q @ k.transpose(-1, -2)
         if causal:
-            scores = scores.masked_fill(torch.ones(T, S, dtype=torch.bool).triu(1), float("-inf"))
+            scores = scores.masked_fill(torch.ones(T, S, dtype=torch.bool, device=scores.device).triu(1),
+                                           float("-inf"))
         if key_mask is not None:
             scores = scores.masked_fill(~key_mask[:, None, None, :], float("-inf"))
         probs = scores.softmax(-1)

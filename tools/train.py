@@ -42,7 +42,9 @@ set is kept, and written as an HF-style MarianMT directory to --out. The cool-do
 training time, so a run on another machine takes a different number of steps.
 """
 import argparse
+import copy
 import gzip
+import hashlib
 import json
 import math
 import os
@@ -66,6 +68,10 @@ import bleu  # noqa: E402
 import reference  # noqa: E402
 
 T0 = time.time()
+
+
+def device_of(model):
+    return model.lm_head.weight.device
 
 
 def log(msg):
@@ -220,6 +226,44 @@ def encode_pairs(tok, pairs):
     return out
 
 
+def encoded_corpora(tok, per_corpus, spm_paths, work):
+    """{corpus: encode_pairs(tok, its pairs)}, cached in WORK/data/encoded.npz under a hash
+    of the SentencePiece models and every pair (a run on another machine, e.g. a GPU lent
+    for minutes, then skips the encoding)."""
+    h = hashlib.sha256()
+    for path in spm_paths:
+        with open(path, "rb") as f:
+            h.update(f.read())
+    for name, pairs in per_corpus.items():
+        h.update(name.encode() + b"\0")
+        for de, en in pairs:
+            h.update(de.encode() + b"\0" + en.encode() + b"\0")
+    key = h.hexdigest()
+    path = os.path.join(work, "data", "encoded.npz")
+    if os.path.exists(path):
+        z = np.load(path)
+        if str(z["key"]) == key:
+            out = {}
+            for name in per_corpus:
+                cols = []
+                for side in ("src", "tgt"):
+                    ends = np.cumsum(z[f"{name}.{side}.len"])
+                    flat = z[f"{name}.{side}"].tolist()
+                    cols.append([flat[e - n: e] for e, n in zip(ends.tolist(), z[f"{name}.{side}.len"].tolist())])
+                out[name] = list(zip(*cols))
+            log(f"data: encoded corpora read from {path}")
+            return out
+    out = {name: encode_pairs(tok, pairs) for name, pairs in per_corpus.items()}
+    arrays = {"key": np.array(key)}
+    for name, exs in out.items():
+        for i, side in enumerate(("src", "tgt")):
+            arrays[f"{name}.{side}.len"] = np.array([len(e[i]) for e in exs], dtype=np.int32)
+            arrays[f"{name}.{side}"] = np.array([t for e in exs for t in e[i]], dtype=np.int32)
+    np.savez_compressed(path + ".tmp.npz", **arrays)
+    os.replace(path + ".tmp.npz", path)
+    return out
+
+
 def make_batches(examples, max_tokens, rng):
     """Token-based batches of length-sorted examples; batch order shuffled by rng.
     A batch's cost is (#sentences) x (longest source or target), padding included."""
@@ -240,7 +284,7 @@ def make_batches(examples, max_tokens, rng):
     return batches
 
 
-def collate(examples, ids, pad):
+def collate(examples, ids, pad, device="cpu"):
     src = [examples[i][0] for i in ids]
     tgt = [examples[i][1] for i in ids]
     S, T = max(map(len, src)), max(map(len, tgt))
@@ -251,7 +295,7 @@ def collate(examples, ids, pad):
         s[b, : len(x)] = torch.tensor(x)
         dec_in[b, 1: len(y)] = torch.tensor(y[:-1])   # dec_in[:, 0] = pad = decoder start
         labels[b, : len(y)] = torch.tensor(y)
-    return s, dec_in, labels
+    return s.to(device), dec_in.to(device), labels.to(device)
 
 
 # --------------------------------------------------------------------------------------
@@ -279,10 +323,10 @@ class SmoothedCE(torch.autograd.Function):
     def forward(ctx, h, W, bias, labels, eps, chunk):
         Wb = W.detach().to(torch.bfloat16)
         hb = h.detach().to(torch.bfloat16)
-        gh = torch.empty(h.shape, dtype=torch.float32)
-        gW = torch.zeros(W.shape, dtype=torch.float32)
+        gh = torch.empty(h.shape, dtype=torch.float32, device=h.device)
+        gW = torch.zeros(W.shape, dtype=torch.float32, device=h.device)
         V = W.shape[0]
-        total = torch.zeros((), dtype=torch.float64)
+        total = torch.zeros((), dtype=torch.float64, device=h.device)
         for r in range(0, h.shape[0], chunk):
             hc, y = hb[r: r + chunk], labels[r: r + chunk]
             x = torch.mm(hc, Wb.t()).float()
@@ -294,7 +338,7 @@ class SmoothedCE(torch.autograd.Function):
             x -= lse[:, None]
             x.exp_()
             x -= eps / V
-            x.scatter_add_(1, y[:, None], torch.full((len(y), 1), -(1 - eps)))
+            x.scatter_add_(1, y[:, None], torch.full((len(y), 1), -(1 - eps), device=x.device))
             g = x.to(torch.bfloat16)
             gh[r: r + chunk] = torch.mm(g, Wb).float()
             gW += torch.mm(g.t(), hc).float()
@@ -315,8 +359,9 @@ def train_loss(model, src, dec_in, labels, eps, pad):
     h = decoder_hidden(model, dec_in, memory, src_mask)
     keep = labels != -100
     hk = h[keep]
+    chunk = 512 if h.device.type == "cpu" else 16384    # rows of logits alive at once
     loss = SmoothedCE.apply(hk, model.lm_head.weight, model.final_logits_bias[0].float(),
-                            labels[keep], eps, 512)
+                            labels[keep], eps, chunk)
     return loss, int(keep.sum())
 
 
@@ -325,7 +370,7 @@ def check_forward(model, examples, pad, eps):
     logits and the loss (float32, eval mode) with F.cross_entropy on a small batch."""
     was = model.training
     model.eval()
-    src, dec_in, labels = collate(examples, list(range(8)), pad)
+    src, dec_in, labels = collate(examples, list(range(8)), pad, device_of(model))
     with torch.no_grad():
         memory, _ = model.encode(src, src != pad)
         ref_logits, _, _ = model.decode(dec_in, memory, src != pad, None)
@@ -355,13 +400,15 @@ def greedy_batch(model, srcs, max_len):
     src = torch.full((B, S), pad, dtype=torch.long)
     for b, x in enumerate(srcs):
         src[b, : len(x)] = torch.tensor(x)
+    dev = device_of(model)
+    src = src.to(dev)
     mask = src != pad
     memory, _ = model.encode(src, mask)
     dec = model.model.decoder
     caches = [None] * len(dec.layers)
-    tok = torch.full((B,), c["decoder_start_token_id"], dtype=torch.long)
+    tok = torch.full((B,), c["decoder_start_token_id"], dtype=torch.long, device=dev)
     out = []
-    done = torch.zeros(B, dtype=torch.bool)
+    done = torch.zeros(B, dtype=torch.bool, device=dev)
     limit = min(max_len, c["max_length"] - 1)
     for t in range(limit):
         y = dec.embed_tokens(tok)[:, None] * model.embed_scale + model.positions[t]
@@ -395,7 +442,7 @@ def translate(model, tok, sentences, bf16=True, batch_sents=128):
     enc = [tok.encode(s)[: model.config["max_position_embeddings"]] for s in sentences]
     order = sorted(range(len(enc)), key=lambda i: len(enc[i]))
     hyps = [None] * len(enc)
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+    with torch.autocast(device_of(model).type, dtype=torch.bfloat16, enabled=bf16):
         for k in range(0, len(order), batch_sents):
             ids = order[k: k + batch_sents]
             srcs = [enc[i] for i in ids]
@@ -412,7 +459,7 @@ def encoder_spread(model, tok, sentences):
     model.eval()
     r = []
     for s in sentences:
-        mem, _ = model.encode(torch.tensor([tok.encode(s)]))
+        mem, _ = model.encode(torch.tensor([tok.encode(s)], device=device_of(model)))
         r.append(float(mem[0].std(0).mean() / mem.std()))
     return sum(r) / len(r)
 
@@ -564,6 +611,8 @@ def save_ckpt(work, step, model, opt, state):
     blob = {"step": step, "model": model.state_dict(), "optimizer": opt.state_dict(),
             "torch_rng": torch.get_rng_state(), "py_rng": random.getstate(),
             "np_rng": np.random.get_state(), **state}
+    if torch.cuda.is_available() and device_of(model).type == "cuda":
+        blob["cuda_rng"] = torch.cuda.get_rng_state()
     torch.save(blob, path + ".tmp")
     os.replace(path + ".tmp", path)
 
@@ -571,7 +620,7 @@ def save_ckpt(work, step, model, opt, state):
 def average_checkpoints(work, steps):
     avg = None
     for s in steps:
-        sd = torch.load(ckpt_path(work, s), map_location="cpu")["model"]
+        sd = torch.load(ckpt_path(work, s), map_location="cpu", weights_only=False)["model"]
         if avg is None:
             avg = {k: v.clone().double() for k, v in sd.items()}
         else:
@@ -653,11 +702,18 @@ def main(argv=None):
     g.add_argument("--log-every", type=int, default=50, help="progress line every N steps")
     g.add_argument("--seed", type=int, default=1234)
     g.add_argument("--threads", type=int, default=2)
+    g.add_argument("--device", default="cpu", help="cpu (default) or cuda")
+    g.add_argument("--prepare-only", action="store_true",
+                   help="train the SentencePiece models and encode the corpora into WORK, "
+                        "then stop (to train elsewhere from the same WORK)")
     g.add_argument("--no-bf16", action="store_true", help="train in float32 (slow here)")
     a = p.parse_args(argv)
 
     torch.set_num_threads(a.threads)
     bf16 = not a.no_bf16
+    device = torch.device(a.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = False   # float32 checks stay float32
     work = a.work
     os.makedirs(os.path.join(work, "data"), exist_ok=True)
     log(f"args: {json.dumps(vars(a))}")
@@ -689,11 +745,14 @@ def main(argv=None):
 
     # SentencePiece saw each pair once; the model sees Tatoeba's everyday sentences
     # --tatoeba-repeat times per epoch (they are outnumbered by image captions otherwise)
-    per = data["per_corpus"]
-    pairs = (data["train"] + per.get("tatoeba", []) * (a.tatoeba_repeat - 1)
-             + per.get("multi30k", []) * (a.multi30k_repeat - 1))
-    train = [e for e in encode_pairs(tok, pairs)
-             if len(e[0]) <= a.max_train_len and len(e[1]) <= a.max_train_len]
+    enc = encoded_corpora(tok, data["per_corpus"], (src_spm, tgt_spm), work)
+    if a.prepare_only:
+        log(f"prepared {work}: SentencePiece models and the encoded corpora; stopping")
+        return 0
+    pairs = ([e for name in data["per_corpus"] for e in enc[name]]
+             + enc.get("tatoeba", []) * (a.tatoeba_repeat - 1)
+             + enc.get("multi30k", []) * (a.multi30k_repeat - 1))
+    train = [e for e in pairs if len(e[0]) <= a.max_train_len and len(e[1]) <= a.max_train_len]
     ntok = sum(len(e[1]) for e in train)
     log(f"train: {len(train)} pairs, {sum(len(e[0]) for e in train)} source / {ntok} target tokens")
     dev = data["dev"][: a.dev_size] if a.dev_size else data["dev"]
@@ -704,6 +763,8 @@ def main(argv=None):
     init_weights(model, a.d_model, a.enc_layers if a.deep_init else None)
     if init is not None:
         load_init_weights(model, init)
+    model.to(device)
+    model.positions = model.positions.to(device)   # a plain attribute, not a buffer
     nparam = sum(p.numel() for p in model.parameters())
     log(f"model: {nparam / 1e6:.2f}M parameters (f16 ~{2 * nparam / 1e6:.1f} MB)")
     opt = torch.optim.Adam(model.parameters(), lr=a.lr, betas=(0.9, 0.98), eps=1e-9)
@@ -713,10 +774,12 @@ def main(argv=None):
     random.seed(a.seed)
     np.random.seed(a.seed)
     if steps:
-        ck = torch.load(ckpt_path(work, steps[-1]), map_location="cpu")
+        ck = torch.load(ckpt_path(work, steps[-1]), map_location="cpu", weights_only=False)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optimizer"])
         torch.set_rng_state(ck["torch_rng"])
+        if device.type == "cuda" and "cuda_rng" in ck:
+            torch.cuda.set_rng_state(ck["cuda_rng"])
         random.setstate(ck["py_rng"])
         np.random.set_state(ck["np_rng"])
         step, history, train_secs = ck["step"], ck["history"], ck["train_secs"]
@@ -759,11 +822,11 @@ def main(argv=None):
         for bi in range(next_batch, len(batches)):
             if a.max_steps and bi >= a.max_steps:
                 break
-            src, dec_in, labels = collate(train, batches[bi], pad)
+            src, dec_in, labels = collate(train, batches[bi], pad, device)
             step += 1
             for gr in opt.param_groups:
                 gr["lr"] = lr_at(step, a) * cooldown(train_secs, a)
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
                 loss, n = train_loss(model, src, dec_in, labels, a.label_smoothing, pad)
             opt.zero_grad(set_to_none=True)
             (loss / n).backward()
@@ -803,7 +866,8 @@ def main(argv=None):
         return 1
     last = steps[-1]
     avg = steps[-a.average:]
-    model.load_state_dict(torch.load(ckpt_path(work, last), map_location="cpu")["model"])
+    model.load_state_dict(torch.load(ckpt_path(work, last), map_location=device,
+                                     weights_only=False)["model"])
     best_score, _, _ = dev_bleu(model, tok, data["dev"], bf16)
     best_name, best_sd = f"step {last}", {k: v.clone() for k, v in model.state_dict().items()}
     log(f"final: step {last} alone: dev BLEU {best_score:.2f} (full val)")
@@ -821,7 +885,7 @@ def main(argv=None):
         ssp = f.read()
     with open(tgt_spm, "rb") as f:
         tsp = f.read()
-    reference.save_hf_dir(model, a.out, ssp, tsp, vocab)
+    reference.save_hf_dir(copy.deepcopy(model).to("cpu"), a.out, ssp, tsp, vocab)
     info = {"selected": best_name, "dev_bleu_bf16_greedy": best_score, "history": history,
             "args": vars(a), "data_stats": data["stats"]}
     with open(os.path.join(os.path.dirname(os.path.abspath(a.out)), "train-info.json"), "w") as f:
