@@ -92,7 +92,7 @@ install-pkgs:
 
 demo: build-deps
 	@$(MAKE) --no-print-directory all >/dev/null
-	@sh tools/demo.sh
+	@ATTEND=$(BUILD)/attend sh tools/demo.sh
 
 # --- tests ---------------------------------------------------------------------------
 TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap \

@@ -267,7 +267,9 @@ def alignment_equals_cli():
                 assert 0 <= i < len(r.src_words) and 0 <= j < len(r.tgt_words)
     r = model().translate("Wo ist der Bahnhof?", greedy=True, attention=True)
     assert r.src_words == ["Wo", "ist", "der", "Bahnhof?"], r.src_words
-    assert r.alignment() == r.alignment("last:0") == [(0, 0), (1, 0), (2, 1), (3, 2)]
+    cli = run_cli("translate", "--greedy", "--alignment=last:0", "--", "Wo ist der Bahnhof?")
+    pairs = [tuple(int(x) for x in p.split("-")) for p in cli.split(" ||| ")[1].split()]
+    assert r.alignment() == r.alignment("last:0") == pairs and pairs, (r.alignment(), cli)
     assert r.view("last:0").shape == (len(r.tgt_ids), len(r.src_ids))
     assert np.allclose(r.view("2:0"), r.cross[2, 0]) and np.allclose(r.view("0:avg"), r.cross[0].mean(0))
     assert attend.view_name("penultimate:avg") == "penultimate:avg"
@@ -485,7 +487,7 @@ def plot_heatmap():
     assert np.array_equal(ax.images[0].get_array(), r.view("penultimate:avg"))
     ax.figure.savefig(os.path.join(TMP, "plot.png"))
     raises(ValueError, attend.plot, r, kind="bogus")
-    raises(ValueError, attend.plot, r, layer=3)
+    raises(ValueError, attend.plot, r, layer=r.cross.shape[0])   # one past the last layer
     raises(ValueError, attend.plot, model().translate("Hallo"))
 
 

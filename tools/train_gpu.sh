@@ -9,13 +9,14 @@
 #                sh tools/train_gpu.sh watch SECONDS    progress lines until all end or SECONDS pass
 #                sh tools/train_gpu.sh finish           wait, export each run to f16 .gguf, and put
 #                                                       the files (in 15 MB parts) and logs in $OUT
-# Each run is one line of RUNS: a name and train.py's options beyond the common ones.
+# Each run is one line of RUNS: a name and its model options. The shipped model is d320 (it
+# had the better full-dev BLEU of the two, 43.88 against 42.39).
 set -u
 G=build/gpu
 PY=${PYTHON:-python3}
-COMMON="--device cuda --threads 4 --data-dir $G/data --max-train-minutes ${MINUTES:-18}
-  --cooldown-minutes 6 --save-every 500 --max-tokens 12000 --lr 7e-4 --warmup 2000
-  --multi30k-repeat 3 --epochs 100 --log-every 500"
+# train.py's defaults are the rest of the recipe (12,000-token batches, lr 7e-4, 6-minute
+# cool-down, Multi30k 3 times an epoch, checkpoints every 500 steps, average of 4).
+COMMON="--device cuda --threads 4 --data-dir $G/data --max-train-minutes ${MINUTES:-18} --log-every 500"
 RUNS="w384 --d-model 384 --heads 6 --ffn 1280 --enc-layers 6 --dec-layers 3
 d320 --d-model 320 --heads 5 --ffn 1280 --enc-layers 6 --dec-layers 5"
 
