@@ -131,7 +131,18 @@ void attend_result_free(attend_result *r) {
         free(r->nbest[k].ids);
     }
     free(r->nbest);
+    free(r->message);
     memset(r, 0, sizeof *r);
+}
+
+/* Mark out as a line that failed on its own (attend_result.status): text "", message msg.
+ * 0, or -1 when out of memory for that. */
+static int fail_line(attend_result *out, int status, const char *msg) {
+    attend_result_free(out);
+    out->status = status;
+    out->text = strdup("");
+    out->message = strdup(msg);
+    return out->text && out->message ? 0 : -1;
 }
 
 /* The search these params ask for, over the model's defaults. 0 or -1 with err. */
@@ -276,23 +287,36 @@ static int run_batched(attend_model *am, marian_source *src, int n, const attend
         rc = -1;
         goto fail;
     }
-    for (int i = 0; i < n; i++) order[i] = i;
+    /* lines that failed on their own (n 0: attend_result.status set) are complete already:
+     * they go first, handed over at once */
+    int nfail = 0;
+    for (int i = 0; i < n; i++)
+        if (src[i].n == 0) order[nfail++] = i, done[i] = 1;
+    for (int i = 0, j = nfail; i < n; i++)
+        if (src[i].n > 0) order[j++] = i;
+    if (nfail && p->on_batch && p->on_batch(p->user, order, nfail)) {
+        snprintf(err, errlen, "stopped by the caller after %d of %d sentences", nfail, n);
+        for (int j = nfail; j < n; j++) attend_result_free(&out[order[j]]);
+        rc = -1;
+        goto done;
+    }
     const int sorted = p->batch_size > 0 || p->batch_tokens > 0;
+    int *todo = order + nfail, nt = n - nfail;
     if (sorted) /* by source length, ties in input order (a Shell sort on that total order) */
-        for (int gap = n / 2; gap > 0; gap /= 2)
-            for (int i = gap; i < n; i++)
+        for (int gap = nt / 2; gap > 0; gap /= 2)
+            for (int i = gap; i < nt; i++)
                 for (int j = i; j >= gap; j -= gap) {
-                    const int a = order[j - gap], b = order[j];
+                    const int a = todo[j - gap], b = todo[j];
                     if (src[a].n < src[b].n || (src[a].n == src[b].n && a < b)) break;
-                    order[j - gap] = b, order[j] = a;
+                    todo[j - gap] = b, todo[j] = a;
                 }
-    for (int s0 = 0, k; s0 < n; s0 += k) {
+    for (int s0 = nfail, k; s0 < n; s0 += k) {
         long long sum = src[order[s0]].n;
         k = 1;
         while (sorted && s0 + k < n && (p->batch_size <= 0 || k < p->batch_size) &&
                (p->batch_tokens <= 0 || sum + src[order[s0 + k]].n <= p->batch_tokens))
             sum += src[order[s0 + k++]].n;
-        if (!sorted) k = n;
+        if (!sorted) k = n - s0;
         for (int j = 0; j < k; j++) {
             bs[j] = src[order[s0 + j]];
             bo[j] = out[order[s0 + j]];
@@ -366,8 +390,8 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
         size_t len = lens ? lens[i] : strlen(lines[i]);
         if (marian_encode_text(m, lines[i], len, &out[i].src_ids, &out[i].n_src, &out[i].src_pieces,
                                &out[i].truncated, inner, sizeof inner)) {
-            snprintf(err, errlen, "line %d: %s", i + 1, inner);
-            goto fail;
+            if (fail_line(&out[i], ATTEND_E_MEMORY, inner)) goto oom;
+            continue; /* src[i].n 0: skipped */
         }
         src[i].ids = out[i].src_ids;
         src[i].n = out[i].n_src;
@@ -376,8 +400,11 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
             char **tp;
             if (marian_encode_target(m, targets[i], strlen(targets[i]), &tids, &tn, &tp, &tt, inner,
                                      sizeof inner)) {
-                snprintf(err, errlen, "target %d: %s", i + 1, inner);
-                goto fail;
+                char msg[300];
+                snprintf(msg, sizeof msg, "target: %s", inner);
+                src[i].n = 0;
+                if (fail_line(&out[i], ATTEND_E_MEMORY, msg)) goto oom;
+                continue;
             }
             for (int k = 0; k < tn; k++) free(tp[k]);
             free(tp);
@@ -387,7 +414,8 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
     }
     rc = run_batched(am, src, n, p, &search, out, err, errlen);
     goto done;
-fail:
+oom:
+    snprintf(err, errlen, "out of memory");
     for (int i = 0; i < n; i++) attend_result_free(&out[i]);
 done:
     for (int i = 0; src && i < n; i++) free((void *)src[i].forced);
@@ -420,13 +448,11 @@ int attend_translate_ids(attend_model *am, const int *const *ids, const int *len
     if (!p) p = &defaults;
     marian_search search;
     if (check_call(am, n, p, &search, err, errlen)) return -1;
-    const int positions = m->c.max_pos;
-    for (int i = 0; i < n; i++) {
-        if (check_ids(ids[i], lens[i], m->c.vocab_size, positions, "source", i, err, errlen)) return -1;
-        if (target_ids && target_ids[i] &&
-            check_ids(target_ids[i], target_lens[i], m->c.decoder_vocab_size, positions, "target", i, err, errlen))
-            return -1;
+    if (n > 0 && (!ids || !lens)) {
+        snprintf(err, errlen, "ids and lens must not be NULL");
+        return -1;
     }
+    const int positions = m->c.max_pos;
     const int caller_threads = at_set_threads(p->threads);
     memset(out, 0, sizeof(*out) * (size_t)n);
     marian_source *src = calloc((size_t)n + 1, sizeof *src);
@@ -436,6 +462,18 @@ int attend_translate_ids(attend_model *am, const int *const *ids, const int *len
         goto done;
     }
     for (int i = 0; i < n; i++) {
+        char msg[256];
+        if (check_ids(ids[i], lens[i], m->c.vocab_size, positions, "source", i, msg, sizeof msg) ||
+            (target_ids && target_ids[i] && check_ids(target_ids[i], target_lens ? target_lens[i] : 0,
+                                                      m->c.decoder_vocab_size, positions, "target", i, msg,
+                                                      sizeof msg))) {
+            if (fail_line(&out[i], ATTEND_E_INPUT, msg)) {
+                snprintf(err, errlen, "out of memory");
+                for (int k = 0; k <= i; k++) attend_result_free(&out[k]);
+                goto done;
+            }
+            continue; /* src[i].n 0: skipped */
+        }
         out[i].n_src = lens[i];
         out[i].src_ids = malloc(sizeof(int) * (size_t)lens[i]);
         out[i].src_pieces = out[i].src_ids ? pieces_of(m->src_vocab, ids[i], lens[i]) : NULL;

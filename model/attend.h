@@ -43,7 +43,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 2
+#define ATTEND_ABI 3
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */
@@ -137,6 +137,11 @@ typedef struct {
     int n_best;         /* entries of nbest: the K best (best first; nbest[0] is this
                          * translation), or K samples in the order drawn */
     attend_hypothesis *nbest;
+    /* 0, or why this one line failed while the call as a whole succeeded (ATTEND_E_INPUT:
+     * its ids are invalid; ATTEND_E_MEMORY: no memory to tokenize it). A failed line's
+     * text is "", its other fields are empty, and message (malloc'd) says what happened. */
+    int status;
+    char *message;
 } attend_result;
 
 ATTEND_API attend_params attend_default_params(void);
@@ -166,7 +171,8 @@ ATTEND_API int attend_verify(const attend_model *m, char *err, size_t errlen);
 /* Translate n lines (lens[i] bytes each, or NUL-terminated when lens is NULL) as one batch.
  * With targets (n strings or NULL entries), those sentences are force-decoded: their
  * scores and attention are those of the given translation. out[i] is filled for each line;
- * free each with attend_result_free. Returns 0, or -1 with err set (nothing to free). */
+ * free each with attend_result_free. A line that cannot be tokenized does not fail the call:
+ * its out[i].status and message say why. Returns 0, or -1 with err set (nothing to free). */
 ATTEND_API int attend_translate(attend_model *m, const char *const *lines, const size_t *lens, int n,
                      const char *const *targets, const attend_params *p, attend_result *out,
                      char *err, size_t errlen);
@@ -175,7 +181,9 @@ ATTEND_API void attend_result_free(attend_result *r);
 /* attend_translate from ids instead of text: ids[i] (lens[i] of them, 1..max positions,
  * each in 0..vocab_size-1; as attend_tokenize gives them, </s> last) and, for forced
  * decoding, target_ids[i] (target_lens[i]; NULL entries or a NULL array translate). The
- * result's pieces come from the vocabulary. Returns 0, or -1 with err (nothing to free). */
+ * result's pieces come from the vocabulary. A sentence whose ids break these rules gets
+ * out[i].status ATTEND_E_INPUT and a message; the others are translated. Returns 0, or -1
+ * with err (nothing to free). */
 ATTEND_API int attend_translate_ids(attend_model *m, const int *const *ids, const int *lens, int n,
                                     const int *const *target_ids, const int *target_lens,
                                     const attend_params *p, attend_result *out, char *err, size_t errlen);
@@ -191,8 +199,8 @@ ATTEND_API char *attend_detokenize(const attend_model *m, const int *ids, int n)
  * to model_max_length), for batching by tokens. -1 with err on failure. */
 ATTEND_API int attend_count_tokens(const attend_model *m, const char *line, size_t len, char *err, size_t errlen);
 
-/* Status codes of attend_quantize (0 = success). */
-enum { ATTEND_E_MODEL = -1, ATTEND_E_USAGE = -2, ATTEND_E_MEMORY = -3, ATTEND_E_IO = -4 };
+/* Status codes (0 = success): attend_quantize's, and attend_result.status. */
+enum { ATTEND_E_MODEL = -1, ATTEND_E_USAGE = -2, ATTEND_E_MEMORY = -3, ATTEND_E_IO = -4, ATTEND_E_INPUT = -5 };
 /* Rewrite an f32/f16 checkpoint with every matrix in int8 and one f32 scale per row (the
  * bytes `export_marian.py --dtype int8` writes for the same weights). The input is checked
  * as attend_load checks it. 0, or a status above with err: ATTEND_E_MODEL (input not a

@@ -70,6 +70,37 @@ static void batching(attend_model *m, attend_params p) {
     }
 }
 
+/* A sentence with bad ids fails on its own (status, message) and does not fail the call:
+ * the others are translated exactly as alone; with on_batch it is handed over first. */
+static void bad_lines(attend_model *m, attend_params p) {
+    const attend_config *c = attend_get_config(m);
+    char err[256];
+    int *good_ids, ng;
+    CHECK(attend_tokenize(m, "Wo ist der Bahnhof?", 19, &good_ids, &ng, err, sizeof err) == 0);
+    int bad[] = {5, c->vocab_size, 0}, nb = 3, zero = 0;
+    const int *ids[4] = {good_ids, bad, good_ids, bad};
+    int lens[4] = {ng, nb, ng, zero};
+    attend_result r[4], alone;
+    CHECK(attend_translate_ids(m, ids, lens, 1, NULL, NULL, &p, &alone, err, sizeof err) == 0);
+    for (int with_batches = 0; with_batches < 2; with_batches++) {
+        batch_log b = {0};
+        b.out = r;
+        attend_params q = p;
+        if (with_batches) q.batch_size = 1, q.on_batch = on_batch, q.user = &b;
+        CHECK(attend_translate_ids(m, ids, lens, 4, NULL, NULL, &q, r, err, sizeof err) == 0);
+        CHECK(r[0].status == 0 && r[2].status == 0 && !r[0].message);
+        CHECK(same_result(&alone, &r[0], c) && same_result(&alone, &r[2], c));
+        CHECK(r[1].status == ATTEND_E_INPUT && r[1].message && strstr(r[1].message, "outside the vocabulary"));
+        CHECK(r[1].text && !strcmp(r[1].text, "") && r[1].n_src == 0 && !r[1].src_ids);
+        CHECK(r[3].status == ATTEND_E_INPUT && r[3].message && strstr(r[3].message, "0 ids"));
+        if (with_batches) /* the two failed lines first, in one call, then one call per line */
+            CHECK(b.calls == 3 && b.seen[0] == 1 && b.seen[1] == 1 && b.seen[2] == 1 && b.seen[3] == 1);
+        for (int i = 0; i < 4; i++) attend_result_free(&r[i]);
+    }
+    attend_result_free(&alone);
+    free(good_ids);
+}
+
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : "tests/data/tiny-v1.gguf";
     char err[256];
@@ -109,14 +140,7 @@ int main(int argc, char **argv) {
         free(ids);
     }
     batching(m, p);
-    /* refusals name the problem */
-    attend_result r;
-    int bad[] = {5, c->vocab_size, 0}, nb = 3;
-    const int *bp = bad;
-    CHECK(attend_translate_ids(m, &bp, &nb, 1, NULL, NULL, &p, &r, err, sizeof err) == -1);
-    CHECK(strstr(err, "outside the vocabulary") != NULL);
-    int zero = 0;
-    CHECK(attend_translate_ids(m, &bp, &zero, 1, NULL, NULL, &p, &r, err, sizeof err) == -1);
+    bad_lines(m, p);
     int neg[] = {-1};
     CHECK(attend_detokenize(m, neg, 1) == NULL);
     CHECK(!strcmp(attend_version(), ATTEND_VERSION));

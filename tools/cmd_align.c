@@ -250,6 +250,13 @@ int cmd_align(int argc, char **argv) {
         free(owned);
         return EXIT_FAIL;
     }
+    if (r.status) {
+        fprintf(stderr, "attend align: %s\n", r.message);
+        attend_result_free(&r);
+        attend_free(m);
+        free(owned);
+        return EXIT_FAIL;
+    }
     const int T = r.n_tgt, S = r.n_src, Ld = c->decoder_layers, Hd = c->decoder_heads;
     char vname[256];
     attend_view_name(&view, vname, sizeof vname);

@@ -306,7 +306,10 @@ int cmd_explore(int argc, char **argv) {
             status = EXIT_FAIL;
             break;
         }
-        if (r.n_src > EXPLORE_MAX_PIECES || r.n_tgt > EXPLORE_MAX_PIECES) {
+        if (r.status) {
+            fprintf(stderr, "attend explore: line %d: %s\n", i + 1, r.message);
+            status = EXIT_FAIL;
+        } else if (r.n_src > EXPLORE_MAX_PIECES || r.n_tgt > EXPLORE_MAX_PIECES) {
             fprintf(stderr, "attend explore: line %d is too long for the page: %d source and %d target pieces "
                             "(at most %d each); shorten or split it\n", i + 1, r.n_src, r.n_tgt, EXPLORE_MAX_PIECES);
             status = EXIT_USAGE;

@@ -153,6 +153,7 @@ typedef struct {
     int batch_tokens; /* --batch-tokens: at most this many source tokens per batch (0: no limit) */
     int verbose;      /* -v: one line per chunk and per batch on stderr */
     int nbest;        /* --n-best K: K lines per input line (0: one plain line) */
+    long long failed; /* lines the library could not translate (attend_result.status) */
 } translate_ctx;
 
 static int is_blank(const char *s, size_t n) {
@@ -183,6 +184,11 @@ static void one_line(char *t) { /* one line out, whatever the vocabulary holds *
 
 static int write_line(translate_ctx *cx, attend_result *r) {
     const long long idx = ++cx->n_done; /* 1-based input line */
+    if (r && r->status) { /* reported, and an empty line keeps the output in step */
+        fprintf(stderr, "attend: line %lld: %s\n", idx, r->message ? r->message : "not translated");
+        cx->failed++;
+        r = NULL;
+    }
     if (!r) {
         if (cx->nbest)
             for (int k = 0; k < cx->nbest; k++) printf("%lld |||  ||| 0.000000\n", idx - 1);
@@ -523,6 +529,11 @@ int cmd_translate(int argc, char **argv) {
         if (!status) status = EXIT_IO;
     }
     attend_free(cx.m);
+    if (!status && cx.failed) {
+        fprintf(stderr, "attend: %lld line%s not translated (empty output lines)\n", cx.failed,
+                cx.failed == 1 ? "" : "s");
+        status = EXIT_FAIL;
+    }
     return status;
 }
 

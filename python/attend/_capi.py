@@ -20,7 +20,7 @@ from typing import List, Optional
 # Structures (field order and types exactly as in the headers)
 
 # the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
-ABI = 2
+ABI = 3
 ATTEND_VIEW_MAX = 64
 ATTEND_DEFAULT_VIEW = "last:0"
 
@@ -143,6 +143,8 @@ class attend_result(ctypes.Structure):
         ("score", ctypes.c_float),
         ("n_best", ctypes.c_int),
         ("nbest", ctypes.POINTER(attend_hypothesis)),
+        ("status", ctypes.c_int),
+        ("message", ctypes.c_char_p),
     ]
 
 

@@ -272,6 +272,9 @@ class Result:
     """Made by Model.score (forced decoding of a given target)."""
     target: Optional[str] = None
     """The target given to Model.score."""
+    error: Optional[str] = None
+    """Why the library could not translate this one line (the others of the call were
+    translated; a warning is also issued); text is then empty."""
     _config: Optional[Config] = None
     _src_raw: List[bytes] = dataclasses.field(default_factory=list)
     _tgt_raw: List[bytes] = dataclasses.field(default_factory=list)
@@ -402,6 +405,13 @@ class Result:
 
 
 def _result_from_c(r: C.attend_result, cfg: Config, source: str, target: Optional[str]) -> Result:
+    if r.status:  # this line failed on its own (attend_result.status)
+        empty = np.zeros(0, dtype=np.int32)
+        return Result(source=source, text="", score=0.0, src_ids=empty, tgt_ids=empty.copy(),
+                      src_tokens=[], tgt_tokens=[], logprob=None, logits=None, enc_self=None,
+                      dec_self=None, cross=None, nbest=[], truncated=False,
+                      forced=target is not None, target=target, error=C.decode(r.message),
+                      _config=cfg)
     S, T = r.n_src, r.n_tgt
     Le, He = cfg.encoder_layers, cfg.encoder_heads
     Ld, Hd = cfg.decoder_layers, cfg.decoder_heads
@@ -831,6 +841,8 @@ class Model:
                         total, lo, hi = total + S, S if j == 0 else lo, S
                         if r.truncated:
                             warn.append(_truncation_message(cfg, i + 1, S))
+                        if r.error:
+                            warn.append(f"line {i + 1}: {r.error}")
                 finally:
                     for j in range(k):
                         C.lib().attend_result_free(ctypes.byref(out[index[j]]))
