@@ -357,7 +357,10 @@ def _tensor(w, key, shape):
         raise Refuse(f"tensor {key}: expected shape {list(shape)}, got {list(a.shape)}")
     if a.dtype.kind != "f":
         raise Refuse(f"tensor {key}: non-float dtype {a.dtype}")
-    return np.asarray(a, dtype=np.float32).reshape(shape)
+    a = np.asarray(a, dtype=np.float32).reshape(shape)
+    if not np.isfinite(a).all():
+        raise Refuse(f"tensor {key}: holds non-finite values")
+    return a
 
 
 def layer_shapes(d, f, cross):
@@ -379,14 +382,22 @@ def hf_state_dict(w, a):
     """HF's tensors {name: float32} from Marian's w (consumed), as the converter maps them:
     a zero embedding row and a zero logits bias for the added <pad>, matrices transposed."""
     d, V = a["d"], a["vocab"]
-    # every layer key's number within the depths model.yml gives
+    # the layers in the file are those the depths in model.yml say
+    top = {"encoder": 0, "decoder": 0}
     for k in w:
         m = LAYER_KEY.match(k)
         if m:
-            n, depth = int(m.group(2)), a["enc_layers" if m.group(1) == "encoder" else "dec_layers"]
+            side, n = m.group(1), int(m.group(2))
+            depth = a["enc_layers" if side == "encoder" else "dec_layers"]
             if not 1 <= n <= depth:
-                key = "enc-depth" if m.group(1) == "encoder" else "dec-depth"
+                key = "enc-depth" if side == "encoder" else "dec-depth"
                 raise Refuse(f"{CONFIG_KEY}: {key} = {depth} but the npz holds {k}")
+            top[side] = max(top[side], n)
+    for side, key, depth in (("encoder", "enc-depth", a["enc_layers"]),
+                             ("decoder", "dec-depth", a["dec_layers"])):
+        if top[side] < depth:
+            raise Refuse(f"{CONFIG_KEY}: {key} = {depth} but the npz has {top[side]} "
+                         f"{side} layers")
     if "Wpos" in w:
         raise Refuse("tensor Wpos: trained position embeddings (attend computes sinusoidal ones)")
 
