@@ -34,7 +34,7 @@ LOADER = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
 # a few it does not check but attend's post-norm transformer also needs), with the reason
 # shown when a release differs. An absent setting is taken as Marian's default, the value here.
 ASSUMED = {
-    "type": ("transformer", "only Marian's transformer"),
+    "type": ("transformer", "RNN and other model types are not implemented"),
     "transformer-preprocess": ("", "attend runs post-norm transformers: no pre-norm 'n'"),
     "transformer-postprocess": ("dan", "dropout, add, normalize after each sublayer"),
     "transformer-postprocess-emb": ("d", "no LayerNorm on the embeddings"),
@@ -173,12 +173,14 @@ def check_model_yml(m):
     if act not in ("swish", "relu"):
         # Marian's gelu is x * sigmoid(1.702 x), attend's (and HF's) the exact erf form
         raise Refuse(f"{CONFIG_KEY}: unsupported transformer-ffn-activation = {_show(act)} "
-                     f"(only swish or relu)")
+                     f"(only swish or relu: Marian's gelu is x * sigmoid(1.702 x), attend's "
+                     f"the erf form)")
     dv = m.get("dim-vocabs")
     if not isinstance(dv, list) or len(dv) != 2:
         raise Refuse(f"{CONFIG_KEY}: unsupported dim-vocabs = {dv} (one source and one "
                      f"target vocabulary size)")
     sizes = [cast(x) for x in dv]
+    dv = "[" + ", ".join(str(x) for x in dv) + "]"
     if any(isinstance(x, bool) or not isinstance(x, int) or x < 1 for x in sizes):
         raise Refuse(f"{CONFIG_KEY}: dim-vocabs = {dv} are not sizes")
     if sizes[0] != sizes[1]:
@@ -396,8 +398,8 @@ def hf_state_dict(w, a):
     for side, key, depth in (("encoder", "enc-depth", a["enc_layers"]),
                              ("decoder", "dec-depth", a["dec_layers"])):
         if top[side] < depth:
-            raise Refuse(f"{CONFIG_KEY}: {key} = {depth} but the npz has {top[side]} "
-                         f"{side} layers")
+            raise Refuse(f"{CONFIG_KEY}: {key} = {depth} but the npz holds only "
+                         f"{top[side]} {side} layer{'s' if top[side] != 1 else ''}")
     if "Wpos" in w:
         raise Refuse("tensor Wpos: trained position embeddings (attend computes sinusoidal ones)")
 
