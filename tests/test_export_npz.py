@@ -272,6 +272,9 @@ def refusals_files():
     p = bad_release()
     os.remove(os.path.join(p, f"opus.spm{len(E.shared_vocab) - 1}.vocab.yml"))
     refused(p, ["missing file", "vocab.yml"])
+    p = bad_release()
+    os.rename(os.path.join(p, "source.spm"), os.path.join(p, "source.bpe"))
+    refused(p, ["a BPE release"])
     p = bad_release(list_files=False)
     os.remove(npz_of(p))
     refused(p, ["0 .npz files"])
@@ -311,6 +314,7 @@ def refusals_settings():
         ({"transformer-decoder-autoreg": "average-attention"}, ["average-attention"]),
         ({"transformer-heads": 3}, ["transformer-heads = 3", "dim-emb = 16"]),
         ({"dim-emb": None}, ["missing required key dim-emb"]),
+        ({"output-omit-bias": True}, ["output-omit-bias = true"]),
     ]
     for over, expect in cases:
         refused(bad_release(model_yml=over), expect)

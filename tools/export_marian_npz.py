@@ -55,6 +55,8 @@ ASSUMED = {
     "dec-cell-base-depth": (2, "HF's converter assumes it"),
     "dec-cell-high-depth": (1, "HF's converter assumes it"),
     "lemma-dim-emb": (0, "factored vocabularies"),
+    "output-omit-bias": (False, "an output layer with a bias, decoder_ff_logit_out_b, "
+                         "which transformers' converter needs"),
 }
 
 # Marian's per-layer tensors (after "encoder_l{n}_" / "decoder_l{n}_") -> HF's names;
@@ -453,6 +455,9 @@ def export(release, out_path, dtype="f32", name=None, hf_half=False):
     beam, listed_model, listed_vocabs = read_decoder_yml(rel)
     w = read_npz(rel, choose_npz(rel, listed_model))
     a = check_model_yml(model_yml(w))
+    if "source.spm" not in rel.files and "source.bpe" in rel.files:
+        raise Refuse(f"{rel.path}: a BPE release (source.bpe, no source.spm); attend reads "
+                     f"SentencePiece releases, as transformers' converter does")
     spm = {f: rel.read(f, "SentencePiece model") for f in ("source.spm", "target.spm")}
     src_name, tgt_name = choose_vocabs(rel, listed_vocabs, a["shared"])
     src_pieces, vocab = read_vocab(rel, src_name, a["vocab"])
