@@ -246,9 +246,10 @@ def refused(release, expect):
     assert not os.path.exists(os.path.join(E.tmp, "bad.gguf"))
 
 
-def bad_release(as_zip=False, **opts):
-    """Config 0's model as a release with save_marian_release options changed."""
-    name, m, rel, hf = E.made[0]
+def bad_release(as_zip=False, config=0, **opts):
+    """A configuration's model (0: shared vocabulary) as a release with save_marian_release
+    options changed."""
+    name, m, rel, hf = E.made[config]
     path = os.path.join(E.tmp, "bad" + (".zip" if as_zip else ""))
     if os.path.isdir(path):
         shutil.rmtree(path)
@@ -304,7 +305,8 @@ def refusals_settings():
         ({"type": "s2s"}, ['type = "s2s"']),
         ({"transformer-preprocess": "n"}, ['transformer-preprocess = "n"', "pre-norm"]),
         ({"transformer-postprocess": "da"}, ['transformer-postprocess = "da"']),
-        ({"transformer-ffn-activation": "gelu"}, ['transformer-ffn-activation = "gelu"', "sigmoid"]),
+        ({"transformer-ffn-activation": "gelu"},
+         ['transformer-ffn-activation = "gelu"', "sigmoid"]),
         ({"tied-embeddings-all": False, "tied-embeddings": False}, ["tied-embeddings = false"]),
         ({"dec-depth": 3}, ["dec-depth = 3", "only 1 decoder layer"]),
         ({"enc-depth": 1}, ["enc-depth = 1", "encoder_l2_"]),
@@ -385,6 +387,11 @@ def refusals_vocabulary():
     refused(bad_release(vocab=short), ["vocab.yml", "(the first: 7)"])
     no_eos = {("<eos>" if p == "</s>" else p): i for p, i in E.shared_vocab.items()}
     refused(bad_release(vocab=no_eos), ["no </s> piece"])
+    tv = dict(E.tgt_vocab)
+    first = next(p for p, i in tv.items() if i == 2)
+    tv["</s>"], tv[first] = 2, 0
+    refused(bad_release(config=3, vocab=E.src_vocab, target_vocab=tv),
+            ["trg.vocab.yml", "</s> is id 2"])
     p = bad_release()
     name = os.path.join(p, f"opus.spm{pad}.vocab.yml")
     with open(name, encoding="utf-8") as f:
@@ -400,10 +407,12 @@ def refusals_vocabulary():
 def main():
     r = T.Runner()
     setup()
-    r.check("four configurations: the release's .gguf is the HF directory's", configs_equal_hf_export)
+    r.check("four configurations: the release's .gguf is the HF directory's",
+            configs_equal_hf_export)
     r.check("f16 and int8 exports equal the HF directory's", dtypes_equal_hf_export)
     r.check("--hf-half equals the converter's f16 output", hf_half_equals_converter_output)
-    r.check("default name; attend verifies and translates it as the reference", default_name_and_engine_runs)
+    r.check("default name; attend verifies and translates it as the reference",
+            default_name_and_engine_runs)
     r.check("real OPUS-MT vocabularies and spm models", real_vocabularies)
     r.check("refusals: missing, broken and truncated files", refusals_files)
     r.check("refusals: model.yml and decoder.yml settings", refusals_settings)

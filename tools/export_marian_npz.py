@@ -461,7 +461,12 @@ def export(release, out_path, dtype="f32", name=None, hf_half=False):
     spm = {f: rel.read(f, "SentencePiece model") for f in ("source.spm", "target.spm")}
     src_name, tgt_name = choose_vocabs(rel, listed_vocabs, a["shared"])
     src_pieces, vocab = read_vocab(rel, src_name, a["vocab"])
-    tgt_pieces = src_pieces if tgt_name == src_name else read_vocab(rel, tgt_name, a["vocab"])[0]
+    tgt_pieces, tgt_vocab = (src_pieces, vocab) if tgt_name == src_name else \
+        read_vocab(rel, tgt_name, a["vocab"])
+    if tgt_vocab["</s>"] != vocab["</s>"]:
+        # the format has one eos_id: it ends sources and outputs alike
+        raise Refuse(f"{tgt_name}: </s> is id {tgt_vocab['</s>']}, but {vocab['</s>']} in "
+                     f"{src_name} (attend needs one </s> id for both sides)")
     if a["shared"] and tgt_pieces != src_pieces:
         raise Refuse(f"decoder.yml: vocabs {src_name} and {tgt_name} differ, but "
                      f"tied-embeddings-src = true needs one vocabulary")
