@@ -306,7 +306,7 @@ install: all
 	install -d $(DESTDIR)$(PYTHON_SITE)/attend $(DESTDIR)$(PREFIX)/share/attend/tools
 	install -m 644 python/attend/*.py python/attend/py.typed python/attend/explore.html \
 	  $(DESTDIR)$(PYTHON_SITE)/attend/
-	install -m 644 tools/export_marian.py tools/gguf_io.py tools/safetensors_np.py \
+	install -m 644 tools/export_marian.py tools/export_marian_npz.py tools/gguf_io.py tools/safetensors_np.py \
 	  $(DESTDIR)$(PREFIX)/share/attend/tools/
 
 clean:

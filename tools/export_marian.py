@@ -114,7 +114,13 @@ def read_config(hf_dir):
             if k in g:
                 c[k] = g[k]
                 src[k] = "generation_config.json"
+    return config_values(c, src)
 
+
+def config_values(c, src):
+    """The values the format needs from a merged MarianConfig dict c (config.json keys);
+    src names the file each key came from, for messages. export_marian_npz.py builds c the
+    way transformers' converter would and checks it here too."""
     if c.get("model_type") != "marian":
         raise Refuse(f"config.json: unsupported model_type = {json.dumps(c.get('model_type'))} "
                      f"(only \"marian\")")
@@ -443,8 +449,19 @@ def export(hf_dir, out_path, dtype="f32", name=None):
         tgt_pieces, _ = read_pieces(os.path.join(hf_dir, "vocab.json"), Vt,
                                     "decoder_vocab_size", "vocab.json")
 
+    tensors = write_gguf(out_path, cfg, read_weights(hf_dir), spm, src_pieces, tgt_pieces, unk,
+                         model_max_length, dtype, name)
+    return cfg, tensors
+
+
+def write_gguf(out_path, cfg, sd, spm, src_pieces, tgt_pieces, unk, model_max_length,
+               dtype="f32", name=None):
+    """Write the .gguf of a model: cfg from config_values(), sd {HF tensor name: array},
+    spm {"source.spm": bytes, "target.spm": bytes}, the pieces of each id, the <unk> id and
+    the tokenizer's model_max_length (None: none). Returns the [(name, array, type)] written."""
+    V, Vt = cfg["vocab_size"], cfg["decoder_vocab_size"]
     tensors = []
-    for tname, arr in map_tensors(cfg, read_weights(hf_dir)):
+    for tname, arr in map_tensors(cfg, sd):
         if dtype == "int8" and arr.ndim == 2:
             q, scale = quantize_rows(arr)
             tensors.append((tname, q, G.GGML_I8))
@@ -511,7 +528,7 @@ def export(hf_dir, out_path, dtype="f32", name=None):
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-    return cfg, tensors
+    return tensors
 
 
 def main(argv=None):

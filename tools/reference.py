@@ -901,5 +901,155 @@ def main(argv=None):
     a.fn(a)
 
 
+# --------------------------------------------------------------------------------------
+# Marian releases: the npz layout OPUS-MT publishes, written for the npz exporter's tests
+
+# HF name inside a layer -> Marian's (after "encoder_l{n}_" / "decoder_l{n}_", n from 1)
+MARIAN_LAYER_NAMES = {
+    "fc1.weight": "ffn_W1", "fc1.bias": "ffn_b1", "fc2.weight": "ffn_W2", "fc2.bias": "ffn_b2",
+    "final_layer_norm.weight": "ffn_ffn_ln_scale", "final_layer_norm.bias": "ffn_ffn_ln_bias",
+}
+for _hf, _m in (("self_attn", "self"), ("encoder_attn", "context")):
+    for _p, _x in (("q_proj", "q"), ("k_proj", "k"), ("v_proj", "v"), ("out_proj", "o")):
+        MARIAN_LAYER_NAMES[f"{_hf}.{_p}.weight"] = f"{_m}_W{_x}"
+        MARIAN_LAYER_NAMES[f"{_hf}.{_p}.bias"] = f"{_m}_b{_x}"
+    MARIAN_LAYER_NAMES[f"{_hf}_layer_norm.weight"] = f"{_m}_Wo_ln_scale"
+    MARIAN_LAYER_NAMES[f"{_hf}_layer_norm.bias"] = f"{_m}_Wo_ln_bias"
+
+
+def marian_model_yml(config, **overrides):
+    """Marian's model.yml settings of a post-norm transformer with this config (the keys a
+    Marian training run writes that matter here); overrides replace or add settings, None
+    drops one."""
+    c = config
+    shared = c["share_encoder_decoder_embeddings"]
+    v = c["vocab_size"] - 1  # <pad>, the last id, is HF's addition
+    s = {"type": "transformer", "dim-vocabs": [v, v], "dim-emb": c["d_model"],
+         "enc-depth": c["encoder_layers"], "dec-depth": c["decoder_layers"],
+         "transformer-heads": c["encoder_attention_heads"],
+         "transformer-dim-ffn": c["encoder_ffn_dim"],
+         "transformer-decoder-dim-ffn": (0 if c["decoder_ffn_dim"] == c["encoder_ffn_dim"]
+                                         else c["decoder_ffn_dim"]),
+         "transformer-ffn-depth": 2, "transformer-decoder-ffn-depth": 0,
+         "transformer-ffn-activation": {"silu": "swish"}.get(c["activation_function"],
+                                                             c["activation_function"]),
+         "tied-embeddings": True, "tied-embeddings-src": shared, "tied-embeddings-all": shared,
+         "transformer-preprocess": "", "transformer-postprocess": "dan",
+         "transformer-postprocess-emb": "d", "transformer-postprocess-top": "",
+         "transformer-train-position-embeddings": False, "transformer-decoder-autoreg":
+         "self-attention", "transformer-tied-layers": [], "transformer-guided-alignment-layer":
+         "last", "transformer-aan-depth": 2, "transformer-aan-nogate": False,
+         "transformer-no-projection": False, "layer-normalization": False, "right-left": False,
+         "dec-cell-base-depth": 2, "dec-cell-high-depth": 1, "ulr-dim-emb": 0,
+         "version": "v1.7.6 1d4ba73 2019-05-11 17:16:31 +0100"}
+    s.update(overrides)
+    return {k: x for k, x in s.items() if x is not None}
+
+
+def _yaml_scalar(x):
+    """x as YAML text: plain where that reads back as the same string, else double-quoted."""
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, int):
+        return str(x)
+    if re.fullmatch(r"[\w\u2581][\w\u2581.+ -]*[\w\u2581]|[\w\u2581]", x):
+        return x
+    out = []
+    for ch in x:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch.isprintable() and ch not in "\u2028\u2029\ufeff":
+            out.append(ch)
+        else:
+            out.append(f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else f"\\U{ord(ch):08x}")
+    return '"' + "".join(out) + '"'
+
+
+def yaml_text(d):
+    """A flat YAML map (values scalars or lists of scalars), block style as Marian writes."""
+    lines = []
+    for k, x in d.items():
+        if isinstance(x, list):
+            lines.append(f"{_yaml_scalar(k)}:" + ("" if x else " []"))
+            lines += [f"  - {_yaml_scalar(e)}" for e in x]
+        else:
+            lines.append(f"{_yaml_scalar(k)}: {_yaml_scalar(x)}")
+    return "\n".join(lines) + "\n"
+
+
+def marian_tensors(model):
+    """Marian's {npz name: float32 array} of model: matrices [in, out], vectors [1, n],
+    layers from 1, the embedding rows without <pad> (which must be the last id; the
+    converter gives it a zero row and a zero logits bias back)."""
+    c = model.config
+    sd = {k: v.detach().numpy().astype(np.float32)
+          for k, v in model.hf_state_dict(with_duplicates=False).items()}
+    if c["pad_token_id"] != c["vocab_size"] - 1 or c["decoder_vocab_size"] != c["vocab_size"]:
+        raise ValueError("a Marian release needs one vocabulary size and <pad> as its last id")
+    if not c["tie_word_embeddings"]:
+        raise ValueError("Marian's OPUS-MT models tie the output to the decoder embedding")
+    out = {}
+    if c["share_encoder_decoder_embeddings"]:
+        out["Wemb"] = sd.pop("model.shared.weight")[:-1]
+    else:
+        out["encoder_Wemb"] = sd.pop("model.encoder.embed_tokens.weight")[:-1]
+        out["decoder_Wemb"] = sd.pop("model.decoder.embed_tokens.weight")[:-1]
+    out["decoder_ff_logit_out_b"] = sd.pop("final_logits_bias")[:, :-1]
+    for k, v in sd.items():
+        m = re.fullmatch(r"model\.(encoder|decoder)\.layers\.(\d+)\.(.+)", k)
+        name = f"{m.group(1)}_l{int(m.group(2)) + 1}_{MARIAN_LAYER_NAMES[m.group(3)]}"
+        out[name] = np.ascontiguousarray(v.T) if v.ndim == 2 else v.reshape(1, -1)
+    return out
+
+
+def save_marian_release(model, path, source_spm, target_spm, vocab, target_vocab=None,
+                        beam_size=4, as_zip=False, list_files=True, model_yml=None,
+                        tensors=None):
+    """Write model as a Marian release like OPUS-MT's downloads: decoder.yml, the .npz (with
+    model.yml as `special:model.yml`, bytes and a NUL), *.vocab.yml (or *.src.vocab.yml and
+    *.trg.vocab.yml), source.spm, target.spm; a directory, or with as_zip the .zip `path`.
+    vocab/target_vocab: {piece: id} with <pad> last (left out of the yml, as Marian has no
+    <pad>). list_files: decoder.yml names the model and vocabularies (releases do). model_yml:
+    overrides for marian_model_yml; tensors: a function changing the {name: array} to save."""
+    import io
+    import zipfile
+    c = model.config
+    w = marian_tensors(model)
+    if tensors is not None:
+        w = tensors(w)
+    yml = yaml_text(marian_model_yml(c, **(model_yml or {})))
+    w["special:model.yml"] = np.frombuffer(yml.encode("utf-8") + b"\0", dtype=np.int8)
+    buf = io.BytesIO()
+    np.savez(buf, **w)
+    stem = f"opus.spm{len(vocab) - 1}"
+    npz = f"{stem}.transformer-align.model1.npz.best-perplexity.npz"
+    if target_vocab is None:
+        vocabs = {f"{stem}.vocab.yml": vocab}
+        names = [f"{stem}.vocab.yml"] * 2
+    else:
+        vocabs = {f"{stem}.src.vocab.yml": vocab, f"{stem}.trg.vocab.yml": target_vocab}
+        names = list(vocabs)
+    files = {npz: buf.getvalue(), "source.spm": source_spm, "target.spm": target_spm,
+             "README.md": b"# a random model for attend's tests\n"}
+    for name, v in vocabs.items():
+        body = {p: i for p, i in sorted(v.items(), key=lambda e: e[1]) if p != "<pad>"}
+        files[name] = yaml_text(body).encode("utf-8")
+    dec = {"models": [npz], "vocabs": names} if list_files else {}
+    dec.update({"beam-size": beam_size, "normalize": "0.6", "word-penalty": 0,
+                "mini-batch": 16, "maxi-batch": 100, "maxi-batch-sort": "src",
+                "relative-paths": True})
+    files["decoder.yml"] = yaml_text(dec).encode("utf-8")
+    if as_zip:
+        with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+            for name, blob in files.items():
+                z.writestr(name, blob)
+    else:
+        os.makedirs(path, exist_ok=True)
+        for name, blob in files.items():
+            with open(os.path.join(path, name), "wb") as f:
+                f.write(blob)
+    return path
+
+
 if __name__ == "__main__":
     main()
