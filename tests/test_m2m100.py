@@ -11,10 +11,10 @@ build/attend translate --src-lang --tgt-lang --dump-attention --dump-logits, gre
 language's. Then attend info, the language errors, forced decoding (attend align --target)
 and broken files of the new family.
 """
+import ctypes
 import json
 import os
 import shutil
-import struct
 import subprocess
 import sys
 
@@ -36,11 +36,12 @@ BASE = dict(d_model=64, encoder_layers=2, decoder_layers=2, encoder_attention_he
 
 # name, config overrides, options: spm (which SentencePiece model), languages, the pairs
 # translated, unpieced (ids after the language tokens without a piece: fairseq's madeupwords),
-# weights file format, exporter
+# weights file format, exporter, boost: (token, share of greedy steps) made likely (negative
+# tokens count from the end of the vocabulary)
 CONFIGS = [
     ("relu-base", dict(),
      dict(spm="small", langs=["de", "en", "fr"], pairs=[("de", "en"), ("en", "fr")], unpieced=4,
-          fmt="safetensors", exporter="export_marian.py")),
+          fmt="safetensors", exporter="export_marian.py", boost=[(1, 0.04)])),
     ("gelu-3-heads", dict(d_model=48, encoder_layers=3, decoder_layers=1, encoder_attention_heads=3,
                           decoder_attention_heads=6, encoder_ffn_dim=96, decoder_ffn_dim=80,
                           activation_function="gelu", max_length=16),
@@ -50,7 +51,7 @@ CONFIGS = [
                             decoder_attention_heads=3, encoder_ffn_dim=90, decoder_ffn_dim=70,
                             scale_embedding=False, max_length=18),
      dict(spm="small", langs=["en", "de"], pairs=[("de", "en")], unpieced=8, fmt="safetensors",
-          exporter="export_m2m100.py")),
+          exporter="export_m2m100.py", boost=[(-3, 0.04)])),
     ("wide-forced-eos", dict(d_model=96, encoder_attention_heads=8, decoder_attention_heads=12,
                              encoder_ffn_dim=192, decoder_ffn_dim=160, forced_eos_token_id=2,
                              max_length=14),
@@ -75,25 +76,24 @@ def sentences(lang):
     return s[:N_SENTENCES]
 
 
-def calibrate_eos(m, sources, forced_bos, rate):
-    """Make about `rate` of greedy steps choose </s>: M2M-100 has no logits bias, so the
-    decoder's final LayerNorm bias moves along the </s> embedding (its logit gains delta,
-    the others a little by their correlation with it). Twice, to settle."""
-    c = m.config
-    eos = c["eos_token_id"]
-    for _ in range(2):
+def calibrate(m, sources, forced_bos, token, rate, rounds=2):
+    """Make about `rate` of greedy steps choose `token`: M2M-100 has no logits bias, so the
+    decoder's final LayerNorm bias moves along the token's embedding (its logit gains delta,
+    the others a little by their correlation with it). A second round settles </s>; a token
+    that repeats once chosen (<pad>) would swing back, so it gets one."""
+    for _ in range(rounds):
         margins = []
         for src in sources:
             r = R.m2m_greedy(m, src, forced_bos)
             lg = r.logits[1:].copy()  # the forced first step says nothing
             if not len(lg):
                 continue
-            e = lg[:, eos].copy()
-            lg[:, eos] = -np.inf
+            e = lg[:, token].copy()
+            lg[:, token] = -np.inf
             margins.extend(lg.max(1) - e)
         delta = float(np.quantile(margins, rate)) + 1e-3
         with torch.no_grad():
-            E = m.model.shared.weight[eos]
+            E = m.model.shared.weight[token]
             m.model.decoder.layer_norm.bias += delta * E / float(E @ E)
 
 
@@ -108,7 +108,12 @@ def make_model(work, name, overrides, opts, spms, seed):
     src_lang, tgt_lang = opts["pairs"][0]
     srcs = [m.tok.encode(s, src_lang) for s in T.corpus_lines("tatoeba", "de" if src_lang == "de" else "en",
                                                                 16, skip=500)]
-    calibrate_eos(m, srcs, m.tok.lang_id[tgt_lang], EOS_RATE)
+    # tokens HF treats specially, made likely enough to be generated: <pad> (never banned
+    # here; as an input it takes position pad_id), <s> and an id without a piece
+    for token, rate in opts.get("boost", []):
+        calibrate(m, srcs, m.tok.lang_id[tgt_lang], token if token >= 0 else cfg["vocab_size"] + token, rate,
+                  rounds=1)
+    calibrate(m, srcs, m.tok.lang_id[tgt_lang], m.config["eos_token_id"], EOS_RATE)
     d = os.path.join(work, name)
     with open(spm, "rb") as f:
         R.m2m_save_hf_dir(m, d, f.read(), vocab, langs, fmt=opts["fmt"])
@@ -174,6 +179,71 @@ def main():
         assert len(distinct) >= 40, "outputs too repetitive to exercise the vocabulary"
 
     run.check("outputs end by </s> and by length", endings)
+
+    def specials_generated():
+        """Generated outputs hold <pad> (then read back at position pad_id) or ids without a
+        piece (decoded as "<unk>"); the forced ids below check both for certain."""
+        pads = unpieced = 0
+        for name, _, ids, _ in [(s[0], s[1], s[3], None) for s in stats]:
+            V, k = models[name][2].config["vocab_size"], dict((c[0], c[2]) for c in CONFIGS)[name]["unpieced"]
+            pads += 1 in ids
+            unpieced += any(i >= V - k for i in ids)
+        print(f"   outputs holding <pad>: {pads}, ids without a piece: {unpieced}")
+        assert pads + unpieced, "no output holds <pad> or an id without a piece"
+
+    run.check("outputs hold <pad> or ids without a piece", specials_generated)
+
+    def forced_ids_with_specials():
+        """attend_translate_ids with <pad> inside the source (positions skip it: HF's cumsum)
+        and <pad>, <s> and an id without a piece as decoder inputs (position pad_id for
+        <pad>): logits and every attention matrix as the reference; text skips them."""
+        sys.path.insert(0, os.path.join(T.REPO, "python"))
+        from attend import _capi as C
+        hf, gguf, m, opts = models["relu-base"]
+        V, lang = m.config["vocab_size"], m.tok.lang_id
+        src = [lang["de"], 40, 1, 41, 1, 1, 42, 2]
+        tgt = [lang["en"], 50, 1, 0, V - 1, 51, 1, 52, 2]
+        lib = C.lib()
+        f = lib.attend_translate_ids
+        ip, ipp = ctypes.POINTER(ctypes.c_int), ctypes.POINTER(ctypes.POINTER(ctypes.c_int))
+        f.argtypes = [ctypes.c_void_p, ipp, ip, ctypes.c_int, ipp, ip, ctypes.POINTER(C.attend_params),
+                      ctypes.POINTER(C.attend_result), ctypes.c_char_p, ctypes.c_size_t]
+        f.restype = ctypes.c_int
+        err = C.err_buffer()
+        h = lib.attend_load(gguf.encode(), err, C.ERR_LEN)
+        assert h, err.value
+        s_arr, t_arr = (ctypes.c_int * len(src))(*src), (ctypes.c_int * len(tgt))(*tgt)
+        s_ptr, t_ptr = (ip * 1)(ctypes.cast(s_arr, ip)), (ip * 1)(ctypes.cast(t_arr, ip))
+        p = lib.attend_default_params()
+        p.want_attention = p.want_logits = 1
+        p.tgt_lang = b"en"
+        r = C.attend_result()
+        try:
+            assert f(h, s_ptr, (ctypes.c_int * 1)(len(src)), 1, t_ptr, (ctypes.c_int * 1)(len(tgt)), p, r,
+                     err, C.ERR_LEN) == 0, err.value
+            assert r.status == 0, r.message
+            S, Tn = len(src), len(tgt)
+            with torch.no_grad():
+                memory, enc_p = m.encode(torch.tensor([src]))
+                logits, self_p, cross_p = m.decode(torch.tensor([[2] + tgt[:-1]]), memory)
+            got = np.ctypeslib.as_array(r.logits, shape=(Tn * V,)).reshape(Tn, V)
+            assert np.abs(got - logits[0].numpy()).max() <= 1e-3
+            L, H = m.config["decoder_layers"], m.config["decoder_attention_heads"]
+            He = m.config["encoder_attention_heads"]
+            for name, ptr, ref, shape in (("cross", r.cross, cross_p, (H, Tn, S)),
+                                          ("dec_self", r.dec_self, self_p, (H, Tn, Tn)),
+                                          ("enc_self", r.enc_self, enc_p, (He, S, S))):
+                arr = np.ctypeslib.as_array(ptr, shape=(len(ref) * int(np.prod(shape)),)).reshape(len(ref), *shape)
+                for l, pr in enumerate(ref):
+                    d = np.abs(arr[l] - pr[0].numpy()).max()
+                    assert d <= 1e-5, f"{name} layer {l} differs by {d:.2e}"
+            assert C.decode(r.text) == m.tok.decode(tgt), (C.decode(r.text), m.tok.decode(tgt))
+            assert "<unk>" in C.decode(r.text)
+        finally:
+            lib.attend_result_free(r)
+            lib.attend_free(h)
+
+    run.check("forced ids with <pad>, <s> and an id without a piece", forced_ids_with_specials)
 
     def info_and_errors():
         hf, gguf, m, opts = models["relu-base"]
