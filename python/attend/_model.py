@@ -797,12 +797,15 @@ class Model:
 
     def score(self, source: Union[Text, Iterable[Text]], target: Union[Text, Iterable[Text]], *,
               attention: bool = True, logits: bool = False, max_length: Optional[int] = None,
-              threads: Optional[int] = None) -> Union[Result, List[Result]]:
+              threads: Optional[int] = None, src_lang: Optional[str] = None,
+              tgt_lang: Optional[str] = None) -> Union[Result, List[Result]]:
         """Forced decoding (``attend align --target``): the model reads ``target`` as its
         output and reports each token's log-probability (Result.logprob, Result.score =
         their sum) and, with attention=True (the default), every attention matrix of that
         translation. Two str give one Result; two lists of equal length give a list. Every
-        source runs through the model, a blank one too (as ``attend align``)."""
+        source runs through the model, a blank one too (as ``attend align``). Multilingual
+        models need ``src_lang`` and ``tgt_lang`` (the target then starts with its language
+        token, as HF encodes text_target)."""
         single_s, srcs = _lines(source, "source")
         single_t, tgts = _lines(target, "target")
         if single_s != single_t or len(srcs) != len(tgts):
@@ -814,7 +817,8 @@ class Model:
                          early_stopping=None, min_length=None, no_repeat_ngram_size=None,
                          repetition_penalty=None, max_length=max_length, sample=False, top_k=None,
                          top_p=None, temperature=None, seed=None, attention=attention,
-                         scores=True, logits=logits, threads=threads)
+                         scores=True, logits=logits, threads=threads, src_lang=src_lang,
+                         tgt_lang=tgt_lang)
         out = self._run(srcs, tgts, p, 0, 32, 0, False)
         return out[0] if single_s else out
 
