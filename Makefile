@@ -135,6 +135,7 @@ test-py: $(BUILD)/attend
 # end-to-end run (info, verify, translate, a refused file) on the committed tiny model.
 TINY     = tests/data/tiny-v1.gguf
 TINY_V2  = tests/data/tiny-v2.gguf
+TINY_M2M = tests/data/tiny-m2m.gguf
 SAN_DIR  = build-san
 SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow \
            -fno-sanitize-recover=all -DMARIAN_POSITIONS_CACHED=4
@@ -164,6 +165,13 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY) --sample --top-k 5 --n-best 2 >$(BUILD)/e2e.out
 	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 12
 	$(SAN_ENV) $(BUILD)/attend translate -m $(TINY) "$$(head -c 3000 /dev/zero | tr '\0' a)" >/dev/null 2>&1
+	@# the m2m_100 family: pre-norm, fairseq positions past the 4 cached, language tokens
+	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY_M2M) --src-lang de --tgt-lang en -b 2 \
+	  --beam 3 --n-best 2 --dump-attention $(BUILD)/e2e.npz --dump-logits >$(BUILD)/e2e.out
+	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 12
+	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY_M2M) --src-lang de --tgt-lang fr >$(BUILD)/e2e.out
+	$(E2E_IN) | build/attend translate -m $(TINY_M2M) --src-lang de --tgt-lang fr | cmp - $(BUILD)/e2e.out
+	$(SAN_ENV) $(BUILD)/attend translate -m $(TINY_M2M) --src-lang de "Hallo" 2>/dev/null; test $$? -eq 2
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(SAN_ENV) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
 	ATTEND_BIN=$(BUILD)/attend BROKEN_SAMPLE=3 $(PYTHON) tests/test_broken_files.py

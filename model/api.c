@@ -90,6 +90,10 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
     o->length_penalty = c->gen.length_penalty;
     o->repetition_penalty = c->gen.repetition_penalty;
     o->max_line_bytes = (long long)c->max_pos * MARIAN_BYTES_PER_POSITION;
+    o->architecture = c->family->name;
+    o->n_languages = am->m->n_langs;
+    o->languages = am->m->lang_code;
+    o->language_ids = am->m->lang_id;
     return am;
 }
 
@@ -350,6 +354,39 @@ done:
     return rc;
 }
 
+/* The token id of language `code` for option `what`, or -1 with err naming the valid codes. */
+static int language_of(const marian_model *m, const char *code, const char *what, char *err, size_t errlen) {
+    char *list = marian_language_list(m);
+    int id = code ? marian_language_id(m, code, strlen(code)) : -1;
+    if (id < 0 && code)
+        snprintf(err, errlen, "%s '%.40s' is not a language of this model (%.*s)", what, code,
+                 (int)(errlen > 100 ? errlen - 100 : 0), list ? list : "");
+    else if (id < 0)
+        snprintf(err, errlen, "this model is multilingual: give a %s, one of %.*s", what,
+                 (int)(errlen > 100 ? errlen - 100 : 0), list ? list : "");
+    free(list);
+    return id;
+}
+
+/* The languages p asks for: *src_lang the source's token (-1 when need_src is 0 or the model
+ * has none) and search->forced_bos the target's. 0 or -1 with err. */
+static int resolve_languages(const marian_model *m, const attend_params *p, int need_src, int *src_lang,
+                             marian_search *search, char *err, size_t errlen) {
+    *src_lang = -1;
+    if (m->n_langs == 0) {
+        if (p->src_lang || p->tgt_lang) {
+            snprintf(err, errlen, "source/target languages given, but this %s model has no language tokens",
+                     m->c.family->name);
+            return -1;
+        }
+        return 0;
+    }
+    if ((need_src || p->src_lang) && (*src_lang = language_of(m, p->src_lang, "source language", err, errlen)) < 0)
+        return -1;
+    search->forced_bos = language_of(m, p->tgt_lang, "target language", err, errlen);
+    return search->forced_bos < 0 ? -1 : 0;
+}
+
 /* Checks shared by both entry points; sets the search. 0 or -1 with err. */
 static int check_call(const attend_model *am, int n, const attend_params *p, marian_search *search, char *err,
                       size_t errlen) {
@@ -375,7 +412,10 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
     attend_params defaults = attend_default_params();
     if (!p) p = &defaults;
     marian_search search;
-    if (check_call(am, n, p, &search, err, errlen)) return -1;
+    int src_lang;
+    if (check_call(am, n, p, &search, err, errlen) ||
+        resolve_languages(m, p, 1, &src_lang, &search, err, errlen))
+        return -1;
     /* this call's threads, on this thread only; the caller's own setting comes back after */
     const int caller_threads = at_set_threads(p->threads);
     memset(out, 0, sizeof(*out) * (size_t)n);
@@ -388,8 +428,8 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
     char inner[256];
     for (int i = 0; i < n; i++) {
         size_t len = lens ? lens[i] : strlen(lines[i]);
-        if (marian_encode_text(m, lines[i], len, &out[i].src_ids, &out[i].n_src, &out[i].src_pieces,
-                               &out[i].truncated, inner, sizeof inner)) {
+        if (marian_encode_text_lang(m, src_lang, lines[i], len, &out[i].src_ids, &out[i].n_src,
+                                    &out[i].src_pieces, &out[i].truncated, inner, sizeof inner)) {
             if (fail_line(&out[i], ATTEND_E_MEMORY, inner)) goto oom;
             continue; /* src[i].n 0: skipped */
         }
@@ -398,8 +438,9 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
         if (targets && targets[i]) {
             int *tids, tn, tt;
             char **tp;
-            if (marian_encode_target(m, targets[i], strlen(targets[i]), &tids, &tn, &tp, &tt, inner,
-                                     sizeof inner)) {
+            /* a multilingual target starts with its language token (HF's tgt_lang prefix) */
+            if (marian_encode_target_lang(m, search.forced_bos, targets[i], strlen(targets[i]), &tids, &tn,
+                                          &tp, &tt, inner, sizeof inner)) {
                 char msg[300];
                 snprintf(msg, sizeof msg, "target: %s", inner);
                 src[i].n = 0;
@@ -447,7 +488,10 @@ int attend_translate_ids(attend_model *am, const int *const *ids, const int *len
     attend_params defaults = attend_default_params();
     if (!p) p = &defaults;
     marian_search search;
-    if (check_call(am, n, p, &search, err, errlen)) return -1;
+    int src_lang;
+    if (check_call(am, n, p, &search, err, errlen) ||
+        resolve_languages(m, p, 0, &src_lang, &search, err, errlen))
+        return -1;
     if (n > 0 && (!ids || !lens)) {
         snprintf(err, errlen, "ids and lens must not be NULL");
         return -1;

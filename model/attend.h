@@ -1,4 +1,4 @@
-/* attend: translate with MarianMT / OPUS-MT checkpoints and see where the model looked.
+/* attend: translate with MarianMT / OPUS-MT and M2M-100 checkpoints and see where the model looked.
  *
  *   #include <attend.h>
  *   char err[256];
@@ -43,7 +43,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 3
+#define ATTEND_ABI 4
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */
@@ -68,6 +68,13 @@ typedef struct {
     int renormalize_logits;
     float length_penalty, repetition_penalty;
     long long max_line_bytes; /* bytes of a line the tokenizer reads (the rest is cut) */
+    const char *architecture; /* the model family: "marian" or "m2m_100" */
+    /* Multilingual families (m2m_100): the language codes attend_params.src_lang / tgt_lang
+     * take, e.g. "de", in the file's order, and the id of each code's token (__de__).
+     * Both arrays belong to the model: read-only, valid until attend_free. */
+    int n_languages;
+    char **languages;
+    int *language_ids;
 } attend_config;
 
 /* attend_params.early_stopping (HF's early_stopping False, True, "never") */
@@ -109,6 +116,13 @@ typedef struct {
      * are freed; those handed over stay the caller's. */
     int (*on_batch)(void *user, const int *index, int n);
     void *user;
+    /* Multilingual models (attend_config.n_languages > 0): the source language (required
+     * by attend_translate: its token starts the source) and the target language (required:
+     * its token is forced as the first output token, HF's forced_bos_token_id), as codes of
+     * attend_config.languages. NULL for other models; a code given to a model without
+     * languages is an error. */
+    const char *src_lang;
+    const char *tgt_lang;
 } attend_params;
 
 /* One hypothesis of an n-best list. */

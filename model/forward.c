@@ -1,4 +1,6 @@
-/* The Marian transformer's forward computation: encoder, cross keys/values, decoder step. */
+/* The transformer's forward computation: encoder, cross keys/values, decoder step. One
+ * pass for every family; marian_family's switches place the LayerNorms (after each
+ * sublayer, or before it with a final one per stack) and choose positions and logits bias. */
 #include "forward.h"
 
 #include <math.h>
@@ -16,6 +18,29 @@ static void scale_rows(float *x, size_t n, float s) {
 
 static float embed_scale(const marian_config *c) {
     return c->scale_embedding ? sqrtf((float)c->d_model) : 1.0f;
+}
+
+/* A sublayer's input: x itself (post-norm), or LN(x) copied into h (pre-norm). */
+static const float *sublayer_in(const marian_config *c, const float *x, float *h, const norm *n, int rows) {
+    if (!c->family->pre_norm) return x;
+    memcpy(h, x, sizeof(float) * (size_t)rows * c->d_model);
+    at_add_layernorm(h, NULL, n->g, n->b, rows, c->d_model, c->eps);
+    return h;
+}
+
+/* The residual around a sublayer with output y: x = LN(x + y) (post-norm), or x += y. */
+static void sublayer_out(const marian_config *c, float *x, const float *y, const norm *n, int rows) {
+    if (!c->family->pre_norm) {
+        at_add_layernorm(x, y, n->g, n->b, rows, c->d_model, c->eps);
+        return;
+    }
+    const size_t all = (size_t)rows * c->d_model;
+    for (size_t i = 0; i < all; i++) x[i] += y[i];
+}
+
+/* A stack's optional LayerNorm (final or embedding), in place on rows of x. */
+static void norm_rows(const marian_config *c, float *x, const norm *n, int rows) {
+    at_add_layernorm(x, NULL, n->g, n->b, rows, c->d_model, c->eps);
 }
 
 static int max_heads(const marian_config *c) {
@@ -38,17 +63,24 @@ int encode(const marian_model *m, const int *const *ids, const int *off, const i
     float *F = malloc(sizeof(float) * (size_t)total * c->enc_ffn);
     float *pos = malloc(sizeof(float) * (size_t)d);
     float *scratch = malloc(sizeof(float) * (size_t)n * H * max_len); /* [sentence][H][S] */
-    int ok = Q && K && V && C && F && pos && scratch;
+    float *Hn = c->family->pre_norm ? malloc(sizeof(float) * td) : NULL;
+    int ok = Q && K && V && C && F && pos && scratch && (Hn || !c->family->pre_norm);
     /* X [total, d]: token embedding * scale + position, sentence by sentence */
     for (int i = 0; ok && i < n; i++)
-        for (int j = 0; j < len[i]; j++)
-            embed_row(X + (size_t)(off[i] + j) * d, &m->enc_embed, ids[i][j], escale, marian_position(m, j, pos), d);
+        for (int j = 0, pads = 0; j < len[i]; j++) {
+            const int id = ids[i][j];
+            embed_row(X + (size_t)(off[i] + j) * d, &m->enc_embed, id, escale,
+                      marian_position(m, marian_position_of(c, id, j, pads), pos), d);
+            pads += id == c->pad_id;
+        }
+    if (ok && c->family->embed_norm) norm_rows(c, X, &m->enc_embed_norm, total);
     for (int l = 0; ok && l < c->enc_layers; l++) {
         const enc_layer *L = &m->enc[l];
         /* self-attention, each sentence over its own rows: C [total, d] */
-        at_k()->linear(Q, X, &L->self_attn.q.w, L->self_attn.q.b, total);
-        at_k()->linear(K, X, &L->self_attn.k.w, L->self_attn.k.b, total);
-        at_k()->linear(V, X, &L->self_attn.v.w, L->self_attn.v.b, total);
+        const float *in = sublayer_in(c, X, Hn, &L->self_attn_norm, total);
+        at_k()->linear(Q, in, &L->self_attn.q.w, L->self_attn.q.b, total);
+        at_k()->linear(K, in, &L->self_attn.k.w, L->self_attn.k.b, total);
+        at_k()->linear(V, in, &L->self_attn.v.w, L->self_attn.v.b, total);
         scale_rows(Q, td, qscale);
 #pragma omp parallel for schedule(dynamic) if (n > 1 && at_threads() > 1)
         for (int i = 0; i < n; i++) {
@@ -58,13 +90,15 @@ int encode(const marian_model *m, const int *const *ids, const int *off, const i
                          scratch + (size_t)i * H * max_len);
         }
         at_k()->linear(Q, C, &L->self_attn.o.w, L->self_attn.o.b, total);
-        at_add_layernorm(X, Q, L->self_attn_norm.g, L->self_attn_norm.b, total, d, c->eps);
+        sublayer_out(c, X, Q, &L->self_attn_norm, total);
         /* feed-forward: F [total, enc_ffn] */
-        at_k()->linear(F, X, &L->fc1.w, L->fc1.b, total);
+        at_k()->linear(F, sublayer_in(c, X, Hn, &L->ffn_norm, total), &L->fc1.w, L->fc1.b, total);
         at_activate(F, (size_t)total * c->enc_ffn, c->act);
         at_k()->linear(Q, F, &L->fc2.w, L->fc2.b, total);
-        at_add_layernorm(X, Q, L->ffn_norm.g, L->ffn_norm.b, total, d, c->eps);
+        sublayer_out(c, X, Q, &L->ffn_norm, total);
     }
+    if (ok && c->family->final_norms) norm_rows(c, X, &m->enc_final_norm, total);
+    free(Hn);
     free(Q);
     free(K);
     free(V);
@@ -127,9 +161,10 @@ int dec_init(dec_state *s, const marian_model *m, const enc_memory *mem, int n_s
     s->v = malloc(sizeof(float) * R * d);
     s->ctx = malloc(sizeof(float) * R * d);
     s->tmp = malloc(sizeof(float) * R * d);
+    s->h = malloc(sizeof(float) * R * d);
     s->ff = malloc(sizeof(float) * R * c->dec_ffn);
     s->logits = malloc(sizeof(float) * R * c->decoder_vocab_size);
-    if (!s->self_k || !s->self_v || !s->x || !s->q || !s->k || !s->v || !s->ctx || !s->tmp || !s->ff ||
+    if (!s->self_k || !s->self_v || !s->x || !s->q || !s->k || !s->v || !s->ctx || !s->tmp || !s->h || !s->ff ||
         !s->logits)
         return -1;
     return dec_reserve(s, cap);
@@ -168,6 +203,7 @@ void dec_free(dec_state *s) {
     free(s->v);
     free(s->ctx);
     free(s->tmp);
+    free(s->h);
     free(s->ff);
     free(s->logits);
     free(s->scratch);
@@ -187,17 +223,21 @@ void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const 
     const size_t scratch_per_row = (size_t)max_heads(c) * (s->cap > s->max_src ? s->cap : s->max_src);
     float *x = s->x, *q = s->q, *ctx = s->ctx, *tmp = s->tmp, *ff = s->ff;
 
-    /* x [n, d]: token embedding * scale + position t */
-    const float *pos = marian_position(m, t, tmp); /* tmp is free until the first layer */
-    for (int b = 0; b < n; b++)
-        embed_row(x + (size_t)b * d, &m->dec_embed, rows[b].token, embed_scale(c), pos, d);
+    /* x [n, d]: token embedding * scale + position t (tmp is free until the first layer) */
+    for (int b = 0; b < n; b++) {
+        const int id = rows[b].token;
+        embed_row(x + (size_t)b * d, &m->dec_embed, id, embed_scale(c),
+                  marian_position(m, marian_position_of(c, id, t, 0), tmp), d);
+    }
+    if (c->family->embed_norm) norm_rows(c, x, &m->dec_embed_norm, n);
 
     for (int l = 0; l < L; l++) {
         const dec_layer *Ly = &m->dec[l];
         /* masked self-attention over the row's own cache, positions 0..t */
-        at_k()->linear(q, x, &Ly->self_attn.q.w, Ly->self_attn.q.b, n);
-        at_k()->linear(s->k, x, &Ly->self_attn.k.w, Ly->self_attn.k.b, n);
-        at_k()->linear(s->v, x, &Ly->self_attn.v.w, Ly->self_attn.v.b, n);
+        const float *in = sublayer_in(c, x, s->h, &Ly->self_attn_norm, n);
+        at_k()->linear(q, in, &Ly->self_attn.q.w, Ly->self_attn.q.b, n);
+        at_k()->linear(s->k, in, &Ly->self_attn.k.w, Ly->self_attn.k.b, n);
+        at_k()->linear(s->v, in, &Ly->self_attn.v.w, Ly->self_attn.v.b, n);
         scale_rows(q, (size_t)n * d, qscale);
 #pragma omp parallel for schedule(dynamic) if (n > 1 && at_threads() > 1)
         for (int b = 0; b < n; b++) {
@@ -209,10 +249,11 @@ void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const 
                          s->scratch + (size_t)b * scratch_per_row);
         }
         at_k()->linear(tmp, ctx, &Ly->self_attn.o.w, Ly->self_attn.o.b, n);
-        at_add_layernorm(x, tmp, Ly->self_attn_norm.g, Ly->self_attn_norm.b, n, d, c->eps);
+        sublayer_out(c, x, tmp, &Ly->self_attn_norm, n);
 
         /* cross-attention over the row's sentence */
-        at_k()->linear(q, x, &Ly->cross_attn.q.w, Ly->cross_attn.q.b, n);
+        at_k()->linear(q, sublayer_in(c, x, s->h, &Ly->cross_attn_norm, n), &Ly->cross_attn.q.w,
+                       Ly->cross_attn.q.b, n);
         scale_rows(q, (size_t)n * d, qscale);
 #pragma omp parallel for schedule(dynamic) if (n > 1 && at_threads() > 1)
         for (int b = 0; b < n; b++) {
@@ -223,14 +264,15 @@ void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const 
                          S, H, hd, 0, 0, probs, s->scratch + (size_t)b * scratch_per_row);
         }
         at_k()->linear(tmp, ctx, &Ly->cross_attn.o.w, Ly->cross_attn.o.b, n);
-        at_add_layernorm(x, tmp, Ly->cross_attn_norm.g, Ly->cross_attn_norm.b, n, d, c->eps);
+        sublayer_out(c, x, tmp, &Ly->cross_attn_norm, n);
 
         /* feed-forward: ff [n, dec_ffn] */
-        at_k()->linear(ff, x, &Ly->fc1.w, Ly->fc1.b, n);
+        at_k()->linear(ff, sublayer_in(c, x, s->h, &Ly->ffn_norm, n), &Ly->fc1.w, Ly->fc1.b, n);
         at_activate(ff, (size_t)n * ffn, c->act);
         at_k()->linear(tmp, ff, &Ly->fc2.w, Ly->fc2.b, n);
-        at_add_layernorm(x, tmp, Ly->ffn_norm.g, Ly->ffn_norm.b, n, d, c->eps);
+        sublayer_out(c, x, tmp, &Ly->ffn_norm, n);
     }
+    if (c->family->final_norms) norm_rows(c, x, &m->dec_final_norm, n);
     /* logits [n, decoder_vocab_size] */
     at_k()->linear(s->logits, x, &m->out_proj, m->final_logits_bias, n);
 }

@@ -1,4 +1,5 @@
-/* forward: the Marian transformer's computation, with no decoding policy in it.
+/* forward: the transformer's computation (every family, marian_family's switches), with no
+ * decoding policy in it.
  *
  *   encode          source ids of a packed batch -> final encoder states   [total, d]
  *   cross_kv        encoder states -> each decoder layer's cross-attention keys/values,
@@ -49,6 +50,7 @@ typedef struct {
     int n_slots, cap, max_rows, max_src;
     float **self_k, **self_v;  /* [slot * dec_layers + l] -> [cap, d] */
     float *x, *q, *k, *v, *ctx, *tmp;  /* [max_rows, d] */
+    float *h;                  /* [max_rows, d] a sublayer's normalized input (pre-norm) */
     float *ff;                 /* [max_rows, dec_ffn] */
     float *logits;             /* [max_rows, decoder_vocab_size]: written by decoder_step */
     float *scratch;            /* [max_rows, heads * max(cap, max_src)] attention scores */

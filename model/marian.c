@@ -1,4 +1,5 @@
-/* Loading a Marian checkpoint: config from GGUF keys, tensors checked and bound by name. */
+/* Loading a checkpoint of any family: config from GGUF keys (the family's switches from
+ * general.architecture), tensors checked and bound by name. */
 #include "marian.h"
 
 #include <math.h>
@@ -81,15 +82,38 @@ static int read_generation(const gguf_file *f, marian_config *c, char *err, size
     return 0;
 }
 
+/* The families: Marian's switches keep its behaviour exactly as before families existed. */
+static const marian_family FAMILIES[] = {
+    /* name      pre  final emb_ln positions   bias ban_pad codes unk_sp langs */
+    {"marian",   0,   0,    0,     POS_MARIAN,  1,   1,      1,    1,     0},
+    {"m2m_100",  1,   1,    0,     POS_FAIRSEQ, 0,   0,      0,    0,     1},
+};
+
+static const marian_family *find_family(gguf_str s) {
+    for (size_t i = 0; i < sizeof FAMILIES / sizeof *FAMILIES; i++)
+        if (s.len == strlen(FAMILIES[i].name) && !memcmp(s.ptr, FAMILIES[i].name, s.len)) return &FAMILIES[i];
+    return NULL;
+}
+
+/* "<family>.<name>": the family's hyperparameter keys (GGUF's convention) */
+static const char *fkey(const marian_config *c, const char *name) {
+    static _Thread_local char buf[96];
+    snprintf(buf, sizeof buf, "%s.%s", c->family->name, name);
+    return buf;
+}
+
 static int read_config(const gguf_file *f, marian_config *c, char *err, size_t errlen) {
     gguf_str s;
     uint32_t version;
     if (gguf_get_str(f, "general.architecture", &s, err, errlen)) return -1;
-    if (s.len != 6 || memcmp(s.ptr, "marian", 6) != 0) {
+    c->family = find_family(s);
+    if (!c->family) {
         char b[48];
-        fail(err, errlen, "key general.architecture: '%s' is not 'marian'", shown(b, sizeof b, s));
+        fail(err, errlen, "key general.architecture: '%s' is not a family attend runs (marian, m2m_100)",
+             shown(b, sizeof b, s));
         return -1;
     }
+    const int marian = c->family->positions == POS_MARIAN;
     if (gguf_get_u32(f, "attend.format_version", &version, err, errlen)) return -1;
     if (version == 0 || version > MARIAN_FORMAT_VERSION) {
         fail(err, errlen, "attend format version %u; this attend reads versions 1..%d "
@@ -97,34 +121,35 @@ static int read_config(const gguf_file *f, marian_config *c, char *err, size_t e
         return -1;
     }
     const int BIG = 1 << 24;
-    if (get_int(f, "marian.vocab_size", 3, BIG, &c->vocab_size, err, errlen) ||
-        get_int(f, "marian.decoder_vocab_size", 3, BIG, &c->decoder_vocab_size, err, errlen) ||
-        get_int(f, "marian.d_model", 2, 65536, &c->d_model, err, errlen) ||
-        get_int(f, "marian.encoder_layers", 1, 256, &c->enc_layers, err, errlen) ||
-        get_int(f, "marian.decoder_layers", 1, 256, &c->dec_layers, err, errlen) ||
-        get_int(f, "marian.encoder_heads", 1, 1024, &c->enc_heads, err, errlen) ||
-        get_int(f, "marian.decoder_heads", 1, 1024, &c->dec_heads, err, errlen) ||
-        get_int(f, "marian.encoder_ffn_dim", 1, 1 << 20, &c->enc_ffn, err, errlen) ||
-        get_int(f, "marian.decoder_ffn_dim", 1, 1 << 20, &c->dec_ffn, err, errlen) ||
-        get_int(f, "marian.max_position_embeddings", 2, 1 << 16, &c->max_pos, err, errlen) ||
-        get_int(f, "marian.max_length", 2, 1 << 20, &c->max_length, err, errlen) ||
-        gguf_get_bool(f, "marian.scale_embedding", &c->scale_embedding, err, errlen) ||
-        gguf_get_bool(f, "marian.shared_embeddings", &c->shared_embeddings, err, errlen) ||
-        gguf_get_bool(f, "marian.tied_output", &c->tied_output, err, errlen) ||
-        gguf_get_bool(f, "marian.forced_eos", &c->forced_eos, err, errlen) ||
-        gguf_get_f32(f, "marian.layer_norm_eps", &c->eps, err, errlen))
+    /* fairseq positions divide by d/2 - 1: at least 4 columns */
+    if (get_int(f, fkey(c, "vocab_size"), 3, BIG, &c->vocab_size, err, errlen) ||
+        get_int(f, fkey(c, "decoder_vocab_size"), 3, BIG, &c->decoder_vocab_size, err, errlen) ||
+        get_int(f, fkey(c, "d_model"), marian ? 2 : 4, 65536, &c->d_model, err, errlen) ||
+        get_int(f, fkey(c, "encoder_layers"), 1, 256, &c->enc_layers, err, errlen) ||
+        get_int(f, fkey(c, "decoder_layers"), 1, 256, &c->dec_layers, err, errlen) ||
+        get_int(f, fkey(c, "encoder_heads"), 1, 1024, &c->enc_heads, err, errlen) ||
+        get_int(f, fkey(c, "decoder_heads"), 1, 1024, &c->dec_heads, err, errlen) ||
+        get_int(f, fkey(c, "encoder_ffn_dim"), 1, 1 << 20, &c->enc_ffn, err, errlen) ||
+        get_int(f, fkey(c, "decoder_ffn_dim"), 1, 1 << 20, &c->dec_ffn, err, errlen) ||
+        get_int(f, fkey(c, "max_position_embeddings"), 2, 1 << 16, &c->max_pos, err, errlen) ||
+        get_int(f, fkey(c, "max_length"), 2, 1 << 20, &c->max_length, err, errlen) ||
+        gguf_get_bool(f, fkey(c, "scale_embedding"), &c->scale_embedding, err, errlen) ||
+        gguf_get_bool(f, fkey(c, "shared_embeddings"), &c->shared_embeddings, err, errlen) ||
+        gguf_get_bool(f, fkey(c, "tied_output"), &c->tied_output, err, errlen) ||
+        gguf_get_bool(f, fkey(c, "forced_eos"), &c->forced_eos, err, errlen) ||
+        gguf_get_f32(f, fkey(c, "layer_norm_eps"), &c->eps, err, errlen))
         return -1;
-    if (c->d_model % 2) {
+    if (marian && c->d_model % 2) { /* Marian's position table needs pairs of columns */
         fail(err, errlen, "key marian.d_model: %d is odd", c->d_model);
         return -1;
     }
     if (c->d_model % c->enc_heads || c->d_model % c->dec_heads) {
-        fail(err, errlen, "key marian.encoder_heads/decoder_heads: %d/%d do not divide d_model %d",
-             c->enc_heads, c->dec_heads, c->d_model);
+        fail(err, errlen, "key %s.encoder_heads/decoder_heads: %d/%d do not divide d_model %d",
+             c->family->name, c->enc_heads, c->dec_heads, c->d_model);
         return -1;
     }
     if (!(c->eps > 0 && c->eps < 1)) {
-        fail(err, errlen, "key marian.layer_norm_eps: %g outside (0, 1)", c->eps);
+        fail(err, errlen, "key %s: %g outside (0, 1)", fkey(c, "layer_norm_eps"), c->eps);
         return -1;
     }
     if (c->shared_embeddings && c->vocab_size != c->decoder_vocab_size) {
@@ -133,28 +158,30 @@ static int read_config(const gguf_file *f, marian_config *c, char *err, size_t e
         return -1;
     }
     int vt = c->decoder_vocab_size;
-    if (get_int(f, "marian.pad_id", 0, vt - 1, &c->pad_id, err, errlen) ||
-        get_int(f, "marian.eos_id", 0, vt - 1, &c->eos_id, err, errlen) ||
+    if (get_int(f, fkey(c, "pad_id"), 0, vt - 1, &c->pad_id, err, errlen) ||
+        get_int(f, fkey(c, "eos_id"), 0, vt - 1, &c->eos_id, err, errlen) ||
         /* <unk> stands for unknown pieces on both sides (forced decoding encodes targets) */
-        get_int(f, "marian.unk_id", 0, (c->vocab_size < vt ? c->vocab_size : vt) - 1, &c->unk_id,
+        get_int(f, fkey(c, "unk_id"), 0, (c->vocab_size < vt ? c->vocab_size : vt) - 1, &c->unk_id,
                 err, errlen) ||
-        get_int(f, "marian.decoder_start_id", 0, vt - 1, &c->start_id, err, errlen))
+        get_int(f, fkey(c, "decoder_start_id"), 0, vt - 1, &c->start_id, err, errlen))
         return -1;
+    c->bos_id = -1;
+    if (!marian && get_int(f, fkey(c, "bos_id"), 0, vt - 1, &c->bos_id, err, errlen)) return -1;
     if (c->eos_id >= c->vocab_size) {
-        fail(err, errlen, "key marian.eos_id: %d outside the source vocabulary", c->eos_id);
+        fail(err, errlen, "key %s: %d outside the source vocabulary", fkey(c, "eos_id"), c->eos_id);
         return -1;
     }
     if (c->pad_id == c->eos_id) {
-        fail(err, errlen, "key marian.pad_id: equals eos_id %d", c->eos_id);
+        fail(err, errlen, "key %s: equals eos_id %d", fkey(c, "pad_id"), c->eos_id);
         return -1;
     }
-    if (gguf_get_str(f, "marian.activation", &s, err, errlen)) return -1;
+    if (gguf_get_str(f, fkey(c, "activation"), &s, err, errlen)) return -1;
     if (s.len == 5 && !memcmp(s.ptr, "swish", 5)) c->act = AT_ACT_SWISH;
     else if (s.len == 4 && !memcmp(s.ptr, "relu", 4)) c->act = AT_ACT_RELU;
     else if (s.len == 4 && !memcmp(s.ptr, "gelu", 4)) c->act = AT_ACT_GELU;
     else {
         char b[48];
-        fail(err, errlen, "key marian.activation: '%s' not supported (swish, relu, gelu)",
+        fail(err, errlen, "key %s: '%s' not supported (swish, relu, gelu)", fkey(c, "activation"),
              shown(b, sizeof b, s));
         return -1;
     }
@@ -286,7 +313,12 @@ static int bind_all(marian_model *m, binder *b) {
     else if (bind_matrix(b, &m->dec_embed, "dec.embed.weight", c->decoder_vocab_size, d)) return -1;
     if (c->tied_output) m->out_proj = m->dec_embed;
     else if (bind_matrix(b, &m->out_proj, "lm_head.weight", c->decoder_vocab_size, d)) return -1;
-    if (bind_vector(b, &m->final_logits_bias, "final_logits_bias", c->decoder_vocab_size)) return -1;
+    const marian_family *fam = c->family;
+    if (fam->logits_bias && bind_vector(b, &m->final_logits_bias, "final_logits_bias", c->decoder_vocab_size))
+        return -1;
+    if (fam->embed_norm && (bind_norm(b, &m->enc_embed_norm, "enc.embed_norm", d) ||
+                            bind_norm(b, &m->dec_embed_norm, "dec.embed_norm", d)))
+        return -1;
     m->enc = calloc((size_t)c->enc_layers, sizeof(enc_layer));
     m->dec = calloc((size_t)c->dec_layers, sizeof(dec_layer));
     if (!m->enc || !m->dec) {
@@ -323,6 +355,9 @@ static int bind_all(marian_model *m, binder *b) {
         snprintf(p, sizeof p, "dec.%d.ffn_norm", i);
         if (bind_norm(b, &L->ffn_norm, p, d)) return -1;
     }
+    if (fam->final_norms && (bind_norm(b, &m->enc_final_norm, "enc.final_norm", d) ||
+                             bind_norm(b, &m->dec_final_norm, "dec.final_norm", d)))
+        return -1;
     for (uint64_t i = 0; i < gguf_tensor_count(b->f); i++)
         if (!b->used[i]) {
             fail(b->err, b->errlen, "tensor %s: not part of this model's configuration",
@@ -373,7 +408,7 @@ static spm_model *load_spm(const gguf_file *f, const char *key, char *err, size_
 /* ---------------------------------------------------------------------------------------
  * Load / free / verify */
 
-static void position_row(float *row, int pos, int d) {
+static void position_row_marian(float *row, int pos, int d) {
     const int half = d / 2;
     for (int j = 0; j < d; j++) {
         /* column j has angle pos / 10000^(2*(j//2)/d); even columns' sines fill the
@@ -384,19 +419,115 @@ static void position_row(float *row, int pos, int d) {
     }
 }
 
+/* fairseq's table (HF M2M100SinusoidalPositionalEmbedding.get_embedding), in float32 as
+ * torch computes it: frequencies exp(j * -log(10000)/(half-1)), angles pos * frequency. */
+static void position_row_fairseq(float *row, int pos, int d, int pad) {
+    const int half = d / 2;
+    const float step = (float)(log(10000.0) / (half - 1));
+    for (int j = 0; j < half; j++) {
+        const float angle = (float)pos * expf((float)j * -step);
+        row[j] = pos == pad ? 0.0f : sinf(angle);
+        row[half + j] = pos == pad ? 0.0f : cosf(angle);
+    }
+    if (d % 2) row[d - 1] = 0.0f;
+}
+
+static void position_row(const marian_config *c, float *row, int pos) {
+    if (c->family->positions == POS_FAIRSEQ) position_row_fairseq(row, pos, c->d_model, c->pad_id);
+    else position_row_marian(row, pos, c->d_model);
+}
+
 /* The first rows of the table, computed once: a file may declare up to 65,536 positions,
  * and a table that size would be out of proportion to a small model. */
-static float *make_positions(int n_pos, int d) {
-    float *p = malloc(sizeof(float) * (size_t)n_pos * d);
+static float *make_positions(const marian_config *c, int n_pos) {
+    float *p = malloc(sizeof(float) * (size_t)n_pos * c->d_model);
     if (!p) return NULL;
-    for (int pos = 0; pos < n_pos; pos++) position_row(p + (size_t)pos * d, pos, d);
+    for (int pos = 0; pos < n_pos; pos++) position_row(c, p + (size_t)pos * c->d_model, pos);
     return p;
 }
 
 const float *marian_position(const marian_model *m, int pos, float *buf) {
     if (pos < m->n_positions) return m->positions + (size_t)pos * m->c.d_model;
-    position_row(buf, pos, m->c.d_model);
+    position_row(&m->c, buf, pos);
     return buf;
+}
+
+int marian_position_of(const marian_config *c, int id, int i, int pads_before) {
+    if (c->family->positions == POS_MARIAN) return i;
+    return id == c->pad_id ? c->pad_id : i - pads_before + c->pad_id + 1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Language tokens (multilingual families) */
+
+/* tokenizer.languages (codes) and tokenizer.language_ids (their tokens' ids): as many of
+ * each, codes non-empty and distinct, ids inside both vocabularies and distinct. */
+static int load_languages(marian_model *m, char *err, size_t errlen) {
+    const gguf_kv *codes = gguf_get_array(m->file, "tokenizer.languages", GGUF_STRING, err, errlen);
+    if (!codes) return -1;
+    const gguf_kv *ids = gguf_get_array(m->file, "tokenizer.language_ids", GGUF_U32, err, errlen);
+    if (!ids) return -1;
+    if (codes->count != ids->count || codes->count < 1 || codes->count > 100000) {
+        fail(err, errlen, "key tokenizer.language_ids: %llu ids for %llu codes (1..100000 needed)",
+             (unsigned long long)ids->count, (unsigned long long)codes->count);
+        return -1;
+    }
+    const int n = (int)codes->count;
+    const int lim = m->c.vocab_size < m->c.decoder_vocab_size ? m->c.vocab_size : m->c.decoder_vocab_size;
+    m->lang_code = calloc((size_t)n, sizeof(char *));
+    m->lang_id = malloc(sizeof(int) * (size_t)n);
+    if (!m->lang_code || !m->lang_id) {
+        fail(err, errlen, "out of memory");
+        return -1;
+    }
+    m->n_langs = n;
+    for (int i = 0; i < n; i++) {
+        gguf_str s = codes->strings[i];
+        uint32_t id;
+        memcpy(&id, ids->data + 4 * (size_t)i, 4);
+        char b[48];
+        if (s.len == 0 || s.len > 64 || memchr(s.ptr, 0, s.len)) {
+            fail(err, errlen, "key tokenizer.languages: code %d '%s' is empty, too long or holds a NUL byte", i,
+                 shown(b, sizeof b, s));
+            return -1;
+        }
+        if (id >= (uint32_t)lim) {
+            fail(err, errlen, "key tokenizer.language_ids: id %u of '%s' outside the vocabulary (0..%d)", id,
+                 shown(b, sizeof b, s), lim - 1);
+            return -1;
+        }
+        m->lang_code[i] = strndup(s.ptr, s.len);
+        m->lang_id[i] = (int)id;
+        if (!m->lang_code[i]) {
+            fail(err, errlen, "out of memory");
+            return -1;
+        }
+        for (int j = 0; j < i; j++)
+            if (!strcmp(m->lang_code[j], m->lang_code[i]) || m->lang_id[j] == m->lang_id[i]) {
+                fail(err, errlen, "key tokenizer.languages: '%s' repeats a code or an id", m->lang_code[i]);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+int marian_language_id(const marian_model *m, const char *code, size_t len) {
+    for (int i = 0; i < m->n_langs; i++)
+        if (strlen(m->lang_code[i]) == len && !memcmp(m->lang_code[i], code, len)) return m->lang_id[i];
+    return -1;
+}
+
+char *marian_language_list(const marian_model *m) {
+    size_t n = 1;
+    for (int i = 0; i < m->n_langs; i++) n += strlen(m->lang_code[i]) + 2;
+    char *out = m->n_langs ? malloc(n) : NULL;
+    if (!out) return NULL;
+    out[0] = 0;
+    for (int i = 0; i < m->n_langs; i++) {
+        if (i) strcat(out, ", ");
+        strcat(out, m->lang_code[i]);
+    }
+    return out;
 }
 
 /* Everything after opening the container: config, tensors, tokenizer. Frees m on failure. */
@@ -450,8 +581,11 @@ static marian_model *load_opened(marian_model *m, char *err, size_t errlen) {
     if (!m->src_spm) goto fail;
     m->tgt_spm = load_spm(m->file, "tokenizer.target_spm", err, errlen);
     if (!m->tgt_spm) goto fail;
-    m->n_positions = m->c.max_pos < MARIAN_POSITIONS_CACHED ? m->c.max_pos : MARIAN_POSITIONS_CACHED;
-    m->positions = make_positions(m->n_positions, m->c.d_model);
+    if (m->c.family->languages && load_languages(m, err, errlen)) goto fail;
+    /* fairseq numbers positions from pad_id + 1 */
+    const int used = m->c.max_pos + (m->c.family->positions == POS_FAIRSEQ ? m->c.pad_id + 1 : 0);
+    m->n_positions = used < MARIAN_POSITIONS_CACHED ? used : MARIAN_POSITIONS_CACHED;
+    m->positions = make_positions(&m->c, m->n_positions);
     if (!m->positions) {
         fail(err, errlen, "out of memory");
         goto fail;
@@ -550,6 +684,9 @@ void marian_free(marian_model *m) {
     vocab_free(m->src_vocab);
     vocab_free(m->tgt_vocab);
     free(m->positions);
+    for (int i = 0; m->lang_code && i < m->n_langs; i++) free(m->lang_code[i]);
+    free(m->lang_code);
+    free(m->lang_id);
     for (int i = 0; i < m->n_i8_sums; i++) free(m->i8_sums[i]);
     free(m->i8_sums);
     free(m->enc);

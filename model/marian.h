@@ -1,4 +1,5 @@
-/* marian: the MarianMT transformer (weights, tokenizer, forward passes, greedy decoding).
+/* marian: the encoder-decoder transformer of every family attend runs (MarianMT, M2M-100),
+ * one forward pass with a few switches per family (weights, tokenizer, configuration).
  * Internal to libattend; the public API is attend.h. */
 #ifndef ATTEND_MARIAN_H
 #define ATTEND_MARIAN_H
@@ -20,13 +21,39 @@ typedef struct {
     float length_penalty, repetition_penalty;
 } marian_generation;
 
+/* How token positions become vectors. */
+typedef enum {
+    POS_MARIAN,  /* position p = token index; angle p / 10000^(2*(j//2)/d), sines of even j
+                    then cosines of odd j (HF Marian, float64) */
+    POS_FAIRSEQ, /* position p = token index + pad_id + 1 (pad_id for a <pad> token); sin
+                    then cos of p * exp(-j * log(10000) / (d/2 - 1)), a zero column when d
+                    is odd, row pad_id zero (fairseq / HF M2M-100, float32) */
+} pos_kind;
+
+/* What one family does differently: chosen by general.architecture, never stored. */
 typedef struct {
+    const char *name;   /* general.architecture, also the prefix of its keys */
+    int pre_norm;       /* x + f(LN(x)) around each sublayer, instead of LN(x + f(x)) */
+    int final_norms;    /* a LayerNorm after the encoder stack and after the decoder stack */
+    int embed_norm;     /* a LayerNorm on the embeddings (mBART's layernorm_embedding) */
+    pos_kind positions;
+    int logits_bias;    /* the final_logits_bias tensor is added to the logits */
+    int ban_pad;        /* <pad> is never generated (Marian: bad_words_ids and
+                           adjust_logits_during_generation) */
+    int text_codes;     /* a >>xx<< code in the source text is one piece (MarianTokenizer) */
+    int unk_space;      /* decoded text puts a space after a <unk> (MarianTokenizer) */
+    int languages;      /* language tokens: tokenizer.languages / language_ids required */
+} marian_family;
+
+typedef struct {
+    const marian_family *family;
     int vocab_size, decoder_vocab_size, d_model;
     int enc_layers, dec_layers, enc_heads, dec_heads, enc_ffn, dec_ffn, max_pos;
     at_activation act;
     int scale_embedding, shared_embeddings, tied_output, forced_eos;
     float eps;
     int pad_id, eos_id, unk_id, start_id, max_length;
+    int bos_id; /* <s>, skipped when decoding text; -1 when the family has none (Marian) */
     int model_max_length; /* source tokens kept: tokenizer.model_max_length, at most max_pos */
     marian_generation gen;
 } marian_config;
@@ -68,21 +95,37 @@ typedef struct marian_model {
     int n_i8_sums;
     void *packed;      /* owned: the packed copies of the matrices, one block (marian_pack) */
     at_matrix enc_embed, dec_embed, out_proj;
-    const float *final_logits_bias;
+    const float *final_logits_bias; /* NULL unless family->logits_bias */
+    norm enc_final_norm, dec_final_norm; /* family->final_norms */
+    norm enc_embed_norm, dec_embed_norm; /* family->embed_norm */
+    int n_langs;       /* language tokens (family->languages), in the file's order */
+    char **lang_code;  /* [n_langs] NUL-terminated codes, e.g. "de" */
+    int *lang_id;      /* [n_langs] the id of each code's token, e.g. of __de__ */
     enc_layer *enc;
     dec_layer *dec;
     float *positions; /* [n_positions, d] sinusoids: marian_position() reads them */
-    int n_positions;  /* min(max_pos, MARIAN_POSITIONS_CACHED) */
+    int n_positions;  /* the rows cached: min(positions used, MARIAN_POSITIONS_CACHED) */
     spm_model *src_spm, *tgt_spm;
     vocab *src_vocab, *tgt_vocab;
 } marian_model;
 
-/* Sinusoidal position pos (0 <= pos < max_pos) as d floats: a row of the table for the
- * first MARIAN_POSITIONS_CACHED positions, else computed into buf (d floats), identically. */
+/* Sinusoidal position pos (as the family numbers them, pos_kind) as d floats: a row of the
+ * table for the first MARIAN_POSITIONS_CACHED positions, else computed into buf (d
+ * floats), identically. */
 #ifndef MARIAN_POSITIONS_CACHED
 #define MARIAN_POSITIONS_CACHED 1024 /* tests build with fewer to run the computed path */
 #endif
 const float *marian_position(const marian_model *m, int pos, float *buf);
+/* The position number of token `id` at index i of its sequence, after pads_before <pad>
+ * tokens: Marian i; fairseq i - pads_before + pad_id + 1, and pad_id for <pad> itself (HF
+ * M2M-100's cumulative count of non-pad tokens; decoder steps pass 0: with a cache, HF
+ * counts every earlier step). */
+int marian_position_of(const marian_config *c, int id, int i, int pads_before);
+
+/* The id of language code `code` (len bytes), or -1. */
+int marian_language_id(const marian_model *m, const char *code, size_t len);
+/* The model's codes as one line, "de, en, fr" (malloc'd), or NULL (none / out of memory). */
+char *marian_language_list(const marian_model *m);
 
 /* Load and check a checkpoint: every key, tensor name, dtype and shape against the config.
  * Returns NULL with a one-line message in err. */

@@ -7,7 +7,8 @@
 #include <string.h>
 
 int search_has_processors(const marian_search *s, int ignore_eos) {
-    return s->min_length > 0 || s->no_repeat_ngram > 0 || s->repetition_penalty != 1.0f || ignore_eos;
+    return s->min_length > 0 || s->no_repeat_ngram > 0 || s->repetition_penalty != 1.0f || ignore_eos ||
+           s->forced_bos >= 0;
 }
 
 float log_softmax_at(const float *x, int n, int i) {
@@ -20,7 +21,8 @@ float log_softmax_at(const float *x, int n, int i) {
 
 /* ---------------------------------------------------------------------------------------
  * Logits processors, in the order HF applies them: repetition penalty, no-repeat n-gram,
- * bad words (<pad>), min length, forced EOS. `sc` holds logits (greedy, sampling) or
+ * bad words (<pad>, for the families that ban it), min length, forced BOS (the first token
+ * after the start token: a target language), forced EOS. `sc` holds logits (greedy, sampling) or
  * log-probabilities (beams); HF applies the same processors to either. Returns whether a
  * finite value changed (a renormalization then matters). */
 
@@ -50,10 +52,15 @@ static int process(const step_ctx *x, float *sc, const prefix *p) {
             *v = -INFINITY;
         }
     }
-    sc[c->pad_id] = -INFINITY;
+    if (c->family->ban_pad) sc[c->pad_id] = -INFINITY;
     const int last_step = cur_len == x->max_length - 1;
     if ((cur_len < s->min_length || (x->ignore_eos && !last_step)) && isfinite(sc[c->eos_id])) {
         sc[c->eos_id] = -INFINITY;
+        changed = 1;
+    }
+    if (s->forced_bos >= 0 && cur_len == 1) { /* HF's ForcedBOSTokenLogitsProcessor */
+        for (int j = 0; j < V; j++) sc[j] = -INFINITY;
+        sc[s->forced_bos] = 0;
         changed = 1;
     }
     if (last_step && c->forced_eos) {
@@ -68,6 +75,7 @@ static int process(const step_ctx *x, float *sc, const prefix *p) {
  * ties. Kept as it was, so greedy output stays bit-identical. */
 static int choose_plain(const marian_config *c, const float *logits, int last_step) {
     if (last_step && c->forced_eos) return c->eos_id;
+    if (!c->family->ban_pad) return at_argmax(logits, c->decoder_vocab_size);
     const int V = c->decoder_vocab_size, pad = c->pad_id;
     const int lo[2] = {0, pad + 1}, hi[2] = {pad, V};
     int best = -1;
@@ -184,14 +192,19 @@ void beam_candidates(const step_ctx *x, const float *logits, const prefix *p, fl
                      float *work, beam_cand *out, float *lse_raw) {
     const marian_config *c = x->c;
     const int V = c->decoder_vocab_size, K = 2 * x->s->beams, pad = c->pad_id;
-    /* log-softmax without <pad> (HF sets it to -inf before the log-softmax, for Marian) */
-    float mx = -INFINITY;
-    for (int j = 0; j < V; j++)
-        if (j != pad && logits[j] > mx) mx = logits[j];
-    const float sum = at_k()->sum_exp(logits, pad, mx) + at_k()->sum_exp(logits + pad + 1, V - pad - 1, mx);
-    const float lse = mx + logf(sum);
-    const double hi = lse > logits[pad] ? lse : logits[pad];
-    *lse_raw = (float)(hi + log(exp(lse - hi) + exp(logits[pad] - hi)));
+    float mx = -INFINITY, lse;
+    if (c->family->ban_pad) {
+        /* log-softmax without <pad> (HF sets it to -inf before the log-softmax, for Marian) */
+        for (int j = 0; j < V; j++)
+            if (j != pad && logits[j] > mx) mx = logits[j];
+        const float sum = at_k()->sum_exp(logits, pad, mx) + at_k()->sum_exp(logits + pad + 1, V - pad - 1, mx);
+        lse = mx + logf(sum);
+        const double hi = lse > logits[pad] ? lse : logits[pad];
+        *lse_raw = (float)(hi + log(exp(lse - hi) + exp(logits[pad] - hi)));
+    } else {
+        for (int j = 0; j < V; j++) mx = logits[j] > mx ? logits[j] : mx;
+        lse = *lse_raw = mx + logf(at_k()->sum_exp(logits, V, mx));
+    }
     for (int j = 0; j < V; j++) work[j] = logits[j] - lse;
     if (process(x, work, p) && x->s->renormalize) {
         float m2 = -INFINITY;

@@ -46,8 +46,8 @@ typedef struct {
     int token;
 } beam_cand;
 
-/* HF's beam step for one row: log-softmax of the logits with <pad> removed first (Marian's
- * adjust_logits_during_generation), the processors, then the 2 * beams best of
+/* HF's beam step for one row: log-softmax of the logits (with <pad> removed first where the
+ * family bans it: Marian's adjust_logits_during_generation), the processors, then the 2 * beams best of
  * logp + beam_score (float32 sums; ties: lower id first) into out[0 .. 2 * beams).
  * *lse_raw gets log-sum-exp of the raw logits, <pad> included (for the model's log-prob of
  * a token). work: decoder_vocab_size floats. */

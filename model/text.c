@@ -1,4 +1,4 @@
-/* Text <-> ids, as transformers' MarianTokenizer does it. */
+/* Text <-> ids, as transformers' MarianTokenizer and M2M100Tokenizer do it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +35,7 @@ static size_t readable_bytes(const char *text, size_t len, size_t max) {
     return k;
 }
 
-static int encode_side(const marian_model *m, int target, const char *text, size_t len,
+static int encode_side(const marian_model *m, int target, int lang, const char *text, size_t len,
                        int **ids_out, int *n_out, char ***pieces_out, int *truncated, char *err,
                        size_t errlen) {
     const spm_model *spm = target ? m->tgt_spm : m->src_spm;
@@ -43,7 +43,7 @@ static int encode_side(const marian_model *m, int target, const char *text, size
     const size_t full = len;
     len = readable_bytes(text, len, (size_t)m->c.max_pos * MARIAN_BYTES_PER_POSITION);
     size_t cs = 0, ce = 0;
-    if (!target) find_language_code(text, len, &cs, &ce);
+    if (!target && m->c.family->text_codes) find_language_code(text, len, &cs, &ce);
     char *rest = malloc(len + 1);
     if (!rest) goto oom0;
     memcpy(rest, text, cs);
@@ -59,8 +59,8 @@ static int encode_side(const marian_model *m, int target, const char *text, size
         return -1;
     }
     free(rest);
-    const int has_code = ce > cs && cs == 0;
-    int n = sp.n + has_code + 1;
+    const int has_code = ce > cs && cs == 0, has_lang = lang >= 0;
+    int n = sp.n + has_code + has_lang + 1;
     *truncated = len < full;
     /* sources stop at the tokenizer's model_max_length (as HF truncates), targets at the
      * positions the decoder has */
@@ -77,8 +77,13 @@ static int encode_side(const marian_model *m, int target, const char *text, size
         spm_pieces_free(&sp);
         goto oom0;
     }
-    for (int k = 0; k < n - 1; k++) {
-        const char *p = has_code && k == 0 ? NULL : sp.piece[k - has_code];
+    if (has_lang) { /* the language token first: [__xx__] pieces </s> */
+        ids[0] = lang;
+        const char *lp = vocab_piece(voc, lang);
+        if (pieces) pieces[0] = strdup(lp ? lp : "");
+    }
+    for (int k = has_lang; k < n - 1; k++) {
+        const char *p = has_code && k == 0 ? NULL : sp.piece[k - has_code - has_lang];
         size_t plen = p ? strlen(p) : ce - cs;
         if (!p) p = text;
         int id = vocab_id(voc, p, plen);
@@ -107,12 +112,22 @@ oom0:
 
 int marian_encode_text(const marian_model *m, const char *text, size_t len, int **ids, int *n,
                        char ***pieces, int *truncated, char *err, size_t errlen) {
-    return encode_side(m, 0, text, len, ids, n, pieces, truncated, err, errlen);
+    return encode_side(m, 0, -1, text, len, ids, n, pieces, truncated, err, errlen);
+}
+
+int marian_encode_text_lang(const marian_model *m, int lang, const char *text, size_t len, int **ids,
+                            int *n, char ***pieces, int *truncated, char *err, size_t errlen) {
+    return encode_side(m, 0, lang, text, len, ids, n, pieces, truncated, err, errlen);
 }
 
 int marian_encode_target(const marian_model *m, const char *text, size_t len, int **ids, int *n,
                          char ***pieces, int *truncated, char *err, size_t errlen) {
-    return encode_side(m, 1, text, len, ids, n, pieces, truncated, err, errlen);
+    return encode_side(m, 1, -1, text, len, ids, n, pieces, truncated, err, errlen);
+}
+
+int marian_encode_target_lang(const marian_model *m, int lang, const char *text, size_t len, int **ids,
+                              int *n, char ***pieces, int *truncated, char *err, size_t errlen) {
+    return encode_side(m, 1, lang, text, len, ids, n, pieces, truncated, err, errlen);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -176,18 +191,29 @@ static void replace_all(char *s, const char *from, const char *to) {
     *w = 0;
 }
 
+/* Is id a special token decoding skips: </s>, <pad>, <unk>, <s>, a language token? */
+static int skipped(const marian_model *m, int id) {
+    const marian_config *c = &m->c;
+    if (id == c->eos_id || id == c->pad_id || id == c->unk_id || id == c->bos_id) return 1;
+    for (int i = 0; i < m->n_langs; i++)
+        if (id == m->lang_id[i]) return 1;
+    return 0;
+}
+
 char *marian_decode_text(const marian_model *m, const int *ids, int n) {
     const marian_config *c = &m->c;
+    /* an id without a piece reads as <unk>, a special token: MarianTokenizer adds a space */
+    const char *unk = c->family->unk_space ? "<unk> " : "<unk>";
     strbuf out = {0};
     const char **cur = malloc(sizeof(char *) * (size_t)(n + 1));
     int n_cur = 0;
     if (!cur || sb_add(&out, "", 0)) goto oom;
     for (int i = 0; i < n; i++) {
         int id = ids[i];
-        if (id == c->eos_id || id == c->pad_id || id == c->unk_id) continue;
+        if (skipped(m, id)) continue;
         const char *p = vocab_piece(m->tgt_vocab, id);
-        if (!p || !*p) { /* an id without a piece reads as <unk>, a special token */
-            if (flush_pieces(m, &out, cur, &n_cur) || sb_add(&out, "<unk> ", 6)) goto oom;
+        if (!p || !*p) {
+            if (flush_pieces(m, &out, cur, &n_cur) || sb_add(&out, unk, strlen(unk))) goto oom;
             continue;
         }
         cur[n_cur++] = p;

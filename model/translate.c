@@ -40,6 +40,7 @@ marian_search marian_search_defaults(const marian_model *m) {
     s.renormalize = g->renormalize;
     s.top_p = 1.0f;
     s.temperature = 1.0f;
+    s.forced_bos = -1;
     return s;
 }
 
@@ -63,6 +64,8 @@ int marian_search_check(const marian_search *s, char *err, size_t errlen) {
         snprintf(err, errlen, "temperature %g: must be > 0", s->temperature);
     else if (s->sample && (s->top_k < 0 || !(s->top_p > 0 && s->top_p <= 1)))
         snprintf(err, errlen, "top_k must be >= 0 and top_p in (0, 1]");
+    else if (s->forced_bos < -1)
+        snprintf(err, errlen, "forced_bos %d: must be a token id or -1", s->forced_bos);
     else
         return 0;
     return -1;
@@ -334,6 +337,10 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
     const int ml = marian_max_length(m, o);
     marian_search search = o->search ? *o->search : marian_search_defaults(m);
     if (marian_search_check(&search, err, errlen)) return -1;
+    if (search.forced_bos >= c->decoder_vocab_size) {
+        snprintf(err, errlen, "forced_bos %d: outside the target vocabulary", search.forced_bos);
+        return -1;
+    }
     const marian_search *s = &search;
     int total = 0, rc = -1;
     memset(out, 0, sizeof(*out) * (size_t)n);

@@ -32,6 +32,7 @@ typedef struct {
     float top_p;              /* sampling: only the smallest set holding this mass (1: all) */
     float temperature;        /* sampling: logits / temperature */
     unsigned long long seed;  /* sampling: with the sentence's ids, seeds its stream */
+    int forced_bos;           /* the first generated token (a target language), or -1 */
 } marian_search;
 
 enum { MARIAN_EARLY_FALSE = 0, MARIAN_EARLY_TRUE = 1, MARIAN_EARLY_NEVER = 2 };
@@ -94,18 +95,24 @@ int marian_max_length(const marian_model *m, const marian_opts *opts);
  * text averages under 10 bytes a token, so this cut comes after the positions' cut. */
 #define MARIAN_BYTES_PER_POSITION 32
 
-/* Text side. Source text -> ids (pieces mapped through the vocabulary, unknown -> <unk>,
+/* Text side. With a language token lang (>= 0; -1: none) the ids start with it, as
+ * M2M100Tokenizer's src_lang / tgt_lang prefix. Source text -> ids (pieces mapped through the vocabulary, unknown -> <unk>,
  * </s> appended, a leading >>xx<< code kept whole), cut to model_max_length tokens with
  * *truncated set (also set when only the first max_position_embeddings *
  * MARIAN_BYTES_PER_POSITION bytes were read). pieces (optional) receives the source
  * pieces, "</s>" last. */
 int marian_encode_text(const marian_model *m, const char *text, size_t len, int **ids, int *n,
                        char ***pieces, int *truncated, char *err, size_t errlen);
+int marian_encode_text_lang(const marian_model *m, int lang, const char *text, size_t len, int **ids,
+                            int *n, char ***pieces, int *truncated, char *err, size_t errlen);
 /* A given translation -> target ids (target model and vocabulary, </s> appended), for
  * forced decoding. */
 int marian_encode_target(const marian_model *m, const char *text, size_t len, int **ids, int *n,
                          char ***pieces, int *truncated, char *err, size_t errlen);
-/* Target ids -> text, as HF's decode(skip_special_tokens=True) with its default clean-up. */
+int marian_encode_target_lang(const marian_model *m, int lang, const char *text, size_t len, int **ids,
+                              int *n, char ***pieces, int *truncated, char *err, size_t errlen);
+/* Target ids -> text, as HF's decode(skip_special_tokens=True) with its default clean-up
+ * (language tokens and <s> are special tokens too). */
 char *marian_decode_text(const marian_model *m, const int *ids, int n);
 
 #endif

@@ -135,6 +135,42 @@ int cli_unknown_option(const char *cmd, const char *opt) {
     return EXIT_USAGE;
 }
 
+/* Is code one of the model's languages? */
+static int has_language(const attend_config *c, const char *code) {
+    for (int i = 0; i < c->n_languages; i++)
+        if (!strcmp(c->languages[i], code)) return 1;
+    return 0;
+}
+
+static void print_languages(const attend_config *c) {
+    for (int i = 0; i < c->n_languages; i++) fprintf(stderr, "%s%s", i ? " " : "", c->languages[i]);
+    fprintf(stderr, "\n");
+}
+
+int cli_check_languages(const char *cmd, const attend_model *m, const char *src, const char *tgt, int need_src) {
+    const attend_config *c = attend_get_config(m);
+    if (c->n_languages == 0) {
+        if (!src && !tgt) return 0;
+        fprintf(stderr, "attend %s: --src-lang/--tgt-lang: this %s model has no languages to choose\n", cmd,
+                c->architecture);
+        return EXIT_USAGE;
+    }
+    const char *opts[2] = {"--src-lang", "--tgt-lang"}, *vals[2] = {src, tgt};
+    for (int k = 0; k < 2; k++) {
+        if (!vals[k] && (k == 1 || need_src)) {
+            fprintf(stderr, "attend %s: this model is multilingual: give %s, one of: ", cmd, opts[k]);
+            print_languages(c);
+            return EXIT_USAGE;
+        }
+        if (vals[k] && !has_language(c, vals[k])) {
+            fprintf(stderr, "attend %s: %s '%s' is not a language of this model; it has: ", cmd, opts[k], vals[k]);
+            print_languages(c);
+            return EXIT_USAGE;
+        }
+    }
+    return 0;
+}
+
 /* A command that flushed standard output itself and failed leaves only the error flag
  * (glibc drops the buffer, so this fflush succeeds): errno then still holds that write's
  * error, as nothing after it fails. */

@@ -29,6 +29,10 @@ float cli_parse_float(const char *opt, const char *s, double lo, double hi);
 int cli_wants_help(int argc, char **argv);
 /* Is a an option: "-x" or "--xyz" ("-" alone is a file or text)? */
 int cli_is_option(const char *a);
+/* --src-lang / --tgt-lang against the model: a multilingual model needs the target (and,
+ * with need_src, the source) language, as one of its codes; a model without languages takes
+ * none. 0, or EXIT_USAGE after one line on stderr that lists the valid codes. */
+int cli_check_languages(const char *cmd, const attend_model *m, const char *src, const char *tgt, int need_src);
 /* Print "attend CMD: unknown option OPT (see --help)" and return EXIT_USAGE. */
 int cli_unknown_option(const char *cmd, const char *opt);
 /* In an option loop (index i over argv, option text opt, the next argument v or NULL): a

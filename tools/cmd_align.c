@@ -26,6 +26,8 @@ static void usage_align(FILE *f) {
             "  -m, --model FILE        checkpoint (default: $ATTEND_MODEL, else models/de-en.gguf)\n"
             "      --target TEXT       force-decode this translation instead of translating;\n"
             "                          reports its log-probability per token\n"
+            "      --src-lang L        multilingual models (M2M-100): the source language\n"
+            "      --tgt-lang L        multilingual models: the target language\n"
             "      --beam N            translate with N beams (default: the model's setting,\n"
             "                          as attend translate); the view shows the output's own path\n"
             "      --greedy            the same as --beam 1\n"
@@ -130,7 +132,7 @@ static void print_wrapped(const char *label, const char *text, int width) {
 }
 
 typedef struct {
-    const char *model, *target, *preset, *svg, *dump;
+    const char *model, *target, *preset, *svg, *dump, *src_lang, *tgt_lang;
     int layer, head, words, all_heads, json, color, width, threads, beams;
     int has_layer, has_head;
 } align_args;
@@ -150,6 +152,10 @@ int cmd_align(int argc, char **argv) {
             NEED_VALUE a.model = v;
         } else if (!strcmp(o, "--target")) {
             NEED_VALUE a.target = v;
+        } else if (!strcmp(o, "--src-lang")) {
+            NEED_VALUE a.src_lang = v;
+        } else if (!strcmp(o, "--tgt-lang")) {
+            NEED_VALUE a.tgt_lang = v;
         } else if (!strcmp(o, "--beam")) {
             NEED_VALUE a.beams = cli_parse_int(o, v, 1, 1024);
         } else if (!strcmp(o, "--greedy")) {
@@ -237,10 +243,17 @@ int cmd_align(int argc, char **argv) {
         free(owned);
         return EXIT_USAGE;
     }
+    if (cli_check_languages("align", m, a.src_lang, a.tgt_lang, 1)) {
+        attend_free(m);
+        free(owned);
+        return EXIT_USAGE;
+    }
     attend_params p = attend_default_params();
     p.threads = a.threads;
     p.num_beams = a.beams;
     p.want_attention = p.want_scores = 1;
+    p.src_lang = a.src_lang;
+    p.tgt_lang = a.tgt_lang;
     attend_result r;
     const char *targets[1] = {a.target};
     int status = EXIT_OK;

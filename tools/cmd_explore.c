@@ -35,6 +35,8 @@ static void usage_explore(FILE *f) {
             "  -m, --model FILE   checkpoint (default: $ATTEND_MODEL, else models/de-en.gguf)\n"
             "  -o, --output FILE  the page (default explore.html; - for standard output)\n"
             "      --target TEXT  force-decode this translation of the one source sentence\n"
+            "      --src-lang L   multilingual models (M2M-100): the source language\n"
+            "      --tgt-lang L   multilingual models: the target language\n"
             "      --beam N       translate with N beams (default: the model's setting)\n"
             "      --greedy       the same as --beam 1\n"
             "      --preset VIEW  alignment view listed first (default %s; see attend align\n"
@@ -56,9 +58,8 @@ static void json_weights(FILE *f, const float *x, size_t n) {
 
 /* ---------------------------------------------------------------------------------------
  * one sentence */
-
 typedef struct {
-    const char *model, *output, *target, *preset;
+    const char *model, *output, *target, *preset, *src_lang, *tgt_lang;
     int beams, threads;
 } explore_args;
 
@@ -189,6 +190,10 @@ int cmd_explore(int argc, char **argv) {
             NEED_VALUE a.output = v;
         } else if (!strcmp(o, "--target")) {
             NEED_VALUE a.target = v;
+        } else if (!strcmp(o, "--src-lang")) {
+            NEED_VALUE a.src_lang = v;
+        } else if (!strcmp(o, "--tgt-lang")) {
+            NEED_VALUE a.tgt_lang = v;
         } else if (!strcmp(o, "--beam")) {
             NEED_VALUE a.beams = cli_parse_int(o, v, 1, 1024);
         } else if (!strcmp(o, "--greedy")) {
@@ -237,6 +242,10 @@ int cmd_explore(int argc, char **argv) {
 
     attend_model *m = cli_load_model(a.model);
     const attend_config *c = attend_get_config(m);
+    if (cli_check_languages("explore", m, a.src_lang, a.tgt_lang, 1)) {
+        attend_free(m);
+        return EXIT_USAGE;
+    }
     char *presets[4];
     int np = make_presets(a.preset, c->decoder_layers, presets);
     for (int k = 0; k < np; k++) {
@@ -250,6 +259,8 @@ int cmd_explore(int argc, char **argv) {
     }
     attend_params p = attend_default_params();
     p.threads = a.threads;
+    p.src_lang = a.src_lang;
+    p.tgt_lang = a.tgt_lang;
     p.num_beams = a.beams;
     p.want_attention = p.want_scores = 1;
     int beams = a.beams ? a.beams : c->num_beams;

@@ -40,7 +40,7 @@ int cmd_info(int argc, char **argv) {
     attend_model *m = cli_load_model_with(path, 1);
     const attend_config *c = attend_get_config(m);
     printf("file                %s\n", path);
-    printf("architecture        marian\n");
+    printf("architecture        %s\n", c->architecture);
     printf("dtype               %s\n", c->dtype);
     printf("file size           %lld bytes (%.1f MiB)\n", c->file_bytes, c->file_bytes / 1048576.0);
     printf("tensors             %lld\n", c->tensor_count);
@@ -74,6 +74,11 @@ int cmd_info(int argc, char **argv) {
     }
     printf("special ids         eos %d, unk %d, pad %d, decoder start %d\n", c->eos_id, c->unk_id, c->pad_id,
            c->decoder_start_id);
+    if (c->n_languages) { /* the codes --src-lang / --tgt-lang take */
+        printf("languages           %d:", c->n_languages);
+        for (int i = 0; i < c->n_languages; i++) printf(" %s", c->languages[i]);
+        printf("\n");
+    }
     printf("kernels             %s\n", attend_isa());
     attend_free(m);
     return EXIT_OK;

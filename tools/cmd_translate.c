@@ -113,6 +113,9 @@ static void usage_translate(FILE *f) {
             "  -v, --verbose           one line per chunk of input and per batch on stderr\n"
             "      --max-length N      generation limit counting the start token\n"
             "                          (default: the model's max_length)\n"
+            "      --src-lang L        multilingual models (M2M-100): the source language, one\n"
+            "                          of the codes `attend info` lists (required)\n"
+            "      --tgt-lang L        multilingual models: the target language (required)\n"
             "      --dump-attention F  write every attention matrix, ids and pieces to the\n"
             "                          NumPy archive F (.npz); see README\n"
             "      --dump-logits       with --dump-attention: also the raw logits per step\n"
@@ -354,6 +357,10 @@ int cmd_translate(int argc, char **argv) {
             cx.verbose = 1;
         } else if (!strcmp(a, "--max-length")) {
             NEED_VALUE cx.p.max_length = cli_parse_int(a, v, 2, 1 << 20);
+        } else if (!strcmp(a, "--src-lang")) {
+            NEED_VALUE cx.p.src_lang = v;
+        } else if (!strcmp(a, "--tgt-lang")) {
+            NEED_VALUE cx.p.tgt_lang = v;
         } else if (!strcmp(a, "--beam")) {
             NEED_VALUE cx.p.num_beams = cli_parse_int(a, v, 1, 1024);
         } else if (!strcmp(a, "--greedy")) {
@@ -429,6 +436,10 @@ int cmd_translate(int argc, char **argv) {
     }
     cx.m = cli_load_model(model);
     char err[512];
+    if (cli_check_languages("translate", cx.m, cx.p.src_lang, cx.p.tgt_lang, 1)) {
+        attend_free(cx.m);
+        return EXIT_USAGE;
+    }
     {
         const attend_config *c = attend_get_config(cx.m);
         const int beams = cx.p.num_beams ? cx.p.num_beams : c->generation_recorded && !cx.p.sample ? c->num_beams : 1;

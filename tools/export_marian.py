@@ -531,7 +531,26 @@ def write_gguf(out_path, cfg, sd, spm, src_pieces, tgt_pieces, unk, model_max_le
     return tensors
 
 
+def other_family(argv):
+    """The exporter of HF_DIR's family when it is not Marian (config.json's model_type), else
+    None: `export_marian.py M2M_DIR OUT` runs export_m2m100.py with the same arguments."""
+    dirs = [x for x in argv if not x.startswith("-") and os.path.isfile(os.path.join(x, "config.json"))]
+    try:
+        with open(os.path.join(dirs[0], "config.json"), encoding="utf-8") as f:
+            model_type = json.load(f).get("model_type")
+    except (IndexError, OSError, ValueError, AttributeError):
+        return None
+    if model_type == "m2m_100":
+        import export_m2m100
+        return export_m2m100.main
+    return None
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    routed = other_family(argv)
+    if routed:
+        return routed(argv)
     p = argparse.ArgumentParser(
         prog="export_marian.py", description=__doc__.split("\n\n")[0],
         epilog="Exit codes: 0 written, 2 refused (unsupported or broken input; one-line "

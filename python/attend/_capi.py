@@ -20,7 +20,7 @@ from typing import List, Optional
 # Structures (field order and types exactly as in the headers)
 
 # the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
-ABI = 3
+ABI = 4
 ATTEND_VIEW_MAX = 64
 ATTEND_DEFAULT_VIEW = "last:0"
 
@@ -73,6 +73,10 @@ class attend_config(ctypes.Structure):
         ("length_penalty", ctypes.c_float),
         ("repetition_penalty", ctypes.c_float),
         ("max_line_bytes", ctypes.c_longlong),
+        ("architecture", ctypes.c_char_p),
+        ("n_languages", ctypes.c_int),
+        ("languages", ctypes.POINTER(ctypes.c_char_p)),
+        ("language_ids", c_int_p),
     ]
 
 
@@ -108,6 +112,8 @@ class attend_params(ctypes.Structure):
         ("batch_tokens", ctypes.c_int),
         ("on_batch", ON_BATCH),
         ("user", ctypes.c_void_p),
+        ("src_lang", ctypes.c_char_p),
+        ("tgt_lang", ctypes.c_char_p),
     ]
 
 

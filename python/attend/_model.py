@@ -165,18 +165,28 @@ class Config:
     length_penalty: float
     repetition_penalty: float
     max_line_bytes: int
+    architecture: str
+    n_languages: int
+    languages: Tuple[str, ...]  # the codes src_lang / tgt_lang take (multilingual models)
+    language_ids: Tuple[int, ...]
 
     @classmethod
     def _from_c(cls, c: C.attend_config) -> "Config":
         values = {}
         for name, _ in C.attend_config._fields_:
             v = getattr(c, name)
-            values[name] = C.decode(v) if name in ("activation", "dtype") else v
+            if name in ("activation", "dtype", "architecture"):
+                v = C.decode(v)
+            elif name in ("languages", "language_ids"):
+                v = tuple(C.decode(v[i]) if name == "languages" else v[i] for i in range(c.n_languages))
+            values[name] = v
         return cls(**values)
 
     def _to_c(self) -> C.attend_config:
         c = C.attend_config()
         for name, _ in C.attend_config._fields_:
+            if name in ("n_languages", "languages", "language_ids"):
+                continue  # pointers into the loaded model: not needed by the callers
             v = getattr(self, name)
             setattr(c, name, v.encode("utf-8") if isinstance(v, str) else v)
         return c
@@ -664,8 +674,14 @@ class Model:
                 no_repeat_ngram_size: Optional[int], repetition_penalty: Optional[float],
                 max_length: Optional[int], sample: bool, top_k: Optional[int], top_p: Optional[float],
                 temperature: Optional[float], seed: Optional[int], attention: bool, scores: bool,
-                logits: bool, threads: Optional[int]) -> C.attend_params:
+                logits: bool, threads: Optional[int], src_lang: Optional[str] = None,
+                tgt_lang: Optional[str] = None) -> C.attend_params:
         p = C.lib().attend_default_params()
+        for name, v in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
+            if v is not None:
+                if not isinstance(v, str):
+                    raise TypeError(f"{name} must be a str, not {type(v).__name__}")
+                setattr(p, name, v.encode("utf-8"))  # ctypes keeps the bytes alive with p
         p.threads = self.threads if threads is None else _int("threads", threads, 0, 1024)
         if max_length is not None:
             p.max_length = _int("max_length", max_length, 2)
@@ -725,7 +741,8 @@ class Model:
                   temperature: Optional[float] = None, seed: Optional[int] = None,
                   attention: bool = False, scores: bool = True, logits: bool = False,
                   threads: Optional[int] = None, batch_size: Optional[int] = None,
-                  batch_tokens: Optional[int] = None, verbose: bool = False
+                  batch_tokens: Optional[int] = None, verbose: bool = False,
+                  src_lang: Optional[str] = None, tgt_lang: Optional[str] = None
                   ) -> Union[Result, List[Result]]:
         """Translate one line (a str: returns one Result) or several (a list or any
         iterable of str: returns a list of Results, in order).
@@ -744,7 +761,9 @@ class Model:
           ``scores`` (per-token log-probabilities and, for greedy, the score);
         - ``threads`` (-t; default: the Model's), ``batch_size`` (-b, default 32) and
           ``batch_tokens`` (--batch-tokens): how lines are grouped into library calls (the
-          results never depend on it), ``verbose`` (-v: one line per batch on stderr).
+          results never depend on it), ``verbose`` (-v: one line per batch on stderr);
+        - ``src_lang``, ``tgt_lang`` (--src-lang, --tgt-lang): required by multilingual
+          models (M2M-100), codes of Config.languages.
 
         Blank lines (spaces, tabs, \\r, \\n, \\f, \\v, NUL only) give an empty Result without
         running the model. Bad arguments raise TypeError / ValueError; settings the library
@@ -756,7 +775,7 @@ class Model:
                          repetition_penalty=repetition_penalty, max_length=max_length,
                          sample=sample, top_k=top_k, top_p=top_p, temperature=temperature,
                          seed=seed, attention=attention, scores=scores, logits=logits,
-                         threads=threads)
+                         threads=threads, src_lang=src_lang, tgt_lang=tgt_lang)
         if batch_size is not None:
             batch_size = _int("batch_size", batch_size, 1)
         if batch_tokens is not None:
@@ -778,12 +797,15 @@ class Model:
 
     def score(self, source: Union[Text, Iterable[Text]], target: Union[Text, Iterable[Text]], *,
               attention: bool = True, logits: bool = False, max_length: Optional[int] = None,
-              threads: Optional[int] = None) -> Union[Result, List[Result]]:
+              threads: Optional[int] = None, src_lang: Optional[str] = None,
+              tgt_lang: Optional[str] = None) -> Union[Result, List[Result]]:
         """Forced decoding (``attend align --target``): the model reads ``target`` as its
         output and reports each token's log-probability (Result.logprob, Result.score =
         their sum) and, with attention=True (the default), every attention matrix of that
         translation. Two str give one Result; two lists of equal length give a list. Every
-        source runs through the model, a blank one too (as ``attend align``)."""
+        source runs through the model, a blank one too (as ``attend align``). Multilingual
+        models need ``src_lang`` and ``tgt_lang`` (the target then starts with its language
+        token, as HF encodes text_target)."""
         single_s, srcs = _lines(source, "source")
         single_t, tgts = _lines(target, "target")
         if single_s != single_t or len(srcs) != len(tgts):
@@ -795,7 +817,8 @@ class Model:
                          early_stopping=None, min_length=None, no_repeat_ngram_size=None,
                          repetition_penalty=None, max_length=max_length, sample=False, top_k=None,
                          top_p=None, temperature=None, seed=None, attention=attention,
-                         scores=True, logits=logits, threads=threads)
+                         scores=True, logits=logits, threads=threads, src_lang=src_lang,
+                         tgt_lang=tgt_lang)
         out = self._run(srcs, tgts, p, 0, 32, 0, False)
         return out[0] if single_s else out
 

@@ -1,0 +1,365 @@
+#!/usr/bin/python3
+"""Convert a Hugging Face M2M-100 directory (model_type m2m_100) into attend's .gguf checkpoint.
+
+Reads config.json (+ generation_config.json, tokenizer_config.json, special_tokens_map.json,
+added_tokens.json), model.safetensors (or pytorch_model.bin), sentencepiece.bpe.model and
+vocab.json, and writes one file in the format of weights/FORMAT.md (architecture
+"m2m_100"). export_marian.py hands m2m_100 directories to this script, so either can be run.
+
+Language tokens: M2M100Tokenizer gives `__xx__` the id len(vocab.json) + its index in the
+tokenizer's language list. The list is --languages when given, else the `__xx__` entries of
+additional_special_tokens (tokenizer_config.json, else special_tokens_map.json) in their
+order; ids that added_tokens.json or added_tokens_decoder record must agree. Unsupported
+models are refused with a one-line message naming the key and value, and exit code 2.
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import export_marian as E  # noqa: E402  (the shared readers and checks)
+import gguf_io as G  # noqa: E402
+
+ARCH = "m2m_100"
+SPM_FILE = "sentencepiece.bpe.model"
+LANG_TOKEN = re.compile(r"^__([^_\s]+(?:_[^_\s]+)*)__$")  # __de__, __zh_Hant__
+# generation keys taken from generation_config.json over config.json
+GEN_KEYS = ("max_length", "max_new_tokens", "min_new_tokens", "forced_eos_token_id",
+            "forced_bos_token_id", "decoder_start_token_id", "bad_words_ids", "do_sample",
+            *E.GENERATION_DEFAULTS, *E.UNIMPLEMENTED)
+
+
+# --------------------------------------------------------------------------------------
+# Configuration
+
+def read_config(hf_dir):
+    """The M2M100Config of hf_dir as the values the format needs."""
+    c = E._read_json(os.path.join(hf_dir, "config.json"), "config.json")
+    if not isinstance(c, dict):
+        raise E.Refuse("config.json: not a JSON object")
+    src = {k: "config.json" for k in c}
+    gen_path = os.path.join(hf_dir, "generation_config.json")
+    if os.path.exists(gen_path):
+        g = E._read_json(gen_path, "generation_config.json")
+        if not isinstance(g, dict):
+            raise E.Refuse("generation_config.json: not a JSON object")
+        for k in GEN_KEYS:
+            if k in g:
+                c[k] = g[k]
+                src[k] = "generation_config.json"
+    if c.get("model_type") != ARCH:
+        raise E.Refuse(f"config.json: unsupported model_type = {json.dumps(c.get('model_type'))} "
+                       f"(this exporter reads \"{ARCH}\")")
+    act = c.get("activation_function", "relu")  # M2M100Config's default
+    if act not in E.ACTIVATIONS:
+        raise E.Refuse(f"config.json: unsupported activation_function = {json.dumps(act)} "
+                       f"(swish, silu, relu or gelu)")
+    out = {"activation": E.ACTIVATIONS[act]}
+    for key in ("vocab_size", "d_model", "encoder_layers", "decoder_layers",
+                "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
+                "decoder_ffn_dim", "max_position_embeddings"):
+        out[key] = E._int(c, key, lo=1)
+    d = out["d_model"]
+    if d < 4:  # fairseq positions divide by d/2 - 1
+        raise E.Refuse(f"config.json: unsupported d_model = {d} (at least 4)")
+    for key in ("encoder_attention_heads", "decoder_attention_heads"):
+        if d % out[key]:
+            raise E.Refuse(f"config.json: unsupported {key} = {out[key]} "
+                           f"(does not divide d_model = {d})")
+    out["scale_embedding"] = E._bool(c, "scale_embedding", True)  # M2M100Config's default
+    out["tied"] = E._bool(c, "tie_word_embeddings", True)
+    V = out["vocab_size"]
+    # M2M100Config's defaults: pad 1, bos 0, eos 2, decoder start 2
+    for key, default in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2),
+                         ("decoder_start_token_id", 2)):
+        c.setdefault(key, default)
+        out[key] = E._int(c, key, hi=V - 1)
+    if out["pad_token_id"] == out["eos_token_id"]:
+        raise E.Refuse(f"config.json: unsupported pad_token_id = {out['pad_token_id']} "
+                       f"(equals eos_token_id)")
+
+    ml = c.get("max_length", 20)
+    ml = 20 if ml is None else ml
+    if isinstance(ml, bool) or not isinstance(ml, int) or not 0 <= ml <= E.U32_MAX:
+        raise E.Refuse(f"{src.get('max_length')}: unsupported max_length = {json.dumps(ml)}")
+    out["max_length"] = ml or 20
+    mn = c.get("max_new_tokens")
+    if mn is not None:
+        if isinstance(mn, bool) or not isinstance(mn, int) or not 1 <= mn <= E.U32_MAX - 1:
+            raise E.Refuse(f"{src['max_new_tokens']}: unsupported max_new_tokens = {json.dumps(mn)} "
+                           f"(null or an integer in 1..{E.U32_MAX - 1})")
+        out["max_length"] = mn + 1
+    # PretrainedConfig's default forced_eos_token_id is None
+    fe = c.get("forced_eos_token_id")
+    if fe is not None and (isinstance(fe, bool) or not isinstance(fe, int) or fe != out["eos_token_id"]):
+        raise E.Refuse(f"{src['forced_eos_token_id']}: unsupported forced_eos_token_id = {json.dumps(fe)} "
+                       f"(only null or eos_token_id = {out['eos_token_id']})")
+    out["forced_eos"] = fe is not None
+    bw = c.get("bad_words_ids")
+    if bw not in (None, []):
+        raise E.Refuse(f"{src.get('bad_words_ids')}: unsupported bad_words_ids = {json.dumps(bw)} "
+                       f"(M2M-100 bans nothing)")
+    fb = c.pop("forced_bos_token_id", None)
+    if fb is not None:
+        E.warn(f"{src['forced_bos_token_id']}: forced_bos_token_id = {json.dumps(fb)} is not recorded: "
+               f"attend forces the language given by --tgt-lang")
+    out["generation"] = E.read_generation(c, src)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Language tokens
+
+def _token_text(t):
+    """A special-token entry: a string, or HF's AddedToken dict."""
+    return t.get("content") if isinstance(t, dict) else t
+
+
+def read_languages(hf_dir, given):
+    """[code] in the tokenizer's order: --languages, else additional_special_tokens."""
+    if given:
+        codes = [x.strip() for x in given.split(",") if x.strip()]
+        if not codes:
+            raise E.Refuse("--languages: no codes given")
+        return codes
+    for f in ("tokenizer_config.json", "special_tokens_map.json"):
+        path = os.path.join(hf_dir, f)
+        if not os.path.exists(path):
+            continue
+        t = E._read_json(path, f)
+        toks = t.get("additional_special_tokens") if isinstance(t, dict) else None
+        if not toks:
+            continue
+        if not isinstance(toks, list):
+            raise E.Refuse(f"{f}: additional_special_tokens = {json.dumps(toks)[:60]} is not a list")
+        codes = []
+        for tok in toks:
+            m = LANG_TOKEN.match(_token_text(tok) or "")
+            if not m:
+                raise E.Refuse(f"{f}: additional_special_tokens entry {json.dumps(tok)[:60]} is not a "
+                               f"language token __xx__ (give --languages)")
+            codes.append(m.group(1))
+        return codes
+    raise E.Refuse("no language list: neither tokenizer_config.json nor special_tokens_map.json has "
+                   "additional_special_tokens (give --languages with the tokenizer's codes in order)")
+
+
+def check_recorded_ids(hf_dir, lang_ids):
+    """Ids that added_tokens.json / tokenizer_config.json added_tokens_decoder give a
+    language token must be the ones the list order gives."""
+    want = {f"__{code}__": i for code, i in lang_ids.items()}
+    recorded = {}
+    path = os.path.join(hf_dir, "added_tokens.json")
+    if os.path.exists(path):
+        a = E._read_json(path, "added_tokens.json")
+        if isinstance(a, dict):
+            recorded.update({k: (v, "added_tokens.json") for k, v in a.items()})
+    path = os.path.join(hf_dir, "tokenizer_config.json")
+    if os.path.exists(path):
+        t = E._read_json(path, "tokenizer_config.json")
+        dec = t.get("added_tokens_decoder") if isinstance(t, dict) else None
+        if isinstance(dec, dict):
+            for k, v in dec.items():
+                if str(k).isdigit():
+                    recorded[_token_text(v)] = (int(k), "tokenizer_config.json added_tokens_decoder")
+    for tok, (i, where) in recorded.items():
+        if tok in want and want[tok] != i:
+            raise E.Refuse(f"{where}: {tok} has id {i}, but the language list puts it at {want[tok]} "
+                           f"(give --languages in the tokenizer's order)")
+
+
+# --------------------------------------------------------------------------------------
+# Tensors
+
+def map_tensors(cfg, sd):
+    """[(attend name, float32 array)] in FORMAT.md order (m2m_100)."""
+    d, V = cfg["d_model"], cfg["vocab_size"]
+    get = E._get
+    embed = ["model.shared.weight", "model.encoder.embed_tokens.weight",
+             "model.decoder.embed_tokens.weight"] + (["lm_head.weight"] if cfg["tied"] else [])
+    out = [("enc.embed.weight", get(sd, embed, (V, d)))]
+    if not cfg["tied"]:
+        out.append(("lm_head.weight", get(sd, ["lm_head.weight"], (V, d))))
+
+    def linear(name, hf, rows, cols):
+        out.append((f"{name}.weight", get(sd, [f"{hf}.weight"], (rows, cols))))
+        out.append((f"{name}.bias", get(sd, [f"{hf}.bias"], (rows,))))
+
+    def attn(prefix, hf):
+        for p, hp in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "out_proj")):
+            linear(f"{prefix}.{p}", f"{hf}.{hp}", d, d)
+
+    def norm(name, hf):
+        for s in ("weight", "bias"):
+            out.append((f"{name}.{s}", get(sd, [f"{hf}.{s}"], (d,))))
+
+    def ffn(prefix, hf, f):
+        linear(f"{prefix}.ffn.fc1", f"{hf}.fc1", f, d)
+        linear(f"{prefix}.ffn.fc2", f"{hf}.fc2", d, f)
+
+    for i in range(cfg["encoder_layers"]):
+        p, hf = f"enc.{i}", f"model.encoder.layers.{i}"
+        attn(f"{p}.self_attn", f"{hf}.self_attn")
+        norm(f"{p}.self_attn_norm", f"{hf}.self_attn_layer_norm")
+        ffn(p, hf, cfg["encoder_ffn_dim"])
+        norm(f"{p}.ffn_norm", f"{hf}.final_layer_norm")
+    norm("enc.final_norm", "model.encoder.layer_norm")
+    for i in range(cfg["decoder_layers"]):
+        p, hf = f"dec.{i}", f"model.decoder.layers.{i}"
+        attn(f"{p}.self_attn", f"{hf}.self_attn")
+        norm(f"{p}.self_attn_norm", f"{hf}.self_attn_layer_norm")
+        attn(f"{p}.cross_attn", f"{hf}.encoder_attn")
+        norm(f"{p}.cross_attn_norm", f"{hf}.encoder_attn_layer_norm")
+        ffn(p, hf, cfg["decoder_ffn_dim"])
+        norm(f"{p}.ffn_norm", f"{hf}.final_layer_norm")
+    norm("dec.final_norm", "model.decoder.layer_norm")
+    return out
+
+
+def stored(tensors, dtype):
+    """(name, array, ggml type) as --dtype asks: matrices f16 / int8 + scales, vectors f32."""
+    out = []
+    for tname, arr in tensors:
+        if dtype == "int8" and arr.ndim == 2:
+            q, scale = E.quantize_rows(arr)
+            out += [(tname, q, G.GGML_I8), (tname + ".scale", scale, G.GGML_F32)]
+        elif dtype == "f16" and arr.ndim == 2:
+            h = arr.astype(np.float16)
+            if not np.isfinite(h).all():
+                raise E.Refuse(f"tensor {tname}: values beyond the f16 range; use --dtype f32")
+            out.append((tname, h, G.GGML_F16))
+        else:
+            out.append((tname, arr, G.GGML_F32))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Export
+
+def export(hf_dir, out_path, dtype="f32", name=None, languages=None):
+    cfg = read_config(hf_dir)
+    model_max_length = E.read_model_max_length(hf_dir)
+    V = cfg["vocab_size"]
+    vpath = os.path.join(hf_dir, "vocab.json")
+    E.check_lfs(vpath, "vocabulary", hf_dir)
+    vocab = E._read_json(vpath, "vocab.json")
+    if not isinstance(vocab, dict):
+        raise E.Refuse("vocab.json: not a JSON object")
+    if "<unk>" not in vocab:
+        raise E.Refuse("vocab.json: no <unk> piece")
+    codes = read_languages(hf_dir, languages)
+    if len(set(codes)) != len(codes):
+        raise E.Refuse(f"language list: a code appears twice ({', '.join(codes)[:80]})")
+    # M2M100Tokenizer: __xx__ = len(vocab.json) + its index in the list
+    lang_ids = {code: len(vocab) + i for i, code in enumerate(codes)}
+    if len(vocab) + len(codes) > V:
+        raise E.Refuse(f"config.json: vocab_size = {V} holds fewer than the {len(vocab)} pieces of "
+                       f"vocab.json and {len(codes)} language tokens")
+    check_recorded_ids(hf_dir, lang_ids)
+    pieces, _ = E.read_pieces(vpath, V, "vocab_size", "vocab.json")
+    for code, i in lang_ids.items():
+        if pieces[i]:
+            raise E.Refuse(f"vocab.json: id {i} of __{code}__ is taken by {json.dumps(pieces[i])}")
+        pieces[i] = f"__{code}__"
+    spm_path = os.path.join(hf_dir, SPM_FILE)
+    E.check_lfs(spm_path, "SentencePiece model", hf_dir)
+    try:
+        with open(spm_path, "rb") as fh:
+            spm = fh.read()
+    except FileNotFoundError:
+        raise E.Refuse(f"missing file {spm_path}") from None
+
+    tensors = stored(map_tensors(cfg, E.read_weights(hf_dir)), dtype)
+    gen = cfg["generation"]
+    k = lambda s: f"{ARCH}.{s}"  # noqa: E731  the family's keys
+    meta = [("general.architecture", G.STRING, ARCH),
+            ("general.alignment", G.UINT32, E.ALIGNMENT)]
+    if name:
+        meta.append(("general.name", G.STRING, name))
+    meta += [
+        ("attend.format_version", G.UINT32, 2 if dtype == "int8" else E.FORMAT_VERSION),
+        (G.CRC_KEY, G.ARRAY, None),  # filled in by the writer
+        (k("vocab_size"), G.UINT32, V),
+        (k("decoder_vocab_size"), G.UINT32, V),
+        (k("d_model"), G.UINT32, cfg["d_model"]),
+        (k("encoder_layers"), G.UINT32, cfg["encoder_layers"]),
+        (k("decoder_layers"), G.UINT32, cfg["decoder_layers"]),
+        (k("encoder_heads"), G.UINT32, cfg["encoder_attention_heads"]),
+        (k("decoder_heads"), G.UINT32, cfg["decoder_attention_heads"]),
+        (k("encoder_ffn_dim"), G.UINT32, cfg["encoder_ffn_dim"]),
+        (k("decoder_ffn_dim"), G.UINT32, cfg["decoder_ffn_dim"]),
+        (k("max_position_embeddings"), G.UINT32, cfg["max_position_embeddings"]),
+        (k("activation"), G.STRING, cfg["activation"]),
+        (k("scale_embedding"), G.BOOL, cfg["scale_embedding"]),
+        (k("layer_norm_eps"), G.FLOAT32, E.LAYER_NORM_EPS),
+        (k("shared_embeddings"), G.BOOL, True),
+        (k("tied_output"), G.BOOL, cfg["tied"]),
+        (k("pad_id"), G.UINT32, cfg["pad_token_id"]),
+        (k("eos_id"), G.UINT32, cfg["eos_token_id"]),
+        (k("unk_id"), G.UINT32, vocab["<unk>"]),
+        (k("bos_id"), G.UINT32, cfg["bos_token_id"]),
+        (k("decoder_start_id"), G.UINT32, cfg["decoder_start_token_id"]),
+        (k("max_length"), G.UINT32, cfg["max_length"]),
+        (k("forced_eos"), G.BOOL, cfg["forced_eos"]),
+        ("generation.num_beams", G.UINT32, gen["num_beams"]),
+        ("generation.length_penalty", G.FLOAT32, gen["length_penalty"]),
+        ("generation.early_stopping", G.UINT32, gen["early_stopping"]),
+        ("generation.min_length", G.UINT32, gen["min_length"]),
+        ("generation.no_repeat_ngram_size", G.UINT32, gen["no_repeat_ngram_size"]),
+        ("generation.repetition_penalty", G.FLOAT32, gen["repetition_penalty"]),
+        ("generation.renormalize_logits", G.BOOL, gen["renormalize_logits"]),
+    ]
+    if model_max_length is not None:
+        meta.append(("tokenizer.model_max_length", G.UINT32, model_max_length))
+    meta += [
+        # one SentencePiece model and one vocabulary serve both sides
+        ("tokenizer.source_spm", G.ARRAY, (G.UINT8, spm)),
+        ("tokenizer.target_spm", G.ARRAY, (G.UINT8, spm)),
+        ("tokenizer.source_pieces", G.ARRAY, (G.STRING, pieces)),
+        ("tokenizer.target_pieces", G.ARRAY, (G.STRING, pieces)),
+        ("tokenizer.languages", G.ARRAY, (G.STRING, codes)),
+        ("tokenizer.language_ids", G.ARRAY, (G.UINT32, [lang_ids[c] for c in codes])),
+    ]
+    tmp = out_path + ".tmp"
+    try:
+        G.write(tmp, meta, tensors)
+        os.replace(tmp, out_path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return cfg, tensors
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(
+        prog="export_m2m100.py", description=__doc__.split("\n\n")[0],
+        epilog="Exit codes: 0 written, 2 refused (unsupported or broken input; one-line "
+               "message on stderr), 1 other errors.")
+    p.add_argument("hf_dir", metavar="HF_DIR", help="Hugging Face M2M-100 model directory")
+    p.add_argument("out", metavar="OUT.gguf", help="output file")
+    p.add_argument("--dtype", choices=["f32", "f16", "int8"], default="f32",
+                   help="storage type of weight matrices (vectors are always f32); default f32")
+    p.add_argument("--name", help="general.name to record (default: the HF_DIR's name)")
+    p.add_argument("--languages", metavar="CODES",
+                   help="comma-separated language codes in the tokenizer's order (e.g. af,am,ar,...): "
+                        "__xx__ gets id len(vocab.json) + index (default: additional_special_tokens)")
+    a = p.parse_args(argv)
+    name = a.name if a.name is not None else os.path.basename(os.path.normpath(os.path.abspath(a.hf_dir)))
+    try:
+        if not os.path.isdir(a.hf_dir):
+            raise E.Refuse(f"missing directory {a.hf_dir}")
+        cfg, tensors = export(a.hf_dir, a.out, a.dtype, name, a.languages)
+    except E.Refuse as e:
+        print(f"export_m2m100: error: {e}", file=sys.stderr)
+        return 2
+    print(f"wrote {a.out}: {len(tensors)} tensors, vocab {cfg['vocab_size']}, "
+          f"d_model {cfg['d_model']}, {a.dtype}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
