@@ -113,8 +113,10 @@ static inline __m128i reduce4(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
 
 #define I8_TILE_W 4
 #define I8_TILE_X 4
-/* From this many input rows on, the GEMM's per-call transpose of W pays for itself. */
-#define I8_GEMM_MIN_ROWS 8
+/* The GEMM transposes W once per call, and the dot products it replaces cost one lane
+ * reduction per output and W row, whatever the row length: it wins from about 12 input rows
+ * on for 256 columns, 32 for 1024 (one thread, Xeon with AVX-512 VNNI, tools in BENCHMARKS.md). */
+static int i8_gemm_pays(int n, int in) { return n >= 12 && (size_t)n * 32 >= (size_t)in; }
 
 static inline __attribute__((always_inline)) void tile_i8(float *y, int ldy, const uint8_t *xu, int ldx,
                                                          const float *sx, const int8_t *w, int in,
@@ -199,7 +201,7 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
     for (; i < tot; i++) xq[i] = (int8_t)((uint8_t)xq[i] ^ 0x80);
     const uint8_t *xu = (const uint8_t *)xq;
     /* several rows: 16 outputs a vector, no lane reductions (gemm_i8_vnni.c) */
-    if (n >= I8_GEMM_MIN_ROWS && at_gemm_i8_vnni(y, xu, sx, w, b, n) == 0) return;
+    if (i8_gemm_pays(n, in) && at_gemm_i8_vnni(y, xu, sx, w, b, n) == 0) return;
     const int8_t *W = (const int8_t *)w->data;
     const double work = (double)n * out * in;
     const int RB = n == 1 ? stream_block_rows(w, at_threads()) : 64, nb = (out + RB - 1) / RB, XB = 64;
