@@ -365,6 +365,28 @@ static void test_small_kernels(void) {
     }
     CHECK_ISA(err < 1e-5, "add_layernorm: error %g", err);
 
+    /* several rows at once give each row exactly what it gets alone (the sums of 8 rows run
+     * side by side, in each row's own order), for every row count and in the last, short group */
+    {
+        enum { N = 21, D = 77 };
+        static float xs[N * D], rs[N * D], gs[D], bs[D], one[D];
+        fill(xs, N * D, 4), fill(rs, N * D, 1), fill(gs, D, 1), fill(bs, D, 1);
+        for (int i = 0; i < D; i += 5) xs[i] = 1e-12f, xs[D + i] = 3e4f; /* wide ranges: rounding matters */
+        int rows_bad = 0;
+        for (int rows = 1; rows <= N; rows += 4) {
+            float *y = malloc(sizeof(float) * rows * D);
+            memcpy(y, xs, sizeof(float) * rows * D);
+            at_add_layernorm(y, rs, gs, bs, rows, D, 1e-5f);
+            for (int t = 0; t < rows; t++) {
+                memcpy(one, xs + t * D, sizeof one);
+                at_add_layernorm(one, rs + t * D, gs, bs, 1, D, 1e-5f);
+                rows_bad += memcmp(one, y + t * D, sizeof one) != 0;
+            }
+            free(y);
+        }
+        CHECK_ISA(rows_bad == 0, "add_layernorm: %d rows differ from the same row normalized alone", rows_bad);
+    }
+
     /* activations */
     float a[5] = {-3, -0.5f, 0, 0.7f, 4}, s[5], rl[5], ge[5];
     memcpy(s, a, sizeof a), memcpy(rl, a, sizeof a), memcpy(ge, a, sizeof a);
