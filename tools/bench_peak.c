@@ -17,7 +17,7 @@
 #endif
 
 #define ACCS 12         /* accumulators per loop */
-#define ITERS (1 << 16) /* loop trips per call: ACCS * ITERS instructions, a few ms */
+#define ITERS (1 << 18) /* loop trips per call: ACCS * ITERS instructions, about 1 ms */
 
 static double now(void) {
     struct timespec ts;
@@ -80,12 +80,13 @@ __attribute__((target("avx2"))) static float maddubs_ymm(float seed) {
 }
 #endif
 
-/* Ops per second of loop(seed) run by `threads` threads at once, best of 5 (other jobs on the
- * machine only ever make a run slower). ops_per_call counts one call's work. */
+/* Ops per second of loop(seed) run by `threads` threads at once, best of 15 (other jobs on
+ * the machine only ever make a run slower, and on a shared machine a short run is the likelier
+ * one to find every core free). ops_per_call counts one call's work. */
 static double time_loop(float (*loop)(float), double ops_per_call, int threads) {
     double best = 0;
     volatile float sink = 0;
-    for (int rep = 0; rep < 6; rep++) { /* the first run warms up the vector units' clocks */
+    for (int rep = 0; rep < 16; rep++) { /* the first run warms up the vector units' clocks */
         const double t0 = now();
         float part = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : part)

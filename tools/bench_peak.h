@@ -12,7 +12,7 @@ typedef struct {
 /* Best of a few runs of each loop on `threads` threads at once, with the widest instructions
  * the kernel set `isa` ("generic", "avx2", "avx512") uses and the CPU has: AVX-512 FMA and
  * VNNI vpdpbusd, or AVX2 FMA and vpmaddubsw + vpmaddwd + vpaddd (what the int8 kernels run
- * without VNNI). The generic set gets no probe (all zero). Takes about half a second. */
+ * without VNNI). The generic set gets no probe (all zero). Takes about a tenth of a second. */
 compute_peak measure_compute_peak(const char *isa, int threads);
 
 #endif
