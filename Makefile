@@ -11,10 +11,10 @@ ALL_CFLAGS   = $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fPIC -fv
 ALL_CXXFLAGS = $(CXXFLAGS) -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden
 LDLIBS  = -fopenmp -lsentencepiece -lz -lm
 
-LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/isa.c engine/threads.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
+LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/gemm_i8_vnni.c engine/isa.c engine/threads.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
           model/marian.c model/forward.c model/search.c model/translate.c model/text.c model/api.c model/align.c model/quantize.c
 LIB_CXX = tokenizer/spm.cc
-CLI_C   = tools/attend.c tools/cli.c tools/cmd_translate.c tools/cmd_info.c tools/cmd_bench.c tools/cmd_quantize.c tools/npz.c \
+CLI_C   = tools/attend.c tools/cli.c tools/cmd_translate.c tools/cmd_info.c tools/cmd_bench.c tools/bench_peak.c tools/cmd_quantize.c tools/npz.c \
           tools/cmd_align.c tools/heatmap.c tools/cmd_explore.c tools/json.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/tools/explore_html.o
@@ -184,7 +184,7 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 TSAN_DIR  = build-tsan
 TSAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 $(TSAN_DIR)/engine/kernels_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
-$(TSAN_DIR)/engine/kernels_avx512.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq \
+$(TSAN_DIR)/engine/kernels_avx512.o $(TSAN_DIR)/engine/gemm_i8_vnni.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq \
   -mavx512vnni -mavx2 -mfma -mf16c
 
 tsan:
@@ -227,7 +227,7 @@ FUZZ_FLAGS   = -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 -p
 
 # clang ignores '#pragma GCC target': give the ISA-specific kernel files their flags here
 $(FUZZ_DIR)/engine/kernels_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
-$(FUZZ_DIR)/engine/kernels_avx512.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq \
+$(FUZZ_DIR)/engine/kernels_avx512.o $(FUZZ_DIR)/engine/gemm_i8_vnni.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq \
   -mavx512vnni -mavx2 -mfma -mf16c
 
 fuzz-build:

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "gemm_i8_vnni.h"
 #include "isa.h"
 
 typedef __m512 V;
@@ -112,6 +113,10 @@ static inline __m128i reduce4(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
 
 #define I8_TILE_W 4
 #define I8_TILE_X 4
+/* The GEMM transposes W once per call, and the dot products it replaces cost one lane
+ * reduction per output and W row, whatever the row length: it wins from about 12 input rows
+ * on for 256 columns, 32 for 1024 (one thread, Xeon with AVX-512 VNNI, tools in BENCHMARKS.md). */
+static int i8_gemm_pays(int n, int in) { return n >= 12 && (size_t)n * 32 >= (size_t)in; }
 
 static inline __attribute__((always_inline)) void tile_i8(float *y, int ldy, const uint8_t *xu, int ldx,
                                                          const float *sx, const int8_t *w, int in,
@@ -195,6 +200,8 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
         _mm512_storeu_si512((void *)(xq + i), _mm512_xor_si512(_mm512_loadu_si512((const void *)(xq + i)), flip));
     for (; i < tot; i++) xq[i] = (int8_t)((uint8_t)xq[i] ^ 0x80);
     const uint8_t *xu = (const uint8_t *)xq;
+    /* several rows: 16 outputs a vector, no lane reductions (gemm_i8_vnni.c) */
+    if (i8_gemm_pays(n, in) && at_gemm_i8_vnni(y, xu, sx, w, b, n) == 0) return;
     const int8_t *W = (const int8_t *)w->data;
     const double work = (double)n * out * in;
     const int RB = n == 1 ? stream_block_rows(w, at_threads()) : 64, nb = (out + RB - 1) / RB, XB = 64;

@@ -238,26 +238,21 @@ static void linear_block(float *y, const float *x, const at_matrix *w, const flo
     }
     const size_t es = f16 ? 2 : 4;
 #define ROW(o) ((const char *)wb + (at_matrix_index(w, (o), 0) - base) * es)
-    /* input rows in blocks that stay in L2 while the W block is swept over them */
-    const int XB = 48;
-    for (int t0 = 0; t0 < n; t0 += XB) {
-        const int t1 = t0 + XB < n ? t0 + XB : n;
+    /* one tile of input rows at a time (in L1) against the whole W block (L1 or L2): the
+     * other way round, input blocks of 48 rows were re-read from L2 for every 4 W rows, one
+     * 64-byte load per 4 FMAs, and the f32 tiles ran at a quarter of the FMA peak */
+    for (int t = 0; t < n; t += TILE_X) {
+        const int nx = n - t < TILE_X ? n - t : TILE_X;
         int o = o0;
         for (; o + TILE_W <= o1; o += TILE_W) {
             const void *wr = ROW(o);
-            for (int t = t0; t < t1; t += TILE_X) {
-                const int nx = t1 - t < TILE_X ? t1 - t : TILE_X;
-                if (f16) tile_f16_4(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
-                else tile_f32_4(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
-            }
+            if (f16) tile_f16_4(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
+            else tile_f32_4(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
         }
         for (; o < o1; o++) {
             const void *wr = ROW(o);
-            for (int t = t0; t < t1; t += TILE_X) {
-                const int nx = t1 - t < TILE_X ? t1 - t : TILE_X;
-                if (f16) tile_f16_1(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
-                else tile_f32_1(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
-            }
+            if (f16) tile_f16_1(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
+            else tile_f32_1(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
         }
     }
 #undef ROW

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """attend bench reports what it measured, consistently: the tokens it decoded, a triad and a
-read-only bandwidth above zero, step fractions that are the step rate over each of them, and
-with --beam a beam field and every beam run to the limit. Timings themselves are not asserted
+read-only bandwidth above zero, step fractions that are the step rate over each of them, the
+multiply-add peaks and the linear layers' rate against them, and with --beam a beam field and
+every beam run to the limit. Timings themselves are not asserted
 (BENCHMARKS.md holds them)."""
 import json
 import os
@@ -41,6 +42,21 @@ def main():
         g = bench("-b", "2", "--no-bandwidth")
         assert g["beam"] == 1 and g["tokens"] == 2 * 3 and g["steps"] == 3, g
     r.check("bench --beam 4 --json: beam field, T tokens per sentence, T steps", beam)
+
+    def peak():
+        j = bench("-b", "2", "--no-bandwidth")
+        assert j["linear_gop"] > 0 and j["linear_gops"] > 0 and j["decoder_linear_gops"] > 0, j
+        if j["isa"] != "generic":  # the probes run with the kernel set's instructions
+            assert j["peak_f32_gflops"] > 0 and j["peak_i8_gops"] > 0, j
+            peak = j["peak_i8_gops"] if j["dtype"] == "int8" else j["peak_f32_gflops"]
+            assert abs(j["peak_fraction"] - j["linear_gops"] / peak) < 1e-3, j
+        n = bench("-b", "2", "--no-bandwidth", "--no-peak")
+        assert n["peak_f32_gflops"] == 0 and n["peak_i8_gops"] == 0 and n["peak_fraction"] == 0, n
+        assert abs(n["linear_gop"] - j["linear_gop"]) < 1e-9, (n, j)  # counted from the shapes
+        g = T.run_attend(["bench", "-m", TINY, "-t", "1", "-s", "5", "-n", "3", "-r", "1", "--json", "-b", "2",
+                          "--no-bandwidth"], env={"ATTEND_ISA": "generic"})
+        assert json.loads(g.stdout)["peak_f32_gflops"] == 0, g.stdout
+    r.check("bench --json: multiply-add peaks, the linear layers' rate and fraction; --no-peak", peak)
 
     def bad_beam():
         p = T.run_attend(["bench", "-m", TINY, "--beam", "0"], check=False)

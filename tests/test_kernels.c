@@ -221,6 +221,38 @@ static void test_linear_i8(void) {
     }
 }
 
+/* int8 with every batch size from 1 to 70 (the many-row GEMM takes over from a few rows on,
+ * with micro-tiles of 6 input rows and blocks of 64 W rows): bit-identical to the generic
+ * kernel in both layouts, with and without bias, for row counts that fill no 16-row panel
+ * and column counts that fill no 64-byte chunk (or no 4-byte group). */
+static void test_linear_i8_batches(void) {
+    const at_kernels *K = at_k();
+    int shapes[][2] = {{37, 100}, {64, 64}, {130, 257}, {17, 3}, {80, 131}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const int out = shapes[s][0], in = shapes[s][1], N = 70;
+        float *x = malloc(sizeof(float) * N * in), *w = malloc(sizeof(float) * out * in), *b = malloc(sizeof(float) * out);
+        float *y = malloc(sizeof(float) * N * out), *yg = malloc(sizeof(float) * N * out), *sc = malloc(sizeof(float) * out);
+        int8_t *q = malloc((size_t)out * in);
+        fill(x, (size_t)N * in, 1), fill(w, (size_t)out * in, 0.3f), fill(b, out, 1);
+        for (int t = 0; t < N; t += 9) x[(size_t)t * in] = 3; /* a large value: some inputs quantize to +127 */
+        for (int o = 0; o < out; o++) sc[o] = at_quantize_row(q + (size_t)o * in, w + (size_t)o * in, in);
+        int32_t *sums = at_matrix_i8_sums(q, out, in);
+        at_matrix W = {.data = q, .dtype = AT_I8, .rows = out, .cols = in, .scale = sc, .wsum = sums}, P = W;
+        void *buf = at_matrix_pack(&P);
+        int bad = 0, first = 0;
+        for (int layout = 0; layout < 2 && buf; layout++)
+            for (int n = 1; n <= N; n++) {
+                const float *bias = n % 2 ? b : NULL;
+                K->linear(y, x, layout ? &P : &W, bias, n);
+                at_kernels_generic.linear(yg, x, &W, bias, n);
+                if (memcmp(y, yg, sizeof(float) * n * out) && !bad++) first = n + 1000 * layout;
+            }
+        CHECK_ISA(buf && bad == 0, "linear i8 %dx%d: %d batch sizes differ from generic (first: n=%d%s)", out, in, bad,
+                  first % 1000, first >= 1000 ? ", packed" : "");
+        free(buf), free(x), free(w), free(b), free(y), free(yg), free(sc), free(q), free(sums);
+    }
+}
+
 /* The packed layout: every row reads back unchanged, the padding is zero, and a linear
  * layer gives bit-identical results packed or row-major, in every dtype, with row counts
  * that fill no whole group and column counts that fill no whole chunk. */
@@ -333,6 +365,28 @@ static void test_small_kernels(void) {
     }
     CHECK_ISA(err < 1e-5, "add_layernorm: error %g", err);
 
+    /* several rows at once give each row exactly what it gets alone (the sums of 8 rows run
+     * side by side, in each row's own order), for every row count and in the last, short group */
+    {
+        enum { N = 21, D = 77 };
+        static float xs[N * D], rs[N * D], gs[D], bs[D], one[D];
+        fill(xs, N * D, 4), fill(rs, N * D, 1), fill(gs, D, 1), fill(bs, D, 1);
+        for (int i = 0; i < D; i += 5) xs[i] = 1e-12f, xs[D + i] = 3e4f; /* wide ranges: rounding matters */
+        int rows_bad = 0;
+        for (int rows = 1; rows <= N; rows += 4) {
+            float *y = malloc(sizeof(float) * rows * D);
+            memcpy(y, xs, sizeof(float) * rows * D);
+            at_add_layernorm(y, rs, gs, bs, rows, D, 1e-5f);
+            for (int t = 0; t < rows; t++) {
+                memcpy(one, xs + t * D, sizeof one);
+                at_add_layernorm(one, rs + t * D, gs, bs, 1, D, 1e-5f);
+                rows_bad += memcmp(one, y + t * D, sizeof one) != 0;
+            }
+            free(y);
+        }
+        CHECK_ISA(rows_bad == 0, "add_layernorm: %d rows differ from the same row normalized alone", rows_bad);
+    }
+
     /* activations */
     float a[5] = {-3, -0.5f, 0, 0.7f, 4}, s[5], rl[5], ge[5];
     memcpy(s, a, sizeof a), memcpy(rl, a, sizeof a), memcpy(ge, a, sizeof a);
@@ -426,6 +480,7 @@ int main(void) {
             test_linear_tile_rows();
             test_swish();
             test_linear_i8();
+            test_linear_i8_batches();
             test_linear_i8_degenerate();
             test_packed();
             test_small_kernels();
@@ -443,6 +498,7 @@ int main(void) {
             isa_name = "avx512 without VNNI";
             int before = failed;
             test_linear_i8();
+            test_linear_i8_batches();
             test_linear_i8_degenerate();
             test_packed();
             printf("%s avx512 without VNNI (int8)\n", failed == before ? "ok  " : "FAIL");

@@ -704,10 +704,34 @@ def main(argv=None):
         else:
             md.append("## int8 quality on the shipped model\n\nNot measured: `models/de-en.gguf` or the "
                       "Multi30k test set was missing when this ran.\n")
+        md.extend(kept_sections(a.md))
         with open(a.md, "w") as f:
             f.write("\n".join(md) + "\n")
         log(f"wrote {a.md}")
     return 0
+
+
+# Hand-written sections of BENCHMARKS.md that a regeneration keeps (measured by other means
+# than this script), each from its heading to the next "## " heading.
+KEPT_HEADINGS = ("## Batch throughput against the peak (issue 15)",)
+
+
+def kept_sections(path):
+    """The KEPT_HEADINGS sections of the existing report at path, as lines (none if absent)."""
+    try:
+        with open(path) as f:
+            lines = f.read().split("\n")
+    except OSError:
+        return []
+    out, keep = [], False
+    for line in lines:
+        if line.startswith("## "):
+            keep = line.strip() in KEPT_HEADINGS
+        if keep:
+            out.append(line)
+    while out and not out[-1].strip():
+        out.pop()
+    return out
 
 
 if __name__ == "__main__":

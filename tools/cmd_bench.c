@@ -1,5 +1,6 @@
 /* attend bench: time translation of random sources, and measure the machine in the same run
- * (memory bandwidth, and how much of it a batch-1 decoder step achieves). */
+ * (memory bandwidth, and how much of it a batch-1 decoder step achieves; the multiply-add
+ * peak, and how much of it the linear layers achieve). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include "../engine/isa.h"
 #include "../model/translate.h"
+#include "bench_peak.h"
 #include "cli.h"
 
 static void usage_bench(FILE *f) {
@@ -25,7 +27,11 @@ static void usage_bench(FILE *f) {
             "sentence counted). Then measure the memory bandwidth (a STREAM-like triad,\n"
             "multi-threaded, over 3 x 640 MiB, and a pass that only reads the same arrays) and,\n"
             "at batch 1, the fraction of each that one decoder step reaches (weight bytes per\n"
-            "step / step time).\n"
+            "step / step time). Then time register-only multiply-add loops on the same threads\n"
+            "(f32 FMA; int8 vpdpbusd with AVX-512 VNNI, else vpmaddubsw + vpmaddwd) and report\n"
+            "the linear layers' rate (2 x rows x in x out per layer, summed from the model's\n"
+            "shapes over the run, per second of the run and of the decoder) against that peak:\n"
+            "f32 peak for f32 and f16 models, int8 peak for int8 models.\n"
             "\n"
             "options:\n"
             "  -m, --model FILE     checkpoint (required)\n"
@@ -39,6 +45,7 @@ static void usage_bench(FILE *f) {
             "                       generation settings (default 1: greedy)\n"
             "      --seed N         random source ids (default 1)\n"
             "      --no-bandwidth   skip the bandwidth measurement\n"
+            "      --no-peak        skip the multiply-add peak measurement\n"
             "      --json           one JSON object instead of the table\n"
             "  -h, --help           this help\n"
             "\n"
@@ -194,6 +201,34 @@ static double peak_rss_mib(void) {
     return ru.ru_maxrss / 1024.0;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Multiply-adds of the linear layers in one bench round, from the model's shapes: the
+ * encoder's layers on every source token, the cross-attention keys and values once per
+ * source token, and every decoder layer and the output projection once per decoder row and
+ * step (bench decodes every row to the limit, so each step has all of them). */
+
+static double matrix_macs(const at_matrix *w) { return (double)w->rows * w->cols; }
+
+static double attn_macs(const attn_weights *a) {
+    return matrix_macs(&a->q.w) + matrix_macs(&a->k.w) + matrix_macs(&a->v.w) + matrix_macs(&a->o.w);
+}
+
+/* encoder: per source token; decoder: per decoder row and step */
+static void linear_macs(const marian_model *m, double *enc, double *dec) {
+    *enc = *dec = 0;
+    for (int l = 0; l < m->c.enc_layers; l++) {
+        const enc_layer *L = &m->enc[l];
+        *enc += attn_macs(&L->self_attn) + matrix_macs(&L->fc1.w) + matrix_macs(&L->fc2.w);
+    }
+    *dec = matrix_macs(&m->out_proj);
+    for (int l = 0; l < m->c.dec_layers; l++) {
+        const dec_layer *L = &m->dec[l];
+        *enc += matrix_macs(&L->cross_attn.k.w) + matrix_macs(&L->cross_attn.v.w);
+        *dec += attn_macs(&L->self_attn) + matrix_macs(&L->cross_attn.q.w) + matrix_macs(&L->cross_attn.o.w) +
+                matrix_macs(&L->fc1.w) + matrix_macs(&L->fc2.w);
+    }
+}
+
 static const char *dtype_name(int dt) { return dt == AT_I8 ? "int8" : dt == AT_F16 ? "f16" : "f32"; }
 
 /* ---------------------------------------------------------------------------------------
@@ -201,7 +236,7 @@ static const char *dtype_name(int dt) { return dt == AT_I8 ? "int8" : dt == AT_F
 
 int cmd_bench(int argc, char **argv) {
     const char *path = NULL;
-    int B = 1, S = 20, T = 20, threads = 0, rounds = 5, seed = 1, want_bandwidth = 1, json = 0, beams = 1;
+    int B = 1, S = 20, T = 20, threads = 0, rounds = 5, seed = 1, want_bandwidth = 1, want_peak = 1, json = 0, beams = 1;
     if (cli_wants_help(argc, argv)) {
         usage_bench(stdout);
         return EXIT_OK;
@@ -228,6 +263,8 @@ int cmd_bench(int argc, char **argv) {
             NEED_VALUE seed = cli_parse_int(a, v, 0, 1 << 30);
         } else if (!strcmp(a, "--no-bandwidth")) {
             want_bandwidth = 0;
+        } else if (!strcmp(a, "--no-peak")) {
+            want_peak = 0;
         } else if (!strcmp(a, "--json")) {
             json = 1;
         } else if (cli_is_option(a)) {
@@ -330,6 +367,13 @@ int cmd_bench(int argc, char **argv) {
     const double achieved = wbytes / step_s / 1e9;
     const bandwidth bws = want_bandwidth ? measure_bandwidth(threads) : (bandwidth){0, 0};
     const double bw = bws.triad;
+    /* the linear layers' ops (2 per multiply-add) per round, against the peak of their dtype */
+    double enc_macs, dec_macs;
+    linear_macs(m, &enc_macs, &dec_macs);
+    const double dec_ops = 2.0 * dec_macs * tm.steps * B * beams, run_ops = 2.0 * enc_macs * B * S + dec_ops;
+    const double run_rate = run_ops / med / 1e9, dec_rate = dec > 0 ? dec_ops / dec / 1e9 : 0;
+    const compute_peak pk = want_peak ? measure_compute_peak(at_k()->name, threads) : (compute_peak){0, 0, "none", "none"};
+    const double peak = m->dtype == AT_I8 ? pk.i8_gops : pk.f32_gflops;
 
     if (json) {
         printf("{\"model\": \"%s\", \"dtype\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"batch\": %d, "
@@ -337,10 +381,14 @@ int cmd_bench(int argc, char **argv) {
                "\"ms_per_sentence\": %.3f, \"ms_per_sentence_min\": %.3f, \"tok_s\": %.2f, \"tok_s_max\": %.2f, "
                "\"encode_ms\": %.3f, \"decode_ms\": %.3f, \"step_ms\": %.4f, \"peak_rss_mib\": %.1f, "
                "\"step_weight_mb\": %.3f, \"step_gbps\": %.3f, \"triad_gbps\": %.3f, \"bw_fraction\": %.4f, "
-               "\"read_gbps\": %.3f, \"read_fraction\": %.4f}\n",
+               "\"read_gbps\": %.3f, \"read_fraction\": %.4f, \"peak_f32_gflops\": %.2f, \"peak_i8_gops\": %.2f, "
+               "\"linear_gop\": %.4f, \"linear_gops\": %.2f, \"decoder_linear_gops\": %.2f, \"peak_fraction\": %.4f, "
+               "\"decoder_peak_fraction\": %.4f}\n",
                path, dtype_name(m->dtype), at_k()->name, threads, B, beams, S, T, rounds, produced, tm.steps,
                1e3 * med / B, 1e3 * best / B, tok_s, tok_s_max, 1e3 * enc, 1e3 * dec, 1e3 * step_s, rss_mib,
-               wbytes / 1e6, achieved, bw, bw > 0 ? achieved / bw : 0.0, bws.read, bws.read > 0 ? achieved / bws.read : 0.0);
+               wbytes / 1e6, achieved, bw, bw > 0 ? achieved / bw : 0.0, bws.read, bws.read > 0 ? achieved / bws.read : 0.0,
+               pk.f32_gflops, pk.i8_gops, run_ops / 1e9, run_rate, dec_rate, peak > 0 ? run_rate / peak : 0.0,
+               peak > 0 ? dec_rate / peak : 0.0);
     } else {
         printf("model               %s (%s, kernels %s, %d threads)\n", path, dtype_name(m->dtype), at_k()->name, threads);
         printf("shape               batch %d, %d source tokens, %d target tokens, %d rounds\n", B, S, T, rounds);
@@ -358,6 +406,15 @@ int cmd_bench(int argc, char **argv) {
         if (bws.read > 0)
             printf("read bandwidth      %.2f GB/s, reading only (%d threads); step reaches %.0f%% of it\n", bws.read,
                    threads, 100 * achieved / bws.read);
+        const char *unit = m->dtype == AT_I8 ? "GOP/s" : "GFLOP/s";
+        if (pk.f32_gflops > 0 || pk.i8_gops > 0)
+            printf("multiply-add peak   %.1f GFLOP/s f32 (%s), %.1f GOP/s int8 (%s), %d threads\n", pk.f32_gflops,
+                   pk.f32_how, pk.i8_gops, pk.i8_how, threads);
+        printf("linear layers       %.2f G%s per round -> %.1f %s over the run, %.1f %s in the decoder", run_ops / 1e9,
+               m->dtype == AT_I8 ? "OP" : "FLOP", run_rate, unit, dec_rate, unit);
+        if (peak > 0) printf(" (%.0f%% / %.0f%% of the %s peak)", 100 * run_rate / peak, 100 * dec_rate / peak,
+                             m->dtype == AT_I8 ? "int8" : "f32");
+        printf("\n");
     }
     free(ids);
     free(src);

@@ -1,0 +1,189 @@
+/* int8 GEMM with AVX-512 VNNI for several input rows: y[n,out] = xq[n,in] · Wqᵀ, scaled.
+ *
+ * The one-row kernels (kernels_avx512.c) form each output as a dot product: a vector of
+ * partial sums per (W row, input row), reduced across lanes at the end. With d_model 256 a
+ * dot product is only 4 vpdpbusd long, and the lane reductions (shuffles, on the port
+ * vpdpbusd also needs) cost about as much as the products. Here a vector holds 16 outputs
+ * instead: each step broadcasts 4 bytes of an input row and multiplies them with 4 bytes of
+ * 16 W rows, so nothing is reduced across lanes and each loaded W vector serves 6 input rows
+ * (each broadcast serves 4 W vectors).
+ *
+ * That needs W as panels of 16 rows, 4 columns at a time ([k/4][16 rows][4 bytes]). The
+ * stored layouts keep rows apart, so each thread transposes its block of W rows into scratch
+ * once per call and sweeps every input row over it. At 64 input rows the transpose is about a
+ * sixth of the linear layers' time; from about 12 rows on the whole beats the dot products
+ * (kernels_avx512.c decides). Integer sums are exact in any order, so the results are
+ * bit-identical to every other int8 path. */
+#ifndef __clang__ /* clang gets -m flags from the Makefile (make fuzz, make tsan) */
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")
+#endif
+#include "gemm_i8_vnni.h"
+
+#include <immintrin.h>
+#include <stdlib.h>
+
+#define PANEL 16      /* W rows per panel: one vector of int32 sums */
+#define BLOCK_PANELS 4 /* panels per thread block (64 W rows), all in one micro-tile */
+#define TILE_X 6      /* input rows per micro-tile: 4 x 6 = 24 accumulators of 32 registers */
+#define CHUNK 64      /* bytes of a W row transposed at once (one packed chunk) */
+#define PARALLEL_GRAIN (1 << 16)
+#define UNROLL _Pragma("GCC unroll 8")
+#define UNROLL16 _Pragma("GCC unroll 16")
+/* acc += u8 x · s8 w in groups of 4 bytes. As inline assembly: GCC 12 allocates the
+ * intrinsic's accumulators badly here (a register copy around every vpdpbusd). */
+#ifdef __clang__
+#define DPBUSD(acc, x, w) ((acc) = _mm512_dpbusd_epi32((acc), (x), (w)))
+#else
+#define DPBUSD(acc, x, w) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w))
+#endif
+
+/* Per-thread scratch that only grows (OpenMP threads persist: reused across calls). */
+static uint8_t *block_scratch(size_t n) {
+    static _Thread_local uint8_t *buf;
+    static _Thread_local size_t cap;
+    if (n > cap) {
+        free(buf);
+        buf = aligned_alloc(64, (n + 63) & ~(size_t)63);
+        cap = buf ? n : 0;
+    }
+    return buf;
+}
+
+/* One 64-column chunk of 16 W rows (row[i] points at row i's chunk, NULL past the matrix;
+ * m masks the columns that exist) as 16 vectors, vector j holding columns 4j .. 4j + 3 of
+ * the 16 rows: a 16 x 16 transpose of 4-byte groups. */
+static void transpose_chunk(__m512i *dst, const int8_t *const *row, __mmask64 m) {
+    __m512i r[PANEL], a[PANEL], b[PANEL];
+    UNROLL16 for (int i = 0; i < PANEL; i++) r[i] = row[i] ? _mm512_maskz_loadu_epi8(m, row[i]) : _mm512_setzero_si512();
+    /* in each 128-bit lane l, after two unpack rounds: b[4g + c] = rows 4g..4g+3, group 4l + c */
+    UNROLL for (int i = 0; i < PANEL; i += 2) {
+        a[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        a[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    UNROLL for (int g = 0; g < PANEL; g += 4) {
+        b[g] = _mm512_unpacklo_epi64(a[g], a[g + 2]);
+        b[g + 1] = _mm512_unpackhi_epi64(a[g], a[g + 2]);
+        b[g + 2] = _mm512_unpacklo_epi64(a[g + 1], a[g + 3]);
+        b[g + 3] = _mm512_unpackhi_epi64(a[g + 1], a[g + 3]);
+    }
+    /* then a 4 x 4 transpose of lanes: output 4l + c, lane g = b[4g + c], lane l */
+    UNROLL for (int c = 0; c < 4; c++) {
+        const __m512i e0 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0x44), e1 = _mm512_shuffle_i32x4(b[c], b[4 + c], 0xee);
+        const __m512i e2 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0x44), e3 = _mm512_shuffle_i32x4(b[8 + c], b[12 + c], 0xee);
+        dst[c] = _mm512_shuffle_i32x4(e0, e2, 0x88);
+        dst[4 + c] = _mm512_shuffle_i32x4(e0, e2, 0xdd);
+        dst[8 + c] = _mm512_shuffle_i32x4(e1, e3, 0x88);
+        dst[12 + c] = _mm512_shuffle_i32x4(e1, e3, 0xdd);
+    }
+}
+
+/* Rows [o0, o0 + 64) of W into panels: panel p's step s (columns 4s .. 4s + 3) is the vector
+ * at dst + (p * steps + s) * 64 bytes; steps = chunks * 16. A row's chunks lie `stride`
+ * bytes apart in either layout (a packed chunk is 64 bytes of int8). */
+static void pack_block(uint8_t *dst, const at_matrix *w, int o0, size_t steps) {
+    _Static_assert(AT_PACK_BYTES == CHUNK, "a packed int8 chunk is one transposed chunk");
+    const int8_t *W = (const int8_t *)w->data;
+    const size_t stride = w->packed ? (size_t)AT_PACK_ROWS * CHUNK : CHUNK;
+    const int8_t *row[BLOCK_PANELS * PANEL];
+    for (int i = 0; i < BLOCK_PANELS * PANEL; i++) row[i] = o0 + i < w->rows ? W + at_matrix_index(w, o0 + i, 0) : NULL;
+    for (int p = 0; p < BLOCK_PANELS; p++) {
+        const int8_t *cur[PANEL];
+        for (int i = 0; i < PANEL; i++) cur[i] = row[p * PANEL + i];
+        for (int k0 = 0; k0 < w->cols; k0 += CHUNK) {
+            const int len = w->cols - k0 < CHUNK ? w->cols - k0 : CHUNK;
+            /* the next panel's chunk into L2 meanwhile: W comes from L3 or memory */
+            if (p + 1 < BLOCK_PANELS)
+                for (int i = 0; i < PANEL; i++)
+                    if (row[(p + 1) * PANEL + i]) _mm_prefetch((const char *)(row[(p + 1) * PANEL + i] + (size_t)k0 / CHUNK * stride), _MM_HINT_T1);
+            transpose_chunk((__m512i *)(void *)(dst + ((size_t)p * steps + (size_t)k0 / 4) * 64), cur,
+                            len == CHUNK ? ~0ULL : (~0ULL) >> (CHUNK - len));
+            for (int i = 0; i < PANEL; i++) cur[i] = cur[i] ? cur[i] + stride : NULL;
+        }
+    }
+}
+
+/* One micro-tile: the block's 64 outputs for NX input rows. xu holds u8 rows (q + 128) with
+ * stride in; reading up to 3 bytes past a row's end is harmless (W is zero there) and stays
+ * inside at_quantize_rows' buffer (the scales follow the rows). */
+static inline __attribute__((always_inline)) void tile(float *y, int ldy, const uint8_t *xu, int in, const float *sx,
+                                                      const uint8_t *pw, size_t steps, const __m512i *comp,
+                                                      const __m512 *sw, const __m512 *bias, const __mmask16 *keep,
+                                                      const int NX) {
+    __m512i acc[BLOCK_PANELS][TILE_X];
+    UNROLL for (int p = 0; p < BLOCK_PANELS; p++) UNROLL for (int j = 0; j < NX; j++) acc[p][j] = _mm512_setzero_si512();
+    const int used = (in + 3) / 4; /* steps holding columns of W */
+    for (int s = 0; s < used; s++) {
+        __m512i wv[BLOCK_PANELS];
+        UNROLL for (int p = 0; p < BLOCK_PANELS; p++) wv[p] = _mm512_load_si512((const void *)(pw + ((size_t)p * steps + s) * 64));
+        UNROLL for (int j = 0; j < NX; j++) {
+            int32_t four;
+            __builtin_memcpy(&four, xu + (size_t)j * in + 4 * (size_t)s, 4);
+            const __m512i xv = _mm512_set1_epi32(four);
+            UNROLL for (int p = 0; p < BLOCK_PANELS; p++) DPBUSD(acc[p][j], xv, wv[p]);
+        }
+    }
+    /* AT_I8_OUT lane by lane: (float)(Σ(q+128)w − 128Σw) * (sx * sw) + bias, no fused ops */
+    UNROLL for (int j = 0; j < NX; j++) {
+        const __m512 sxv = _mm512_set1_ps(sx[j]);
+        UNROLL for (int p = 0; p < BLOCK_PANELS; p++) {
+            const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[p][j], comp[p]));
+            const __m512 r = _mm512_add_ps(_mm512_mul_ps(v, _mm512_mul_ps(sxv, sw[p])), bias[p]);
+            _mm512_mask_storeu_ps(y + (size_t)j * ldy + p * PANEL, keep[p], r);
+        }
+    }
+}
+
+static void tile_any(float *y, int ldy, const uint8_t *xu, int in, const float *sx, const uint8_t *pw, size_t steps,
+                     const __m512i *comp, const __m512 *sw, const __m512 *bias, const __mmask16 *keep, int nx) {
+#define T(NX) tile(y, ldy, xu, in, sx, pw, steps, comp, sw, bias, keep, NX)
+    switch (nx) {
+    case 1: T(1); break;
+    case 2: T(2); break;
+    case 3: T(3); break;
+    case 4: T(4); break;
+    case 5: T(5); break;
+    default: T(6); break;
+    }
+#undef T
+}
+
+/* W rows [o0, o0 + 64) against every input row. */
+static void gemm_block(float *y, const uint8_t *xu, const float *sx, const at_matrix *w, const float *b, int n, int o0,
+                       uint8_t *pw, size_t steps) {
+    const int out = w->rows, in = w->cols;
+    pack_block(pw, w, o0, steps);
+    /* per panel: the VNNI correction 128 Σw, scales, bias, and which outputs exist */
+    __m512i comp[BLOCK_PANELS];
+    __m512 sw[BLOCK_PANELS], bias[BLOCK_PANELS];
+    __mmask16 keep[BLOCK_PANELS];
+    for (int p = 0; p < BLOCK_PANELS; p++) {
+        const int o = o0 + p * PANEL, left = out - o;
+        keep[p] = left >= PANEL ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1) : 0;
+        comp[p] = _mm512_slli_epi32(_mm512_maskz_loadu_epi32(keep[p], w->wsum + (left > 0 ? o : 0)), 7);
+        sw[p] = _mm512_maskz_loadu_ps(keep[p], w->scale + (left > 0 ? o : 0));
+        bias[p] = b ? _mm512_maskz_loadu_ps(keep[p], b + (left > 0 ? o : 0)) : _mm512_setzero_ps();
+    }
+    for (int t = 0; t < n; t += TILE_X) {
+        const int nx = n - t < TILE_X ? n - t : TILE_X;
+        tile_any(y + (size_t)t * out + o0, out, xu + (size_t)t * in, in, sx + t, pw, steps, comp, sw, bias, keep, nx);
+    }
+}
+
+int at_gemm_i8_vnni(float *y, const uint8_t *xu, const float *sx, const at_matrix *w, const float *b, int n) {
+    const int out = w->rows, in = w->cols;
+    const size_t steps = ((size_t)in + CHUNK - 1) / CHUNK * (CHUNK / 4);
+    const size_t scratch = (size_t)BLOCK_PANELS * steps * 64;
+    const int rb = BLOCK_PANELS * PANEL, nb = (out + rb - 1) / rb;
+    const double work = (double)n * out * in;
+    int failed = 0;
+#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (work > PARALLEL_GRAIN && at_threads() > 1)
+    for (int blk = 0; blk < nb; blk++) {
+        uint8_t *pw = block_scratch(scratch);
+        if (!pw) {
+            failed = 1;
+            continue;
+        }
+        gemm_block(y, xu, sx, w, b, n, blk * rb, pw, steps);
+    }
+    return failed ? -1 : 0;
+}

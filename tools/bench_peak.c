@@ -1,0 +1,128 @@
+/* bench_peak: register-only loops that time the CPU's multiply-add throughput. Each loop keeps
+ * 12 independent accumulators (more than latency x ports on current cores), touches no
+ * memory, and returns a value derived from every accumulator so the compiler keeps all the
+ * work. Each function carries its own target attribute; the caller only runs one after
+ * at_cpu_has says the CPU and the OS support it. */
+#include "bench_peak.h"
+
+#include <omp.h>
+#include <string.h>
+#include <time.h>
+
+#include "../engine/isa.h"
+
+#if defined(__x86_64__) && !defined(__clang__)
+#include <immintrin.h>
+#define PEAK_X86 1
+#endif
+
+#define ACCS 12         /* accumulators per loop */
+#define ITERS (1 << 18) /* loop trips per call: ACCS * ITERS instructions, about 1 ms */
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+#ifdef PEAK_X86
+/* The accumulators stay in registers because the loop body is fully unrolled over them. */
+#define PEAK_LOOP(T, ZERO, STEP, FOLD, RESULT)                              \
+    T acc[ACCS];                                                           \
+    for (int j = 0; j < ACCS; j++) acc[j] = ZERO;                          \
+    for (long i = 0; i < ITERS; i++) {                                     \
+        _Pragma("GCC unroll 12") for (int j = 0; j < ACCS; j++) STEP;      \
+    }                                                                      \
+    T s = acc[0];                                                          \
+    for (int j = 1; j < ACCS; j++) s = FOLD(s, acc[j]);                    \
+    return RESULT(s);
+
+/* 16 lanes x 2 flops per vfmadd zmm */
+__attribute__((target("avx512f"))) static float fma_zmm(float seed) {
+    const __m512 a = _mm512_set1_ps(seed), b = _mm512_set1_ps(1.0f - seed);
+    PEAK_LOOP(__m512, _mm512_set1_ps(seed), acc[j] = _mm512_fmadd_ps(acc[j], a, b), _mm512_add_ps,
+              _mm512_reduce_add_ps)
+}
+
+/* 8 lanes x 2 flops per vfmadd ymm */
+__attribute__((target("avx2,fma"))) static float fma_ymm(float seed) {
+    const __m256 a = _mm256_set1_ps(seed), b = _mm256_set1_ps(1.0f - seed);
+#define YMM_LOW(v) _mm_cvtss_f32(_mm256_castps256_ps128(v))
+    PEAK_LOOP(__m256, _mm256_set1_ps(seed), acc[j] = _mm256_fmadd_ps(acc[j], a, b), _mm256_add_ps, YMM_LOW)
+#undef YMM_LOW
+}
+
+/* 64 byte products x 2 ops per vpdpbusd zmm */
+__attribute__((target("avx512f,avx512vnni"))) static float vnni_zmm(float seed) {
+    const __m512i a = _mm512_set1_epi8((char)(int)seed), b = _mm512_set1_epi8(3);
+#define ZMM_LOW(v) (float)_mm_cvtsi128_si32(_mm512_castsi512_si128(v))
+    PEAK_LOOP(__m512i, _mm512_setzero_si512(), acc[j] = _mm512_dpbusd_epi32(acc[j], a, b), _mm512_add_epi32,
+              ZMM_LOW)
+#undef ZMM_LOW
+}
+
+/* AVX2's int8 step (as kernels_avx2.c runs it): vpmaddubsw forms 16-bit pair sums of 32
+ * byte products, vpmaddwd widens them, vpaddd accumulates: 32 products x 2 ops a step. The
+ * bytes change every trip and each accumulator has its own weights, so no product can be
+ * hoisted out of the loop or shared. */
+__attribute__((target("avx2"))) static float maddubs_ymm(float seed) {
+    const __m256i one16 = _mm256_set1_epi16(1), one8 = _mm256_set1_epi8(1);
+    __m256i x = _mm256_set1_epi8((char)(int)seed), acc[ACCS];
+    for (int j = 0; j < ACCS; j++) acc[j] = _mm256_setzero_si256();
+    for (long i = 0; i < ITERS; i++) {
+        x = _mm256_and_si256(_mm256_add_epi8(x, one8), _mm256_set1_epi8(0x3f));
+        _Pragma("GCC unroll 12") for (int j = 0; j < ACCS; j++)
+            acc[j] = _mm256_add_epi32(acc[j], _mm256_madd_epi16(_mm256_maddubs_epi16(x, _mm256_set1_epi8((char)(j + 1))), one16));
+    }
+    __m256i s = acc[0];
+    for (int j = 1; j < ACCS; j++) s = _mm256_add_epi32(s, acc[j]);
+    return (float)_mm_cvtsi128_si32(_mm256_castsi256_si128(s));
+}
+#endif
+
+/* Ops per second of loop(seed) run by `threads` threads at once, best of 15 (other jobs on
+ * the machine only ever make a run slower, and on a shared machine a short run is the likelier
+ * one to find every core free). ops_per_call counts one call's work. */
+static double time_loop(float (*loop)(float), double ops_per_call, int threads) {
+    double best = 0;
+    volatile float sink = 0;
+    for (int rep = 0; rep < 16; rep++) { /* the first run warms up the vector units' clocks */
+        const double t0 = now();
+        float part = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : part)
+        part += loop(2.0f + (float)omp_get_thread_num());
+        const double dt = now() - t0;
+        sink = sink + part;
+        if (rep > 0 && dt > 0 && ops_per_call * threads / dt > best) best = ops_per_call * threads / dt;
+    }
+    (void)sink;
+    return best;
+}
+
+compute_peak measure_compute_peak(const char *isa, int threads) {
+    compute_peak p;
+    memset(&p, 0, sizeof p);
+    p.f32_how = p.i8_how = "none";
+    if (threads < 1) threads = 1;
+#ifdef PEAK_X86
+    const double steps = (double)ACCS * ITERS;
+    if (!strcmp(isa, "avx512") && at_cpu_has("avx512")) {
+        p.f32_gflops = time_loop(fma_zmm, steps * 16 * 2, threads) / 1e9;
+        p.f32_how = "vfmadd zmm";
+    } else if ((!strcmp(isa, "avx512") || !strcmp(isa, "avx2")) && at_cpu_has("avx2")) {
+        p.f32_gflops = time_loop(fma_ymm, steps * 8 * 2, threads) / 1e9;
+        p.f32_how = "vfmadd ymm";
+    }
+    /* the same choice as simd_linear_i8: VNNI inside the avx512 set when the CPU has it */
+    if (!strcmp(isa, "avx512") && at_cpu_has("avx512vnni")) {
+        p.i8_gops = time_loop(vnni_zmm, steps * 64 * 2, threads) / 1e9;
+        p.i8_how = "vpdpbusd zmm";
+    } else if ((!strcmp(isa, "avx512") || !strcmp(isa, "avx2")) && at_cpu_has("avx2")) {
+        p.i8_gops = time_loop(maddubs_ymm, steps * 32 * 2, threads) / 1e9;
+        p.i8_how = "vpmaddubsw+vpmaddwd ymm";
+    }
+#else
+    (void)isa;
+#endif
+    return p;
+}
