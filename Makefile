@@ -7,11 +7,11 @@ BUILD   ?= build
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CXXFLAGS?= $(OPT) -g
-ALL_CFLAGS   = $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fPIC -fvisibility=hidden
+ALL_CFLAGS   = $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp-simd -pthread -fPIC -fvisibility=hidden
 ALL_CXXFLAGS = $(CXXFLAGS) -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden
-LDLIBS  = -fopenmp -lsentencepiece -lz -lm
+LDLIBS  = -pthread -lsentencepiece -lz -lm
 
-LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/isa.c engine/threads.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
+LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/isa.c engine/threads.c engine/pool.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
           model/marian.c model/forward.c model/search.c model/translate.c model/text.c model/api.c model/align.c model/quantize.c
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = tools/attend.c tools/cli.c tools/cmd_translate.c tools/cmd_info.c tools/cmd_bench.c tools/cmd_quantize.c tools/npz.c \
@@ -301,7 +301,7 @@ install: all
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$${prefix}/include' '' \
 	  'Name: attend' 'Description: Transformer encoder-decoder translation with every attention matrix' \
 	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lattend' \
-	  'Libs.private: -lsentencepiece -lz -lstdc++ -lm -fopenmp' >$(DESTDIR)$(LIBDIR)/pkgconfig/attend.pc
+	  'Libs.private: -lsentencepiece -lz -lstdc++ -lm -pthread' >$(DESTDIR)$(LIBDIR)/pkgconfig/attend.pc
 	if [ -f models/de-en.gguf ]; then install -m 644 models/de-en.gguf $(DESTDIR)$(PREFIX)/share/attend/; fi
 	install -d $(DESTDIR)$(PYTHON_SITE)/attend $(DESTDIR)$(PREFIX)/share/attend/tools
 	install -m 644 python/attend/*.py python/attend/py.typed python/attend/explore.html \
