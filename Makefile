@@ -96,7 +96,8 @@ demo: build-deps
 
 # --- tests ---------------------------------------------------------------------------
 TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap \
-            $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api
+            $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
+            $(BUILD)/tests/test_pool
 
 $(TEST_BINS): tests/check.h
 
@@ -170,9 +171,9 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_hostile_input.py
 	@echo "sanitize: ok"
 
-# make tsan: the library and test_api_threads built with clang's ThreadSanitizer; several
-# threads translate on one model at once (one OpenMP thread inside each call: the OpenMP
-# runtime is not instrumented, the library's own state is what is checked).
+# make tsan: the library, test_api_threads and test_pool built with clang's ThreadSanitizer:
+# several threads translate on one model at once, each with up to 2 threads of its own pool
+# (engine/pool.c, instrumented like the rest), and the pool's own tests.
 TSAN_DIR  = build-tsan
 TSAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 $(TSAN_DIR)/engine/kernels_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
@@ -181,8 +182,9 @@ $(TSAN_DIR)/engine/kernels_avx512.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512
 
 tsan:
 	$(MAKE) BUILD=$(TSAN_DIR) CC=clang CXX=clang++ CFLAGS="$(TSAN_OPTS)" CXXFLAGS="$(TSAN_OPTS)" \
-	  LDLIBS="$(TSAN_OPTS) $(LDLIBS)" $(TSAN_DIR)/tests/test_api_threads
-	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" $(TSAN_DIR)/tests/test_api_threads $(TINY) 1
+	  LDLIBS="$(TSAN_OPTS) $(LDLIBS)" $(TSAN_DIR)/tests/test_api_threads $(TSAN_DIR)/tests/test_pool
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" $(TSAN_DIR)/tests/test_api_threads $(TINY) 2
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(TSAN_DIR)/tests/test_pool
 	@echo "tsan: ok"
 
 # make valgrind: memcheck on the normal build, no leaks and no errors allowed.
