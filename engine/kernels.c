@@ -203,7 +203,7 @@ void at_matrix_row(float *dst, const at_matrix *m, int r) {
     }
 }
 
-/* Per-thread scratch that only grows (OpenMP threads persist: reused across calls). */
+/* Per-thread scratch that only grows (pool threads persist: reused across calls). */
 static int8_t *i8_scratch(size_t n) {
     static _Thread_local int8_t *buf;
     static _Thread_local size_t cap;
