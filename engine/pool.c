@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -29,8 +30,8 @@ typedef struct pool pool;
 
 typedef struct {
     pool *p;
-    int index;     /* 1..: the caller is worker 0 */
-    unsigned seen; /* the generation when it was started (no job open) */
+    int index; /* 1..: the caller is worker 0 */
+    int seen;  /* the generation when it was started (no job open) */
 } worker_arg;
 
 struct pool {
@@ -40,14 +41,13 @@ struct pool {
     int n, chunk;
     _Atomic int threads; /* workers with index < threads take part */
     _Atomic int next;    /* next unclaimed item */
-    _Atomic unsigned gen;
+    _Atomic int gen;      /* wraps around (atomics do): only its changes and parity matter */
     _Atomic int inside;   /* workers registered on the open job */
     _Atomic int sleepers; /* workers asleep on gen */
     _Atomic int waiting;  /* the owner is asleep on inside */
     _Atomic int stop;
     int n_workers;
     pthread_t *tid;
-    worker_arg *args;
 };
 
 static _Thread_local pool *my_pool;
@@ -105,20 +105,17 @@ static void run_chunks(pool *p, int worker) {
     }
 }
 
-/* gen as an int, for the futex calls (the futex word is 32 bits either way) */
-#define GEN_WORD(p) ((_Atomic int *)&(p)->gen)
-
 static void *worker_main(void *argp) {
     const worker_arg arg = *(const worker_arg *)argp, *a = &arg;
     free(argp);
     pool *p = a->p;
     in_parallel = 1; /* anything a worker runs is inside a loop: nested loops stay serial */
-    unsigned seen = a->seen;
+    int seen = a->seen;
     for (;;) {
-        unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
-        if (g == seen && !spin_while_equal(GEN_WORD(p), (int)seen)) {
+        int g = atomic_load_explicit(&p->gen, memory_order_acquire);
+        if (g == seen && !spin_while_equal(&p->gen, seen)) {
             atomic_fetch_add(&p->sleepers, 1);
-            while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop)) futex_wait(GEN_WORD(p), (int)seen);
+            while ((g = atomic_load(&p->gen)) == seen && !atomic_load(&p->stop)) futex_wait(&p->gen, seen);
             atomic_fetch_sub(&p->sleepers, 1);
         }
         if (atomic_load(&p->stop)) return NULL;
@@ -139,10 +136,9 @@ static void pool_free(void *ptr) {
     if (!p) return;
     atomic_store(&p->stop, 1);
     atomic_fetch_add(&p->gen, 2); /* a change the sleepers wake for; still even: no job */
-    futex_wake(GEN_WORD(p));
+    futex_wake(&p->gen);
     for (int i = 0; i < p->n_workers; i++) pthread_join(p->tid[i], NULL);
     free(p->tid);
-    free(p->args);
     free(p);
 }
 
@@ -166,6 +162,10 @@ static pool *get_pool(int want) {
     pthread_t *tid = realloc(p->tid, sizeof *tid * (size_t)want);
     if (!tid) return p;
     p->tid = tid;
+    /* workers take no signals: they stay with the threads the program expects them on */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     while (p->n_workers < want) {
         worker_arg *a = malloc(sizeof *a); /* the worker copies and frees it */
         if (!a) break;
@@ -176,6 +176,7 @@ static pool *get_pool(int want) {
         }
         p->n_workers++;
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     return p;
 }
 
@@ -195,14 +196,14 @@ void at_parallel_for(int n, int threads, at_range_fn fn, const void *ctx) {
     p->chunk = chunk > 0 ? chunk : 1;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
     atomic_store(&p->threads, threads);
-    const unsigned g = atomic_fetch_add(&p->gen, 1) + 1; /* odd: open */
-    if (atomic_load(&p->sleepers)) futex_wake(GEN_WORD(p));
+    atomic_fetch_add(&p->gen, 1); /* odd: open */
+    if (atomic_load(&p->sleepers)) futex_wake(&p->gen);
 
     in_parallel = 1;
     run_chunks(p, 0);
     in_parallel = 0;
 
-    atomic_store(&p->gen, g + 1); /* closed: late workers leave without touching the job */
+    atomic_fetch_add(&p->gen, 1); /* even, closed: late workers leave without touching the job */
     /* wait for the registered workers to finish their last chunks: poll while they make
      * progress, sleep when one of them seems to have lost its core */
     int in;
