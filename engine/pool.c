@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -34,20 +35,22 @@ typedef struct {
     int seen;  /* the generation when it was started (no job open) */
 } worker_arg;
 
+/* The counters every thread updates live on cache lines of their own, away from the job
+ * and from gen, which idle workers poll. */
 struct pool {
     /* the job: written by the owner while no worker is registered, before gen opens it */
     at_range_fn fn;
     const void *ctx;
     int n, chunk;
-    _Atomic int threads; /* workers with index < threads take part */
-    _Atomic int next;    /* next unclaimed item */
+    _Atomic int threads;  /* workers with index < threads take part */
     _Atomic int gen;      /* wraps around (atomics do): only its changes and parity matter */
-    _Atomic int inside;   /* workers registered on the open job */
     _Atomic int sleepers; /* workers asleep on gen */
-    _Atomic int waiting;  /* the owner is asleep on inside */
     _Atomic int stop;
     int n_workers;
     pthread_t *tid;
+    _Alignas(64) _Atomic int next; /* next unclaimed item */
+    _Alignas(64) _Atomic int inside; /* workers registered on the open job */
+    _Atomic int waiting;             /* the owner is asleep on inside */
 };
 
 static _Thread_local pool *my_pool;
@@ -150,8 +153,9 @@ static pool *get_pool(int want) {
     pool *p = my_pool;
     if (!p) {
         pthread_once(&pool_key_once, make_key);
-        p = calloc(1, sizeof *p);
+        p = aligned_alloc(_Alignof(pool), sizeof *p); /* sizeof is a multiple of the alignment */
         if (!p) return NULL;
+        memset(p, 0, sizeof *p);
         if (pthread_setspecific(pool_key, p)) {
             free(p);
             return NULL;
