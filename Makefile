@@ -7,11 +7,11 @@ BUILD   ?= build
 OPT     ?= -O2
 CFLAGS  ?= $(OPT) -g
 CXXFLAGS?= $(OPT) -g
-ALL_CFLAGS   = $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp -fPIC -fvisibility=hidden
+ALL_CFLAGS   = $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp-simd -pthread -fPIC -fvisibility=hidden
 ALL_CXXFLAGS = $(CXXFLAGS) -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden
-LDLIBS  = -fopenmp -lsentencepiece -lz -lm
+LDLIBS  = -pthread -lsentencepiece -lz -lm
 
-LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/gemm_i8_vnni.c engine/isa.c engine/threads.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
+LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/gemm_i8_vnni.c engine/isa.c engine/threads.c engine/pool.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
           model/marian.c model/forward.c model/search.c model/translate.c model/text.c model/api.c model/align.c model/quantize.c
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = tools/attend.c tools/cli.c tools/cmd_translate.c tools/cmd_info.c tools/cmd_bench.c tools/bench_peak.c tools/cmd_quantize.c tools/npz.c \
@@ -23,7 +23,7 @@ HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h tools/*.h)
 # Debian packages the build (and make demo) needs, and those the tests add.
 BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev
 DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unzip clang \
-             libclang-rt-dev libomp-dev valgrind chromium chromium-driver time \
+             libclang-rt-dev valgrind chromium chromium-driver time \
              python3-distributed python3-matplotlib
 
 .PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py install clean help
@@ -96,7 +96,8 @@ demo: build-deps
 
 # --- tests ---------------------------------------------------------------------------
 TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap \
-            $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api
+            $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
+            $(BUILD)/tests/test_pool
 
 $(TEST_BINS): tests/check.h
 
@@ -178,9 +179,9 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_hostile_input.py
 	@echo "sanitize: ok"
 
-# make tsan: the library and test_api_threads built with clang's ThreadSanitizer; several
-# threads translate on one model at once (one OpenMP thread inside each call: the OpenMP
-# runtime is not instrumented, the library's own state is what is checked).
+# make tsan: the library, test_api_threads and test_pool built with clang's ThreadSanitizer:
+# several threads translate on one model at once, each with up to 2 threads of its own pool
+# (engine/pool.c, instrumented like the rest), and the pool's own tests.
 TSAN_DIR  = build-tsan
 TSAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 $(TSAN_DIR)/engine/kernels_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
@@ -189,8 +190,9 @@ $(TSAN_DIR)/engine/kernels_avx512.o $(TSAN_DIR)/engine/gemm_i8_vnni.o: ALL_CFLAG
 
 tsan:
 	$(MAKE) BUILD=$(TSAN_DIR) CC=clang CXX=clang++ CFLAGS="$(TSAN_OPTS)" CXXFLAGS="$(TSAN_OPTS)" \
-	  LDLIBS="$(TSAN_OPTS) $(LDLIBS)" $(TSAN_DIR)/tests/test_api_threads
-	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" $(TSAN_DIR)/tests/test_api_threads $(TINY) 1
+	  LDLIBS="$(TSAN_OPTS) $(LDLIBS)" $(TSAN_DIR)/tests/test_api_threads $(TSAN_DIR)/tests/test_pool
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" $(TSAN_DIR)/tests/test_api_threads $(TINY) 2
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(TSAN_DIR)/tests/test_pool
 	@echo "tsan: ok"
 
 # make valgrind: memcheck on the normal build, no leaks and no errors allowed.
@@ -309,7 +311,7 @@ install: all
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$${prefix}/include' '' \
 	  'Name: attend' 'Description: Transformer encoder-decoder translation with every attention matrix' \
 	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lattend' \
-	  'Libs.private: -lsentencepiece -lz -lstdc++ -lm -fopenmp' >$(DESTDIR)$(LIBDIR)/pkgconfig/attend.pc
+	  'Libs.private: -lsentencepiece -lz -lstdc++ -lm -pthread' >$(DESTDIR)$(LIBDIR)/pkgconfig/attend.pc
 	if [ -f models/de-en.gguf ]; then install -m 644 models/de-en.gguf $(DESTDIR)$(PREFIX)/share/attend/; fi
 	install -d $(DESTDIR)$(PYTHON_SITE)/attend $(DESTDIR)$(PREFIX)/share/attend/tools
 	install -m 644 python/attend/*.py python/attend/py.typed python/attend/explore.html \

@@ -18,6 +18,7 @@
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")
 #endif
 #include "gemm_i8_vnni.h"
+#include "pool.h"
 
 #include <immintrin.h>
 #include <stdlib.h>
@@ -169,21 +170,36 @@ static void gemm_block(float *y, const uint8_t *xu, const float *sx, const at_ma
     }
 }
 
+typedef struct {
+    float *y;
+    const uint8_t *xu;
+    const float *sx, *b;
+    const at_matrix *w;
+    int n, rb;
+    size_t steps, scratch;
+    int failed; /* set atomically by a block without scratch memory */
+} gemm_job;
+
+/* Blocks [lo, hi) of rb weight rows. */
+static void gemm_blocks(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    gemm_job *j = (gemm_job *)ctx;
+    for (int blk = lo; blk < hi; blk++) {
+        uint8_t *pw = block_scratch(j->scratch);
+        if (!pw) {
+            __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
+            return;
+        }
+        gemm_block(j->y, j->xu, j->sx, j->w, j->b, j->n, blk * j->rb, pw, j->steps);
+    }
+}
+
 int at_gemm_i8_vnni(float *y, const uint8_t *xu, const float *sx, const at_matrix *w, const float *b, int n) {
     const int out = w->rows, in = w->cols;
     const size_t steps = ((size_t)in + CHUNK - 1) / CHUNK * (CHUNK / 4);
-    const size_t scratch = (size_t)BLOCK_PANELS * steps * 64;
     const int rb = BLOCK_PANELS * PANEL, nb = (out + rb - 1) / rb;
     const double work = (double)n * out * in;
-    int failed = 0;
-#pragma omp parallel for schedule(dynamic, 1) reduction(| : failed) if (work > PARALLEL_GRAIN && at_threads() > 1)
-    for (int blk = 0; blk < nb; blk++) {
-        uint8_t *pw = block_scratch(scratch);
-        if (!pw) {
-            failed = 1;
-            continue;
-        }
-        gemm_block(y, xu, sx, w, b, n, blk * rb, pw, steps);
-    }
-    return failed ? -1 : 0;
+    gemm_job j = {y, xu, sx, b, w, n, rb, steps, (size_t)BLOCK_PANELS * steps * 64, 0};
+    at_parallel_for(nb, work > PARALLEL_GRAIN ? at_threads() : 1, gemm_blocks, &j);
+    return __atomic_load_n(&j.failed, __ATOMIC_RELAXED) ? -1 : 0;
 }

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <omp.h>
 #include <sys/mman.h>
 
 #include "isa.h"
@@ -129,6 +128,30 @@ size_t at_matrix_packed_bytes(const at_matrix *m) {
     return at_matrix_elems(&p) * (size_t)at_dtype_size(m->dtype);
 }
 
+typedef struct {
+    const at_matrix *m, *p; /* the matrix as it is, and packed into dst */
+    char *dst;
+    size_t es, group_bytes;
+    int ce;
+} pack_args;
+
+/* Copy row groups [lo, hi) of a->m into their packed places. */
+static void pack_groups(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const pack_args *a = ctx;
+    const at_matrix *m = a->m;
+    const char *src = m->data;
+    const size_t es = a->es;
+    for (int g = lo; g < hi; g++) {
+        memset(a->dst + (size_t)g * a->group_bytes, 0, a->group_bytes); /* the padding */
+        for (int r = g * AT_PACK_ROWS; r < (g + 1) * AT_PACK_ROWS && r < m->rows; r++)
+            for (int c = 0; c < m->cols; c += a->ce) {
+                const int len = m->cols - c < a->ce ? m->cols - c : a->ce;
+                memcpy(a->dst + at_matrix_index(a->p, r, c) * es, src + at_matrix_index(m, r, c) * es, es * (size_t)len);
+            }
+    }
+}
+
 void at_matrix_pack_into(at_matrix *m, void *buf) {
     at_matrix p = *m;
     p.packed = 1;
@@ -136,18 +159,9 @@ void at_matrix_pack_into(at_matrix *m, void *buf) {
     const size_t es = (size_t)at_dtype_size(m->dtype), bytes = at_matrix_packed_bytes(m);
     const size_t group_bytes = at_pack_chunks(m) * AT_PACK_ROWS * AT_PACK_BYTES;
     const int groups = (m->rows + AT_PACK_ROWS - 1) / AT_PACK_ROWS, ce = at_pack_chunk(m->dtype);
-    const char *src = m->data;
-    char *dst = buf;
     /* groups fill disjoint ranges: threads share the copy of a large matrix */
-#pragma omp parallel for schedule(static) if (bytes > ((size_t)4 << 20) && at_threads() > 1)
-    for (int g = 0; g < groups; g++) {
-        memset(dst + (size_t)g * group_bytes, 0, group_bytes); /* the padding */
-        for (int r = g * AT_PACK_ROWS; r < (g + 1) * AT_PACK_ROWS && r < m->rows; r++)
-            for (int c = 0; c < m->cols; c += ce) {
-                const int len = m->cols - c < ce ? m->cols - c : ce;
-                memcpy(dst + at_matrix_index(&p, r, c) * es, src + at_matrix_index(m, r, c) * es, es * (size_t)len);
-            }
-    }
+    pack_args a = {m, &p, buf, es, group_bytes, ce};
+    at_parallel_for(groups, bytes > ((size_t)4 << 20) ? at_threads() : 1, pack_groups, &a);
     *m = p;
 }
 
@@ -189,7 +203,7 @@ void at_matrix_row(float *dst, const at_matrix *m, int r) {
     }
 }
 
-/* Per-thread scratch that only grows (OpenMP threads persist: reused across calls). */
+/* Per-thread scratch that only grows (pool threads persist: reused across calls). */
 static int8_t *i8_scratch(size_t n) {
     static _Thread_local int8_t *buf;
     static _Thread_local size_t cap;
@@ -218,6 +232,44 @@ int8_t *at_quantize_rows(const float *x, int n, int in, float **scales) {
     return at_quantize_rows_with(x, n, in, scales, at_quantize_row);
 }
 
+/* One generic linear: y[n,out] = x[n,in] · Wᵀ + b, split over W's rows. */
+typedef struct {
+    float *y;
+    const float *x;
+    const at_matrix *w;
+    const float *b;
+    int n;
+    const int8_t *xq; /* int8: x quantized, with its row scales sx */
+    const float *sx;
+} linear_args;
+
+/* Rows [lo, hi) of an int8 linear. */
+static void linear_i8_rows(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const linear_args *a = ctx;
+    const at_matrix *w = a->w;
+    const int out = w->rows, in = w->cols, n = a->n;
+    const int8_t *W = w->data, *xq = a->xq;
+    int8_t *buf = w->packed ? malloc((size_t)in) : NULL; /* a packed row, gathered */
+    for (int o = lo; o < hi; o++) {
+        const int8_t *wr = W + at_matrix_index(w, o, 0);
+        if (buf) {
+            at_matrix_raw_row(buf, w, o);
+            wr = buf;
+        }
+        for (int t = 0; t < n; t++) {
+            const int8_t *xr = xq + (size_t)t * in;
+            int32_t acc = 0;
+            if (w->packed && !buf) /* no memory for one row: element by element (exact either way) */
+                for (int k = 0; k < in; k++) acc += (int32_t)xr[k] * W[at_matrix_index(w, o, k)];
+            else
+                for (int k = 0; k < in; k++) acc += (int32_t)xr[k] * wr[k];
+            a->y[(size_t)t * out + o] = AT_I8_OUT(acc, a->sx[t], w->scale[o], a->b ? a->b[o] : 0.0f);
+        }
+    }
+    free(buf);
+}
+
 /* y[n,out] = (xq · Wqᵀ) * sx * sw + b in exact integer arithmetic. */
 static void generic_linear_i8(float *y, const float *x, const at_matrix *w, const float *b, int n) {
     const int out = w->rows, in = w->cols;
@@ -233,30 +285,9 @@ static void generic_linear_i8(float *y, const float *x, const at_matrix *w, cons
         free(row);
         return;
     }
-    const int8_t *W = w->data;
     const double work = (double)n * out * in;
-#pragma omp parallel if (work > PARALLEL_GRAIN && at_threads() > 1)
-    {
-        int8_t *buf = w->packed ? malloc((size_t)in) : NULL; /* a packed row, gathered */
-#pragma omp for schedule(static)
-        for (int o = 0; o < out; o++) {
-            const int8_t *wr = W + at_matrix_index(w, o, 0);
-            if (buf) {
-                at_matrix_raw_row(buf, w, o);
-                wr = buf;
-            }
-            for (int t = 0; t < n; t++) {
-                const int8_t *xr = xq + (size_t)t * in;
-                int32_t acc = 0;
-                if (w->packed && !buf) /* no memory for one row: element by element (exact either way) */
-                    for (int k = 0; k < in; k++) acc += (int32_t)xr[k] * W[at_matrix_index(w, o, k)];
-                else
-                    for (int k = 0; k < in; k++) acc += (int32_t)xr[k] * wr[k];
-                y[(size_t)t * out + o] = AT_I8_OUT(acc, sx[t], w->scale[o], b ? b[o] : 0.0f);
-            }
-        }
-        free(buf);
-    }
+    linear_args a = {y, x, w, b, n, xq, sx};
+    at_parallel_for(out, work > PARALLEL_GRAIN ? at_threads() : 1, linear_i8_rows, &a);
 }
 
 /* Element (o, k) of an f32 or f16 matrix as a float. */
@@ -276,34 +307,41 @@ static float generic_dot_elems(const float *a, const at_matrix *w, int o, int n)
     return ((s[0] + s[4]) + (s[1] + s[5])) + ((s[2] + s[6]) + (s[3] + s[7]));
 }
 
+/* Rows [lo, hi) of an f32 or f16 linear. */
+static void linear_rows(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const linear_args *a = ctx;
+    const at_matrix *w = a->w;
+    const int out = w->rows, in = w->cols, n = a->n;
+    const float *x = a->x;
+    /* row-major f32 rows are used where they lie; f16 or packed rows are gathered first */
+    const int direct = w->dtype == AT_F32 && !w->packed;
+    float *buf = direct ? NULL : malloc(sizeof(float) * (size_t)in);
+    for (int o = lo; o < hi; o++) {
+        const float bias = a->b ? a->b[o] : 0.0f;
+        float *y = a->y;
+        if (!direct && !buf) {
+            for (int t = 0; t < n; t++) y[(size_t)t * out + o] = generic_dot_elems(x + (size_t)t * in, w, o, in) + bias;
+            continue;
+        }
+        const float *row = (const float *)w->data + (size_t)o * in;
+        if (!direct) {
+            at_matrix_row(buf, w, o);
+            row = buf;
+        }
+        for (int t = 0; t < n; t++) y[(size_t)t * out + o] = generic_dot(x + (size_t)t * in, row, in) + bias;
+    }
+    free(buf);
+}
+
 static void generic_linear(float *y, const float *x, const at_matrix *w, const float *b, int n) {
     if (w->dtype == AT_I8) {
         generic_linear_i8(y, x, w, b, n);
         return;
     }
-    const int out = w->rows, in = w->cols;
-    const double work = (double)n * out * in;
-    /* row-major f32 rows are used where they lie; f16 or packed rows are gathered first */
-    const int direct = w->dtype == AT_F32 && !w->packed;
-#pragma omp parallel if (work > PARALLEL_GRAIN && at_threads() > 1)
-    {
-        float *buf = direct ? NULL : malloc(sizeof(float) * (size_t)in);
-#pragma omp for schedule(static)
-        for (int o = 0; o < out; o++) {
-            const float bias = b ? b[o] : 0.0f;
-            if (!direct && !buf) {
-                for (int t = 0; t < n; t++) y[(size_t)t * out + o] = generic_dot_elems(x + (size_t)t * in, w, o, in) + bias;
-                continue;
-            }
-            const float *row = (const float *)w->data + (size_t)o * in;
-            if (!direct) {
-                at_matrix_row(buf, w, o);
-                row = buf;
-            }
-            for (int t = 0; t < n; t++) y[(size_t)t * out + o] = generic_dot(x + (size_t)t * in, row, in) + bias;
-        }
-        free(buf);
-    }
+    const double work = (double)n * w->rows * w->cols;
+    linear_args a = {y, x, w, b, n, NULL, NULL};
+    at_parallel_for(w->rows, work > PARALLEL_GRAIN ? at_threads() : 1, linear_rows, &a);
 }
 
 static void generic_swish(float *x, size_t n) {
@@ -409,27 +447,56 @@ static void layernorm_rows(float *x, const float *r, const float *g, const float
     }
 }
 
+typedef struct {
+    float *x;
+    const float *r, *g, *b;
+    int n, d;
+    float eps;
+} layernorm_args;
+
+/* Groups [lo, hi) of NORM_ROWS rows of at_add_layernorm. */
+static void layernorm_groups(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const layernorm_args *a = ctx;
+    for (int q = lo; q < hi; q++) {
+        const int t0 = q * NORM_ROWS, rows = a->n - t0 < NORM_ROWS ? a->n - t0 : NORM_ROWS;
+        layernorm_rows(a->x + (size_t)t0 * a->d, a->r ? a->r + (size_t)t0 * a->d : NULL, a->g, a->b, rows, a->d,
+                       a->eps);
+    }
+}
+
 void at_add_layernorm(float *x, const float *r, const float *g, const float *b, int n, int d,
                       float eps) {
     /* groups of rows are independent: threads split them, each row computed the same way */
+    const layernorm_args a = {x, r, g, b, n, d, eps};
     const int groups = (n + NORM_ROWS - 1) / NORM_ROWS;
-#pragma omp parallel for schedule(static) if ((double)n * d > PARALLEL_GRAIN && at_threads() > 1)
-    for (int q = 0; q < groups; q++) {
-        const int t0 = q * NORM_ROWS, rows = n - t0 < NORM_ROWS ? n - t0 : NORM_ROWS;
-        layernorm_rows(x + (size_t)t0 * d, r ? r + (size_t)t0 * d : NULL, g, b, rows, d, eps);
+    at_parallel_for(groups, (double)n * d > PARALLEL_GRAIN ? at_threads() : 1, layernorm_groups, &a);
+}
+
+enum { ACTIVATE_CHUNK = 16384 };
+
+typedef struct {
+    float *x;
+    size_t n;
+    at_activation act;
+} activate_args;
+
+/* Chunks [lo, hi) of ACTIVATE_CHUNK elements of at_activate. */
+static void activate_chunks(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const activate_args *a = ctx;
+    for (int i = lo; i < hi; i++) {
+        const size_t from = (size_t)i * ACTIVATE_CHUNK;
+        at_activate(a->x + from, a->n - from < ACTIVATE_CHUNK ? a->n - from : ACTIVATE_CHUNK, a->act);
     }
 }
 
 void at_activate(float *x, size_t n, at_activation act) {
     /* element-wise: large arrays are split over threads in chunks, results unchanged */
-    const size_t chunk = 16384;
+    const size_t chunk = ACTIVATE_CHUNK;
     if (n > 2 * chunk && at_threads() > 1) {
-        const long nc = (long)((n + chunk - 1) / chunk);
-#pragma omp parallel for schedule(static)
-        for (long i = 0; i < nc; i++) {
-            const size_t lo = (size_t)i * chunk;
-            at_activate(x + lo, n - lo < chunk ? n - lo : chunk, act);
-        }
+        activate_args a = {x, n, act};
+        at_parallel_for((int)((n + chunk - 1) / chunk), at_threads(), activate_chunks, &a);
         return;
     }
     switch (act) {
@@ -483,15 +550,26 @@ int at_argmax(const float *x, int n) {
     return 0;
 }
 
+typedef struct {
+    const at_kernels *K;
+    const at_attention_args *a;
+} attention_job;
+
+/* Heads [lo, hi) of at_attention. */
+static void attention_heads(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const attention_job *j = ctx;
+    for (int h = lo; h < hi; h++) j->K->attention_head(j->a, h);
+}
+
 void at_attention(float *out, int ld_o, const float *q, int ld_q, const float *k,
                   const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
                   int q_pos0, float *probs, float *scratch) {
     const at_kernels *K = at_k();
     const at_attention_args a = {out, q, k, v, probs, scratch, ld_o, ld_q, ld_kv, t_n, s_n, hd, causal, q_pos0};
     const double work = (double)heads * t_n * s_n * hd * 2;
-    /* Heads in parallel only when the caller is not already parallel: the model runs one
-     * at_attention per sentence from its own parallel loop over sentences, and nested
-     * regions (if OMP_MAX_ACTIVE_LEVELS allowed them) would oversubscribe the cores. */
-#pragma omp parallel for schedule(static) if (work > PARALLEL_GRAIN && at_threads() > 1 && !omp_in_parallel())
-    for (int h = 0; h < heads; h++) K->attention_head(&a, h);
+    /* Heads in parallel when there is enough work; inside the model's own parallel loop over
+     * sentences at_parallel_for runs them serially (nested loops never fork). */
+    attention_job j = {K, &a};
+    at_parallel_for(heads, work > PARALLEL_GRAIN ? at_threads() : 1, attention_heads, &j);
 }

@@ -6,12 +6,15 @@
  *
  * The kernel set is chosen once from CPUID (at_kernels_init); ATTEND_ISA=generic|avx2|avx512
  * forces one, so tests can run every path on one machine. Kernels are thread-safe; the big
- * ones split their outer loop over OpenMP threads when the work is large enough. */
+ * ones split their outer loop over the calling thread's pool (pool.h) when the work is large
+ * enough. */
 #ifndef ATTEND_KERNELS_H
 #define ATTEND_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "pool.h"
 
 enum at_dtype { AT_F32 = 0, AT_F16 = 1, AT_I8 = 2 };
 
@@ -179,8 +182,8 @@ void at_attention(float *out, int ld_o, const float *q, int ld_q, const float *k
                   const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
                   int q_pos0, float *probs, float *scratch);
 
-/* Threads (engine/threads.c): the calling thread's OpenMP thread count (per thread, so
- * callers on several threads do not interfere). n 0 = at_default_threads(). Returns the
+/* Threads (engine/threads.c): the calling thread's thread count (per thread, so callers on
+ * several threads do not interfere). n 0 = at_default_threads(). Returns the
  * previous setting, to restore it. */
 int at_set_threads(int n);
 int at_threads(void);

@@ -203,12 +203,23 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
         at_kernels_generic.linear(y, x, w, b, n);
         return;
     }
-    const int8_t *W = (const int8_t *)w->data;
-    const wstride ws = matrix_stride(w);
     const double work = (double)n * out * in;
-    const int RB = n == 1 ? stream_block_rows(w, at_threads()) : 64, nb = (out + RB - 1) / RB, XB = 48;
-#pragma omp parallel for schedule(dynamic, 1) if (work > SIMD_PARALLEL_GRAIN && at_threads() > 1)
-    for (int blk = 0; blk < nb; blk++) {
+    const int RB = n == 1 ? stream_block_rows(w, at_threads()) : 64, nb = (out + RB - 1) / RB;
+    const linear_job j = {y, x, w, b, n, RB, xq, sx};
+    at_parallel_for(nb, work > SIMD_PARALLEL_GRAIN ? at_threads() : 1, i8_blocks, &j);
+}
+
+/* Blocks [lo, hi) of j->RB rows of W against every input row. */
+static void i8_blocks(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const linear_job *j = ctx;
+    const at_matrix *w = j->w;
+    const int out = w->rows, in = w->cols, n = j->n, RB = j->RB, XB = 48;
+    const int8_t *xq = j->xq, *W = (const int8_t *)w->data;
+    const float *sx = j->sx, *b = j->b;
+    float *y = j->y;
+    const wstride ws = matrix_stride(w);
+    for (int blk = lo; blk < hi; blk++) {
         const int o0 = blk * RB, o1 = o0 + RB < out ? o0 + RB : out;
         for (int t0 = 0; t0 < n; t0 += XB) {
             const int t1 = t0 + XB < n ? t0 + XB : n;

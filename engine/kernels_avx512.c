@@ -199,14 +199,25 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
     for (; i + 64 <= tot; i += 64)
         _mm512_storeu_si512((void *)(xq + i), _mm512_xor_si512(_mm512_loadu_si512((const void *)(xq + i)), flip));
     for (; i < tot; i++) xq[i] = (int8_t)((uint8_t)xq[i] ^ 0x80);
-    const uint8_t *xu = (const uint8_t *)xq;
     /* several rows: 16 outputs a vector, no lane reductions (gemm_i8_vnni.c) */
-    if (i8_gemm_pays(n, in) && at_gemm_i8_vnni(y, xu, sx, w, b, n) == 0) return;
-    const int8_t *W = (const int8_t *)w->data;
+    if (i8_gemm_pays(n, in) && at_gemm_i8_vnni(y, (const uint8_t *)xq, sx, w, b, n) == 0) return;
     const double work = (double)n * out * in;
-    const int RB = n == 1 ? stream_block_rows(w, at_threads()) : 64, nb = (out + RB - 1) / RB, XB = 64;
-#pragma omp parallel for schedule(dynamic, 1) if (work > SIMD_PARALLEL_GRAIN && at_threads() > 1)
-    for (int blk = 0; blk < nb; blk++) {
+    const int RB = n == 1 ? stream_block_rows(w, at_threads()) : 64, nb = (out + RB - 1) / RB;
+    const linear_job j = {y, x, w, b, n, RB, xq, sx};
+    at_parallel_for(nb, work > SIMD_PARALLEL_GRAIN ? at_threads() : 1, i8_blocks, &j);
+}
+
+/* Blocks [lo, hi) of j->RB rows of W against every input row (xq already flipped to u8). */
+static void i8_blocks(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const linear_job *j = ctx;
+    const at_matrix *w = j->w;
+    const int out = w->rows, in = w->cols, n = j->n, RB = j->RB, XB = 64;
+    const uint8_t *xu = (const uint8_t *)j->xq;
+    const int8_t *W = (const int8_t *)w->data;
+    const float *sx = j->sx, *b = j->b;
+    float *y = j->y;
+    for (int blk = lo; blk < hi; blk++) {
         const int o0 = blk * RB, o1 = o0 + RB < out ? o0 + RB : out;
         for (int t0 = 0; t0 < n; t0 += XB) {
             const int t1 = t0 + XB < n ? t0 + XB : n;

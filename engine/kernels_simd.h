@@ -23,7 +23,6 @@
  * which elements are computed together, never how. */
 
 #include <math.h>
-#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,7 +199,7 @@ static void tile_f32_1(float *y, int ldy, const float *x, int in, const void *w,
 static void tile_f16_4(float *y, int ldy, const float *x, int in, const void *w, wstride ws, const float *b, int nx) { TILE_CASES(4, 1) }
 static void tile_f16_1(float *y, int ldy, const float *x, int in, const void *w, wstride ws, const float *b, int nx) { TILE_CASES(1, 1) }
 
-/* A per-thread scratch buffer that only grows (OpenMP threads persist, so this is reused
+/* A per-thread scratch buffer that only grows (pool threads persist, so this is reused
  * across calls: no allocation in the steady state). NULL if out of memory. */
 static float *thread_scratch(size_t n) {
     static _Thread_local float *buf;
@@ -260,6 +259,19 @@ static void linear_block(float *y, const float *x, const at_matrix *w, const flo
 
 static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const float *b, int n);
 
+/* One linear split into blocks of RB rows of W for the pool; int8 adds x quantized (xq, with
+ * row scales sx). */
+typedef struct {
+    float *y;
+    const float *x;
+    const at_matrix *w;
+    const float *b;
+    int n, RB;
+    const int8_t *xq;
+    const float *sx;
+} linear_job;
+static void i8_blocks(const void *ctx, int lo, int hi, int worker);
+
 /* Rows per block when one input row streams W once (batch 1): blocks of about 128 KiB keep
  * each thread reading long runs that the hardware prefetchers follow (int8, 2 threads, Zen 4:
  * 16 KiB blocks read 21 GB/s, 128 KiB blocks 37-40 GB/s), and at least two blocks per
@@ -270,6 +282,17 @@ static int stream_block_rows(const at_matrix *w, int nt) {
     if (rb > balanced) rb = balanced;
     rb -= rb % AT_PACK_ROWS;
     return rb < 16 ? 16 : rb;
+}
+
+/* Blocks [lo, hi) of RB rows of W. */
+static void linear_blocks(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const linear_job *j = ctx;
+    const int out = j->w->rows;
+    for (int i = lo; i < hi; i++) {
+        const int o0 = i * j->RB, o1 = o0 + j->RB < out ? o0 + j->RB : out;
+        linear_block(j->y, j->x, j->w, j->b, j->n, o0, o1);
+    }
 }
 
 /* Split W rows over threads in blocks (a multiple of TILE_W), each block against all inputs. */
@@ -284,9 +307,6 @@ static void simd_linear(float *y, const float *x, const at_matrix *w, const floa
     /* batch 1 streams W once, in long runs per thread; larger batches reuse a block */
     const int RB = n == 1 ? stream_block_rows(w, nt) : 32;
     const int nb = (out + RB - 1) / RB;
-#pragma omp parallel for schedule(dynamic, 1) if (work > SIMD_PARALLEL_GRAIN && nt > 1)
-    for (int i = 0; i < nb; i++) {
-        const int o0 = i * RB, o1 = o0 + RB < out ? o0 + RB : out;
-        linear_block(y, x, w, b, n, o0, o1);
-    }
+    const linear_job j = {y, x, w, b, n, RB, NULL, NULL};
+    at_parallel_for(nb, work > SIMD_PARALLEL_GRAIN ? nt : 1, linear_blocks, &j);
 }

@@ -2,12 +2,17 @@
  * core this process may run on. Matrix kernels gain nothing from a core's second hardware
  * thread (both share one set of vector units) and lose to the contention. */
 #include <ctype.h>
-#include <omp.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "kernels.h"
+
+static int online_cpus(void) {
+    const long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
 
 static int read_sys_int(int cpu, const char *what) {
     char path[128];
@@ -22,7 +27,7 @@ static int read_sys_int(int cpu, const char *what) {
 
 int at_physical_cores(void) {
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) != 0) return omp_get_num_procs();
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return online_cpus();
     /* distinct (package, core) pairs among the CPUs in our set (on the stack: callers may
      * run on several threads at once) */
     enum { MAX_SEEN = 1024 };
@@ -40,7 +45,7 @@ int at_physical_cores(void) {
         if (!dup) seen_pkg[n] = pkg, seen_core[n++] = core;
     }
     const int cores = n + unknown;
-    return cores > 0 ? cores : omp_get_num_procs();
+    return cores > 0 ? cores : online_cpus();
 }
 
 int at_default_threads(void) {
@@ -52,12 +57,17 @@ int at_default_threads(void) {
     return at_physical_cores();
 }
 
-/* The thread count lives in OpenMP's per-thread setting (nthreads-var), not in a global:
- * each calling thread sets its own, so calls on several threads do not interfere. */
+/* The thread count is a per-thread setting, not a global: each calling thread sets its own,
+ * so calls on several threads do not interfere. 0: not set yet, at_default_threads(). */
+static _Thread_local int my_threads;
+
 int at_set_threads(int n) {
-    const int old = omp_get_max_threads();
-    omp_set_num_threads(n > 0 ? n : at_default_threads());
+    const int old = at_threads();
+    my_threads = n > 0 ? n : at_default_threads();
     return old;
 }
 
-int at_threads(void) { return omp_get_max_threads(); }
+int at_threads(void) {
+    if (my_threads == 0) my_threads = at_default_threads();
+    return my_threads;
+}

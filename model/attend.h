@@ -17,8 +17,10 @@
  *
  * Thread safety: a loaded model is read-only; attend_translate may run from several threads
  * on one model at once, each call with its own attend_params.threads (the library keeps no
- * global thread count: it sets the calling thread's OpenMP setting for the call and puts
- * the caller's back after). tests/test_api_threads.c checks this, also under
+ * global thread count: it sets the calling thread's thread count for the call and puts
+ * the caller's back after). Each calling thread gets its own pool of worker threads on its
+ * first call with threads > 1; they sleep between calls and end when that thread exits.
+ * tests/test_api_threads.c checks this, also under
  * ThreadSanitizer (make tsan). Library functions never print and never exit: failures
  * return a status and a one-line message in err. */
 #ifndef ATTEND_H

@@ -50,6 +50,29 @@ static int max_heads(const marian_config *c) {
 /* ---------------------------------------------------------------------------------------
  * Encoder */
 
+/* Self-attention of sentences [lo, hi) of encoder layer l, each over its own rows. */
+typedef struct {
+    float *C;
+    const float *Q, *K, *V;
+    const int *off, *len;
+    float *const *enc_self;
+    float *scratch;
+    int d, H, l, max_len;
+} enc_attention_job;
+
+static void enc_attention(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const enc_attention_job *j = ctx;
+    const int d = j->d, H = j->H, hd = d / H;
+    for (int i = lo; i < hi; i++) {
+        const size_t o = (size_t)j->off[i] * d;
+        const int len = j->len[i];
+        float *probs = j->enc_self && j->enc_self[i] ? j->enc_self[i] + (size_t)j->l * H * len * len : NULL;
+        at_attention(j->C + o, d, j->Q + o, d, j->K + o, j->V + o, d, len, len, H, hd, 0, 0, probs,
+                     j->scratch + (size_t)i * H * j->max_len);
+    }
+}
+
 int encode(const marian_model *m, const int *const *ids, const int *off, const int *len, int n,
            int total, float *X, float *const *enc_self) {
     const marian_config *c = &m->c;
@@ -82,13 +105,8 @@ int encode(const marian_model *m, const int *const *ids, const int *off, const i
         at_k()->linear(K, in, &L->self_attn.k.w, L->self_attn.k.b, total);
         at_k()->linear(V, in, &L->self_attn.v.w, L->self_attn.v.b, total);
         scale_rows(Q, td, qscale);
-#pragma omp parallel for schedule(dynamic) if (n > 1 && at_threads() > 1)
-        for (int i = 0; i < n; i++) {
-            const size_t o = (size_t)off[i] * d;
-            float *probs = enc_self && enc_self[i] ? enc_self[i] + (size_t)l * H * len[i] * len[i] : NULL;
-            at_attention(C + o, d, Q + o, d, K + o, V + o, d, len[i], len[i], H, hd, 0, 0, probs,
-                         scratch + (size_t)i * H * max_len);
-        }
+        const enc_attention_job j = {C, Q, K, V, off, len, enc_self, scratch, d, H, l, max_len};
+        at_parallel_for(n, at_threads(), enc_attention, &j);
         at_k()->linear(Q, C, &L->self_attn.o.w, L->self_attn.o.b, total);
         sublayer_out(c, X, Q, &L->self_attn_norm, total);
         /* feed-forward: F [total, enc_ffn] */
@@ -213,11 +231,52 @@ void dec_free(dec_state *s) {
 /* ---------------------------------------------------------------------------------------
  * One decoder step */
 
+/* Attention of decoder rows [lo, hi) at step t, layer l: one query row each, over the row's
+ * own cache (self) or over its sentence (cross). */
+typedef struct {
+    dec_state *s;
+    const dec_row *rows;
+    float *const *att;
+    size_t scratch_per_row;
+    int t, l;
+} dec_attention_job;
+
+static void dec_self_attention(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const dec_attention_job *j = ctx;
+    dec_state *s = j->s;
+    const marian_config *c = &s->m->c;
+    const int d = c->d_model, H = c->dec_heads, hd = d / H, L = c->dec_layers, t = j->t, l = j->l;
+    for (int b = lo; b < hi; b++) {
+        float *K = s->self_k[j->rows[b].slot * L + l], *V = s->self_v[j->rows[b].slot * L + l];
+        memcpy(K + (size_t)t * d, s->k + (size_t)b * d, sizeof(float) * (size_t)d);
+        memcpy(V + (size_t)t * d, s->v + (size_t)b * d, sizeof(float) * (size_t)d);
+        float *probs = j->att && j->att[b] ? j->att[b] + (size_t)l * H * (t + 1) : NULL;
+        at_attention(s->ctx + (size_t)b * d, d, s->q + (size_t)b * d, d, K, V, d, 1, t + 1, H, hd, 1, t, probs,
+                     s->scratch + (size_t)b * j->scratch_per_row);
+    }
+}
+
+static void dec_cross_attention(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const dec_attention_job *j = ctx;
+    dec_state *s = j->s;
+    const enc_memory *mem = s->mem;
+    const marian_config *c = &s->m->c;
+    const int d = c->d_model, H = c->dec_heads, hd = d / H, l = j->l;
+    for (int b = lo; b < hi; b++) {
+        const int i = j->rows[b].sent, S = mem->len[i];
+        const size_t o = (size_t)mem->off[i] * d;
+        float *probs = j->att && j->att[b] ? j->att[b] + (size_t)l * H * S : NULL;
+        at_attention(s->ctx + (size_t)b * d, d, s->q + (size_t)b * d, d, mem->cross_k[l] + o, mem->cross_v[l] + o, d, 1,
+                     S, H, hd, 0, 0, probs, s->scratch + (size_t)b * j->scratch_per_row);
+    }
+}
+
 void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const *att_self,
                   float *const *att_cross) {
     const marian_model *m = s->m;
     const marian_config *c = &m->c;
-    const enc_memory *mem = s->mem;
     const int d = c->d_model, H = c->dec_heads, hd = d / H, L = c->dec_layers, ffn = c->dec_ffn;
     const float qscale = 1.0f / sqrtf((float)hd);
     const size_t scratch_per_row = (size_t)max_heads(c) * (s->cap > s->max_src ? s->cap : s->max_src);
@@ -239,15 +298,8 @@ void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const 
         at_k()->linear(s->k, in, &Ly->self_attn.k.w, Ly->self_attn.k.b, n);
         at_k()->linear(s->v, in, &Ly->self_attn.v.w, Ly->self_attn.v.b, n);
         scale_rows(q, (size_t)n * d, qscale);
-#pragma omp parallel for schedule(dynamic) if (n > 1 && at_threads() > 1)
-        for (int b = 0; b < n; b++) {
-            float *K = s->self_k[rows[b].slot * L + l], *V = s->self_v[rows[b].slot * L + l];
-            memcpy(K + (size_t)t * d, s->k + (size_t)b * d, sizeof(float) * (size_t)d);
-            memcpy(V + (size_t)t * d, s->v + (size_t)b * d, sizeof(float) * (size_t)d);
-            float *probs = att_self && att_self[b] ? att_self[b] + (size_t)l * H * (t + 1) : NULL;
-            at_attention(ctx + (size_t)b * d, d, q + (size_t)b * d, d, K, V, d, 1, t + 1, H, hd, 1, t, probs,
-                         s->scratch + (size_t)b * scratch_per_row);
-        }
+        const dec_attention_job self = {s, rows, att_self, scratch_per_row, t, l};
+        at_parallel_for(n, at_threads(), dec_self_attention, &self);
         at_k()->linear(tmp, ctx, &Ly->self_attn.o.w, Ly->self_attn.o.b, n);
         sublayer_out(c, x, tmp, &Ly->self_attn_norm, n);
 
@@ -255,14 +307,8 @@ void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const 
         at_k()->linear(q, sublayer_in(c, x, s->h, &Ly->cross_attn_norm, n), &Ly->cross_attn.q.w,
                        Ly->cross_attn.q.b, n);
         scale_rows(q, (size_t)n * d, qscale);
-#pragma omp parallel for schedule(dynamic) if (n > 1 && at_threads() > 1)
-        for (int b = 0; b < n; b++) {
-            const int i = rows[b].sent, S = mem->len[i];
-            const size_t o = (size_t)mem->off[i] * d;
-            float *probs = att_cross && att_cross[b] ? att_cross[b] + (size_t)l * H * S : NULL;
-            at_attention(ctx + (size_t)b * d, d, q + (size_t)b * d, d, mem->cross_k[l] + o, mem->cross_v[l] + o, d, 1,
-                         S, H, hd, 0, 0, probs, s->scratch + (size_t)b * scratch_per_row);
-        }
+        const dec_attention_job cross = {s, rows, att_cross, scratch_per_row, t, l};
+        at_parallel_for(n, at_threads(), dec_cross_attention, &cross);
         at_k()->linear(tmp, ctx, &Ly->cross_attn.o.w, Ly->cross_attn.o.b, n);
         sublayer_out(c, x, tmp, &Ly->cross_attn_norm, n);
 

@@ -4,7 +4,6 @@
 #include "translate.h"
 
 #include <math.h>
-#include <omp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -326,6 +325,64 @@ static void fill_record_lp(trace *tr, int from, const float *logits_of_run0, int
 }
 
 /* ---------------------------------------------------------------------------------------
+ * One step's choices, row by row */
+
+/* What choose_rows reads and where it writes: each row its own slots. */
+typedef struct {
+    const marian_config *c;
+    const marian_search *s;
+    const marian_opts *o;
+    const marian_source *src;
+    sent_search *ss;
+    const row_ref *refs;
+    trace *tr;
+    const float *logits; /* [rows, V] */
+    float *work;         /* 2 V floats per worker */
+    int *pathbuf;        /* ml + 1 ids per row */
+    beam_cand *cands;    /* K2 per row */
+    int *choice;
+    float *choice_lp;
+    int V, t, ml, K2, run0, beam;
+} choose_job;
+
+/* Rows [lo, hi): each row's choice (greedy, sampled, forced) or its beam candidates. */
+static void choose_rows(const void *ctx, int lo, int hi, int worker) {
+    const choose_job *j = ctx;
+    const marian_config *c = j->c;
+    const marian_search *s = j->s;
+    const marian_opts *o = j->o;
+    const marian_source *src = j->src;
+    const int V = j->V, t = j->t, ml = j->ml;
+    trace *tr = j->tr;
+    float *wk = j->work + (size_t)worker * 2 * V;
+    for (int b = lo; b < hi; b++) {
+        const int i = j->refs[b].sent, k = j->refs[b].live;
+        sent_search *q = &j->ss[i];
+        const float *lg = j->logits + (size_t)b * V;
+        step_ctx x = {c, s, t, ml, o->ignore_eos};
+        int *pi = j->pathbuf + (size_t)b * (ml + 1);
+        prefix p = {pi, 1};
+        pi[0] = c->start_id;
+        if (!src[i].forced && (search_has_processors(s, o->ignore_eos) || s->sample)) {
+            const int rec = q->live_rec[k];
+            /* non-forced rows stop by step ml - 2, so the path fits pathbuf's ml + 1 ids */
+            p.n = 1 + (rec < 0 ? 0 : trace_records(tr, rec, pi + 1));
+            for (int r = 1; r < p.n; r++) pi[r] = tr->rec_tok[pi[r]];
+        }
+        if (j->beam && !src[i].forced) {
+            beam_candidates(&x, lg, &p, q->live_score[k], wk, j->cands + (size_t)b * j->K2, &tr->run_lse[j->run0 + b]);
+            continue;
+        }
+        int next;
+        if (src[i].forced) next = src[i].forced[t];
+        else if (s->sample) next = sample_choose(&x, lg, &p, wk, &q->rng[k]);
+        else next = greedy_choose(&x, lg, &p, wk);
+        j->choice[b] = next;
+        j->choice_lp[b] = o->want_scores ? log_softmax_at(lg, V, next) : 0;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
  * marian_translate_ids */
 
 int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
@@ -511,33 +568,9 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
 
         /* each row's choice (greedy, sampled, forced) or its beam candidates, in parallel:
          * a row reads its own logits and writes its own slots */
-#pragma omp parallel for schedule(dynamic) num_threads(threads) if (nr > 1 && threads > 1)
-        for (int b = 0; b < nr; b++) {
-            const int i = refs[b].sent, k = refs[b].live;
-            sent_search *q = &ss[i];
-            const float *lg = ds.logits + (size_t)b * V;
-            float *wk = work + (size_t)omp_get_thread_num() * 2 * V;
-            step_ctx x = {c, s, t, ml, o->ignore_eos};
-            int *pi = pathbuf + (size_t)b * (ml + 1);
-            prefix p = {pi, 1};
-            pi[0] = c->start_id;
-            if (!src[i].forced && (search_has_processors(s, o->ignore_eos) || s->sample)) {
-                const int rec = q->live_rec[k];
-                /* non-forced rows stop by step ml - 2, so the path fits pathbuf's ml + 1 ids */
-                p.n = 1 + (rec < 0 ? 0 : trace_records(&tr, rec, pi + 1));
-                for (int j = 1; j < p.n; j++) pi[j] = tr.rec_tok[pi[j]];
-            }
-            if (beam && !src[i].forced) {
-                beam_candidates(&x, lg, &p, q->live_score[k], wk, cands + (size_t)b * K2, &tr.run_lse[run0 + b]);
-                continue;
-            }
-            int next;
-            if (src[i].forced) next = src[i].forced[t];
-            else if (s->sample) next = sample_choose(&x, lg, &p, wk, &q->rng[k]);
-            else next = greedy_choose(&x, lg, &p, wk);
-            choice[b] = next;
-            choice_lp[b] = o->want_scores ? log_softmax_at(lg, V, next) : 0;
-        }
+        const choose_job job = {c, s, o, src, ss, refs, &tr, ds.logits, work, pathbuf, cands, choice, choice_lp,
+                                V, t, ml, K2, run0, beam};
+        at_parallel_for(nr, threads, choose_rows, &job);
 
         for (int b0 = 0; b0 < nr;) {
             const int i = refs[b0].sent;

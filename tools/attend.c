@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli.h"
 
@@ -30,21 +29,6 @@ static void usage(FILE *f) {
             "\n"
             "Run 'attend COMMAND --help' for a command's options; 'attend --version' prints the\n"
             "version.\n");
-}
-
-/* OpenMP threads that wait by spinning for long (libgomp's default) collapse when the cores
- * are shared with other busy processes: a decoder step has ~60 parallel regions, and each
- * waits for a preempted spinner (measured: 35x slower at batch 1 on a loaded 2-core
- * machine). Too short a spin puts the threads to sleep between regions instead. 3000
- * measured best both idle and with two busy processes on the cores (int8, batch 1, 2
- * threads: 2.4 / 5.9 ms per step, against 3.1 / 10.9 for 300 and 2.6 / 46 for 30000).
- * libgomp reads its settings when it loads, so unless the user chose a policy, restart once. */
-static void set_wait_policy(char **argv) {
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT")) return;
-    const char *pre = getenv("LD_PRELOAD"); /* under valgrind, stay in the traced process */
-    if (pre && strstr(pre, "vgpreload")) return;
-    setenv("GOMP_SPINCOUNT", "3000", 1);
-    execv("/proc/self/exe", argv); /* on failure: carry on with the defaults */
 }
 
 /* attend isa: the kernel set in use, those this CPU has, and the default thread count. */
@@ -98,7 +82,6 @@ static int run(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
-    set_wait_policy(argv);
     const int status = run(argc, argv);
     /* every command's output is checked here, once: a full disk is an error, not success */
     const int io = cli_flush_stdout();

@@ -31,8 +31,9 @@ import subprocess
 import sys
 import time
 
-# The same OpenMP wait policy attend picks for itself (see tools/attend.c), for PyTorch too:
-# set before torch loads libgomp, so both systems are measured on equal terms.
+# PyTorch's libgomp spins long at its barriers by default; a short spin, set before torch
+# loads libgomp, waits about as briefly as attend's own pool (engine/pool.c), so both
+# systems are measured on equal terms.
 os.environ.setdefault("GOMP_SPINCOUNT", "3000")
 # OpenBLAS's own worker threads (torch's f32 matmuls) likewise spin-wait after each call by
 # default; they live in this process while attend runs, so they must sleep promptly too.
@@ -649,9 +650,9 @@ def main(argv=None):
                   "of each round's step ÷ that round's bandwidth. The issue's target is against the triad. A step can "
                   "exceed 100%: the triad also writes (and, as STREAM, does not count the write-allocate reads), "
                   "and weights smaller than the last-level cache may be served partly from it.")
-        md.append("- Both systems run with `GOMP_SPINCOUNT=3000` (attend sets it for itself unless the user chose an "
-                  "OpenMP wait policy): libgomp's default long spin makes 2-thread runs collapse when other processes "
-                  "share the cores.")
+        md.append("- PyTorch runs with `GOMP_SPINCOUNT=3000` (libgomp's default long spin makes 2-thread runs collapse "
+                  "when other processes share the cores); attend's own thread pool spins about 20 µs between "
+                  "parallel loops, then sleeps.")
         md.append("- PyTorch reference: `tools/reference.py`'s model driven as HF `generate()` drives it (cached "
                   f"self-attention, cross K/V once, last-position logits), f32, `torch.set_num_threads` = threads; "
                   f"torch {torch.__version__}, BLAS: {torch_blas()} (`make bench` installs OpenBLAS so the "

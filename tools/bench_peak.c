@@ -5,7 +5,7 @@
  * at_cpu_has says the CPU and the OS support it. */
 #include "bench_peak.h"
 
-#include <omp.h>
+#include <pthread.h>
 #include <string.h>
 #include <time.h>
 
@@ -83,17 +83,38 @@ __attribute__((target("avx2"))) static float maddubs_ymm(float seed) {
 /* Ops per second of loop(seed) run by `threads` threads at once, best of 15 (other jobs on
  * the machine only ever make a run slower, and on a shared machine a short run is the likelier
  * one to find every core free). ops_per_call counts one call's work. */
+typedef struct {
+    float (*loop)(float);
+    float seed, result;
+    const int *go; /* the threads start together, when the caller sets it */
+} probe_thread;
+
+static void *run_probe(void *arg) {
+    probe_thread *p = arg;
+    while (!__atomic_load_n(p->go, __ATOMIC_ACQUIRE)) {
+    }
+    p->result = p->loop(p->seed);
+    return NULL;
+}
+
 static double time_loop(float (*loop)(float), double ops_per_call, int threads) {
+    enum { MAX_PROBE_THREADS = 256 };
+    if (threads > MAX_PROBE_THREADS) threads = MAX_PROBE_THREADS;
     double best = 0;
     volatile float sink = 0;
+    probe_thread pt[MAX_PROBE_THREADS];
+    pthread_t tid[MAX_PROBE_THREADS];
     for (int rep = 0; rep < 16; rep++) { /* the first run warms up the vector units' clocks */
+        int go = 0, running = 1;
+        for (int k = 0; k < threads; k++) pt[k] = (probe_thread){loop, 2.0f + (float)k, 0, &go};
+        while (running < threads && pthread_create(&tid[running], NULL, run_probe, &pt[running]) == 0) running++;
         const double t0 = now();
-        float part = 0;
-#pragma omp parallel num_threads(threads) reduction(+ : part)
-        part += loop(2.0f + (float)omp_get_thread_num());
+        __atomic_store_n(&go, 1, __ATOMIC_RELEASE);
+        pt[0].result = loop(pt[0].seed);
+        for (int k = 1; k < running; k++) pthread_join(tid[k], NULL);
         const double dt = now() - t0;
-        sink = sink + part;
-        if (rep > 0 && dt > 0 && ops_per_call * threads / dt > best) best = ops_per_call * threads / dt;
+        for (int k = 0; k < running; k++) sink = sink + pt[k].result;
+        if (rep > 0 && dt > 0 && ops_per_call * running / dt > best) best = ops_per_call * running / dt;
     }
     (void)sink;
     return best;

@@ -17,8 +17,7 @@ translate() of one str returns one Result; of a list (any iterable) a list of Re
 The library is looked for in $ATTEND_LIBRARY, then ``attend/libattend.so`` beside this
 package, then the build tree ``<repo>/build/libattend.so``, then ``PREFIX/lib`` of an
 install, then the dynamic loader's path (see find_library). The library is opened on
-first use; unless $OMP_WAIT_POLICY or $GOMP_SPINCOUNT is set, GOMP_SPINCOUNT=3000 is put
-in the environment first (libgomp's default spin-wait is very slow on shared cores).
+first use.
 """
 from __future__ import annotations
 

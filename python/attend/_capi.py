@@ -257,14 +257,6 @@ def library_dir() -> Optional[str]:
     return os.path.dirname(os.path.abspath(path)) if os.sep in path and os.path.exists(path) else None
 
 
-def _prepare_openmp() -> None:
-    # libgomp reads its wait policy when it is loaded, which is when libattend.so is opened
-    # (unless something else loaded it first). Its default long spin-wait makes decoding on
-    # shared cores very slow; the attend binary sets the same (README, "Library").
-    if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-        os.environ["GOMP_SPINCOUNT"] = "3000"
-
-
 # name: (argtypes, restype, required). Functions marked optional are declared when the
 # library has them (older builds lack them); the Python calls that need them say so.
 _FUNCTIONS = {
@@ -348,7 +340,6 @@ def lib() -> ctypes.CDLL:
         if _lib is not None:
             return _lib
         path = find_library()
-        _prepare_openmp()
         try:
             handle = ctypes.CDLL(path)
         except OSError as e:

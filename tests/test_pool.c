@@ -1,0 +1,189 @@
+/* The engine's thread pool (engine/pool.h): every item runs exactly once, a worker index is
+ * never in use twice at once, nested loops run serially on the calling thread, several
+ * caller threads each get their own pool, and idle workers sleep instead of spinning.
+ * Usage: test_pool */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "../engine/kernels.h"
+#include "../engine/pool.h"
+#include "check.h"
+
+#define MAX_ITEMS 20011
+#define MAX_THREADS 8
+
+/* ---------------------------------------------------------------------------------------
+ * Each item once, worker indices in range and exclusive */
+
+typedef struct {
+    _Atomic int *count;                /* [n] times each item ran */
+    _Atomic int busy[MAX_THREADS];     /* 1 while a chunk runs with that worker index */
+    _Atomic int bad_worker, overlap;
+    int threads;
+} count_job;
+
+static void count_items(const void *ctx, int lo, int hi, int worker) {
+    count_job *j = (count_job *)ctx;
+    if (worker < 0 || worker >= j->threads) {
+        atomic_fetch_add(&j->bad_worker, 1);
+        return;
+    }
+    if (atomic_exchange(&j->busy[worker], 1)) atomic_fetch_add(&j->overlap, 1);
+    for (int i = lo; i < hi; i++) atomic_fetch_add(&j->count[i], 1);
+    atomic_store(&j->busy[worker], 0);
+}
+
+/* at_parallel_for(n, threads) over fresh counters; 1 when every item ran exactly once. */
+static int run_counted(int n, int threads, count_job *j) {
+    memset(j, 0, sizeof *j);
+    j->count = calloc((size_t)(n > 0 ? n : 1), sizeof *j->count);
+    j->threads = threads;
+    at_parallel_for(n, threads, count_items, j);
+    int once = 1;
+    for (int i = 0; i < n; i++) once &= j->count[i] == 1;
+    free(j->count);
+    return once;
+}
+
+static void test_each_item_once(void) {
+    const int sizes[] = {0, 1, 2, 3, 7, 64, 1000, MAX_ITEMS};
+    const int threads[] = {1, 2, 3, 4, MAX_THREADS};
+    for (size_t a = 0; a < sizeof sizes / sizeof *sizes; a++)
+        for (size_t b = 0; b < sizeof threads / sizeof *threads; b++)
+            for (int round = 0; round < 20; round++) {
+                count_job j;
+                const int once = run_counted(sizes[a], threads[b], &j);
+                CHECKF(once, "n %d, %d threads: an item ran not exactly once", sizes[a], threads[b]);
+                CHECKF(!j.bad_worker, "n %d, %d threads: worker index out of range", sizes[a], threads[b]);
+                CHECKF(!j.overlap, "n %d, %d threads: one worker index ran two chunks at once", sizes[a], threads[b]);
+                if (!once || j.bad_worker || j.overlap) return;
+            }
+    CHECK(!at_in_parallel()); /* outside any loop again */
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Nested loops run serially, on the thread that calls them */
+
+typedef struct {
+    _Atomic int inner_calls, inner_not_serial, outer_not_parallel;
+    _Atomic int inner_items;
+} nest_job;
+
+typedef struct {
+    nest_job *nj;
+    pthread_t caller;
+} inner_job;
+
+static void inner(const void *ctx, int lo, int hi, int worker) {
+    const inner_job *ij = ctx;
+    atomic_fetch_add(&ij->nj->inner_calls, 1);
+    if (lo != 0 || worker != 0 || !pthread_equal(pthread_self(), ij->caller))
+        atomic_fetch_add(&ij->nj->inner_not_serial, 1);
+    atomic_fetch_add(&ij->nj->inner_items, hi - lo);
+}
+
+static void outer(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    nest_job *nj = (nest_job *)ctx;
+    if (!at_in_parallel()) atomic_fetch_add(&nj->outer_not_parallel, 1);
+    for (int i = lo; i < hi; i++) {
+        const inner_job ij = {nj, pthread_self()};
+        at_parallel_for(50, 4, inner, &ij); /* would deadlock or oversubscribe if it forked */
+    }
+}
+
+static void test_nested_serial(void) {
+    nest_job nj;
+    memset(&nj, 0, sizeof nj);
+    at_parallel_for(40, 3, outer, &nj);
+    CHECKF(nj.inner_calls == 40, "%d inner calls, want one per outer item (40)", nj.inner_calls);
+    CHECK(!nj.inner_not_serial);
+    CHECK(nj.inner_items == 40 * 50);
+    CHECK(!nj.outer_not_parallel);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Several caller threads at once, each with its own thread count and pool */
+
+#define CALLERS 4
+
+typedef struct {
+    int id, ok, threads_seen;
+} caller_arg;
+
+static void *caller_main(void *p) {
+    caller_arg *a = p;
+    a->ok = 1;
+    a->threads_seen = at_threads();
+    at_set_threads(1 + a->id % 3);
+    for (int round = 0; round < 200 && a->ok; round++) {
+        count_job j;
+        const int n = 1 + (round * 37 + a->id * 11) % 3000;
+        a->ok = run_counted(n, at_threads(), &j) && !j.bad_worker && !j.overlap;
+    }
+    a->ok &= at_threads() == 1 + a->id % 3; /* no other thread changed ours */
+    return NULL;
+}
+
+static void test_concurrent_callers(void) {
+    at_set_threads(2);
+    pthread_t tid[CALLERS];
+    caller_arg args[CALLERS];
+    for (int i = 0; i < CALLERS; i++) {
+        args[i] = (caller_arg){i, 0, 0};
+        CHECK(pthread_create(&tid[i], NULL, caller_main, &args[i]) == 0);
+    }
+    for (int i = 0; i < CALLERS; i++) {
+        pthread_join(tid[i], NULL); /* the thread's pool is joined as it exits */
+        CHECKF(args[i].ok, "caller %d: items lost, repeated or overlapping", i);
+        CHECKF(args[i].threads_seen == at_default_threads(), "caller %d started with %d threads, want the default %d",
+               i, args[i].threads_seen, at_default_threads());
+    }
+    CHECK(at_threads() == 2); /* the callers' settings did not leak into this thread */
+    at_set_threads(0);
+    CHECK(at_threads() == at_default_threads());
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Idle workers sleep */
+
+static double cpu_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void sum_items(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    _Atomic long *sum = (_Atomic long *)ctx;
+    long s = 0;
+    for (int i = lo; i < hi; i++) s += i;
+    atomic_fetch_add(sum, s);
+}
+
+static void test_idle_workers_sleep(void) {
+    /* many short loops, as a decoder step makes them, then nothing for 200 ms: spinning
+     * workers would burn up to 200 ms of CPU each in that time */
+    _Atomic long sum = 0;
+    for (int r = 0; r < 1000; r++) at_parallel_for(1000, MAX_THREADS, sum_items, &sum);
+    CHECK(sum == 1000L * (999L * 1000 / 2));
+    const double c0 = cpu_seconds();
+    const struct timespec idle = {0, 200 * 1000 * 1000};
+    nanosleep(&idle, NULL);
+    const double burnt = cpu_seconds() - c0;
+    CHECKF(burnt < 0.02, "%.1f ms of CPU burnt in 200 ms without work (%d workers): they spin", burnt * 1e3,
+           MAX_THREADS - 1);
+}
+
+int main(void) {
+    test_each_item_once();
+    test_nested_serial();
+    test_concurrent_callers();
+    test_idle_workers_sleep();
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed != 0;
+}
