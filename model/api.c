@@ -227,7 +227,14 @@ static int translate_sources(attend_model *am, marian_source *src, int n, const 
     o.want_scores = p->want_scores || p->n_best > 0;
     o.search = search;
     o.want_attention = p->want_attention;
+    marian_timing timing;
+    o.timing = p->stats ? &timing : NULL;
     if (marian_translate_ids(m, src, n, &o, res, err, errlen)) goto fail;
+    if (p->stats) {
+        p->stats->encode_seconds += timing.encode;
+        p->stats->decode_seconds += timing.decode;
+        p->stats->steps += timing.steps;
+    }
     for (int i = 0; i < n; i++) {
         attend_result *r = &out[i];
         r->n_tgt = res[i].n;
@@ -394,6 +401,7 @@ static int check_call(const attend_model *am, int n, const attend_params *p, mar
         snprintf(err, errlen, "negative sentence count");
         return -1;
     }
+    if (p->stats) memset(p->stats, 0, sizeof *p->stats);
     if (am->inspect_only) {
         snprintf(err, errlen, "the model was loaded for inspection only (attend_load_params.inspect_only)");
         return -1;

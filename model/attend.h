@@ -125,7 +125,16 @@ typedef struct {
      * languages is an error. */
     const char *src_lang;
     const char *tgt_lang;
+    /* If not NULL: where this call's time went, summed over its batches (attend bench). */
+    struct attend_stats *stats;
 } attend_params;
+
+/* attend_params.stats: wall-clock seconds of one call by phase. */
+typedef struct attend_stats {
+    double encode_seconds; /* embeddings, encoder, cross-attention keys and values */
+    double decode_seconds; /* the decoder step loop */
+    long long steps;       /* decoder steps run (a batch's steps count once) */
+} attend_stats;
 
 /* One hypothesis of an n-best list. */
 typedef struct {

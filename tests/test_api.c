@@ -141,6 +141,17 @@ int main(int argc, char **argv) {
     }
     batching(m, p);
     bad_lines(m, p);
+    /* attend_params.stats: this call's phases, reset by each call (not summed across calls) */
+    attend_stats st = {1.0, 1.0, 999};
+    attend_params q = p;
+    q.stats = &st;
+    attend_result sr;
+    for (int call = 0; call < 2; call++) {
+        CHECK(attend_translate(m, &lines[0], NULL, 1, NULL, &q, &sr, err, sizeof err) == 0);
+        CHECKF(st.steps >= 1 && st.steps <= sr.n_tgt + 1, "steps %lld for %d tokens", st.steps, sr.n_tgt);
+        CHECK(st.encode_seconds > 0 && st.encode_seconds < 1.0 && st.decode_seconds > 0 && st.decode_seconds < 10.0);
+        attend_result_free(&sr);
+    }
     int neg[] = {-1};
     CHECK(attend_detokenize(m, neg, 1) == NULL);
     CHECK(!strcmp(attend_version(), ATTEND_VERSION));

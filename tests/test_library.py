@@ -101,8 +101,26 @@ def inspect_only_load():
     lib.attend_free(m)
 
 
+def cli_uses_public_headers():
+    """The commands are clients of the library: tools/*.c include attend.h and align.h (and
+    the CLI's own files), never engine/, model/ internals, weights/ or tokenizer/."""
+    tools = os.path.join(T.REPO, "tools")
+    own = {f for f in os.listdir(tools) if f.endswith(".h")}
+    bad = []
+    for f in sorted(os.listdir(tools)):
+        if not f.endswith(".c"):
+            continue
+        with open(os.path.join(tools, f)) as fh:
+            for line in fh:
+                m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
+                if m and m.group(1) not in own and m.group(1) not in ("../model/attend.h", "../model/align.h"):
+                    bad.append(f"{f}: {m.group(1)}")
+    assert not bad, f"internal headers in the CLI: {bad}"
+
+
 def main():
     run = T.Runner()
+    run.check("the CLI includes only the public headers", cli_uses_public_headers)
     d = T.tempdir()
     run.check("libattend.so exports attend_* only, each declared in a header", only_attend_symbols)
     run.check("libattend.so has SONAME libattend.so.0", soname)

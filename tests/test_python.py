@@ -88,6 +88,7 @@ C_TYPES = {  # what _Generic names, for each ctypes field type
     ctypes.c_ulonglong: "unsigned long long", ctypes.c_char_p: "char*", ctypes.c_void_p: "void*",
     C.c_int_p: "int*", C.c_float_p: "float*", C.c_char_pp: "char**",
     ctypes.POINTER(C.attend_hypothesis): "attend_hypothesis*", C.ON_BATCH: "on_batch",
+    ctypes.POINTER(C.attend_stats): "attend_stats*", ctypes.c_double: "double",
     ctypes.c_int * C.ATTEND_VIEW_MAX: "int*",  # an array decays to a pointer in _Generic
 }
 
@@ -98,7 +99,8 @@ def struct_mirrors_match_c():
              '#define KIND(x) _Generic((x), int: "int", float: "float", long long: "long long", \\',
              '  unsigned long long: "unsigned long long", char *: "char*", const char *: "char*", \\',
              '  void *: "void*", int *: "int*", float *: "float*", char **: "char**", \\',
-             '  attend_hypothesis *: "attend_hypothesis*", on_batch_fn: "on_batch", default: "other")',
+             '  attend_hypothesis *: "attend_hypothesis*", on_batch_fn: "on_batch", \\',
+             '  attend_stats *: "attend_stats*", double: "double", default: "other")',
              "int main(void) {"]
     expect = []
     for name, cls in C.STRUCTS.items():
@@ -138,14 +140,14 @@ def struct_mirrors_match_c():
 
 
 def header_fields(struct):
-    """The field names of `typedef struct {...} struct;` in model/attend.h or align.h."""
+    """The field names of `typedef struct [tag] {...} struct;` in model/attend.h or align.h."""
     text = ""
     for h in ("attend.h", "align.h"):
         with open(os.path.join(T.REPO, "model", h)) as f:
             text += f.read()
     text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
     text = re.sub(r"//[^\n]*", " ", text)
-    m = re.search(r"typedef\s+struct\s*\{([^{}]*)\}\s*" + struct + r"\s*;", text)
+    m = re.search(r"typedef\s+struct\s*(?:\w+\s*)?\{([^{}]*)\}\s*" + struct + r"\s*;", text)
     assert m, f"typedef struct {{...}} {struct}; not found in the headers"
     names = []
     for decl in m.group(1).split(";"):

@@ -1,15 +1,15 @@
 /* bench_peak: register-only loops that time the CPU's multiply-add throughput. Each loop keeps
  * 12 independent accumulators (more than latency x ports on current cores), touches no
  * memory, and returns a value derived from every accumulator so the compiler keeps all the
- * work. Each function carries its own target attribute; the caller only runs one after
- * at_cpu_has says the CPU and the OS support it. */
+ * work. Each function carries its own target attribute; the caller only runs the loops of
+ * the kernel set attend selected (attend_isa(): the CPU and the OS support it), and VNNI
+ * where __builtin_cpu_supports finds it. */
 #include "bench_peak.h"
 
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
 
-#include "../engine/isa.h"
 
 #if defined(__x86_64__) && !defined(__clang__)
 #include <immintrin.h>
@@ -127,18 +127,18 @@ compute_peak measure_compute_peak(const char *isa, int threads) {
     if (threads < 1) threads = 1;
 #ifdef PEAK_X86
     const double steps = (double)ACCS * ITERS;
-    if (!strcmp(isa, "avx512") && at_cpu_has("avx512")) {
+    if (!strcmp(isa, "avx512")) {
         p.f32_gflops = time_loop(fma_zmm, steps * 16 * 2, threads) / 1e9;
         p.f32_how = "vfmadd zmm";
-    } else if ((!strcmp(isa, "avx512") || !strcmp(isa, "avx2")) && at_cpu_has("avx2")) {
+    } else if ((!strcmp(isa, "avx512") || !strcmp(isa, "avx2"))) {
         p.f32_gflops = time_loop(fma_ymm, steps * 8 * 2, threads) / 1e9;
         p.f32_how = "vfmadd ymm";
     }
     /* the same choice as simd_linear_i8: VNNI inside the avx512 set when the CPU has it */
-    if (!strcmp(isa, "avx512") && at_cpu_has("avx512vnni")) {
+    if (!strcmp(isa, "avx512") && __builtin_cpu_supports("avx512vnni")) {
         p.i8_gops = time_loop(vnni_zmm, steps * 64 * 2, threads) / 1e9;
         p.i8_how = "vpdpbusd zmm";
-    } else if ((!strcmp(isa, "avx512") || !strcmp(isa, "avx2")) && at_cpu_has("avx2")) {
+    } else if ((!strcmp(isa, "avx512") || !strcmp(isa, "avx2"))) {
         p.i8_gops = time_loop(maddubs_ymm, steps * 32 * 2, threads) / 1e9;
         p.i8_how = "vpmaddubsw+vpmaddwd ymm";
     }

@@ -11,8 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../engine/isa.h"
-#include "../model/translate.h"
+#include "../model/attend.h"
 #include "bench_peak.h"
 #include "cli.h"
 
@@ -159,30 +158,23 @@ static bandwidth measure_bandwidth(int threads) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Bytes a batch-1 decoder step reads: every decoder matrix but the cross-attention keys
- * and values (computed once per sentence), the output projection, and the vectors. */
+ * The model's linear layers, from its configuration (attend.h): every family attend runs
+ * has the same matrices. Weights are [out, in]; an int8 row also stores a scale and a row
+ * sum (8 bytes), and every linear layer has an f32 bias of `out`. */
 
-static double matrix_bytes(const at_matrix *w) {
-    const double n = (double)w->rows * w->cols;
-    switch (w->dtype) {
-    case AT_F16: return 2 * n;
-    case AT_I8: return n + 8.0 * w->rows; /* + scale, row sum */
-    default: return 4 * n;
-    }
+static double weight_bytes(const attend_config *c, double out, double in) {
+    const double n = out * in;
+    const double w = !strcmp(c->dtype, "int8") ? n + 8.0 * out : !strcmp(c->dtype, "f16") ? 2 * n : 4 * n;
+    return w + 4.0 * out;
 }
 
-static double linear_bytes(const linear *l) { return matrix_bytes(&l->w) + 4.0 * l->w.rows; }
-
-static double step_bytes(const marian_model *m) {
-    const int d = m->c.d_model;
-    double s = matrix_bytes(&m->out_proj) + 4.0 * m->c.decoder_vocab_size;
-    for (int l = 0; l < m->c.dec_layers; l++) {
-        const dec_layer *L = &m->dec[l];
-        s += linear_bytes(&L->self_attn.q) + linear_bytes(&L->self_attn.k) + linear_bytes(&L->self_attn.v) +
-             linear_bytes(&L->self_attn.o) + linear_bytes(&L->cross_attn.q) + linear_bytes(&L->cross_attn.o) +
-             linear_bytes(&L->fc1) + linear_bytes(&L->fc2) + 3 * 2 * 4.0 * d;
-    }
-    return s;
+/* Bytes a batch-1 decoder step reads: every decoder matrix but the cross-attention keys
+ * and values (computed once per sentence), the output projection, and the LayerNorm
+ * vectors. */
+static double step_bytes(const attend_config *c) {
+    const double d = c->d_model, f = c->decoder_ffn_dim;
+    const double layer = 6 * weight_bytes(c, d, d) + weight_bytes(c, f, d) + weight_bytes(c, d, f) + 3 * 2 * 4.0 * d;
+    return c->decoder_layers * layer + weight_bytes(c, c->decoder_vocab_size, d); /* + final logits bias */
 }
 
 /* Peak resident set of this process: VmHWM (ru_maxrss survives execve, so a big parent
@@ -201,35 +193,16 @@ static double peak_rss_mib(void) {
     return ru.ru_maxrss / 1024.0;
 }
 
-/* ---------------------------------------------------------------------------------------
- * Multiply-adds of the linear layers in one bench round, from the model's shapes: the
- * encoder's layers on every source token, the cross-attention keys and values once per
- * source token, and every decoder layer and the output projection once per decoder row and
- * step (bench decodes every row to the limit, so each step has all of them). */
-
-static double matrix_macs(const at_matrix *w) { return (double)w->rows * w->cols; }
-
-static double attn_macs(const attn_weights *a) {
-    return matrix_macs(&a->q.w) + matrix_macs(&a->k.w) + matrix_macs(&a->v.w) + matrix_macs(&a->o.w);
+/* Multiply-adds of the linear layers, from the model's shapes: encoder (per source token:
+ * its layers, and every decoder layer's cross-attention keys and values) and decoder (per
+ * decoder row and step: its layers and the output projection; bench decodes every row to
+ * the limit, so each step has all of them). */
+static void linear_macs(const attend_config *c, double *enc, double *dec) {
+    const double d = c->d_model, fe = c->encoder_ffn_dim, fd = c->decoder_ffn_dim;
+    *enc = c->encoder_layers * (4 * d * d + 2 * d * fe) + c->decoder_layers * 2 * d * d;
+    *dec = c->decoder_layers * (6 * d * d + 2 * d * fd) + (double)c->decoder_vocab_size * d;
 }
 
-/* encoder: per source token; decoder: per decoder row and step */
-static void linear_macs(const marian_model *m, double *enc, double *dec) {
-    *enc = *dec = 0;
-    for (int l = 0; l < m->c.enc_layers; l++) {
-        const enc_layer *L = &m->enc[l];
-        *enc += attn_macs(&L->self_attn) + matrix_macs(&L->fc1.w) + matrix_macs(&L->fc2.w);
-    }
-    *dec = matrix_macs(&m->out_proj);
-    for (int l = 0; l < m->c.dec_layers; l++) {
-        const dec_layer *L = &m->dec[l];
-        *enc += matrix_macs(&L->cross_attn.k.w) + matrix_macs(&L->cross_attn.v.w);
-        *dec += attn_macs(&L->self_attn) + matrix_macs(&L->cross_attn.q.w) + matrix_macs(&L->cross_attn.o.w) +
-                matrix_macs(&L->fc1.w) + matrix_macs(&L->fc2.w);
-    }
-}
-
-static const char *dtype_name(int dt) { return dt == AT_I8 ? "int8" : dt == AT_F16 ? "f16" : "f32"; }
 
 /* ---------------------------------------------------------------------------------------
  * bench */
@@ -281,31 +254,36 @@ int cmd_bench(int argc, char **argv) {
         return EXIT_USAGE;
     }
     char err[512];
-    if (at_kernels_init(err, sizeof err)) {
+    if (attend_select_isa(err, sizeof err)) {
         fprintf(stderr, "attend bench: %s\n", err);
         return EXIT_USAGE;
     }
-    at_set_threads(threads);
-    threads = at_threads();
-    marian_model *m = marian_load_for_inference(path, err, sizeof err);
+    if (threads == 0) threads = attend_default_threads();
+    attend_model *m = attend_load(path, err, sizeof err);
     if (!m) {
         fprintf(stderr, "attend bench: %s: %s\n", path, err);
         return EXIT_MODEL;
     }
-    const marian_config *c = &m->c;
-    if (S > c->max_pos || T + 1 > c->max_pos + 1) {
-        fprintf(stderr, "attend bench: lengths must fit the model's %d positions\n", c->max_pos);
-        marian_free(m);
+    const attend_config *c = attend_get_config(m);
+    if (S > c->max_position_embeddings || T > c->max_position_embeddings) {
+        fprintf(stderr, "attend bench: lengths must fit the model's %d positions\n", c->max_position_embeddings);
+        attend_free(m);
+        return EXIT_USAGE;
+    }
+    if (c->n_languages > 0) {
+        fprintf(stderr, "attend bench: multilingual models are not benchmarked yet\n");
+        attend_free(m);
         return EXIT_USAGE;
     }
 
     /* random sources: ordinary ids (not </s>, <unk> or pad), </s> last */
     int *ids = malloc(sizeof(int) * (size_t)B * S);
-    marian_source *src = calloc((size_t)B, sizeof *src);
-    marian_output *out = calloc((size_t)B, sizeof *out);
+    const int **src = calloc((size_t)B, sizeof *src);
+    int *lens = calloc((size_t)B, sizeof *lens);
+    attend_result *out = calloc((size_t)B, sizeof *out);
     double *t_round = malloc(sizeof(double) * rounds), *t_enc = malloc(sizeof(double) * rounds);
     double *t_dec = malloc(sizeof(double) * rounds);
-    if (!ids || !src || !out || !t_round || !t_enc || !t_dec) {
+    if (!ids || !src || !lens || !out || !t_round || !t_enc || !t_dec) {
         fprintf(stderr, "attend bench: out of memory\n");
         return EXIT_FAIL;
     }
@@ -318,43 +296,40 @@ int cmd_bench(int argc, char **argv) {
             ids[(size_t)i * S + j] = id;
         }
         ids[(size_t)i * S + S - 1] = c->eos_id;
-        src[i].ids = ids + (size_t)i * S;
-        src[i].n = S;
+        src[i] = ids + (size_t)i * S;
+        lens[i] = S;
     }
-    marian_timing tm;
-    marian_opts o = {0};
     /* always an explicit search, so a file's recorded num_beams never turns greedy runs into
-     * beam runs: greedy (beams 1) or N beams; with ignore_eos every beam runs to the limit */
-    marian_search search = marian_search_defaults(m);
-    search.beams = beams;
-    search.n_best = 1;
-    search.sample = 0;
-    if (marian_search_check(&search, err, sizeof err)) {
-        fprintf(stderr, "attend bench: %s\n", err);
-        marian_free(m);
-        return EXIT_USAGE;
-    }
-    o.search = &search;
-    o.max_length = T + 1;
-    o.ignore_eos = 1;
-    o.timing = &tm;
+     * beam runs: greedy (beams 1) or N beams. </s> is banned until the last step (min_length
+     * T: the start token counts), so every row, every beam too, decodes T tokens */
+    attend_stats st;
+    attend_params p = attend_default_params();
+    p.threads = threads;
+    p.num_beams = beams;
+    p.n_best = 1;
+    p.max_length = T + 1;
+    p.set_min_length = 1;
+    p.min_length = T;
+    p.stats = &st;
     int produced = 0;
+    long long steps = 0;
     for (int r = -1; r < rounds; r++) { /* round -1 warms caches and page tables */
         double t0 = now();
-        if (marian_translate_ids(m, src, B, &o, out, err, sizeof err)) {
+        if (attend_translate_ids(m, src, lens, B, NULL, NULL, &p, out, err, sizeof err)) {
             fprintf(stderr, "attend bench: %s\n", err);
             return EXIT_FAIL;
         }
         double dt = now() - t0;
         produced = 0;
         for (int i = 0; i < B; i++) {
-            produced += out[i].n;
-            marian_output_free(&out[i]);
+            produced += out[i].n_tgt;
+            attend_result_free(&out[i]);
         }
+        steps = st.steps;
         if (r >= 0) {
             t_round[r] = dt;
-            t_enc[r] = tm.encode;
-            t_dec[r] = tm.decode;
+            t_enc[r] = st.encode_seconds;
+            t_dec[r] = st.decode_seconds;
         }
     }
     const double rss_mib = peak_rss_mib();
@@ -362,18 +337,19 @@ int cmd_bench(int argc, char **argv) {
     for (int r = 1; r < rounds; r++) best = t_round[r] < best ? t_round[r] : best;
     const double med = median(t_round, rounds), enc = median(t_enc, rounds), dec = median(t_dec, rounds);
     const double tok_s = produced / med, tok_s_max = produced / best;
-    const double wbytes = step_bytes(m);
+    const double wbytes = step_bytes(c);
     const double step_s = dec / T;
     const double achieved = wbytes / step_s / 1e9;
     const bandwidth bws = want_bandwidth ? measure_bandwidth(threads) : (bandwidth){0, 0};
     const double bw = bws.triad;
     /* the linear layers' ops (2 per multiply-add) per round, against the peak of their dtype */
     double enc_macs, dec_macs;
-    linear_macs(m, &enc_macs, &dec_macs);
-    const double dec_ops = 2.0 * dec_macs * tm.steps * B * beams, run_ops = 2.0 * enc_macs * B * S + dec_ops;
+    linear_macs(c, &enc_macs, &dec_macs);
+    const double dec_ops = 2.0 * dec_macs * steps * B * beams, run_ops = 2.0 * enc_macs * B * S + dec_ops;
     const double run_rate = run_ops / med / 1e9, dec_rate = dec > 0 ? dec_ops / dec / 1e9 : 0;
-    const compute_peak pk = want_peak ? measure_compute_peak(at_k()->name, threads) : (compute_peak){0, 0, "none", "none"};
-    const double peak = m->dtype == AT_I8 ? pk.i8_gops : pk.f32_gflops;
+    const compute_peak pk = want_peak ? measure_compute_peak(attend_isa(), threads) : (compute_peak){0, 0, "none", "none"};
+    const int int8 = !strcmp(c->dtype, "int8");
+    const double peak = int8 ? pk.i8_gops : pk.f32_gflops;
 
     if (json) {
         printf("{\"model\": \"%s\", \"dtype\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"batch\": %d, "
@@ -384,13 +360,13 @@ int cmd_bench(int argc, char **argv) {
                "\"read_gbps\": %.3f, \"read_fraction\": %.4f, \"peak_f32_gflops\": %.2f, \"peak_i8_gops\": %.2f, "
                "\"linear_gop\": %.4f, \"linear_gops\": %.2f, \"decoder_linear_gops\": %.2f, \"peak_fraction\": %.4f, "
                "\"decoder_peak_fraction\": %.4f}\n",
-               path, dtype_name(m->dtype), at_k()->name, threads, B, beams, S, T, rounds, produced, tm.steps,
+               path, c->dtype, attend_isa(), threads, B, beams, S, T, rounds, produced, (int)steps,
                1e3 * med / B, 1e3 * best / B, tok_s, tok_s_max, 1e3 * enc, 1e3 * dec, 1e3 * step_s, rss_mib,
                wbytes / 1e6, achieved, bw, bw > 0 ? achieved / bw : 0.0, bws.read, bws.read > 0 ? achieved / bws.read : 0.0,
                pk.f32_gflops, pk.i8_gops, run_ops / 1e9, run_rate, dec_rate, peak > 0 ? run_rate / peak : 0.0,
                peak > 0 ? dec_rate / peak : 0.0);
     } else {
-        printf("model               %s (%s, kernels %s, %d threads)\n", path, dtype_name(m->dtype), at_k()->name, threads);
+        printf("model               %s (%s, kernels %s, %d threads)\n", path, c->dtype, attend_isa(), threads);
         printf("shape               batch %d, %d source tokens, %d target tokens, %d rounds\n", B, S, T, rounds);
         if (beams > 1) printf("search              beam %d (%d decoder rows a step)\n", beams, B * beams);
         else printf("search              greedy\n");
@@ -406,14 +382,14 @@ int cmd_bench(int argc, char **argv) {
         if (bws.read > 0)
             printf("read bandwidth      %.2f GB/s, reading only (%d threads); step reaches %.0f%% of it\n", bws.read,
                    threads, 100 * achieved / bws.read);
-        const char *unit = m->dtype == AT_I8 ? "GOP/s" : "GFLOP/s";
+        const char *unit = int8 ? "GOP/s" : "GFLOP/s";
         if (pk.f32_gflops > 0 || pk.i8_gops > 0)
             printf("multiply-add peak   %.1f GFLOP/s f32 (%s), %.1f GOP/s int8 (%s), %d threads\n", pk.f32_gflops,
                    pk.f32_how, pk.i8_gops, pk.i8_how, threads);
         printf("linear layers       %.2f G%s per round -> %.1f %s over the run, %.1f %s in the decoder", run_ops / 1e9,
-               m->dtype == AT_I8 ? "OP" : "FLOP", run_rate, unit, dec_rate, unit);
+               int8 ? "OP" : "FLOP", run_rate, unit, dec_rate, unit);
         if (peak > 0) printf(" (%.0f%% / %.0f%% of the %s peak)", 100 * run_rate / peak, 100 * dec_rate / peak,
-                             m->dtype == AT_I8 ? "int8" : "f32");
+                             int8 ? "int8" : "f32");
         printf("\n");
     }
     free(ids);
@@ -422,6 +398,7 @@ int cmd_bench(int argc, char **argv) {
     free(t_round);
     free(t_enc);
     free(t_dec);
-    marian_free(m);
+    free(lens);
+    attend_free(m);
     return EXIT_OK;
 }

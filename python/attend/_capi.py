@@ -84,6 +84,16 @@ class attend_config(ctypes.Structure):
 ON_BATCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, c_int_p, ctypes.c_int)
 
 
+class attend_stats(ctypes.Structure):
+    """``attend_stats`` (attend.h): where one call's time went (attend_params.stats)."""
+
+    _fields_ = [
+        ("encode_seconds", ctypes.c_double),
+        ("decode_seconds", ctypes.c_double),
+        ("steps", ctypes.c_longlong),
+    ]
+
+
 class attend_params(ctypes.Structure):
     """``attend_params`` (attend.h): one attend_translate call's settings; zero = defaults."""
 
@@ -114,6 +124,7 @@ class attend_params(ctypes.Structure):
         ("user", ctypes.c_void_p),
         ("src_lang", ctypes.c_char_p),
         ("tgt_lang", ctypes.c_char_p),
+        ("stats", ctypes.POINTER(attend_stats)),
     ]
 
 
@@ -185,7 +196,7 @@ class attend_words(ctypes.Structure):
 
 
 # the structures the tests compare with the C compiler, by their C names
-STRUCTS = {c.__name__: c for c in (attend_config, attend_params, attend_hypothesis, attend_result,
+STRUCTS = {c.__name__: c for c in (attend_config, attend_stats, attend_params, attend_hypothesis, attend_result,
                                    attend_load_params, attend_view, attend_words)}
 
 # ---------------------------------------------------------------------------------------
