@@ -305,14 +305,7 @@ def export(hf_dir, out_path, dtype="f32", name=None, languages=None):
         (k("decoder_start_id"), G.UINT32, cfg["decoder_start_token_id"]),
         (k("max_length"), G.UINT32, cfg["max_length"]),
         (k("forced_eos"), G.BOOL, cfg["forced_eos"]),
-        ("generation.num_beams", G.UINT32, gen["num_beams"]),
-        ("generation.length_penalty", G.FLOAT32, gen["length_penalty"]),
-        ("generation.early_stopping", G.UINT32, gen["early_stopping"]),
-        ("generation.min_length", G.UINT32, gen["min_length"]),
-        ("generation.no_repeat_ngram_size", G.UINT32, gen["no_repeat_ngram_size"]),
-        ("generation.repetition_penalty", G.FLOAT32, gen["repetition_penalty"]),
-        ("generation.renormalize_logits", G.BOOL, gen["renormalize_logits"]),
-    ]
+    ] + E.generation_metadata(gen)
     if model_max_length is not None:
         meta.append(("tokenizer.model_max_length", G.UINT32, model_max_length))
     meta += [

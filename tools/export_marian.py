@@ -454,6 +454,20 @@ def export(hf_dir, out_path, dtype="f32", name=None):
     return cfg, tensors
 
 
+def generation_metadata(gen):
+    """The generation.* keys of the generation defaults gen (optional keys in the format;
+    every exporter writes them all)."""
+    return [
+        ("generation.num_beams", G.UINT32, gen["num_beams"]),
+        ("generation.length_penalty", G.FLOAT32, gen["length_penalty"]),
+        ("generation.early_stopping", G.UINT32, gen["early_stopping"]),
+        ("generation.min_length", G.UINT32, gen["min_length"]),
+        ("generation.no_repeat_ngram_size", G.UINT32, gen["no_repeat_ngram_size"]),
+        ("generation.repetition_penalty", G.FLOAT32, gen["repetition_penalty"]),
+        ("generation.renormalize_logits", G.BOOL, gen["renormalize_logits"]),
+    ]
+
+
 def write_gguf(out_path, cfg, sd, spm, src_pieces, tgt_pieces, unk, model_max_length,
                dtype="f32", name=None):
     """Write the .gguf of a model: cfg from config_values(), sd {HF tensor name: array},
@@ -504,15 +518,7 @@ def write_gguf(out_path, cfg, sd, spm, src_pieces, tgt_pieces, unk, model_max_le
         ("marian.decoder_start_id", G.UINT32, cfg["decoder_start_id"]),
         ("marian.max_length", G.UINT32, cfg["max_length"]),
         ("marian.forced_eos", G.BOOL, cfg["forced_eos"]),
-        # generation defaults (optional keys; the exporter always writes them all)
-        ("generation.num_beams", G.UINT32, gen["num_beams"]),
-        ("generation.length_penalty", G.FLOAT32, gen["length_penalty"]),
-        ("generation.early_stopping", G.UINT32, gen["early_stopping"]),
-        ("generation.min_length", G.UINT32, gen["min_length"]),
-        ("generation.no_repeat_ngram_size", G.UINT32, gen["no_repeat_ngram_size"]),
-        ("generation.repetition_penalty", G.FLOAT32, gen["repetition_penalty"]),
-        ("generation.renormalize_logits", G.BOOL, gen["renormalize_logits"]),
-    ]
+    ] + generation_metadata(gen)
     if model_max_length is not None:
         meta.append(("tokenizer.model_max_length", G.UINT32, model_max_length))
     meta += [

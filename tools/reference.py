@@ -1104,15 +1104,8 @@ def fairseq_positions(n_pos, dim, padding_idx):
     return table
 
 
-class PreNormEncoderLayer(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        d = c["d_model"]
-        self.self_attn = Attention(d, c["encoder_attention_heads"])
-        self.self_attn_layer_norm = nn.LayerNorm(d, eps=1e-5)
-        self.fc1, self.fc2 = nn.Linear(d, c["encoder_ffn_dim"]), nn.Linear(c["encoder_ffn_dim"], d)
-        self.final_layer_norm = nn.LayerNorm(d, eps=1e-5)
-        self.act = ACTIVATIONS[c["activation_function"]]
+class PreNormEncoderLayer(EncoderLayer):
+    """EncoderLayer's modules, applied pre-norm: x + f(LN(x)) (no dropout: inference only)."""
 
     def forward(self, x):
         h = self.self_attn_layer_norm(x)
@@ -1122,17 +1115,8 @@ class PreNormEncoderLayer(nn.Module):
         return x, probs
 
 
-class PreNormDecoderLayer(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        d = c["d_model"]
-        self.self_attn = Attention(d, c["decoder_attention_heads"])
-        self.self_attn_layer_norm = nn.LayerNorm(d, eps=1e-5)
-        self.encoder_attn = Attention(d, c["decoder_attention_heads"])
-        self.encoder_attn_layer_norm = nn.LayerNorm(d, eps=1e-5)
-        self.fc1, self.fc2 = nn.Linear(d, c["decoder_ffn_dim"]), nn.Linear(c["decoder_ffn_dim"], d)
-        self.final_layer_norm = nn.LayerNorm(d, eps=1e-5)
-        self.act = ACTIVATIONS[c["activation_function"]]
+class PreNormDecoderLayer(DecoderLayer):
+    """DecoderLayer's modules, applied pre-norm: y + f(LN(y)) (no dropout: inference only)."""
 
     def forward(self, y, memory):
         h = self.self_attn_layer_norm(y)
