@@ -38,7 +38,7 @@
 #define DPBUSD(acc, x, w) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w))
 #endif
 
-/* Per-thread scratch that only grows (OpenMP threads persist: reused across calls). */
+/* Per-thread scratch that only grows (pool workers persist: reused across calls). */
 static uint8_t *block_scratch(size_t n) {
     static _Thread_local uint8_t *buf;
     static _Thread_local size_t cap;
