@@ -38,17 +38,7 @@
 #define DPBUSD(acc, x, w) __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(x), "v"(w))
 #endif
 
-/* Per-thread scratch that only grows (pool workers persist: reused across calls). */
-static uint8_t *block_scratch(size_t n) {
-    static _Thread_local uint8_t *buf;
-    static _Thread_local size_t cap;
-    if (n > cap) {
-        free(buf);
-        buf = aligned_alloc(64, (n + 63) & ~(size_t)63);
-        cap = buf ? n : 0;
-    }
-    return buf;
-}
+static uint8_t *block_scratch(size_t n) { return at_scratch(AT_SCRATCH_PANELS, n); }
 
 /* One 64-column chunk of 16 W rows (row[i] points at row i's chunk, NULL past the matrix;
  * m masks the columns that exist) as 16 vectors, vector j holding columns 4j .. 4j + 3 of

@@ -203,18 +203,7 @@ void at_matrix_row(float *dst, const at_matrix *m, int r) {
     }
 }
 
-/* Per-thread scratch that only grows (pool threads persist: reused across calls). */
-static int8_t *i8_scratch(size_t n) {
-    static _Thread_local int8_t *buf;
-    static _Thread_local size_t cap;
-    if (n > cap) {
-        int8_t *p = realloc(buf, n);
-        if (!p) return NULL;
-        buf = p;
-        cap = n;
-    }
-    return buf;
-}
+static int8_t *i8_scratch(size_t n) { return at_scratch(AT_SCRATCH_QUANT, n); }
 
 /* Quantize x[n,in] row by row into the calling thread's scratch: n*in int8 followed by n
  * float scales. NULL if out of memory. */

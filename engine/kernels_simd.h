@@ -199,19 +199,9 @@ static void tile_f32_1(float *y, int ldy, const float *x, int in, const void *w,
 static void tile_f16_4(float *y, int ldy, const float *x, int in, const void *w, wstride ws, const float *b, int nx) { TILE_CASES(4, 1) }
 static void tile_f16_1(float *y, int ldy, const float *x, int in, const void *w, wstride ws, const float *b, int nx) { TILE_CASES(1, 1) }
 
-/* A per-thread scratch buffer that only grows (pool threads persist, so this is reused
- * across calls: no allocation in the steady state). NULL if out of memory. */
-static float *thread_scratch(size_t n) {
-    static _Thread_local float *buf;
-    static _Thread_local size_t cap;
-    if (n > cap) {
-        float *p = realloc(buf, sizeof(float) * n);
-        if (!p) return NULL;
-        buf = p;
-        cap = n;
-    }
-    return buf;
-}
+/* n floats of the thread's scratch (reused across calls: no allocation in the steady
+ * state). NULL if out of memory. */
+static float *thread_scratch(size_t n) { return at_scratch(AT_SCRATCH_WIDEN, sizeof(float) * n); }
 
 /* W rows [o0, o1) (o0 a multiple of AT_PACK_ROWS) against every input row. f16 rows are
  * widened once into scratch when several input rows will reuse them (exact, so the result

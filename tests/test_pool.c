@@ -2,7 +2,9 @@
  * never in use twice at once, nested loops run serially on the calling thread, several
  * caller threads each get their own pool, and idle workers sleep instead of spinning.
  * Usage: test_pool */
+#include <malloc.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,7 +181,42 @@ static void test_idle_workers_sleep(void) {
            MAX_THREADS - 1);
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Scratch memory (engine/scratch.c) goes with its thread: threads that each take 4 MiB of
+ * it and end leave the heap as it was. */
+
+static void *use_scratch(void *arg) {
+    (void)arg;
+    for (int slot = 0; slot < AT_SCRATCH_SLOTS; slot++) {
+        char *p = at_scratch(slot, (size_t)4 << 20);
+        if (p) memset(p, 1, (size_t)4 << 20);
+    }
+    return NULL;
+}
+
+static size_t heap_in_use(void) {
+    const struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+static void test_scratch_freed_at_thread_exit(void) {
+    char *p = at_scratch(AT_SCRATCH_QUANT, 100);
+    CHECK(p && ((uintptr_t)p & 63) == 0);
+    CHECK(at_scratch(AT_SCRATCH_QUANT, 50) == p); /* smaller: the same buffer */
+    use_scratch(NULL);                            /* warm up this thread's allocator */
+    const size_t before = heap_in_use();
+    for (int i = 0; i < 20; i++) {
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, use_scratch, NULL) == 0);
+        pthread_join(t, NULL);
+    }
+    const size_t after = heap_in_use();
+    CHECKF(after < before + ((size_t)4 << 20), "heap grew by %zu bytes over 20 threads of 12 MiB scratch each",
+           after - before);
+}
+
 int main(void) {
+    test_scratch_freed_at_thread_exit();
     test_each_item_once();
     test_nested_serial();
     test_concurrent_callers();

@@ -1,0 +1,52 @@
+/* Per-thread scratch buffers that only grow, freed when their thread exits.
+ *
+ * Kernels need working memory per call (a quantized copy of the inputs, widened f16 rows,
+ * transposed weight panels). Allocating it on every call costs more than small kernels
+ * take, so each thread keeps its buffers: pool workers live as long as their caller thread,
+ * and a program that starts and ends many threads (a server, a Python thread pool) must not
+ * leak them, hence the key whose destructor frees a thread's buffers. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "kernels.h"
+
+typedef struct {
+    void *buf[AT_SCRATCH_SLOTS];
+    size_t cap[AT_SCRATCH_SLOTS];
+} scratch_set;
+
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+static int scratch_key_ok;
+static _Thread_local scratch_set *mine;
+
+static void free_set(void *p) {
+    scratch_set *s = p;
+    for (int i = 0; i < AT_SCRATCH_SLOTS; i++) free(s->buf[i]);
+    free(s);
+}
+
+static void make_key(void) { scratch_key_ok = pthread_key_create(&scratch_key, free_set) == 0; }
+
+void *at_scratch(int slot, size_t bytes) {
+    if (!mine) {
+        pthread_once(&scratch_once, make_key);
+        scratch_set *s = calloc(1, sizeof *s);
+        if (!s) return NULL;
+        /* without a key the set lives as long as the process (as before there were keys) */
+        if (scratch_key_ok && pthread_setspecific(scratch_key, s) != 0) {
+            free(s);
+            return NULL;
+        }
+        mine = s;
+    }
+    if (bytes > mine->cap[slot]) {
+        const size_t rounded = (bytes + 63) & ~(size_t)63;
+        void *p = aligned_alloc(64, rounded);
+        if (!p) return NULL;
+        free(mine->buf[slot]);
+        mine->buf[slot] = p;
+        mine->cap[slot] = rounded;
+    }
+    return mine->buf[slot];
+}
