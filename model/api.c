@@ -190,7 +190,9 @@ static int resolve_search(const marian_model *m, const attend_params *p, marian_
 
 int attend_count_tokens(const attend_model *am, const char *line, size_t len, char *err, size_t errlen) {
     int *ids = NULL, n = 0, truncated = 0;
-    if (marian_encode_text(am->m, line, len, &ids, &n, NULL, &truncated, err, errlen)) return -1;
+    /* a multilingual source starts with its language's token: any language counts the same */
+    const int lang = am->m->n_langs > 0 ? am->m->lang_id[0] : -1;
+    if (marian_encode_text_lang(am->m, lang, line, len, &ids, &n, NULL, &truncated, err, errlen)) return -1;
     free(ids);
     return n;
 }

@@ -213,15 +213,18 @@ ATTEND_API int attend_translate_ids(attend_model *m, const int *const *ids, cons
                                     const int *const *target_ids, const int *target_lens,
                                     const attend_params *p, attend_result *out, char *err, size_t errlen);
 /* Source text -> the ids attend_translate would use (pieces, </s> last, cut to
- * model_max_length): *ids malloc'd (free it), *n ids. 0, or -1 with err. */
+ * model_max_length): *ids malloc'd (free it), *n ids. 0, or -1 with err. Multilingual
+ * models: without the source-language token attend_translate puts first (prepend the id of
+ * attend_config.language_ids for attend_translate_ids). */
 ATTEND_API int attend_tokenize(const attend_model *m, const char *text, size_t len, int **ids, int *n,
                                char *err, size_t errlen);
 /* Target ids -> text, as attend_result.text is made (special tokens skipped). malloc'd;
  * NULL when an id is outside the target vocabulary or out of memory. */
 ATTEND_API char *attend_detokenize(const attend_model *m, const int *ids, int n);
 
-/* The number of source ids line would translate with (its pieces and </s>, after truncation
- * to model_max_length), for batching by tokens. -1 with err on failure. */
+/* The number of source ids line would translate with (its pieces and </s>, and the
+ * language token of a multilingual model, after truncation to model_max_length), for
+ * batching by tokens. -1 with err on failure. */
 ATTEND_API int attend_count_tokens(const attend_model *m, const char *line, size_t len, char *err, size_t errlen);
 
 /* Status codes (0 = success): attend_quantize's, and attend_result.status. */

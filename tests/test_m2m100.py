@@ -359,6 +359,17 @@ def main():
         assert a == b
 
     run.check("the exporter refuses what it cannot run, naming key and value", exporter_refusals)
+
+    def count_tokens_includes_language():
+        sys.path.insert(0, os.path.join(T.REPO, "python"))
+        import attend
+        m = attend.Model(os.path.join(T.REPO, "tests", "data", "tiny-m2m.gguf"), threads=1)
+        for line in ("Hallo Welt", "x", "ein etwas längerer Satz mit mehr Wörtern"):
+            r = m.translate(line, src_lang="de", tgt_lang="en")
+            n = m.count_tokens(line)
+            assert n == len(r.src_ids), (line, n, r.src_tokens)
+
+    run.check("count_tokens counts the source-language token", count_tokens_includes_language)
     shutil.rmtree(work, ignore_errors=True)
     run.finish()
 

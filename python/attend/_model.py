@@ -613,7 +613,8 @@ class Model:
             self._leave()
 
     def count_tokens(self, line: Text) -> int:
-        """Source tokens the line translates with (pieces and </s>, after truncation)."""
+        """Source tokens the line translates with (pieces and </s>, and the language token
+        of a multilingual model, after truncation)."""
         _, b = _encode(line, "line")
         h = self._enter()
         try:
@@ -627,7 +628,8 @@ class Model:
 
     def tokenize(self, line: Text) -> np.ndarray:
         """The source ids attend_translate uses for line (pieces, </s> last, cut to
-        model_max_length), int32 (attend_tokenize)."""
+        model_max_length), int32 (attend_tokenize); for a multilingual model without the
+        source-language token that translation puts first."""
         _, b = _encode(line, "line")
         if not C.has("attend_tokenize"):
             raise AttendError(f"{C.library_path()} has no attend_tokenize: rebuild it")
