@@ -43,6 +43,15 @@ def main():
         assert g["beam"] == 1 and g["tokens"] == 2 * 3 and g["steps"] == 3, g
     r.check("bench --beam 4 --json: beam field, T tokens per sentence, T steps", beam)
 
+    def multilingual():
+        m2m = os.path.join(os.path.dirname(TINY), "tiny-m2m.gguf")
+        for beams in ("1", "3"):
+            p = T.run_attend(["bench", "-m", m2m, "-t", "1", "-s", "6", "-n", "4", "-r", "1", "-b", "2",
+                              "--beam", beams, "--no-bandwidth", "--no-peak", "--json"])
+            j = json.loads(p.stdout)
+            assert j["tokens"] == 2 * 4 and j["steps"] == 4, j
+    r.check("bench on a multilingual (m2m_100) model: T tokens per sentence", multilingual)
+
     def peak():
         j = bench("-b", "2", "--no-bandwidth")
         assert j["linear_gop"] > 0 and j["linear_gops"] > 0 and j["decoder_linear_gops"] > 0, j

@@ -193,6 +193,12 @@ static double peak_rss_mib(void) {
     return ru.ru_maxrss / 1024.0;
 }
 
+static int is_language(const attend_config *c, int id) {
+    for (int k = 0; k < c->n_languages; k++)
+        if (c->language_ids[k] == id) return 1;
+    return 0;
+}
+
 /* Multiply-adds of the linear layers, from the model's shapes: encoder (per source token:
  * its layers, and every decoder layer's cross-attention keys and values) and decoder (per
  * decoder row and step: its layers and the output projection; bench decodes every row to
@@ -270,13 +276,11 @@ int cmd_bench(int argc, char **argv) {
         attend_free(m);
         return EXIT_USAGE;
     }
-    if (c->n_languages > 0) {
-        fprintf(stderr, "attend bench: multilingual models are not benchmarked yet\n");
-        attend_free(m);
-        return EXIT_USAGE;
-    }
 
-    /* random sources: ordinary ids (not </s>, <unk> or pad), </s> last */
+    /* random sources: ordinary ids (not </s>, <unk>, pad or a language token), </s> last; a
+     * multilingual model's sources start with its first language's token, and that language
+     * is the target too (forced as the first output token) */
+    const int lang = c->n_languages > 0 ? c->language_ids[0] : -1;
     int *ids = malloc(sizeof(int) * (size_t)B * S);
     const int **src = calloc((size_t)B, sizeof *src);
     int *lens = calloc((size_t)B, sizeof *lens);
@@ -292,9 +296,10 @@ int cmd_bench(int argc, char **argv) {
         for (int j = 0; j < S - 1; j++) {
             int id;
             do id = rand() % c->vocab_size;
-            while (id == c->eos_id || id == c->pad_id || id == c->unk_id);
+            while (id == c->eos_id || id == c->pad_id || id == c->unk_id || is_language(c, id));
             ids[(size_t)i * S + j] = id;
         }
+        if (lang >= 0 && S > 1) ids[(size_t)i * S] = lang;
         ids[(size_t)i * S + S - 1] = c->eos_id;
         src[i] = ids + (size_t)i * S;
         lens[i] = S;
@@ -311,6 +316,7 @@ int cmd_bench(int argc, char **argv) {
     p.set_min_length = 1;
     p.min_length = T;
     p.stats = &st;
+    if (lang >= 0) p.tgt_lang = c->languages[0];
     int produced = 0;
     long long steps = 0;
     for (int r = -1; r < rounds; r++) { /* round -1 warms caches and page tables */
