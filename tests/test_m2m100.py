@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """M2M-100: attend gives the reference's tokens, text, logits and attention on random models.
 
-Each configuration goes through the user's path: random M2M100 weights (tools/reference.py's
+Each configuration goes through the user's path: random M2M100 weights (tools/reference_m2m100.py's
 independent implementation) saved as an HF-style directory (config.json with model_type
 m2m_100, model.safetensors or pytorch_model.bin under HF's names, sentencepiece.bpe.model,
 vocab.json, tokenizer files listing the __xx__ language tokens) -> the exporter -> .gguf ->
@@ -23,7 +23,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testlib as T  # noqa: E402
-import reference as R  # noqa: E402
+import reference_m2m100 as R  # noqa: E402  (the M2M-100 reference)
 import test_parity as P  # noqa: E402
 
 N_SENTENCES = 12

@@ -19,7 +19,7 @@ s.SentencePieceTrainer.train(input='all.txt', model_prefix='spm', vocab_size=300
 $PY -c "
 import sys
 sys.path.insert(0, '$REPO/tools')
-import reference as R
+import reference_m2m100 as R
 vocab = R.m2m_build_vocab('spm.model')
 cfg = dict(d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
            decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,

@@ -1,0 +1,387 @@
+#!/usr/bin/python3
+"""The M2M-100 family (model_type m2m_100; NLLB-200 checkpoints share the model class):
+what HF transformers 4.x's M2M100ForConditionalGeneration and M2M100Tokenizer compute,
+written independently for attend's tests. Where it differs from Marian (reference.py, whose
+layers and beam bookkeeping it reuses): pre-LayerNorm blocks (x + f(LN(x))), a final
+LayerNorm after each stack, fairseq sinusoidal positions counted from pad + 1, one shared
+embedding tied to the output, no final_logits_bias, <pad> not banned, the target language
+forced as the first generated token (forced_bos_token_id)."""
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_np  # noqa: E402
+from reference import (BeamHypotheses, BeamResult, BeamResults, DecoderLayer,  # noqa: E402
+                       EncoderLayer, MarianTok, NearTies, Result, generation_limits,
+                       parse_early_stopping)
+
+
+M2M_DEFAULT_CONFIG = {
+    "model_type": "m2m_100",
+    "architectures": ["M2M100ForConditionalGeneration"],
+    "vocab_size": 128112,
+    "d_model": 1024,
+    "encoder_layers": 12,
+    "decoder_layers": 12,
+    "encoder_attention_heads": 16,
+    "decoder_attention_heads": 16,
+    "encoder_ffn_dim": 4096,
+    "decoder_ffn_dim": 4096,
+    "activation_function": "relu",
+    "scale_embedding": True,
+    "max_position_embeddings": 1024,
+    "pad_token_id": 1,
+    "bos_token_id": 0,
+    "eos_token_id": 2,
+    "decoder_start_token_id": 2,
+    "max_length": 200,
+    "dropout": 0.1,
+    "attention_dropout": 0.1,
+    "activation_dropout": 0.0,
+    "init_std": 0.02,
+    "is_encoder_decoder": True,
+    "tie_word_embeddings": True,
+}
+
+
+def fairseq_positions(n_pos, dim, padding_idx):
+    """[n_pos, dim] as M2M100SinusoidalPositionalEmbedding.get_embedding builds it, in
+    float32: half = dim // 2, frequencies exp(-j * log(10000) / (half - 1)), sines of
+    pos * frequency in the first half, cosines in the second, a zero column for odd dim,
+    row padding_idx zero."""
+    half = dim // 2
+    step = math.log(10000) / (half - 1)
+    freq = torch.exp(torch.arange(half, dtype=torch.int64).float() * -step)
+    angle = torch.arange(n_pos, dtype=torch.int64).float().unsqueeze(1) * freq.unsqueeze(0)
+    table = torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).view(n_pos, -1)
+    if dim % 2 == 1:
+        table = torch.cat([table, torch.zeros(n_pos, 1)], dim=1)
+    table[padding_idx, :] = 0
+    return table
+
+
+class PreNormEncoderLayer(EncoderLayer):
+    """EncoderLayer's modules, applied pre-norm: x + f(LN(x)) (no dropout: inference only)."""
+
+    def forward(self, x):
+        h = self.self_attn_layer_norm(x)
+        a, probs = self.self_attn(h, h)
+        x = x + a
+        x = x + self.fc2(self.act(self.fc1(self.final_layer_norm(x))))
+        return x, probs
+
+
+class PreNormDecoderLayer(DecoderLayer):
+    """DecoderLayer's modules, applied pre-norm: y + f(LN(y)) (no dropout: inference only)."""
+
+    def forward(self, y, memory):
+        h = self.self_attn_layer_norm(y)
+        a, self_probs = self.self_attn(h, h, causal=True)
+        y = y + a
+        a, cross_probs = self.encoder_attn(self.encoder_attn_layer_norm(y), memory)
+        y = y + a
+        y = y + self.fc2(self.act(self.fc1(self.final_layer_norm(y))))
+        return y, self_probs, cross_probs
+
+
+class M2MStack(nn.Module):
+    """HF's model.encoder / model.decoder: layers and the stack's final layer_norm (the
+    embedding is model.shared)."""
+
+    def __init__(self, layers, d):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.layer_norm = nn.LayerNorm(d, eps=1e-5)
+
+
+class M2MInner(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.shared = nn.Embedding(c["vocab_size"], c["d_model"])
+        self.encoder = M2MStack([PreNormEncoderLayer(c) for _ in range(c["encoder_layers"])], c["d_model"])
+        self.decoder = M2MStack([PreNormDecoderLayer(c) for _ in range(c["decoder_layers"])], c["d_model"])
+
+
+class M2M100(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        c = dict(M2M_DEFAULT_CONFIG, **config)
+        self.config = c
+        self.model = M2MInner(c)
+        self.embed_scale = math.sqrt(c["d_model"]) if c["scale_embedding"] else 1.0
+        pad = c["pad_token_id"]
+        # HF makes max_position_embeddings + 2 rows and grows the table on demand
+        self.positions = fairseq_positions(c["max_position_embeddings"] + pad + 1, c["d_model"], pad)
+        self.tok = None
+
+    def _embed(self, ids, pos):
+        return self.model.shared(ids) * self.embed_scale + self.positions[pos]
+
+    def encode(self, src):
+        """src [1,S] -> memory [1,S,d], per-layer self-attention [1,H,S,S]. Positions are
+        HF's create_position_ids_from_input_ids: cumsum of the non-pad mask + pad, pad for
+        <pad> tokens."""
+        pad = self.config["pad_token_id"]
+        mask = (src != pad).long()
+        pos = torch.cumsum(mask, dim=1) * mask + pad
+        x = self._embed(src, pos)
+        probs = []
+        for layer in self.model.encoder.layers:
+            x, p = layer(x)
+            probs.append(p)
+        return self.model.encoder.layer_norm(x), probs
+
+    def decode(self, tgt, memory):
+        """tgt [1,T] decoder inputs -> logits [1,T,V], self and cross probabilities per
+        layer. Positions as HF generate() gives them with its cache: step t's token gets
+        t + pad + 1 (past length + its own mask), a <pad> token gets pad."""
+        pad = self.config["pad_token_id"]
+        T = tgt.shape[1]
+        mask = (tgt != pad).long()
+        pos = (torch.arange(T).unsqueeze(0) + 1) * mask + pad
+        y = self._embed(tgt, pos)
+        self_p, cross_p = [], []
+        for layer in self.model.decoder.layers:
+            y, sp, cp = layer(y, memory)
+            self_p.append(sp)
+            cross_p.append(cp)
+        logits = self.model.decoder.layer_norm(y) @ self.model.shared.weight.t()
+        return logits, self_p, cross_p
+
+    def hf_state_dict(self):
+        """What model.safetensors holds: model.shared.weight once (encoder, decoder and
+        lm_head are tied to it), no positions."""
+        return {k: v.detach().clone() for k, v in self.state_dict().items()}
+
+
+class M2MTok:
+    """M2M100Tokenizer: one SentencePiece model, pieces through vocab.json (unknown ->
+    <unk>), __xx__ language tokens at len(vocab) + index in the language list."""
+    CLEANUPS = MarianTok.CLEANUPS
+
+    def __init__(self, spm_file, vocab, languages, max_len=None):
+        import sentencepiece as spm
+        self.sp = spm.SentencePieceProcessor(model_file=spm_file)
+        self.vocab = vocab
+        self.pieces = {i: p for p, i in vocab.items()}
+        self.lang_id = {code: len(vocab) + i for i, code in enumerate(languages)}
+        self.specials = {vocab["<s>"], vocab["<pad>"], vocab["</s>"], vocab["<unk>"]} | set(self.lang_id.values())
+        self.unk, self.eos = vocab["<unk>"], vocab["</s>"]
+        self.max_len = max_len
+
+    def encode(self, text, src_lang):
+        """[__src__] pieces </s>, cut to max_len keeping the language token and </s>."""
+        ids = [self.lang_id[src_lang]] + [self.vocab.get(p, self.unk) for p in self.sp.encode(text, out_type=str)]
+        if self.max_len is not None:
+            ids = ids[: self.max_len - 1]
+        return ids + [self.eos]
+
+    def encode_target(self, text, tgt_lang):
+        """text_target with tgt_lang: [__tgt__] pieces </s>."""
+        return self.encode(text, tgt_lang)
+
+    def decode(self, ids):
+        """decode(skip_special_tokens=True): special ids dropped; an id without a piece is
+        "<unk>" (a special token: kept verbatim, no space); pieces joined by SentencePiece;
+        stripped; clean_up_tokenization."""
+        out, cur = "", []
+        for i in ids:
+            if i in self.specials:
+                continue
+            p = self.pieces.get(i)
+            if p is None:
+                out += self.sp.decode(cur) + "<unk>"
+                cur = []
+            else:
+                cur.append(p)
+        text = (out + self.sp.decode(cur)).strip()
+        for a, b in self.CLEANUPS:
+            text = text.replace(a, b)
+        return text
+
+
+def m2m_build_vocab(spm_file):
+    """fairseq's dictionary as M2M-100's vocab.json: <s> 0, <pad> 1, </s> 2, <unk> 3, then
+    the SentencePiece pieces in order."""
+    import sentencepiece as spm
+    sp = spm.SentencePieceProcessor(model_file=spm_file)
+    vocab = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
+    for i in range(sp.get_piece_size()):
+        p = sp.id_to_piece(i)
+        if not (sp.is_control(i) or sp.is_unknown(i) or p in vocab):
+            vocab[p] = len(vocab)
+    return vocab
+
+
+def m2m_random_model(config, seed=0, gain=1.5):
+    """Random M2M100 weights: matrices std gain/sqrt(fan_in), LayerNorm gains in 0.5..1.5,
+    other vectors std 0.1."""
+    torch.manual_seed(seed)
+    m = M2M100(config)
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if p.dim() == 2:
+                p.normal_(0.0, gain / math.sqrt(p.shape[1]))
+            elif "norm" in name and name.endswith("weight"):
+                p.uniform_(0.5, 1.5)
+            else:
+                p.normal_(0.0, 0.1)
+        if not m.config["scale_embedding"]:
+            m.model.shared.weight.normal_(0.0, gain)
+    return m
+
+
+def _m2m_process(scores, beams, cur_len, c, ml, forced_bos, min_length=0):
+    """HF's processors for M2M100 on scores [B, V]: min length, forced BOS (cur_len 1),
+    forced EOS (the last step). No bad words: <pad> may be generated."""
+    eos = c["eos_token_id"]
+    if min_length > 0 and cur_len < min_length:
+        scores[:, eos] = float("-inf")
+    if forced_bos is not None and cur_len == 1:
+        scores[:] = float("-inf")
+        scores[:, forced_bos] = 0.0
+    if c.get("forced_eos_token_id") is not None and cur_len == ml - 1:
+        scores[:] = float("-inf")
+        scores[:, eos] = 0.0
+    return scores
+
+
+@torch.no_grad()
+def m2m_greedy(model, src_ids, forced_bos, max_length=None):
+    """Greedy generate() for M2M100: argmax of the processed raw logits; the whole decoder
+    recomputed every step (no cache)."""
+    c = model.config
+    model.eval()
+    ml = generation_limits(c, max_length)
+    memory, enc_p = model.encode(torch.tensor([src_ids]))
+    tgt = [c["decoder_start_token_id"]]
+    step_logits = []
+    while True:
+        logits, _, _ = model.decode(torch.tensor([tgt]), memory)
+        raw = logits[0, -1]
+        step_logits.append(raw.numpy().copy())
+        scores = _m2m_process(raw.clone().unsqueeze(0), [tgt], len(tgt), c, ml, forced_bos)
+        nxt = int(torch.argmax(scores[0]))
+        tgt.append(nxt)
+        if nxt == c["eos_token_id"] or len(tgt) >= ml:
+            break
+    _, self_p, cross_p = model.decode(torch.tensor([tgt[:-1]]), memory)
+    return Result(ids=tgt[1:], logits=np.stack(step_logits), enc_self=[p[0].numpy() for p in enc_p],
+                  dec_self=[p[0].numpy() for p in self_p], cross=[p[0].numpy() for p in cross_p])
+
+
+@torch.no_grad()
+def m2m_beam_search(model, src_ids, forced_bos, num_beams, length_penalty=1.0, early_stopping=False,
+                    num_return_sequences=1, max_length=None):
+    """Beam generate() for M2M100: log_softmax of the raw logits (nothing removed), the
+    processors, 2*B candidates, BeamHypotheses; beams 1.. start at -1e9."""
+    c = model.config
+    model.eval()
+    B = int(num_beams)
+    early_stopping = parse_early_stopping(early_stopping)
+    ml = generation_limits(c, max_length)
+    eos = c["eos_token_id"]
+    memory, _ = model.encode(torch.tensor([src_ids]))
+    ties = NearTies()
+    hyps = BeamHypotheses(B, length_penalty, early_stopping, ml, ties)
+    beams = [[c["decoder_start_token_id"]] for _ in range(B)]
+    scores = torch.full((B,), -1e9, dtype=torch.float32)
+    scores[0] = 0.0
+    done = False
+    while True:
+        cur_len = len(beams[0])
+        rows = [model.decode(torch.tensor([b]), memory)[0][0, -1] for b in beams]
+        logp = torch.stack(rows).log_softmax(-1)
+        logp = _m2m_process(logp, beams, cur_len, c, ml, forced_bos)
+        V = logp.shape[1]
+        cand = (logp + scores[:, None]).reshape(-1).numpy()
+        ranked = np.argsort(-cand, kind="stable")
+        order = ranked[: 2 * B]
+        top = cand[ranked[: 2 * B + 1]]
+        for a, b in zip(top, top[1:]):
+            ties.see(float(a), float(b), f"top-k at length {cur_len}")
+        new = []
+        for rank, fi in enumerate(order):
+            b, tok = divmod(int(fi), V)
+            s = float(cand[fi])
+            if tok == eos:
+                if rank >= B:
+                    continue
+                hyps.add(beams[b][1:] + [eos], s, generated_len=cur_len)
+            else:
+                new.append((s, tok, b))
+            if len(new) == B:
+                break
+        done = hyps.is_done(float(cand[order[0]]), cur_len + 1)
+        beams = [beams[b] + [tok] for _, tok, b in new]
+        scores = torch.tensor([s for s, _, _ in new], dtype=torch.float32)
+        if done or len(beams[0]) >= ml:
+            break
+    if not done:
+        for b in range(B):
+            hyps.add(beams[b][1:], float(scores[b]), generated_len=len(beams[b]) - 1)
+    out = BeamResults(BeamResult(ids=list(ids), score=score, sum_logprobs=sl, beam_indices=bi)
+                      for score, ids, bi, sl in hyps.best(num_return_sequences))
+    out.near_tie, out.where = ties.gap, ties.where
+    return out
+
+
+@torch.no_grad()
+def m2m_dump(model, lines, src_lang, tgt_lang, out_path, num_beams=1, max_length=None):
+    """As `reference.py dump` (the same .npz keys) for an M2M100 model and language pair;
+    with num_beams > 1 the best hypothesis, teacher-forced, and s{i}/score."""
+    tok = model.tok
+    forced_bos = tok.lang_id[tgt_lang]
+    out = {}
+    for i, line in enumerate(lines):
+        src = tok.encode(line, src_lang)
+        if num_beams == 1:
+            r = m2m_greedy(model, src, forced_bos, max_length)
+        else:
+            best = m2m_beam_search(model, src, forced_bos, num_beams, max_length=max_length)[0]
+            memory, enc_p = model.encode(torch.tensor([src]))
+            inp = [model.config["decoder_start_token_id"]] + list(best.ids[:-1])
+            logits, self_p, cross_p = model.decode(torch.tensor([inp]), memory)
+            r = Result(ids=best.ids, logits=logits[0].numpy(), enc_self=[p[0].numpy() for p in enc_p],
+                       dec_self=[p[0].numpy() for p in self_p], cross=[p[0].numpy() for p in cross_p])
+            out[f"s{i}/score"] = np.array([best.score], dtype=np.float32)
+        out[f"s{i}/src_ids"] = np.array(src, dtype=np.int32)
+        out[f"s{i}/tgt_ids"] = np.array(r.ids, dtype=np.int32)
+        out[f"s{i}/logits"] = r.logits.astype(np.float32)
+        out[f"s{i}/text"] = np.array(tok.decode(r.ids))
+        for kind in ("enc_self", "dec_self", "cross"):
+            for l, p in enumerate(getattr(r, kind)):
+                out[f"s{i}/{kind}/l{l}"] = p
+    np.savez(out_path, **out)
+
+
+def m2m_save_hf_dir(model, path, spm_blob, vocab, languages, fmt="safetensors", model_max_length=1024):
+    """Write an HF-style M2M-100 directory: config.json, model.safetensors (or
+    pytorch_model.bin), sentencepiece.bpe.model, vocab.json, tokenizer_config.json and
+    special_tokens_map.json (the language tokens in the tokenizer's order)."""
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(dict(model.config), f, indent=2)
+    sd = model.hf_state_dict()
+    if fmt == "safetensors":
+        safetensors_np.save({k: v.numpy() for k, v in sd.items()}, os.path.join(path, "model.safetensors"))
+    else:
+        sd["lm_head.weight"] = sd["model.shared.weight"].clone()
+        torch.save(sd, os.path.join(path, "pytorch_model.bin"))
+    with open(os.path.join(path, "sentencepiece.bpe.model"), "wb") as f:
+        f.write(spm_blob)
+    with open(os.path.join(path, "vocab.json"), "w") as f:
+        json.dump(vocab, f, ensure_ascii=False, indent=0)
+    specials = [f"__{code}__" for code in languages]
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump({"tokenizer_class": "M2M100Tokenizer", "model_max_length": model_max_length,
+                   "language_codes": "m2m100", "additional_special_tokens": specials}, f)
+    with open(os.path.join(path, "special_tokens_map.json"), "w") as f:
+        json.dump({"bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "pad_token": "<pad>",
+                   "additional_special_tokens": specials}, f)
