@@ -447,18 +447,16 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
         src[i].n = out[i].n_src;
         if (targets && targets[i]) {
             int *tids, tn, tt;
-            char **tp;
-            /* a multilingual target starts with its language token (HF's tgt_lang prefix) */
+            /* a multilingual target starts with its language token (HF's tgt_lang prefix);
+             * its pieces are not needed (the result's come from the translation) */
             if (marian_encode_target_lang(m, search.forced_bos, targets[i], strlen(targets[i]), &tids, &tn,
-                                          &tp, &tt, inner, sizeof inner)) {
+                                          NULL, &tt, inner, sizeof inner)) {
                 char msg[300];
                 snprintf(msg, sizeof msg, "target: %s", inner);
                 src[i].n = 0;
                 if (fail_line(&out[i], ATTEND_E_MEMORY, msg)) goto oom;
                 continue;
             }
-            for (int k = 0; k < tn; k++) free(tp[k]);
-            free(tp);
             src[i].forced = tids;
             src[i].n_forced = tn;
         }
