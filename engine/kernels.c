@@ -106,17 +106,24 @@ int32_t *at_matrix_i8_sums(const int8_t *q, int rows, int cols) {
     return s;
 }
 
+static int in_panels(const at_matrix *m) { return m->packed && m->dtype != AT_I8; }
+
 size_t at_matrix_elems(const at_matrix *m) {
     if (!m->packed) return (size_t)m->rows * m->cols;
+    if (in_panels(m)) return ((size_t)m->rows + AT_PANEL - 1) / AT_PANEL * AT_PANEL * m->cols;
     const size_t groups = ((size_t)m->rows + AT_PACK_ROWS - 1) / AT_PACK_ROWS;
     return groups * AT_PACK_ROWS * at_pack_chunks(m) * (size_t)at_pack_chunk(m->dtype);
 }
 
+/* Runs of a row that lie contiguously in m->data: a chunk for row-major and int8 layouts,
+ * one element in panels. */
+static int row_run(const at_matrix *m) { return in_panels(m) ? 1 : at_pack_chunk(m->dtype); }
+
 void at_matrix_raw_row(void *dst, const at_matrix *m, int r) {
     const size_t es = (size_t)at_dtype_size(m->dtype);
     const char *src = m->data;
-    const int ce = at_pack_chunk(m->dtype);
-    for (int c = 0; c < m->cols; c += ce) { /* one chunk at a time: contiguous in both layouts */
+    const int ce = row_run(m);
+    for (int c = 0; c < m->cols; c += ce) {
         const int len = m->cols - c < ce ? m->cols - c : ce;
         memcpy((char *)dst + (size_t)c * es, src + at_matrix_index(m, r, c) * es, es * (size_t)len);
     }
@@ -132,10 +139,11 @@ typedef struct {
     const at_matrix *m, *p; /* the matrix as it is, and packed into dst */
     char *dst;
     size_t es, group_bytes;
-    int ce;
+    int ce, group_rows;
 } pack_args;
 
-/* Copy row groups [lo, hi) of a->m into their packed places. */
+/* Copy row groups [lo, hi) of a->m into their packed places. Panels are a transpose: it goes
+ * in tiles of AT_PANEL columns, whose AT_PANEL x AT_PANEL elements stay in L1. */
 static void pack_groups(const void *ctx, int lo, int hi, int worker) {
     (void)worker;
     const pack_args *a = ctx;
@@ -144,7 +152,18 @@ static void pack_groups(const void *ctx, int lo, int hi, int worker) {
     const size_t es = a->es;
     for (int g = lo; g < hi; g++) {
         memset(a->dst + (size_t)g * a->group_bytes, 0, a->group_bytes); /* the padding */
-        for (int r = g * AT_PACK_ROWS; r < (g + 1) * AT_PACK_ROWS && r < m->rows; r++)
+        const int r0 = g * a->group_rows, r1 = r0 + a->group_rows < m->rows ? r0 + a->group_rows : m->rows;
+        if (in_panels(a->p)) {
+            char *panel = a->dst + (size_t)g * a->group_bytes;
+            for (int c0 = 0; c0 < m->cols; c0 += AT_PANEL) {
+                const int c1 = c0 + AT_PANEL < m->cols ? c0 + AT_PANEL : m->cols;
+                for (int r = r0; r < r1; r++)
+                    for (int c = c0; c < c1; c++)
+                        memcpy(panel + ((size_t)c * AT_PANEL + (r - r0)) * es, src + at_matrix_index(m, r, c) * es, es);
+            }
+            continue;
+        }
+        for (int r = r0; r < r1; r++)
             for (int c = 0; c < m->cols; c += a->ce) {
                 const int len = m->cols - c < a->ce ? m->cols - c : a->ce;
                 memcpy(a->dst + at_matrix_index(a->p, r, c) * es, src + at_matrix_index(m, r, c) * es, es * (size_t)len);
@@ -157,10 +176,10 @@ void at_matrix_pack_into(at_matrix *m, void *buf) {
     p.packed = 1;
     p.data = buf;
     const size_t es = (size_t)at_dtype_size(m->dtype), bytes = at_matrix_packed_bytes(m);
-    const size_t group_bytes = at_pack_chunks(m) * AT_PACK_ROWS * AT_PACK_BYTES;
-    const int groups = (m->rows + AT_PACK_ROWS - 1) / AT_PACK_ROWS, ce = at_pack_chunk(m->dtype);
+    const int group_rows = in_panels(&p) ? AT_PANEL : AT_PACK_ROWS;
+    const int groups = (m->rows + group_rows - 1) / group_rows, ce = at_pack_chunk(m->dtype);
     /* groups fill disjoint ranges: threads share the copy of a large matrix */
-    pack_args a = {m, &p, buf, es, group_bytes, ce};
+    pack_args a = {m, &p, buf, es, bytes / (size_t)groups, ce, group_rows};
     at_parallel_for(groups, bytes > ((size_t)4 << 20) ? at_threads() : 1, pack_groups, &a);
     *m = p;
 }
@@ -185,7 +204,7 @@ void *at_alloc_weights(size_t bytes) {
 }
 
 void at_matrix_row(float *dst, const at_matrix *m, int r) {
-    const int ce = at_pack_chunk(m->dtype); /* contiguous in both layouts */
+    const int ce = row_run(m);
     const size_t es = (size_t)at_dtype_size(m->dtype);
     for (int c = 0; c < m->cols; c += ce) {
         const int len = m->cols - c < ce ? m->cols - c : ce;

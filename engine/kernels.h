@@ -1,8 +1,8 @@
 /* engine: the numeric kernels of attend, on plain pointers with explicit sizes.
  *
  * Matrices are row-major. A linear layer computes y[n,out] = x[n,in] · Wᵀ + b with W stored
- * [out,in] (PyTorch's layout) in f32 or f16. Every kernel gives each output element the same
- * summation order whatever n is, so results never depend on how sentences are batched.
+ * [out,in] (PyTorch's layout) in f32, f16 or int8. Every kernel gives each output element the
+ * same summation order whatever n is, so results never depend on how sentences are batched.
  *
  * The kernel set is chosen once from CPUID (at_kernels_init); ATTEND_ISA=generic|avx2|avx512
  * forces one, so tests can run every path on one machine. Kernels are thread-safe; the big
@@ -32,24 +32,34 @@ typedef struct {
     int packed;           /* 0: row-major (as in the file); 1: the packed layout below */
 } at_matrix;
 
-/* The packed layout (at_matrix_pack). Rows go in groups of AT_PACK_ROWS; a group stores
- * its rows' 64-byte chunks interleaved: chunk 0 of rows 0..3, chunk 1 of rows 0..3, ...
- * A kernel computing 4 rows at once then reads memory strictly in order. Row-major, it
- * reads 4 short streams (a 512-column int8 row is 8 cache lines), which the hardware
- * prefetchers barely follow: batch-1 int8 ran at 7.4 GB/s against 18.8 GB/s packed, one
- * thread (Zen 4). Columns are zero-padded to whole chunks, rows to whole groups. */
+/* The packed layouts (at_matrix_pack).
+ *
+ * int8: rows go in groups of AT_PACK_ROWS; a group stores its rows' 64-byte chunks
+ * interleaved: chunk 0 of rows 0..3, chunk 1 of rows 0..3, ... A kernel computing 4 rows at
+ * once then reads memory strictly in order. Row-major, it reads 4 short streams (a
+ * 512-column int8 row is 8 cache lines), which the hardware prefetchers barely follow:
+ * batch-1 int8 ran at 7.4 GB/s against 18.8 GB/s packed, one thread (Zen 4). Columns are
+ * zero-padded to whole chunks, rows to whole groups.
+ *
+ * f32 and f16: panels. Rows go in groups of AT_PANEL; a group stores column 0 of its
+ * AT_PANEL rows side by side, then column 1, ... (rows zero-padded to whole groups). A
+ * linear layer then runs as outer products (a column of W times inputs broadcast), each
+ * output one chain of fused multiply-adds over the columns in order, at every batch size;
+ * batch 1 still reads W as one stream. */
 #define AT_PACK_ROWS 4
 #define AT_PACK_BYTES 64
+#define AT_PANEL 64
 static inline int at_dtype_size(int dtype) { return dtype == AT_F32 ? 4 : dtype == AT_F16 ? 2 : 1; }
-/* Elements per chunk (a power of two) and chunks per row. */
+/* int8: elements per chunk (a power of two) and chunks per row. */
 static inline int at_pack_chunk(int dtype) { return AT_PACK_BYTES / at_dtype_size(dtype); }
 static inline size_t at_pack_chunks(const at_matrix *m) {
     const int ce = at_pack_chunk(m->dtype);
     return ((size_t)m->cols + ce - 1) / ce;
 }
-/* Index of element (r, c) in m->data, in elements, for either layout. */
+/* Index of element (r, c) in m->data, in elements, for any layout. */
 static inline size_t at_matrix_index(const at_matrix *m, int r, int c) {
     if (!m->packed) return (size_t)r * m->cols + c;
+    if (m->dtype != AT_I8) return ((size_t)(r / AT_PANEL) * m->cols + c) * AT_PANEL + r % AT_PANEL;
     const size_t ce = (size_t)at_pack_chunk(m->dtype);
     return (((size_t)(r / AT_PACK_ROWS) * at_pack_chunks(m) + c / ce) * AT_PACK_ROWS + r % AT_PACK_ROWS) * ce + c % ce;
 }

@@ -203,7 +203,7 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
     if (i8_gemm_pays(n, in) && at_gemm_i8_vnni(y, (const uint8_t *)xq, sx, w, b, n) == 0) return;
     const double work = (double)n * out * in;
     const int RB = n == 1 ? stream_block_rows(w, at_threads()) : 64, nb = (out + RB - 1) / RB;
-    const linear_job j = {y, x, w, b, n, RB, xq, sx};
+    const linear_job j = {y, x, w, b, n, RB, xq, sx, 0};
     at_parallel_for(nb, work > SIMD_PARALLEL_GRAIN ? at_threads() : 1, i8_blocks, &j);
 }
 

@@ -17,10 +17,12 @@
  *   KSET_NAME          "avx2" / "avx512";  KSET_SYM the at_kernels variable name
  *   I8 kernels:        see the int8 section.
  *
- * Summation order. Every output element y[t,o] is computed the same way whatever n is, and
- * whichever tile it falls in: one vector accumulator, k from 0 upwards in steps of VN with
- * a zero-padded last step, fused multiply-adds, then V_HSUM, then + bias. Tiles only decide
- * which elements are computed together, never how. */
+ * Summation order. Every output element y[t,o] of an f32 / f16 linear is computed the same
+ * way whatever n is, and whichever tile it falls in: one chain of fused multiply-adds over
+ * k = 0, 1, ..., in - 1 from zero, then + bias. So the AVX2 and AVX-512 sets give identical
+ * linear outputs. Tiles only decide which elements are computed together, never how.
+ * (Dot products, e.g. in attention, use one vector accumulator over k in steps of VN, then
+ * V_HSUM.) */
 
 #include <math.h>
 #include <stdlib.h>
@@ -30,9 +32,6 @@
 
 /* Below this many multiply-adds a parallel region costs more than it saves. */
 #define SIMD_PARALLEL_GRAIN (1 << 16)
-#define TILE_W 4 /* W rows per micro-tile */
-_Static_assert(TILE_W == AT_PACK_ROWS, "a 4-row tile reads one packed group");
-#define TILE_X 6 /* input rows per micro-tile */
 
 /* ---------------------------------------------------------------------------------------
  * Small vector kernels */
@@ -112,14 +111,11 @@ static void simd_f16_to_f32(float *dst, const uint16_t *src, size_t n) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * f32 / f16 linear: y[n,out] = x[n,in] · Wᵀ + b
- *
- * Micro-tile: RW (≤ TILE_W) W rows × NX (≤ TILE_X) input rows, RW*NX accumulators held in
- * registers over the whole k range; W rows are f32 or f16 (widened in the loop). */
+ * Linear layers: y[n,out] = x[n,in] · Wᵀ + b */
 
 #define UNROLL _Pragma("GCC unroll 8")
 
-/* Where a tile's W rows lie, for either layout (at_matrix_index): element k of the tile's
+/* Where an int8 tile's W rows lie, for either layout (at_matrix_index): element k of the tile's
  * row r is at w + r * rs + (k >> sh) * cs + (k & (2^sh - 1)) elements. Row-major: rs = cols,
  * cs = 2^sh (so simply r * cols + k); packed: rs = one chunk, cs = AT_PACK_ROWS chunks.
  * Vector steps (VN, or the int8 step) divide the chunk, so no step straddles two chunks. */
@@ -139,112 +135,112 @@ static inline wstride matrix_stride(const at_matrix *w) {
     return s;
 }
 
-/* Elements of rows [o0, o1) from row o0's first one (o0 a multiple of AT_PACK_ROWS). */
-static inline size_t block_elems(const at_matrix *w, int o0, int o1) {
-    if (!w->packed) return (size_t)(o1 - o0) * w->cols;
-    const int g0 = o0 / AT_PACK_ROWS, g1 = (o1 + AT_PACK_ROWS - 1) / AT_PACK_ROWS;
-    return (size_t)(g1 - g0) * AT_PACK_ROWS * at_pack_chunks(w) * at_pack_chunk(w->dtype);
-}
+/* ---------------------------------------------------------------------------------------
+ * f32 / f16 linear as outer products on panels (kernels.h: AT_PANEL)
+ *
+ * A micro-tile keeps R (≤ MR) input rows × HV vectors of one panel group's outputs in
+ * registers; each step k loads the HV weight vectors of column k, broadcasts the R inputs
+ * x[t, k] and does R × HV fused multiply-adds. So every output is one chain of fused
+ * multiply-adds over k = 0, 1, ..., in order, whatever n is and whichever tile it falls in
+ * (the scalar fallback below computes the same chain). Blocks of KC columns of a group (32
+ * KiB as f32) stay in L1 while all tiles of a block of input rows pass over them; between
+ * column blocks a tile's partial sums wait in memory, which is exact. */
 
-static inline __attribute__((always_inline)) void tile(float *y, int ldy, const float *x, int in,
-                                                      const void *w, wstride ws, int f16, const float *b,
-                                                      const int RW, const int NX) {
-    V acc[TILE_W][TILE_X];
-    UNROLL for (int r = 0; r < RW; r++) UNROLL for (int j = 0; j < NX; j++) acc[r][j] = V_ZERO();
+#define HV 4                  /* vectors per micro-tile: a whole group (AVX-512) or half (AVX2) */
+#define MR (VN == 16 ? 6 : 3) /* input rows per micro-tile: 24 or 12 accumulators, + MR + 1 */
+#define KC 128                /* columns per block */
+#define NC 96                 /* input rows per block at most */
+_Static_assert(AT_PANEL % (HV * VN) == 0, "a micro-tile covers a whole number of vectors of a group");
+
+static inline __attribute__((always_inline)) void panel_tile(float *part, const float *x, int ldx, const void *w,
+                                                            int kc, int first, const int f16, const int R) {
+    V acc[MR][HV];
+    UNROLL for (int i = 0; i < R; i++) UNROLL for (int j = 0; j < HV; j++)
+        acc[i][j] = first ? V_ZERO() : V_LOAD(part + (size_t)i * AT_PANEL + j * VN);
     const float *wf = (const float *)w;
     const uint16_t *wh = (const uint16_t *)w;
-    int k = 0;
-    for (; k + VN <= in; k += VN) {
-        const size_t ko = w_off(ws, k);
-        V xv[TILE_X];
-        UNROLL for (int j = 0; j < NX; j++) xv[j] = V_LOAD(x + (size_t)j * in + k);
-        UNROLL for (int r = 0; r < RW; r++) {
-            const V wv = f16 ? V_LOADH(wh + r * ws.rs + ko) : V_LOAD(wf + r * ws.rs + ko);
-            UNROLL for (int j = 0; j < NX; j++) acc[r][j] = V_FMA(wv, xv[j], acc[r][j]);
+    for (int k = 0; k < kc; k++) {
+        V xb[MR];
+        UNROLL for (int i = 0; i < R; i++) xb[i] = V_SET1(x[(size_t)i * ldx + k]);
+        UNROLL for (int j = 0; j < HV; j++) {
+            const size_t e = (size_t)k * AT_PANEL + (size_t)j * VN;
+            const V wv = f16 ? V_LOADH(wh + e) : V_LOAD(wf + e);
+            UNROLL for (int i = 0; i < R; i++) acc[i][j] = V_FMA(wv, xb[i], acc[i][j]);
         }
     }
-    if (k < in) {
-        const int rest = in - k;
-        const size_t ko = w_off(ws, k);
-        V xv[TILE_X];
-        UNROLL for (int j = 0; j < NX; j++) xv[j] = V_LOADN(x + (size_t)j * in + k, rest);
-        UNROLL for (int r = 0; r < RW; r++) {
-            const V wv = f16 ? V_LOADHN(wh + r * ws.rs + ko, rest) : V_LOADN(wf + r * ws.rs + ko, rest);
-            UNROLL for (int j = 0; j < NX; j++) acc[r][j] = V_FMA(wv, xv[j], acc[r][j]);
-        }
-    }
-    if (RW == 4) { /* four rows' sums at once, each in V_HSUM's exact order */
-        const __m128 bv = b ? _mm_loadu_ps(b) : _mm_setzero_ps();
-        UNROLL for (int j = 0; j < NX; j++)
-            _mm_storeu_ps(y + (size_t)j * ldy, _mm_add_ps(V_HSUM4(acc[0][j], acc[1][j], acc[2][j], acc[3][j]), bv));
-    } else {
-        UNROLL for (int j = 0; j < NX; j++) UNROLL for (int r = 0; r < RW; r++)
-            y[(size_t)j * ldy + r] = V_HSUM(acc[r][j]) + (b ? b[r] : 0.0f);
-    }
+    UNROLL for (int i = 0; i < R; i++) UNROLL for (int j = 0; j < HV; j++)
+        V_STORE(part + (size_t)i * AT_PANEL + j * VN, acc[i][j]);
 }
 
-/* One tile of RW rows over NX input rows, dispatched to a fully unrolled instance. */
-#define TILE_CASES(RW, F16)                                                                  \
-    switch (nx) {                                                                            \
-    case 1: tile(y, ldy, x, in, w, ws, F16, b, RW, 1); break;                                \
-    case 2: tile(y, ldy, x, in, w, ws, F16, b, RW, 2); break;                                \
-    case 3: tile(y, ldy, x, in, w, ws, F16, b, RW, 3); break;                                \
-    case 4: tile(y, ldy, x, in, w, ws, F16, b, RW, 4); break;                                \
-    case 5: tile(y, ldy, x, in, w, ws, F16, b, RW, 5); break;                                \
-    default: tile(y, ldy, x, in, w, ws, F16, b, RW, 6); break;                               \
+/* panel_tile for R = r rows, as a fully unrolled instance */
+#define PANEL_CASES(F16)                                                                    \
+    switch (r) {                                                                            \
+    case 1: panel_tile(part, x, ldx, w, kc, first, F16, 1); break;                          \
+    case 2: panel_tile(part, x, ldx, w, kc, first, F16, 2); break;                          \
+    case 3: panel_tile(part, x, ldx, w, kc, first, F16, 3); break;                          \
+    case 4: panel_tile(part, x, ldx, w, kc, first, F16, MR >= 4 ? 4 : 1); break;             \
+    case 5: panel_tile(part, x, ldx, w, kc, first, F16, MR >= 5 ? 5 : 1); break;             \
+    default: panel_tile(part, x, ldx, w, kc, first, F16, MR); break;                        \
     }
+static void tile_f32(float *part, const float *x, int ldx, const void *w, int kc, int first, int r) { PANEL_CASES(0) }
+static void tile_f16(float *part, const float *x, int ldx, const void *w, int kc, int first, int r) { PANEL_CASES(1) }
 
-static void tile_f32_4(float *y, int ldy, const float *x, int in, const void *w, wstride ws, const float *b, int nx) { TILE_CASES(4, 0) }
-static void tile_f32_1(float *y, int ldy, const float *x, int in, const void *w, wstride ws, const float *b, int nx) { TILE_CASES(1, 0) }
-static void tile_f16_4(float *y, int ldy, const float *x, int in, const void *w, wstride ws, const float *b, int nx) { TILE_CASES(4, 1) }
-static void tile_f16_1(float *y, int ldy, const float *x, int in, const void *w, wstride ws, const float *b, int nx) { TILE_CASES(1, 1) }
+/* The same chains one output at a time, for a matrix that is not in panels (tests) or when
+ * there is no memory for the blocks: slow, and bit-identical to the tiles. */
+static void linear_scalar(float *y, const float *x, const at_matrix *w, const float *b, int n, int o0, int o1) {
+    for (int o = o0; o < o1; o++)
+        for (int t = 0; t < n; t++) {
+            const float *xt = x + (size_t)t * w->cols;
+            float acc = 0.0f;
+            for (int k = 0; k < w->cols; k++) {
+                const size_t e = at_matrix_index(w, o, k);
+                const float wk = w->dtype == AT_F16 ? at_f16_to_f32_1(((const uint16_t *)w->data)[e]) : ((const float *)w->data)[e];
+                acc = __builtin_fmaf(wk, xt[k], acc);
+            }
+            y[(size_t)t * w->rows + o] = b ? acc + b[o] : acc;
+        }
+}
 
-/* n floats of the thread's scratch (reused across calls: no allocation in the steady
- * state). NULL if out of memory. */
-static float *thread_scratch(size_t n) { return at_scratch(AT_SCRATCH_WIDEN, sizeof(float) * n); }
-
-/* W rows [o0, o1) (o0 a multiple of AT_PACK_ROWS) against every input row. f16 rows are
- * widened once into scratch when several input rows will reuse them (exact, so the result
- * is the same either way); the widened copy keeps the layout, element for element. */
-static void linear_block(float *y, const float *x, const at_matrix *w, const float *b, int n,
-                         int o0, int o1) {
-    const int out = w->rows, in = w->cols;
-    const wstride ws = matrix_stride(w);
-    const size_t base = at_matrix_index(w, o0, 0);
-    const void *wb;
+/* Panel group g against input rows [t0, t1) (at most NC). Partial sums live in a block of
+ * (t1 - t0) × AT_PANEL floats; f16 weights are widened once per column block when more
+ * than one tile will read them (exact, so the result is the same either way). */
+static void panel_block(float *y, const float *x, const at_matrix *w, const float *b, int g, int t0, int t1) {
+    const int in = w->cols, out = w->rows, nr = t1 - t0, o0 = g * AT_PANEL;
+    const int o1 = o0 + AT_PANEL < out ? o0 + AT_PANEL : out;
+    float *part = at_scratch(AT_SCRATCH_PANELS, sizeof(float) * (size_t)nr * AT_PANEL);
     int f16 = w->dtype == AT_F16;
-    if (f16) {
-        wb = (const uint16_t *)w->data + base;
-        const size_t span = block_elems(w, o0, o1);
-        float *buf = n >= 4 ? thread_scratch(span) : NULL;
-        if (buf) {
-            simd_f16_to_f32(buf, (const uint16_t *)wb, span);
-            wb = buf;
-            f16 = 0;
-        }
-    } else {
-        wb = (const float *)w->data + base;
+    float *wide = f16 && nr > MR ? at_scratch(AT_SCRATCH_WIDEN, sizeof(float) * KC * AT_PANEL) : NULL;
+    if (!part || (f16 && nr > MR && !wide)) {
+        linear_scalar(y + (size_t)t0 * out, x + (size_t)t0 * in, w, b, nr, o0, o1);
+        return;
     }
-    const size_t es = f16 ? 2 : 4;
-#define ROW(o) ((const char *)wb + (at_matrix_index(w, (o), 0) - base) * es)
-    /* one tile of input rows at a time (in L1) against the whole W block (L1 or L2): the
-     * other way round, input blocks of 48 rows were re-read from L2 for every 4 W rows, one
-     * 64-byte load per 4 FMAs, and the f32 tiles ran at a quarter of the FMA peak */
-    for (int t = 0; t < n; t += TILE_X) {
-        const int nx = n - t < TILE_X ? n - t : TILE_X;
-        int o = o0;
-        for (; o + TILE_W <= o1; o += TILE_W) {
-            const void *wr = ROW(o);
-            if (f16) tile_f16_4(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
-            else tile_f32_4(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
+    const size_t es = (size_t)at_dtype_size(w->dtype);
+    const char *wg = (const char *)w->data + (size_t)g * in * AT_PANEL * es;
+    for (int k0 = 0; k0 < in; k0 += KC) {
+        const int kc = in - k0 < KC ? in - k0 : KC;
+        const void *wk = wg + (size_t)k0 * AT_PANEL * es;
+        int half = f16;
+        if (wide) {
+            simd_f16_to_f32(wide, (const uint16_t *)wk, (size_t)kc * AT_PANEL);
+            wk = wide;
+            half = 0;
         }
-        for (; o < o1; o++) {
-            const void *wr = ROW(o);
-            if (f16) tile_f16_1(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
-            else tile_f32_1(y + (size_t)t * out + o, out, x + (size_t)t * in, in, wr, ws, b ? b + o : NULL, nx);
+        for (int t = t0; t < t1; t += MR) {
+            const int r = t1 - t < MR ? t1 - t : MR;
+            for (int h = 0; h < AT_PANEL; h += HV * VN) {
+                float *pt = part + (size_t)(t - t0) * AT_PANEL + h;
+                const float *xt = x + (size_t)t * in + k0;
+                if (half) tile_f16(pt, xt, in, (const uint16_t *)wk + h, kc, k0 == 0, r);
+                else tile_f32(pt, xt, in, (const float *)wk + h, kc, k0 == 0, r);
+            }
         }
     }
-#undef ROW
+    for (int t = t0; t < t1; t++) {
+        const float *pt = part + (size_t)(t - t0) * AT_PANEL;
+        float *yt = y + (size_t)t * out + o0;
+        if (b) for (int o = 0; o < o1 - o0; o++) yt[o] = pt[o] + b[o0 + o];
+        else memcpy(yt, pt, sizeof(float) * (size_t)(o1 - o0));
+    }
 }
 
 static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const float *b, int n);
@@ -259,6 +255,7 @@ typedef struct {
     int n, RB;
     const int8_t *xq;
     const float *sx;
+    int nc; /* f32 / f16: input rows per block */
 } linear_job;
 static void i8_blocks(const void *ctx, int lo, int hi, int worker);
 
@@ -274,18 +271,30 @@ static int stream_block_rows(const at_matrix *w, int nt) {
     return rb < 16 ? 16 : rb;
 }
 
-/* Blocks [lo, hi) of RB rows of W. */
-static void linear_blocks(const void *ctx, int lo, int hi, int worker) {
+/* Items [lo, hi) of a panel linear: item i is groups [i * RB, i * RB + RB) (RB counts
+ * groups here) against input rows block i % nblocks... see simd_linear. */
+static void panel_items(const void *ctx, int lo, int hi, int worker) {
     (void)worker;
     const linear_job *j = ctx;
-    const int out = j->w->rows;
+    const int groups = (j->w->rows + AT_PANEL - 1) / AT_PANEL, nc = j->nc;
+    const int nblocks = (j->n + nc - 1) / nc;
     for (int i = lo; i < hi; i++) {
-        const int o0 = i * j->RB, o1 = o0 + j->RB < out ? o0 + j->RB : out;
-        linear_block(j->y, j->x, j->w, j->b, j->n, o0, o1);
+        const int gb = i / nblocks, tb = i % nblocks;
+        const int t0 = tb * nc, t1 = t0 + nc < j->n ? t0 + nc : j->n;
+        for (int g = gb * j->RB; g < (gb + 1) * j->RB && g < groups; g++) panel_block(j->y, j->x, j->w, j->b, g, t0, t1);
     }
 }
 
-/* Split W rows over threads in blocks (a multiple of TILE_W), each block against all inputs. */
+static void unpacked_rows(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const linear_job *j = ctx;
+    linear_scalar(j->y, j->x, j->w, j->b, j->n, lo, hi);
+}
+
+/* f32 / f16: the work is split into items of (a run of panel groups, a block of input
+ * rows). Batch 1 streams W once: runs of about 128 KiB per item keep each thread reading
+ * long stretches (stream_block_rows). Larger batches take one group per item and split
+ * the input rows into blocks of at most NC, small enough for every thread to get work. */
 static void simd_linear(float *y, const float *x, const at_matrix *w, const float *b, int n) {
     if (w->dtype == AT_I8) {
         simd_linear_i8(y, x, w, b, n);
@@ -293,10 +302,22 @@ static void simd_linear(float *y, const float *x, const at_matrix *w, const floa
     }
     const int out = w->rows;
     const double work = (double)n * out * w->cols;
-    const int nt = at_threads();
-    /* batch 1 streams W once, in long runs per thread; larger batches reuse a block */
-    const int RB = n == 1 ? stream_block_rows(w, nt) : 32;
-    const int nb = (out + RB - 1) / RB;
-    const linear_job j = {y, x, w, b, n, RB, NULL, NULL};
-    at_parallel_for(nb, work > SIMD_PARALLEL_GRAIN ? nt : 1, linear_blocks, &j);
+    const int nt = work > SIMD_PARALLEL_GRAIN ? at_threads() : 1;
+    linear_job j = {y, x, w, b, n, 1, NULL, NULL, n};
+    if (!w->packed) {
+        at_parallel_for(out, nt, unpacked_rows, &j);
+        return;
+    }
+    const int groups = (out + AT_PANEL - 1) / AT_PANEL;
+    if (n <= MR) {
+        j.RB = stream_block_rows(w, nt) / AT_PANEL;
+        if (j.RB < 1) j.RB = 1;
+    } else {
+        int nblocks = (n + NC - 1) / NC;
+        while (groups * nblocks < 4 * nt && (n + nblocks) / (nblocks + 1) >= 2 * MR) nblocks++;
+        j.nc = (n + nblocks - 1) / nblocks;
+        j.nc = (j.nc + MR - 1) / MR * MR;
+    }
+    const int items = (groups + j.RB - 1) / j.RB * ((n + j.nc - 1) / j.nc);
+    at_parallel_for(items, nt, panel_items, &j);
 }

@@ -7,7 +7,9 @@ logits dumped. The SHA-256 of the output text and of every array in the dump mus
 tests/data/greedy-golden.json, per kernel set (f32 and f16 rounding differ between kernel
 sets, so each has its own digests). The pre-rewrite binary wrote the first digests (the
 beam-search rewrite kept greedy bit-identical to them); they were re-recorded with the
-current binary when the shipped model was retrained. Kernel sets the
+current binary when the shipped model was retrained, and again when f32/f16 linear layers
+became outer products on panels (one fused chain per output; the avx2 and avx512 logits and
+attention changed in their last bits, the output text of both stayed the same). Kernel sets the
 golden file has no entry for (a CPU this was never recorded on) are reported and skipped.
 
 Re-record (only when a change is meant to alter greedy output):

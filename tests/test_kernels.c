@@ -169,6 +169,47 @@ static void test_linear_tile_rows(void) {
     CHECK_ISA(same, "linear: a row in a 4-row tile differs from the same row computed alone");
 }
 
+/* The SIMD sets compute each f32 / f16 linear output as one chain of fused multiply-adds
+ * over k = 0, 1, ... from zero, then + bias (engine/kernels_simd.h), whatever the batch size
+ * and layout: every output must equal that chain bit for bit (fmaf rounds once, as the
+ * vector FMA does). Batch sizes 1..70 cross the micro-tile (3 or 6 rows) and block edges,
+ * row counts the 64-row panel groups, column counts the 128-column blocks. */
+static void test_linear_chain(void) {
+    if (!strcmp(isa_name, "generic")) return; /* its own order: checked against double above */
+    int shapes[][2] = {{1, 1}, {63, 7}, {64, 128}, {65, 129}, {130, 300}, {200, 64}};
+    for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+        const int out = shapes[s][0], in = shapes[s][1], N = 70;
+        float *x = malloc(sizeof(float) * N * in), *w = malloc(sizeof(float) * out * in), *b = malloc(sizeof(float) * out);
+        float *y = malloc(sizeof(float) * N * out);
+        uint16_t *wh = malloc(2 * (size_t)out * in);
+        fill(x, (size_t)N * in, 1), fill(w, (size_t)out * in, 0.3f), fill(b, out, 1);
+        for (size_t i = 0; i < (size_t)out * in; i++) wh[i] = at_f32_to_f16_1(w[i]);
+        for (int dtype = 0; dtype < 2; dtype++)
+            for (int packed = 0; packed < 2; packed++) {
+                at_matrix W = {.data = dtype ? (const void *)wh : (const void *)w, .dtype = dtype, .rows = out, .cols = in};
+                void *buf = packed ? at_matrix_pack(&W) : NULL;
+                int bad = 0, first = 0;
+                for (int n = 1; n <= N; n += n < 16 ? 1 : 9) {
+                    at_k()->linear(y, x, &W, n % 2 ? b : NULL, n);
+                    for (int t = 0; t < n; t++)
+                        for (int o = 0; o < out; o++) {
+                            float acc = 0.0f;
+                            for (int k = 0; k < in; k++) {
+                                const float wk = dtype ? at_f16_to_f32_1(wh[(size_t)o * in + k]) : w[(size_t)o * in + k];
+                                acc = fmaf(wk, x[(size_t)t * in + k], acc);
+                            }
+                            if (n % 2) acc += b[o];
+                            if (memcmp(&acc, &y[(size_t)t * out + o], sizeof acc) && !bad++) first = n;
+                        }
+                }
+                CHECK_ISA(bad == 0, "linear %s %s %dx%d: %d outputs differ from the fused chain (first at n=%d)",
+                          dtype ? "f16" : "f32", packed ? "packed" : "row-major", out, in, bad, first);
+                free(buf);
+            }
+        free(x), free(w), free(b), free(y), free(wh);
+    }
+}
+
 /* int8 matrices: the kernel set's result is bit-identical to the generic one (integer dot
  * products are exact), close to the dequantized product, and independent of the batch;
  * at_quantize_row keeps every value within half a step. */
@@ -478,6 +519,7 @@ int main(void) {
             test_dot_axpy();
             test_linear();
             test_linear_tile_rows();
+            test_linear_chain();
             test_swish();
             test_linear_i8();
             test_linear_i8_batches();
