@@ -235,11 +235,17 @@ static void panel_block(float *y, const float *x, const at_matrix *w, const floa
             }
         }
     }
-    for (int t = t0; t < t1; t++) {
+    const int no = o1 - o0;
+    for (int t = t0; t < t1; t++) { /* y = sum + bias: the one rounding after the chain */
         const float *pt = part + (size_t)(t - t0) * AT_PANEL;
         float *yt = y + (size_t)t * out + o0;
-        if (b) for (int o = 0; o < o1 - o0; o++) yt[o] = pt[o] + b[o0 + o];
-        else memcpy(yt, pt, sizeof(float) * (size_t)(o1 - o0));
+        for (int o = 0; o < no; o += VN) {
+            const int len = no - o < VN ? no - o : VN;
+            V v = V_LOAD(pt + o);
+            if (b) v = V_ADD(v, V_LOADN(b + o0 + o, len));
+            if (len == VN) V_STORE(yt + o, v);
+            else V_STOREN(yt + o, v, len);
+        }
     }
 }
 

@@ -14,9 +14,9 @@ int search_has_processors(const marian_search *s, int ignore_eos) {
 float log_softmax_at(const float *x, int n, int i) {
     float mx = -INFINITY;
     for (int j = 0; j < n; j++) mx = x[j] > mx ? x[j] : mx;
-    double sum = 0;
-    for (int j = 0; j < n; j++) sum += exp((double)x[j] - mx);
-    return (float)((double)x[i] - mx - log(sum));
+    /* the kernels' vector e^x, as beam search's log-softmax: a scalar double exp per
+     * vocabulary entry took 8% of a batch-64 greedy run (f32, 58k entries) */
+    return x[i] - (mx + logf(at_k()->sum_exp(x, n, mx)));
 }
 
 /* ---------------------------------------------------------------------------------------
