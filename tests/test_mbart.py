@@ -260,6 +260,22 @@ def main():
 
     run.check("forced decoding (align --target) starts with the target language", forced_decoding)
 
+    def words_skip_language_tokens():
+        """Alignments and word views leave out the language tokens and </s> on both sides."""
+        sys.path.insert(0, os.path.join(T.REPO, "python"))
+        import attend
+        hf, gguf, m, opts = models["gelu-base"]
+        am = attend.Model(gguf, threads=1)
+        r = am.score("Ein Hund läuft", "A dog runs", src_lang="de_DE", tgt_lang="en_XX")
+        assert r.src_tokens[0] == "de_DE" and r.tgt_tokens[0] == "en_XX", (r.src_tokens, r.tgt_tokens)
+        assert r.src_words == ["Ein", "Hund", "läuft"], r.src_words
+        assert r.tgt_words == ["A", "dog", "runs"], r.tgt_words
+        assert r.src_word_of[0] == -1 and r.src_word_of[-1] == -1 and r.tgt_word_of[0] == -1
+        links = r.alignment()
+        assert links and all(0 <= i < 3 and 0 <= j < 3 for i, j in links), links
+
+    run.check("word views and alignments skip language tokens and </s>", words_skip_language_tokens)
+
     def position_limits():
         """A 20-position table: sources cut to 20 tokens, outputs at most 20 decoder
         positions (max_length 40 and --max-length 1000 are capped), a forced target longer
