@@ -104,39 +104,54 @@ static size_t rstripped(const char *text, size_t len) {
 static int add_split(const marian_model *m, const spm_model *spm, const vocab *voc, const char *text, size_t len,
                      tok_list *t, int want_pieces, char *err, size_t errlen) {
     const marian_config *c = &m->c;
-    int ids[5];
     const int fixed[] = {c->bos_id, c->pad_id, c->eos_id, c->unk_id, c->mask_id};
-    int n_special = 0;
-    for (int i = 0; i < 5; i++)
-        if (fixed[i] >= 0) ids[n_special++] = fixed[i];
+    const int n_all = 5 + m->n_langs;
+    int *ids = malloc(sizeof(int) * (size_t)n_all);
+    const char **text_of = malloc(sizeof(char *) * (size_t)n_all);
+    size_t *len_of = malloc(sizeof(size_t) * (size_t)n_all);
+    int n = 0, rc = -1;
+    if (!ids || !text_of || !len_of) {
+        snprintf(err, errlen, "out of memory tokenizing a %zu-byte line", len);
+        goto done;
+    }
+    for (int i = 0; i < n_all; i++) { /* each special token's text, once */
+        const int id = i < 5 ? fixed[i] : m->lang_id[i - 5];
+        const char *p = id >= 0 ? vocab_piece(voc, id) : NULL;
+        if (!p || !*p) continue;
+        ids[n] = id;
+        text_of[n] = p;
+        len_of[n++] = strlen(p);
+    }
     size_t seg = 0;
     for (size_t k = 0; k < len;) {
         int hit = -1;
         size_t hit_len = 0;
-        for (int i = 0; i < n_special + m->n_langs; i++) {
-            const int id = i < n_special ? ids[i] : m->lang_id[i - n_special];
-            const char *p = vocab_piece(voc, id);
-            const size_t pl = p ? strlen(p) : 0;
-            if (pl && pl > hit_len && pl <= len - k && !memcmp(text + k, p, pl)) {
-                hit = id;
-                hit_len = pl;
+        for (int i = 0; i < n; i++)
+            if (text_of[i][0] == text[k] && len_of[i] > hit_len && len_of[i] <= len - k &&
+                !memcmp(text + k, text_of[i], len_of[i])) {
+                hit = ids[i];
+                hit_len = len_of[i];
             }
-        }
         if (hit < 0) {
             k++;
             continue;
         }
         size_t seg_end = hit == c->mask_id ? rstripped(text + seg, k - seg) + seg : k;
         if (seg_end > seg && add_pieces(m, spm, voc, text + seg, seg_end - seg, t, want_pieces, err, errlen))
-            return -1;
+            goto done;
         if (tok_add(t, want_pieces, hit, text + k, hit_len)) {
             snprintf(err, errlen, "out of memory tokenizing a %zu-byte line", len);
-            return -1;
+            goto done;
         }
         k += hit_len;
         seg = k;
     }
-    return len > seg ? add_pieces(m, spm, voc, text + seg, len - seg, t, want_pieces, err, errlen) : 0;
+    rc = len > seg ? add_pieces(m, spm, voc, text + seg, len - seg, t, want_pieces, err, errlen) : 0;
+done:
+    free(ids);
+    free(text_of);
+    free(len_of);
+    return rc;
 }
 
 static int encode_side(const marian_model *m, int target, int lang, const char *text, size_t len,
