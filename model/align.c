@@ -175,8 +175,23 @@ int attend_view_reduce(const attend_view *v, const float *cross, int L, int H, i
 
 #define WORD_START "\xe2\x96\x81" /* U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's space */
 
+/* A language token of a multilingual family: mBART-50's `xx_XX` (two lowercase letters, '_',
+ * two capitals) or M2M-100's `__xx__`. SentencePiece pieces of text never have these shapes
+ * without a leading ▁ in practice, and mBART's tokenizer turns a typed code into its token. */
+static int is_language_token(const char *p) {
+    const size_t n = strlen(p);
+    if (n == 5 && p[0] >= 'a' && p[0] <= 'z' && p[1] >= 'a' && p[1] <= 'z' && p[2] == '_' && p[3] >= 'A' &&
+        p[3] <= 'Z' && p[4] >= 'A' && p[4] <= 'Z')
+        return 1;
+    if (n < 5 || strncmp(p, "__", 2) || strcmp(p + n - 2, "__")) return 0;
+    for (size_t i = 2; i < n - 2; i++)
+        if (!((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') || p[i] == '_')) return 0;
+    return 1;
+}
+
 static int is_special(const char *p) {
-    return !strcmp(p, "</s>") || !strcmp(p, "<pad>") || !strcmp(p, "<s>");
+    return !strcmp(p, "</s>") || !strcmp(p, "<pad>") || !strcmp(p, "<s>") || !strcmp(p, "<mask>") ||
+           is_language_token(p);
 }
 
 int attend_words_from_pieces(const char *const *pieces, int n, attend_words *w) {

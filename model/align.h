@@ -83,8 +83,8 @@ ATTEND_API int attend_view_reduce(const attend_view *v, const float *cross, int 
                        float *out, char *err, size_t errlen);
 
 /* Pieces -> words. word_of[p] is the word of piece p, or -1 for pieces that belong to no
- * word (</s>, <pad>, <unk>-free special tokens). words[w] is the word's text with "▁"
- * removed. */
+ * word (</s>, <pad>, <s>, <mask> and language tokens: mBART-50's `de_DE`, M2M-100's
+ * `__de__`). words[w] is the word's text with "▁" removed. */
 typedef struct {
     int n_pieces, n_words;
     int *word_of;  /* [n_pieces] */

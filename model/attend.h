@@ -70,8 +70,8 @@ typedef struct {
     int renormalize_logits;
     float length_penalty, repetition_penalty;
     long long max_line_bytes; /* bytes of a line the tokenizer reads (the rest is cut) */
-    const char *architecture; /* the model family: "marian" or "m2m_100" */
-    /* Multilingual families (m2m_100): the language codes attend_params.src_lang / tgt_lang
+    const char *architecture; /* the model family: "marian", "m2m_100" or "mbart" */
+    /* Multilingual families (m2m_100, mbart): the language codes attend_params.src_lang / tgt_lang
      * take, e.g. "de", in the file's order, and the id of each code's token (__de__).
      * Both arrays belong to the model: read-only, valid until attend_free. */
     int n_languages;

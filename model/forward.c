@@ -93,7 +93,7 @@ int encode(const marian_model *m, const int *const *ids, const int *off, const i
         for (int j = 0, pads = 0; j < len[i]; j++) {
             const int id = ids[i][j];
             embed_row(X + (size_t)(off[i] + j) * d, &m->enc_embed, id, escale,
-                      marian_position(m, marian_position_of(c, id, j, pads), pos), d);
+                      marian_position(m, 0, marian_position_of(c, id, j, pads), pos), d);
             pads += id == c->pad_id;
         }
     if (ok && c->family->embed_norm) norm_rows(c, X, &m->enc_embed_norm, total);
@@ -286,7 +286,7 @@ void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const 
     for (int b = 0; b < n; b++) {
         const int id = rows[b].token;
         embed_row(x + (size_t)b * d, &m->dec_embed, id, embed_scale(c),
-                  marian_position(m, marian_position_of(c, id, t, 0), tmp), d);
+                  marian_position(m, 1, marian_position_of(c, id, t, 0), tmp), d);
     }
     if (c->family->embed_norm) norm_rows(c, x, &m->dec_embed_norm, n);
 

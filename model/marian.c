@@ -84,9 +84,10 @@ static int read_generation(const gguf_file *f, marian_config *c, char *err, size
 
 /* The families: Marian's switches keep its behaviour exactly as before families existed. */
 static const marian_family FAMILIES[] = {
-    /* name      pre  final emb_ln positions   bias ban_pad codes unk_sp langs */
-    {"marian",   0,   0,    0,     POS_MARIAN,  1,   1,      1,    1,     0},
-    {"m2m_100",  1,   1,    0,     POS_FAIRSEQ, 0,   0,      0,    0,     1},
+    /* name      pre  final emb_ln positions    bias ban_pad codes unk_sp langs mask split */
+    {"marian",   0,   0,    0,     POS_MARIAN,  1,   1,      1,    1,     0,    0,   0},
+    {"m2m_100",  1,   1,    0,     POS_FAIRSEQ, 0,   0,      0,    0,     1,    0,   0},
+    {"mbart",    1,   1,    1,     POS_LEARNED, 1,   0,      0,    0,     1,    1,   1},
 };
 
 static const marian_family *find_family(gguf_str s) {
@@ -109,7 +110,7 @@ static int read_config(const gguf_file *f, marian_config *c, char *err, size_t e
     c->family = find_family(s);
     if (!c->family) {
         char b[48];
-        fail(err, errlen, "key general.architecture: '%s' is not a family attend runs (marian, m2m_100)",
+        fail(err, errlen, "key general.architecture: '%s' is not a family attend runs (marian, m2m_100, mbart)",
              shown(b, sizeof b, s));
         return -1;
     }
@@ -122,9 +123,10 @@ static int read_config(const gguf_file *f, marian_config *c, char *err, size_t e
     }
     const int BIG = 1 << 24;
     /* fairseq positions divide by d/2 - 1: at least 4 columns */
+    const int min_d = c->family->positions == POS_FAIRSEQ ? 4 : 2;
     if (get_int(f, fkey(c, "vocab_size"), 3, BIG, &c->vocab_size, err, errlen) ||
         get_int(f, fkey(c, "decoder_vocab_size"), 3, BIG, &c->decoder_vocab_size, err, errlen) ||
-        get_int(f, fkey(c, "d_model"), marian ? 2 : 4, 65536, &c->d_model, err, errlen) ||
+        get_int(f, fkey(c, "d_model"), min_d, 65536, &c->d_model, err, errlen) ||
         get_int(f, fkey(c, "encoder_layers"), 1, 256, &c->enc_layers, err, errlen) ||
         get_int(f, fkey(c, "decoder_layers"), 1, 256, &c->dec_layers, err, errlen) ||
         get_int(f, fkey(c, "encoder_heads"), 1, 1024, &c->enc_heads, err, errlen) ||
@@ -167,6 +169,16 @@ static int read_config(const gguf_file *f, marian_config *c, char *err, size_t e
         return -1;
     c->bos_id = -1;
     if (!marian && get_int(f, fkey(c, "bos_id"), 0, vt - 1, &c->bos_id, err, errlen)) return -1;
+    c->mask_id = -1;
+    if (c->family->mask && get_int(f, fkey(c, "mask_id"), 0, vt - 1, &c->mask_id, err, errlen)) return -1;
+    /* special tokens typed in a source become its ids: they must be source ids too */
+    const int specials[] = {c->bos_id, c->pad_id, c->mask_id};
+    const char *names[] = {"bos_id", "pad_id", "mask_id"};
+    for (int i = 0; c->family->special_split && i < 3; i++)
+        if (specials[i] >= c->vocab_size) {
+            fail(err, errlen, "key %s: %d outside the source vocabulary", fkey(c, names[i]), specials[i]);
+            return -1;
+        }
     if (c->eos_id >= c->vocab_size) {
         fail(err, errlen, "key %s: %d outside the source vocabulary", fkey(c, "eos_id"), c->eos_id);
         return -1;
@@ -316,6 +328,10 @@ static int bind_all(marian_model *m, binder *b) {
     const marian_family *fam = c->family;
     if (fam->logits_bias && bind_vector(b, &m->final_logits_bias, "final_logits_bias", c->decoder_vocab_size))
         return -1;
+    if (fam->positions == POS_LEARNED &&
+        (bind_matrix(b, &m->enc_pos, "enc.embed_positions.weight", c->max_pos + 2, d) ||
+         bind_matrix(b, &m->dec_pos, "dec.embed_positions.weight", c->max_pos + 2, d)))
+        return -1;
     if (fam->embed_norm && (bind_norm(b, &m->enc_embed_norm, "enc.embed_norm", d) ||
                             bind_norm(b, &m->dec_embed_norm, "dec.embed_norm", d)))
         return -1;
@@ -446,14 +462,19 @@ static float *make_positions(const marian_config *c, int n_pos) {
     return p;
 }
 
-const float *marian_position(const marian_model *m, int pos, float *buf) {
+const float *marian_position(const marian_model *m, int dec, int pos, float *buf) {
+    if (m->c.family->positions == POS_LEARNED) { /* HF's offset of 2 rows */
+        if (pos < 0 || pos >= m->c.max_pos) memset(buf, 0, sizeof(float) * (size_t)m->c.d_model);
+        else at_matrix_row(buf, dec ? &m->dec_pos : &m->enc_pos, pos + 2);
+        return buf;
+    }
     if (pos < m->n_positions) return m->positions + (size_t)pos * m->c.d_model;
     position_row(&m->c, buf, pos);
     return buf;
 }
 
 int marian_position_of(const marian_config *c, int id, int i, int pads_before) {
-    if (c->family->positions == POS_MARIAN) return i;
+    if (c->family->positions != POS_FAIRSEQ) return i;
     return id == c->pad_id ? c->pad_id : i - pads_before + c->pad_id + 1;
 }
 
@@ -582,8 +603,9 @@ static marian_model *load_opened(marian_model *m, char *err, size_t errlen) {
     m->tgt_spm = load_spm(m->file, "tokenizer.target_spm", err, errlen);
     if (!m->tgt_spm) goto fail;
     if (m->c.family->languages && load_languages(m, err, errlen)) goto fail;
-    /* fairseq numbers positions from pad_id + 1 */
-    const int used = m->c.max_pos + (m->c.family->positions == POS_FAIRSEQ ? m->c.pad_id + 1 : 0);
+    /* fairseq numbers positions from pad_id + 1; learned positions are stored, not computed */
+    const int used = m->c.family->positions == POS_LEARNED ? 1
+                     : m->c.max_pos + (m->c.family->positions == POS_FAIRSEQ ? m->c.pad_id + 1 : 0);
     m->n_positions = used < MARIAN_POSITIONS_CACHED ? used : MARIAN_POSITIONS_CACHED;
     m->positions = make_positions(&m->c, m->n_positions);
     if (!m->positions) {

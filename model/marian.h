@@ -1,4 +1,4 @@
-/* marian: the encoder-decoder transformer of every family attend runs (MarianMT, M2M-100),
+/* marian: the encoder-decoder transformer of every family attend runs (MarianMT, M2M-100, mBART-50),
  * one forward pass with a few switches per family (weights, tokenizer, configuration).
  * Internal to libattend; the public API is attend.h. */
 #ifndef ATTEND_MARIAN_H
@@ -28,6 +28,8 @@ typedef enum {
     POS_FAIRSEQ, /* position p = token index + pad_id + 1 (pad_id for a <pad> token); sin
                     then cos of p * exp(-j * log(10000) / (d/2 - 1)), a zero column when d
                     is odd, row pad_id zero (fairseq / HF M2M-100, float32) */
+    POS_LEARNED, /* position p = token index; row p + 2 of the side's stored table
+                    (enc/dec.embed_positions.weight, HF mBART's offset of 2) */
 } pos_kind;
 
 /* What one family does differently: chosen by general.architecture, never stored. */
@@ -43,6 +45,10 @@ typedef struct {
     int text_codes;     /* a >>xx<< code in the source text is one piece (MarianTokenizer) */
     int unk_space;      /* decoded text puts a space after a <unk> (MarianTokenizer) */
     int languages;      /* language tokens: tokenizer.languages / language_ids required */
+    int mask;           /* a <mask> token: <family>.mask_id required, skipped when decoding */
+    int special_split;  /* text is split at special tokens typed in it (<s>, </s>, <pad>,
+                           <unk>, <mask>, language codes), each its own id, as HF's slow
+                           tokenizers split on added tokens (MBart50Tokenizer) */
 } marian_family;
 
 typedef struct {
@@ -54,6 +60,7 @@ typedef struct {
     float eps;
     int pad_id, eos_id, unk_id, start_id, max_length;
     int bos_id; /* <s>, skipped when decoding text; -1 when the family has none (Marian) */
+    int mask_id; /* <mask> (family->mask), skipped when decoding text; else -1 */
     int model_max_length; /* source tokens kept: tokenizer.model_max_length, at most max_pos */
     marian_generation gen;
 } marian_config;
@@ -98,6 +105,7 @@ typedef struct marian_model {
     const float *final_logits_bias; /* NULL unless family->logits_bias */
     norm enc_final_norm, dec_final_norm; /* family->final_norms */
     norm enc_embed_norm, dec_embed_norm; /* family->embed_norm */
+    at_matrix enc_pos, dec_pos; /* POS_LEARNED: [max_pos + 2, d] tables, position p at row p + 2 */
     int n_langs;       /* language tokens (family->languages), in the file's order */
     char **lang_code;  /* [n_langs] NUL-terminated codes, e.g. "de" */
     int *lang_id;      /* [n_langs] the id of each code's token, e.g. of __de__ */
@@ -109,17 +117,19 @@ typedef struct marian_model {
     vocab *src_vocab, *tgt_vocab;
 } marian_model;
 
-/* Sinusoidal position pos (as the family numbers them, pos_kind) as d floats: a row of the
- * table for the first MARIAN_POSITIONS_CACHED positions, else computed into buf (d
- * floats), identically. */
+/* Position pos (as the family numbers them, pos_kind) of the encoder (dec 0) or decoder
+ * (dec 1) as d floats. Sinusoids: a row of the table for the first MARIAN_POSITIONS_CACHED
+ * positions, else computed into buf (d floats), identically. Learned (POS_LEARNED): the
+ * side's stored row pos + 2 copied into buf; callers keep pos < max_pos (a position
+ * beyond the table reads as zeros, never outside it). */
 #ifndef MARIAN_POSITIONS_CACHED
 #define MARIAN_POSITIONS_CACHED 1024 /* tests build with fewer to run the computed path */
 #endif
-const float *marian_position(const marian_model *m, int pos, float *buf);
+const float *marian_position(const marian_model *m, int dec, int pos, float *buf);
 /* The position number of token `id` at index i of its sequence, after pads_before <pad>
- * tokens: Marian i; fairseq i - pads_before + pad_id + 1, and pad_id for <pad> itself (HF
- * M2M-100's cumulative count of non-pad tokens; decoder steps pass 0: with a cache, HF
- * counts every earlier step). */
+ * tokens: Marian and learned i (HF mBART counts every token, <pad> too); fairseq
+ * i - pads_before + pad_id + 1, and pad_id for <pad> itself (HF M2M-100's cumulative count
+ * of non-pad tokens; decoder steps pass 0: with a cache, HF counts every earlier step). */
 int marian_position_of(const marian_config *c, int id, int i, int pads_before);
 
 /* The id of language code `code` (len bytes), or -1. */

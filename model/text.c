@@ -1,4 +1,4 @@
-/* Text <-> ids, as transformers' MarianTokenizer and M2M100Tokenizer do it. */
+/* Text <-> ids, as transformers' MarianTokenizer, M2M100Tokenizer and MBart50Tokenizer do it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,17 +35,140 @@ static size_t readable_bytes(const char *text, size_t len, size_t max) {
     return k;
 }
 
+/* The tokens between a source's language token and its </s>: ids, and (when pieces is
+ * not NULL) their pieces, malloc'd. */
+typedef struct {
+    int n, cap;
+    int *id;
+    char **piece; /* NULL unless pieces are wanted */
+} tok_list;
+
+static int tok_add(tok_list *t, int want_pieces, int id, const char *p, size_t len) {
+    if (t->n == t->cap) {
+        int cap = t->cap ? 2 * t->cap : 64;
+        int *ids = realloc(t->id, sizeof(int) * (size_t)cap);
+        if (!ids) return -1;
+        t->id = ids;
+        if (want_pieces) {
+            char **ps = realloc(t->piece, sizeof(char *) * (size_t)cap);
+            if (!ps) return -1;
+            t->piece = ps;
+        }
+        t->cap = cap;
+    }
+    if (want_pieces && !(t->piece[t->n] = strndup(p, len))) return -1;
+    t->id[t->n++] = id;
+    return 0;
+}
+
+static void tok_free(tok_list *t) {
+    for (int i = 0; t->piece && i < t->n; i++) free(t->piece[i]);
+    free(t->piece);
+    free(t->id);
+}
+
+/* SentencePiece pieces of text[0..len) (NUL-free), each mapped through voc (<unk> if absent). */
+static int add_pieces(const marian_model *m, const spm_model *spm, const vocab *voc, const char *text,
+                      size_t len, tok_list *t, int want_pieces, char *err, size_t errlen) {
+    spm_pieces sp;
+    if (spm_encode(spm, text, len, &sp, err, errlen)) return -1;
+    int rc = 0;
+    for (int k = 0; k < sp.n && !rc; k++) {
+        const size_t plen = strlen(sp.piece[k]);
+        const int id = vocab_id(voc, sp.piece[k], plen);
+        rc = tok_add(t, want_pieces, id >= 0 ? id : m->c.unk_id, sp.piece[k], plen);
+    }
+    spm_pieces_free(&sp);
+    if (rc) snprintf(err, errlen, "out of memory tokenizing a %zu-byte line", len);
+    return rc;
+}
+
+static size_t space_len(const unsigned char *s, size_t n);
+
+/* Bytes of text[0..len) left after Python's str.rstrip(). */
+static size_t rstripped(const char *text, size_t len) {
+    for (;;) {
+        size_t found = 0;
+        for (size_t w = 1; w <= 3 && w <= len; w++)
+            if (space_len((const unsigned char *)text + len - w, w) == w) { found = w; break; }
+        if (!found) return len;
+        len -= found;
+    }
+}
+
+/* HF's slow tokenizers split the text at every added token (special tokens and language
+ * codes) before SentencePiece sees it: each match is its own id, each stretch between
+ * two is encoded on its own (so it gets its own leading ▁). The special tokens of an mBART
+ * vocabulary never overlap, so the first match from the left is the trie's. <mask> strips
+ * the whitespace before it (MBart50Tokenizer's AddedToken(lstrip=True)). */
+static int add_split(const marian_model *m, const spm_model *spm, const vocab *voc, const char *text, size_t len,
+                     tok_list *t, int want_pieces, char *err, size_t errlen) {
+    const marian_config *c = &m->c;
+    const int fixed[] = {c->bos_id, c->pad_id, c->eos_id, c->unk_id, c->mask_id};
+    const int n_all = 5 + m->n_langs;
+    int *ids = malloc(sizeof(int) * (size_t)n_all);
+    const char **text_of = malloc(sizeof(char *) * (size_t)n_all);
+    size_t *len_of = malloc(sizeof(size_t) * (size_t)n_all);
+    int n = 0, rc = -1;
+    if (!ids || !text_of || !len_of) {
+        snprintf(err, errlen, "out of memory tokenizing a %zu-byte line", len);
+        goto done;
+    }
+    for (int i = 0; i < n_all; i++) { /* each special token's text, once */
+        const int id = i < 5 ? fixed[i] : m->lang_id[i - 5];
+        const char *p = id >= 0 ? vocab_piece(voc, id) : NULL;
+        if (!p || !*p) continue;
+        ids[n] = id;
+        text_of[n] = p;
+        len_of[n++] = strlen(p);
+    }
+    size_t seg = 0;
+    for (size_t k = 0; k < len;) {
+        int hit = -1;
+        size_t hit_len = 0;
+        for (int i = 0; i < n; i++)
+            if (text_of[i][0] == text[k] && len_of[i] > hit_len && len_of[i] <= len - k &&
+                !memcmp(text + k, text_of[i], len_of[i])) {
+                hit = ids[i];
+                hit_len = len_of[i];
+            }
+        if (hit < 0) {
+            k++;
+            continue;
+        }
+        size_t seg_end = hit == c->mask_id ? rstripped(text + seg, k - seg) + seg : k;
+        if (seg_end > seg && add_pieces(m, spm, voc, text + seg, seg_end - seg, t, want_pieces, err, errlen))
+            goto done;
+        if (tok_add(t, want_pieces, hit, text + k, hit_len)) {
+            snprintf(err, errlen, "out of memory tokenizing a %zu-byte line", len);
+            goto done;
+        }
+        k += hit_len;
+        seg = k;
+    }
+    rc = len > seg ? add_pieces(m, spm, voc, text + seg, len - seg, t, want_pieces, err, errlen) : 0;
+done:
+    free(ids);
+    free(text_of);
+    free(len_of);
+    return rc;
+}
+
 static int encode_side(const marian_model *m, int target, int lang, const char *text, size_t len,
                        int **ids_out, int *n_out, char ***pieces_out, int *truncated, char *err,
                        size_t errlen) {
     const spm_model *spm = target ? m->tgt_spm : m->src_spm;
     const vocab *voc = target ? m->tgt_vocab : m->src_vocab;
+    const int want = pieces_out != NULL;
     const size_t full = len;
     len = readable_bytes(text, len, (size_t)m->c.max_pos * MARIAN_BYTES_PER_POSITION);
     size_t cs = 0, ce = 0;
     if (!target && m->c.family->text_codes) find_language_code(text, len, &cs, &ce);
+    tok_list mid = {0};
+    int *ids = NULL, n = 0;
+    char **pieces = NULL;
     char *rest = malloc(len + 1);
-    if (!rest) goto oom0;
+    if (!rest) goto oom;
     memcpy(rest, text, cs);
     memcpy(rest + cs, text + ce, len - ce);
     size_t rest_len = len - (ce - cs);
@@ -53,14 +176,20 @@ static int encode_side(const marian_model *m, int target, int lang, const char *
     /* NUL bytes are read as spaces: SentencePiece's pieces travel as C strings */
     for (size_t k = 0; k < rest_len; k++)
         if (rest[k] == 0) rest[k] = ' ';
-    spm_pieces sp;
-    if (spm_encode(spm, rest, rest_len, &sp, err, errlen)) {
+    if (ce > cs && cs == 0) { /* a leading >>xx<< stays one piece */
+        const int id = vocab_id(voc, text, ce - cs);
+        if (tok_add(&mid, want, id >= 0 ? id : m->c.unk_id, text, ce - cs)) goto oom;
+    }
+    if (m->c.family->special_split ? add_split(m, spm, voc, rest, rest_len, &mid, want, err, errlen)
+                                   : add_pieces(m, spm, voc, rest, rest_len, &mid, want, err, errlen)) {
         free(rest);
+        tok_free(&mid);
         return -1;
     }
     free(rest);
-    const int has_code = ce > cs && cs == 0, has_lang = lang >= 0;
-    int n = sp.n + has_code + has_lang + 1;
+    rest = NULL;
+    const int has_lang = lang >= 0;
+    n = mid.n + has_lang + 1;
     *truncated = len < full;
     /* sources stop at the tokenizer's model_max_length (as HF truncates), targets at the
      * positions the decoder has */
@@ -69,43 +198,34 @@ static int encode_side(const marian_model *m, int target, int lang, const char *
         n = limit;
         *truncated = 1;
     }
-    int *ids = malloc(sizeof(int) * (size_t)n);
-    char **pieces = pieces_out ? calloc((size_t)n + 1, sizeof(char *)) : NULL;
-    if (!ids || (pieces_out && !pieces)) {
-        free(ids);
-        free(pieces);
-        spm_pieces_free(&sp);
-        goto oom0;
-    }
+    ids = malloc(sizeof(int) * (size_t)n);
+    pieces = want ? calloc((size_t)n + 1, sizeof(char *)) : NULL;
+    if (!ids || (want && !pieces)) goto oom;
     if (has_lang) { /* the language token first: [__xx__] pieces </s> */
         ids[0] = lang;
         const char *lp = vocab_piece(voc, lang);
-        if (pieces) pieces[0] = strdup(lp ? lp : "");
+        if (pieces && !(pieces[0] = strdup(lp ? lp : ""))) goto oom;
     }
     for (int k = has_lang; k < n - 1; k++) {
-        const char *p = has_code && k == 0 ? NULL : sp.piece[k - has_code - has_lang];
-        size_t plen = p ? strlen(p) : ce - cs;
-        if (!p) p = text;
-        int id = vocab_id(voc, p, plen);
-        ids[k] = id >= 0 ? id : m->c.unk_id;
-        if (pieces) pieces[k] = strndup(p, plen);
+        ids[k] = mid.id[k - has_lang];
+        if (pieces) { /* moved, not copied */
+            pieces[k] = mid.piece[k - has_lang];
+            mid.piece[k - has_lang] = NULL;
+        }
     }
     ids[n - 1] = m->c.eos_id;
-    if (pieces) pieces[n - 1] = strdup(vocab_piece(voc, m->c.eos_id));
-    spm_pieces_free(&sp);
-    if (pieces)
-        for (int k = 0; k < n; k++)
-            if (!pieces[k]) {
-                for (int j = 0; j < n; j++) free(pieces[j]);
-                free(pieces);
-                free(ids);
-                goto oom0;
-            }
+    if (pieces && !(pieces[n - 1] = strdup(vocab_piece(voc, m->c.eos_id)))) goto oom;
+    tok_free(&mid);
     *ids_out = ids;
     *n_out = n;
     if (pieces_out) *pieces_out = pieces;
     return 0;
-oom0:
+oom:
+    free(rest);
+    tok_free(&mid);
+    free(ids);
+    for (int k = 0; pieces && k < n; k++) free(pieces[k]);
+    free(pieces);
     snprintf(err, errlen, "out of memory tokenizing a %zu-byte line", len);
     return -1;
 }
@@ -191,10 +311,10 @@ static void replace_all(char *s, const char *from, const char *to) {
     *w = 0;
 }
 
-/* Is id a special token decoding skips: </s>, <pad>, <unk>, <s>, a language token? */
+/* Is id a special token decoding skips: </s>, <pad>, <unk>, <s>, <mask>, a language token? */
 static int skipped(const marian_model *m, int id) {
     const marian_config *c = &m->c;
-    if (id == c->eos_id || id == c->pad_id || id == c->unk_id || id == c->bos_id) return 1;
+    if (id == c->eos_id || id == c->pad_id || id == c->unk_id || id == c->bos_id || id == c->mask_id) return 1;
     for (int i = 0; i < m->n_langs; i++)
         if (id == m->lang_id[i]) return 1;
     return 0;

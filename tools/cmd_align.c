@@ -26,7 +26,7 @@ static void usage_align(FILE *f) {
             "  -m, --model FILE        checkpoint (default: $ATTEND_MODEL, else models/de-en.gguf)\n"
             "      --target TEXT       force-decode this translation instead of translating;\n"
             "                          reports its log-probability per token\n"
-            "      --src-lang L        multilingual models (M2M-100): the source language\n"
+            "      --src-lang L        multilingual models (M2M-100, mBART): the source language\n"
             "      --tgt-lang L        multilingual models: the target language\n"
             "      --beam N            translate with N beams (default: the model's setting,\n"
             "                          as attend translate); the view shows the output's own path\n"

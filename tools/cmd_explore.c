@@ -35,7 +35,7 @@ static void usage_explore(FILE *f) {
             "  -m, --model FILE   checkpoint (default: $ATTEND_MODEL, else models/de-en.gguf)\n"
             "  -o, --output FILE  the page (default explore.html; - for standard output)\n"
             "      --target TEXT  force-decode this translation of the one source sentence\n"
-            "      --src-lang L   multilingual models (M2M-100): the source language\n"
+            "      --src-lang L   multilingual models (M2M-100, mBART): the source language\n"
             "      --tgt-lang L   multilingual models: the target language\n"
             "      --beam N       translate with N beams (default: the model's setting)\n"
             "      --greedy       the same as --beam 1\n"

@@ -539,7 +539,8 @@ def write_gguf(out_path, cfg, sd, spm, src_pieces, tgt_pieces, unk, model_max_le
 
 def other_family(argv):
     """The exporter of HF_DIR's family when it is not Marian (config.json's model_type), else
-    None: `export_marian.py M2M_DIR OUT` runs export_m2m100.py with the same arguments."""
+    None: `export_marian.py M2M_DIR OUT` runs export_m2m100.py (mbart: export_mbart.py) with
+    the same arguments."""
     dirs = [x for x in argv if not x.startswith("-") and os.path.isfile(os.path.join(x, "config.json"))]
     try:
         with open(os.path.join(dirs[0], "config.json"), encoding="utf-8") as f:
@@ -549,6 +550,9 @@ def other_family(argv):
     if model_type == "m2m_100":
         import export_m2m100
         return export_m2m100.main
+    if model_type == "mbart":
+        import export_mbart
+        return export_mbart.main
     return None
 
 

@@ -765,7 +765,7 @@ class Model:
           ``batch_tokens`` (--batch-tokens): how lines are grouped into library calls (the
           results never depend on it), ``verbose`` (-v: one line per batch on stderr);
         - ``src_lang``, ``tgt_lang`` (--src-lang, --tgt-lang): required by multilingual
-          models (M2M-100), codes of Config.languages.
+          models (M2M-100, mBART-50), codes of Config.languages.
 
         Blank lines (spaces, tabs, \\r, \\n, \\f, \\v, NUL only) give an empty Result without
         running the model. Bad arguments raise TypeError / ValueError; settings the library
