@@ -511,6 +511,56 @@ static int load_languages(marian_model *m, char *err, size_t errlen) {
     return 0;
 }
 
+/* tokenizer.class (optional): whose rules the text follows. Absent, the family's own
+ * tokenizer (MarianTokenizer, M2M100Tokenizer); m2m_100 files may name NllbTokenizer. Then
+ * the added tokens of a multilingual family, which the source text is split on. */
+static int load_tokenizer(marian_model *m, char *err, size_t errlen) {
+    const marian_config *c = &m->c;
+    const int multi = c->family->languages;
+    m->mask_id = -1;
+    if (gguf_find_kv(m->file, "tokenizer.class")) {
+        gguf_str s;
+        if (gguf_get_str(m->file, "tokenizer.class", &s, err, errlen)) return -1;
+#define IS(lit) (s.len == strlen(lit) && !memcmp(s.ptr, lit, s.len))
+        if (multi && IS("NllbTokenizer")) {
+            m->nllb = 1;
+        } else if (!(multi ? IS("M2M100Tokenizer") : IS("MarianTokenizer"))) {
+            char b[48];
+            fail(err, errlen, "key tokenizer.class: '%s' is not a tokenizer attend runs for %s (%s)",
+                 shown(b, sizeof b, s), c->family->name, multi ? "M2M100Tokenizer, NllbTokenizer" : "MarianTokenizer");
+            return -1;
+        }
+#undef IS
+    }
+    if (!multi) return 0;
+    if (m->nllb) {
+        m->mask_id = vocab_id(m->src_vocab, "<mask>", 6);
+        if (m->mask_id >= c->decoder_vocab_size) m->mask_id = -1;
+    }
+    m->added_id = malloc(sizeof(int) * (size_t)(m->n_langs + 5));
+    if (!m->added_id) {
+        fail(err, errlen, "out of memory");
+        return -1;
+    }
+    const int lim = c->vocab_size < c->decoder_vocab_size ? c->vocab_size : c->decoder_vocab_size;
+    for (int b = 0; b < 256; b++) /* counting sort by first byte, stable */
+        for (int k = 0; k < m->n_langs + 5; k++) {
+            const int fixed[5] = {c->bos_id, c->pad_id, c->eos_id, c->unk_id, m->mask_id};
+            const int id = k < 4 ? fixed[k] : k < 4 + m->n_langs ? m->lang_id[k - 4] : fixed[4];
+            const char *p = id >= 0 && id < lim ? vocab_piece(m->src_vocab, id) : NULL;
+            if (!p || (unsigned char)p[0] != b || !*p) continue;
+            int dup = 0;
+            for (int j = 0; j < m->n_added; j++) dup |= m->added_id[j] == id;
+            if (!dup) m->added_id[m->n_added++] = id;
+        }
+    /* added_start[b]: the first token starting with a byte >= b */
+    for (int b = 256, k = m->n_added; b >= 0; b--) {
+        while (k > 0 && b < 256 && (unsigned char)vocab_piece(m->src_vocab, m->added_id[k - 1])[0] >= b) k--;
+        m->added_start[b] = b == 256 ? m->n_added : k;
+    }
+    return 0;
+}
+
 int marian_language_id(const marian_model *m, const char *code, size_t len) {
     for (int i = 0; i < m->n_langs; i++)
         if (strlen(m->lang_code[i]) == len && !memcmp(m->lang_code[i], code, len)) return m->lang_id[i];
@@ -582,6 +632,7 @@ static marian_model *load_opened(marian_model *m, char *err, size_t errlen) {
     m->tgt_spm = load_spm(m->file, "tokenizer.target_spm", err, errlen);
     if (!m->tgt_spm) goto fail;
     if (m->c.family->languages && load_languages(m, err, errlen)) goto fail;
+    if (load_tokenizer(m, err, errlen)) goto fail;
     /* fairseq numbers positions from pad_id + 1 */
     const int used = m->c.max_pos + (m->c.family->positions == POS_FAIRSEQ ? m->c.pad_id + 1 : 0);
     m->n_positions = used < MARIAN_POSITIONS_CACHED ? used : MARIAN_POSITIONS_CACHED;
@@ -687,6 +738,7 @@ void marian_free(marian_model *m) {
     for (int i = 0; m->lang_code && i < m->n_langs; i++) free(m->lang_code[i]);
     free(m->lang_code);
     free(m->lang_id);
+    free(m->added_id);
     for (int i = 0; i < m->n_i8_sums; i++) free(m->i8_sums[i]);
     free(m->i8_sums);
     free(m->enc);

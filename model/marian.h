@@ -101,6 +101,15 @@ typedef struct marian_model {
     int n_langs;       /* language tokens (family->languages), in the file's order */
     char **lang_code;  /* [n_langs] NUL-terminated codes, e.g. "de" */
     int *lang_id;      /* [n_langs] the id of each code's token, e.g. of __de__ */
+    int nllb;          /* tokenizer.class "NllbTokenizer": decoded text joins the pieces
+                          (HF's NllbTokenizer), skipping <mask> and ids without a piece */
+    int mask_id;       /* NllbTokenizer's <mask>: an added token that takes the whitespace
+                          on its left with it; -1 when none */
+    int n_added;       /* multilingual families: HF's added tokens, cut out of the text
+                          before SentencePiece sees it (<s> <pad> </s> <unk>, the language
+                          tokens, <mask>), their ids; their pieces are the vocabulary's */
+    int *added_id;     /* [n_added], ordered by their pieces' first byte: those starting */
+    int added_start[257]; /* with byte b are added_id[added_start[b] .. added_start[b+1]) */
     enc_layer *enc;
     dec_layer *dec;
     float *positions; /* [n_positions, d] sinusoids: marian_position() reads them */
