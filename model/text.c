@@ -357,7 +357,8 @@ char *marian_decode_text(const marian_model *m, const int *ids, int n) {
     if (flush_pieces(m, &out, cur, &n_cur)) goto oom;
     free(cur);
     cur = NULL;
-    replace_all(out.s, "\xe2\x96\x81", " "); /* any ▁ the decoder left */
+    replace_all(out.s, "\xe2\x96\x81", " "); /* any ▁ the decoder left (NllbTokenizer: every one) */
+    out.n = strlen(out.s);
     /* strip */
     size_t a = 0, b = out.n, k;
     while (a < b && (k = space_len((unsigned char *)out.s + a, b - a))) a += k;
