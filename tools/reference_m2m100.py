@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """The M2M-100 family (model_type m2m_100; NLLB-200 checkpoints share the model class):
-what HF transformers 4.x's M2M100ForConditionalGeneration and M2M100Tokenizer compute,
-and transformers' NllbTokenizer (NllbTok), written independently for attend's tests. Where it differs from Marian (reference.py, whose
-layers and beam bookkeeping it reuses): pre-LayerNorm blocks (x + f(LN(x))), a final
+what HF transformers 4.x's M2M100ForConditionalGeneration, M2M100Tokenizer and
+NllbTokenizer (NllbTok) compute, written independently for attend's tests from
+transformers' rules (transformers itself is not installed here). Where it differs from
+Marian (reference.py, whose layers and beam bookkeeping it reuses): pre-LayerNorm blocks (x + f(LN(x))), a final
 LayerNorm after each stack, fairseq sinusoidal positions counted from pad + 1, one shared
 embedding tied to the output, no final_logits_bias, <pad> not banned, the target language
 forced as the first generated token (forced_bos_token_id)."""
