@@ -175,13 +175,18 @@ int attend_view_reduce(const attend_view *v, const float *cross, int L, int H, i
 
 #define WORD_START "\xe2\x96\x81" /* U+2581 LOWER ONE EIGHTH BLOCK, SentencePiece's space */
 
+static int lower(char c) { return c >= 'a' && c <= 'z'; }
+static int upper(char c) { return c >= 'A' && c <= 'Z'; }
+
 /* A language token of a multilingual family: mBART-50's `xx_XX` (two lowercase letters, '_',
- * two capitals) or M2M-100's `__xx__`. SentencePiece pieces of text never have these shapes
- * without a leading ▁ in practice, and mBART's tokenizer turns a typed code into its token. */
+ * two capitals), NLLB-200's `xxx_Xxxx` (`deu_Latn`) or M2M-100's `__xx__`. SentencePiece
+ * pieces of text never have these shapes without a leading ▁ in practice, and the
+ * multilingual tokenizers turn a typed code into its token. */
 static int is_language_token(const char *p) {
     const size_t n = strlen(p);
-    if (n == 5 && p[0] >= 'a' && p[0] <= 'z' && p[1] >= 'a' && p[1] <= 'z' && p[2] == '_' && p[3] >= 'A' &&
-        p[3] <= 'Z' && p[4] >= 'A' && p[4] <= 'Z')
+    if (n == 5 && lower(p[0]) && lower(p[1]) && p[2] == '_' && upper(p[3]) && upper(p[4])) return 1;
+    if (n == 8 && lower(p[0]) && lower(p[1]) && lower(p[2]) && p[3] == '_' && upper(p[4]) && lower(p[5]) &&
+        lower(p[6]) && lower(p[7]))
         return 1;
     if (n < 5 || strncmp(p, "__", 2) || strcmp(p + n - 2, "__")) return 0;
     for (size_t i = 2; i < n - 2; i++)

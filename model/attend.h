@@ -1,4 +1,4 @@
-/* attend: translate with MarianMT / OPUS-MT and M2M-100 checkpoints and see where the model looked.
+/* attend: translate with MarianMT / OPUS-MT, M2M-100, NLLB-200 and mBART-50 checkpoints and see where the model looked.
  *
  *   #include <attend.h>
  *   char err[256];

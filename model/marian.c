@@ -84,10 +84,10 @@ static int read_generation(const gguf_file *f, marian_config *c, char *err, size
 
 /* The families: Marian's switches keep its behaviour exactly as before families existed. */
 static const marian_family FAMILIES[] = {
-    /* name      pre  final emb_ln positions    bias ban_pad codes unk_sp langs mask split */
-    {"marian",   0,   0,    0,     POS_MARIAN,  1,   1,      1,    1,     0,    0,   0},
-    {"m2m_100",  1,   1,    0,     POS_FAIRSEQ, 0,   0,      0,    0,     1,    0,   0},
-    {"mbart",    1,   1,    1,     POS_LEARNED, 1,   0,      0,    0,     1,    1,   1},
+    /* name      pre  final emb_ln positions    bias ban_pad codes unk_sp langs mask */
+    {"marian",   0,   0,    0,     POS_MARIAN,  1,   1,      1,    1,     0,    0},
+    {"m2m_100",  1,   1,    0,     POS_FAIRSEQ, 0,   0,      0,    0,     1,    0},
+    {"mbart",    1,   1,    1,     POS_LEARNED, 1,   0,      0,    0,     1,    1},
 };
 
 static const marian_family *find_family(gguf_str s) {
@@ -174,7 +174,7 @@ static int read_config(const gguf_file *f, marian_config *c, char *err, size_t e
     /* special tokens typed in a source become its ids: they must be source ids too */
     const int specials[] = {c->bos_id, c->pad_id, c->mask_id};
     const char *names[] = {"bos_id", "pad_id", "mask_id"};
-    for (int i = 0; c->family->special_split && i < 3; i++)
+    for (int i = 0; c->family->languages && i < 3; i++)
         if (specials[i] >= c->vocab_size) {
             fail(err, errlen, "key %s: %d outside the source vocabulary", fkey(c, names[i]), specials[i]);
             return -1;
@@ -532,6 +532,55 @@ static int load_languages(marian_model *m, char *err, size_t errlen) {
     return 0;
 }
 
+/* tokenizer.class (optional): whose rules the text follows. Absent, the family's own
+ * tokenizer (MarianTokenizer, M2M100Tokenizer); m2m_100 files may name NllbTokenizer. Then
+ * the added tokens of a multilingual family, which the source text is split on. */
+static int load_tokenizer(marian_model *m, char *err, size_t errlen) {
+    const marian_config *c = &m->c;
+    const int multi = c->family->languages;
+    if (gguf_find_kv(m->file, "tokenizer.class")) {
+        gguf_str s;
+        if (gguf_get_str(m->file, "tokenizer.class", &s, err, errlen)) return -1;
+#define IS(lit) (s.len == strlen(lit) && !memcmp(s.ptr, lit, s.len))
+        if (multi && IS("NllbTokenizer")) {
+            m->nllb = 1;
+        } else if (!(multi ? IS("M2M100Tokenizer") : IS("MarianTokenizer"))) {
+            char b[48];
+            fail(err, errlen, "key tokenizer.class: '%s' is not a tokenizer attend runs for %s (%s)",
+                 shown(b, sizeof b, s), c->family->name, multi ? "M2M100Tokenizer, NllbTokenizer" : "MarianTokenizer");
+            return -1;
+        }
+#undef IS
+    }
+    if (!multi) return 0;
+    if (m->nllb) { /* NLLB's <mask> is a piece of its vocabulary, not a key (mBART's is) */
+        m->c.mask_id = vocab_id(m->src_vocab, "<mask>", 6);
+        if (m->c.mask_id >= c->decoder_vocab_size) m->c.mask_id = -1;
+    }
+    m->added_id = malloc(sizeof(int) * (size_t)(m->n_langs + 5));
+    if (!m->added_id) {
+        fail(err, errlen, "out of memory");
+        return -1;
+    }
+    const int lim = c->vocab_size < c->decoder_vocab_size ? c->vocab_size : c->decoder_vocab_size;
+    for (int b = 0; b < 256; b++) /* counting sort by first byte, stable */
+        for (int k = 0; k < m->n_langs + 5; k++) {
+            const int fixed[5] = {c->bos_id, c->pad_id, c->eos_id, c->unk_id, c->mask_id};
+            const int id = k < 4 ? fixed[k] : k < 4 + m->n_langs ? m->lang_id[k - 4] : fixed[4];
+            const char *p = id >= 0 && id < lim ? vocab_piece(m->src_vocab, id) : NULL;
+            if (!p || (unsigned char)p[0] != b || !*p) continue;
+            int dup = 0;
+            for (int j = 0; j < m->n_added; j++) dup |= m->added_id[j] == id;
+            if (!dup) m->added_id[m->n_added++] = id;
+        }
+    /* added_start[b]: the first token starting with a byte >= b */
+    for (int b = 256, k = m->n_added; b >= 0; b--) {
+        while (k > 0 && b < 256 && (unsigned char)vocab_piece(m->src_vocab, m->added_id[k - 1])[0] >= b) k--;
+        m->added_start[b] = b == 256 ? m->n_added : k;
+    }
+    return 0;
+}
+
 int marian_language_id(const marian_model *m, const char *code, size_t len) {
     for (int i = 0; i < m->n_langs; i++)
         if (strlen(m->lang_code[i]) == len && !memcmp(m->lang_code[i], code, len)) return m->lang_id[i];
@@ -603,6 +652,7 @@ static marian_model *load_opened(marian_model *m, char *err, size_t errlen) {
     m->tgt_spm = load_spm(m->file, "tokenizer.target_spm", err, errlen);
     if (!m->tgt_spm) goto fail;
     if (m->c.family->languages && load_languages(m, err, errlen)) goto fail;
+    if (load_tokenizer(m, err, errlen)) goto fail;
     /* fairseq numbers positions from pad_id + 1; learned positions are stored, not computed */
     const int used = m->c.family->positions == POS_LEARNED ? 1
                      : m->c.max_pos + (m->c.family->positions == POS_FAIRSEQ ? m->c.pad_id + 1 : 0);
@@ -709,6 +759,7 @@ void marian_free(marian_model *m) {
     for (int i = 0; m->lang_code && i < m->n_langs; i++) free(m->lang_code[i]);
     free(m->lang_code);
     free(m->lang_id);
+    free(m->added_id);
     for (int i = 0; i < m->n_i8_sums; i++) free(m->i8_sums[i]);
     free(m->i8_sums);
     free(m->enc);

@@ -44,11 +44,10 @@ typedef struct {
                            adjust_logits_during_generation) */
     int text_codes;     /* a >>xx<< code in the source text is one piece (MarianTokenizer) */
     int unk_space;      /* decoded text puts a space after a <unk> (MarianTokenizer) */
-    int languages;      /* language tokens: tokenizer.languages / language_ids required */
+    int languages;      /* language tokens: tokenizer.languages / language_ids required; the
+                           text is split at added tokens typed in it (<s>, </s>, <pad>, <unk>,
+                           <mask>, language codes), each its own id, as HF's tokenizers do */
     int mask;           /* a <mask> token: <family>.mask_id required, skipped when decoding */
-    int special_split;  /* text is split at special tokens typed in it (<s>, </s>, <pad>,
-                           <unk>, <mask>, language codes), each its own id, as HF's slow
-                           tokenizers split on added tokens (MBart50Tokenizer) */
 } marian_family;
 
 typedef struct {
@@ -109,6 +108,13 @@ typedef struct marian_model {
     int n_langs;       /* language tokens (family->languages), in the file's order */
     char **lang_code;  /* [n_langs] NUL-terminated codes, e.g. "de" */
     int *lang_id;      /* [n_langs] the id of each code's token, e.g. of __de__ */
+    int nllb;          /* tokenizer.class "NllbTokenizer": decoded text joins the pieces
+                          (HF's NllbTokenizer), skipping <mask> and ids without a piece */
+    int n_added;       /* multilingual families: HF's added tokens, cut out of the text
+                          before SentencePiece sees it (<s> <pad> </s> <unk>, the language
+                          tokens, <mask>), their ids; their pieces are the vocabulary's */
+    int *added_id;     /* [n_added], ordered by their pieces' first byte: those starting */
+    int added_start[257]; /* with byte b are added_id[added_start[b] .. added_start[b+1]) */
     enc_layer *enc;
     dec_layer *dec;
     float *positions; /* [n_positions, d] sinusoids: marian_position() reads them */

@@ -1,4 +1,4 @@
-/* Text <-> ids, as transformers' MarianTokenizer, M2M100Tokenizer and MBart50Tokenizer do it. */
+/* Text <-> ids, as transformers' MarianTokenizer, M2M100Tokenizer, NllbTokenizer and MBart50Tokenizer do it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,161 +35,158 @@ static size_t readable_bytes(const char *text, size_t len, size_t max) {
     return k;
 }
 
-/* The tokens between a source's language token and its </s>: ids, and (when pieces is
- * not NULL) their pieces, malloc'd. */
-typedef struct {
-    int n, cap;
-    int *id;
-    char **piece; /* NULL unless pieces are wanted */
-} tok_list;
+/* Length of the Python-whitespace character at s (0 if none): str.strip() removes these. */
+static size_t space_len(const unsigned char *s, size_t n);
 
-static int tok_add(tok_list *t, int want_pieces, int id, const char *p, size_t len) {
-    if (t->n == t->cap) {
-        int cap = t->cap ? 2 * t->cap : 64;
-        int *ids = realloc(t->id, sizeof(int) * (size_t)cap);
-        if (!ids) return -1;
-        t->id = ids;
-        if (want_pieces) {
-            char **ps = realloc(t->piece, sizeof(char *) * (size_t)cap);
-            if (!ps) return -1;
-            t->piece = ps;
-        }
-        t->cap = cap;
+/* Bytes of text[0..n) left after Python's str.rstrip(). */
+static size_t rstripped(const char *text, size_t n) {
+    for (;;) { /* trailing: test each possible character start */
+        size_t found = 0;
+        for (size_t w = 1; w <= 3 && w <= n; w++)
+            if (space_len((const unsigned char *)text + n - w, w) == w) { found = w; break; }
+        if (!found) return n;
+        n -= found;
     }
-    if (want_pieces && !(t->piece[t->n] = strndup(p, len))) return -1;
-    t->id[t->n++] = id;
+}
+
+/* The longest added token that text[0..n) starts with: its id, and its length in *tl; -1
+ * when none does. */
+static int added_at(const marian_model *m, const char *text, size_t n, size_t *tl) {
+    const unsigned char b = (unsigned char)text[0];
+    int best = -1;
+    *tl = 0;
+    for (int k = m->added_start[b]; k < m->added_start[b + 1]; k++) {
+        const char *p = vocab_piece(m->src_vocab, m->added_id[k]);
+        const size_t pl = strlen(p);
+        if (pl > *tl && pl <= n && !memcmp(p, text, pl)) {
+            best = m->added_id[k];
+            *tl = pl;
+        }
+    }
+    return best;
+}
+
+/* One part of a tokenized text: an id and the piece it came from (not NUL-terminated). */
+typedef struct {
+    int id;
+    const char *p;
+    size_t len;
+} part;
+
+typedef struct {
+    part *v;
+    int n, cap;
+    spm_pieces *owned; /* the SentencePiece results the parts point into */
+    int n_owned, cap_owned;
+} parts;
+
+static int parts_add(parts *ps, int id, const char *p, size_t len) {
+    if (ps->n == ps->cap) {
+        int cap = ps->cap ? 2 * ps->cap : 64;
+        part *v = realloc(ps->v, sizeof(part) * (size_t)cap);
+        if (!v) return -1;
+        ps->v = v;
+        ps->cap = cap;
+    }
+    ps->v[ps->n++] = (part){id, p, len};
     return 0;
 }
 
-static void tok_free(tok_list *t) {
-    for (int i = 0; t->piece && i < t->n; i++) free(t->piece[i]);
-    free(t->piece);
-    free(t->id);
+static void parts_free(parts *ps) {
+    for (int i = 0; i < ps->n_owned; i++) spm_pieces_free(&ps->owned[i]);
+    free(ps->owned);
+    free(ps->v);
 }
 
-/* SentencePiece pieces of text[0..len) (NUL-free), each mapped through voc (<unk> if absent). */
-static int add_pieces(const marian_model *m, const spm_model *spm, const vocab *voc, const char *text,
-                      size_t len, tok_list *t, int want_pieces, char *err, size_t errlen) {
-    spm_pieces sp;
-    if (spm_encode(spm, text, len, &sp, err, errlen)) return -1;
-    int rc = 0;
-    for (int k = 0; k < sp.n && !rc; k++) {
-        const size_t plen = strlen(sp.piece[k]);
-        const int id = vocab_id(voc, sp.piece[k], plen);
-        rc = tok_add(t, want_pieces, id >= 0 ? id : m->c.unk_id, sp.piece[k], plen);
+/* SentencePiece's pieces of text[0..len) as parts (ids from the vocabulary, unk_id for a
+ * piece it lacks). 0, 1 out of memory, -1 SentencePiece failed (err set). */
+static int add_pieces(const marian_model *m, int target, const char *text, size_t len, parts *ps, char *err,
+                      size_t errlen) {
+    const spm_model *spm = target ? m->tgt_spm : m->src_spm;
+    const vocab *voc = target ? m->tgt_vocab : m->src_vocab;
+    if (ps->n_owned == ps->cap_owned) {
+        int cap = ps->cap_owned ? 2 * ps->cap_owned : 4;
+        spm_pieces *o = realloc(ps->owned, sizeof(spm_pieces) * (size_t)cap);
+        if (!o) return 1;
+        ps->owned = o;
+        ps->cap_owned = cap;
     }
-    spm_pieces_free(&sp);
-    if (rc) snprintf(err, errlen, "out of memory tokenizing a %zu-byte line", len);
-    return rc;
+    spm_pieces *sp = &ps->owned[ps->n_owned];
+    if (spm_encode(spm, text, len, sp, err, errlen)) return -1;
+    ps->n_owned++;
+    for (int k = 0; k < sp->n; k++) {
+        size_t plen = strlen(sp->piece[k]);
+        int id = vocab_id(voc, sp->piece[k], plen);
+        if (parts_add(ps, id >= 0 ? id : m->c.unk_id, sp->piece[k], plen)) return 1;
+    }
+    return 0;
 }
 
-static size_t space_len(const unsigned char *s, size_t n);
-
-/* Bytes of text[0..len) left after Python's str.rstrip(). */
-static size_t rstripped(const char *text, size_t len) {
-    for (;;) {
-        size_t found = 0;
-        for (size_t w = 1; w <= 3 && w <= len; w++)
-            if (space_len((const unsigned char *)text + len - w, w) == w) { found = w; break; }
-        if (!found) return len;
-        len -= found;
+/* The parts of text[0..len) (NULs already read as spaces). Marian: a >>xx<< code at the start
+ * is one piece (MarianTokenizer). Multilingual families: HF's added tokens are cut out first
+ * (the longest one at the leftmost place, as its trie does), each stretch of text between
+ * them goes to SentencePiece on its own, and NllbTokenizer's <mask> takes the whitespace on
+ * its left with it (lstrip). */
+static int split_text(const marian_model *m, int target, const char *text, size_t len, parts *ps, char *err,
+                      size_t errlen) {
+    const vocab *voc = target ? m->tgt_vocab : m->src_vocab;
+    int rc;
+    if (!target && m->c.family->text_codes) {
+        size_t cs, ce;
+        find_language_code(text, len, &cs, &ce);
+        if (ce > cs && cs == 0) { /* a leading code stays one piece; any later one is removed */
+            int id = vocab_id(voc, text, ce);
+            if (parts_add(ps, id >= 0 ? id : m->c.unk_id, text, ce)) return 1;
+        }
+        if (ce == cs) return add_pieces(m, target, text, len, ps, err, errlen);
+        char *rest = malloc(len + 1);
+        if (!rest) return 1;
+        memcpy(rest, text, cs);
+        memcpy(rest + cs, text + ce, len - ce);
+        rc = add_pieces(m, target, rest, len - (ce - cs), ps, err, errlen);
+        free(rest);
+        return rc;
     }
-}
-
-/* HF's slow tokenizers split the text at every added token (special tokens and language
- * codes) before SentencePiece sees it: each match is its own id, each stretch between
- * two is encoded on its own (so it gets its own leading ▁). The special tokens of an mBART
- * vocabulary never overlap, so the first match from the left is the trie's. <mask> strips
- * the whitespace before it (MBart50Tokenizer's AddedToken(lstrip=True)). */
-static int add_split(const marian_model *m, const spm_model *spm, const vocab *voc, const char *text, size_t len,
-                     tok_list *t, int want_pieces, char *err, size_t errlen) {
-    const marian_config *c = &m->c;
-    const int fixed[] = {c->bos_id, c->pad_id, c->eos_id, c->unk_id, c->mask_id};
-    const int n_all = 5 + m->n_langs;
-    int *ids = malloc(sizeof(int) * (size_t)n_all);
-    const char **text_of = malloc(sizeof(char *) * (size_t)n_all);
-    size_t *len_of = malloc(sizeof(size_t) * (size_t)n_all);
-    int n = 0, rc = -1;
-    if (!ids || !text_of || !len_of) {
-        snprintf(err, errlen, "out of memory tokenizing a %zu-byte line", len);
-        goto done;
-    }
-    for (int i = 0; i < n_all; i++) { /* each special token's text, once */
-        const int id = i < 5 ? fixed[i] : m->lang_id[i - 5];
-        const char *p = id >= 0 ? vocab_piece(voc, id) : NULL;
-        if (!p || !*p) continue;
-        ids[n] = id;
-        text_of[n] = p;
-        len_of[n++] = strlen(p);
-    }
-    size_t seg = 0;
-    for (size_t k = 0; k < len;) {
-        int hit = -1;
-        size_t hit_len = 0;
-        for (int i = 0; i < n; i++)
-            if (text_of[i][0] == text[k] && len_of[i] > hit_len && len_of[i] <= len - k &&
-                !memcmp(text + k, text_of[i], len_of[i])) {
-                hit = ids[i];
-                hit_len = len_of[i];
-            }
-        if (hit < 0) {
-            k++;
+    size_t seg = 0, i = 0, tl;
+    while (i < len) {
+        int id = m->n_added ? added_at(m, text + i, len - i, &tl) : -1;
+        if (id < 0) {
+            i++;
             continue;
         }
-        size_t seg_end = hit == c->mask_id ? rstripped(text + seg, k - seg) + seg : k;
-        if (seg_end > seg && add_pieces(m, spm, voc, text + seg, seg_end - seg, t, want_pieces, err, errlen))
-            goto done;
-        if (tok_add(t, want_pieces, hit, text + k, hit_len)) {
-            snprintf(err, errlen, "out of memory tokenizing a %zu-byte line", len);
-            goto done;
-        }
-        k += hit_len;
-        seg = k;
+        size_t end = id == m->c.mask_id ? seg + rstripped(text + seg, i - seg) : i;
+        if (end > seg && (rc = add_pieces(m, target, text + seg, end - seg, ps, err, errlen))) return rc;
+        if (parts_add(ps, id, text + i, tl)) return 1;
+        i += tl;
+        seg = i;
     }
-    rc = len > seg ? add_pieces(m, spm, voc, text + seg, len - seg, t, want_pieces, err, errlen) : 0;
-done:
-    free(ids);
-    free(text_of);
-    free(len_of);
-    return rc;
+    if (len > seg) return add_pieces(m, target, text + seg, len - seg, ps, err, errlen);
+    return 0;
 }
 
 static int encode_side(const marian_model *m, int target, int lang, const char *text, size_t len,
                        int **ids_out, int *n_out, char ***pieces_out, int *truncated, char *err,
                        size_t errlen) {
-    const spm_model *spm = target ? m->tgt_spm : m->src_spm;
     const vocab *voc = target ? m->tgt_vocab : m->src_vocab;
-    const int want = pieces_out != NULL;
     const size_t full = len;
     len = readable_bytes(text, len, (size_t)m->c.max_pos * MARIAN_BYTES_PER_POSITION);
-    size_t cs = 0, ce = 0;
-    if (!target && m->c.family->text_codes) find_language_code(text, len, &cs, &ce);
-    tok_list mid = {0};
-    int *ids = NULL, n = 0;
-    char **pieces = NULL;
-    char *rest = malloc(len + 1);
-    if (!rest) goto oom;
-    memcpy(rest, text, cs);
-    memcpy(rest + cs, text + ce, len - ce);
-    size_t rest_len = len - (ce - cs);
-    rest[rest_len] = 0;
+    char *buf = malloc(len + 1);
+    if (!buf) goto oom0;
+    memcpy(buf, text, len);
+    buf[len] = 0;
     /* NUL bytes are read as spaces: SentencePiece's pieces travel as C strings */
-    for (size_t k = 0; k < rest_len; k++)
-        if (rest[k] == 0) rest[k] = ' ';
-    if (ce > cs && cs == 0) { /* a leading >>xx<< stays one piece */
-        const int id = vocab_id(voc, text, ce - cs);
-        if (tok_add(&mid, want, id >= 0 ? id : m->c.unk_id, text, ce - cs)) goto oom;
-    }
-    if (m->c.family->special_split ? add_split(m, spm, voc, rest, rest_len, &mid, want, err, errlen)
-                                   : add_pieces(m, spm, voc, rest, rest_len, &mid, want, err, errlen)) {
-        free(rest);
-        tok_free(&mid);
+    for (size_t k = 0; k < len; k++)
+        if (buf[k] == 0) buf[k] = ' ';
+    parts ps = {0};
+    int rc = split_text(m, target, buf, len, &ps, err, errlen);
+    if (rc) {
+        parts_free(&ps);
+        free(buf);
+        if (rc > 0) goto oom0;
         return -1;
     }
-    free(rest);
-    rest = NULL;
     const int has_lang = lang >= 0;
-    n = mid.n + has_lang + 1;
+    int n = ps.n + has_lang + 1;
     *truncated = len < full;
     /* sources stop at the tokenizer's model_max_length (as HF truncates), targets at the
      * positions the decoder has */
@@ -198,34 +195,42 @@ static int encode_side(const marian_model *m, int target, int lang, const char *
         n = limit;
         *truncated = 1;
     }
-    ids = malloc(sizeof(int) * (size_t)n);
-    pieces = want ? calloc((size_t)n + 1, sizeof(char *)) : NULL;
-    if (!ids || (want && !pieces)) goto oom;
+    int *ids = malloc(sizeof(int) * (size_t)n);
+    char **pieces = pieces_out ? calloc((size_t)n + 1, sizeof(char *)) : NULL;
+    if (!ids || (pieces_out && !pieces)) {
+        free(ids);
+        free(pieces);
+        parts_free(&ps);
+        free(buf);
+        goto oom0;
+    }
     if (has_lang) { /* the language token first: [__xx__] pieces </s> */
         ids[0] = lang;
         const char *lp = vocab_piece(voc, lang);
-        if (pieces && !(pieces[0] = strdup(lp ? lp : ""))) goto oom;
+        if (pieces) pieces[0] = strdup(lp ? lp : "");
     }
     for (int k = has_lang; k < n - 1; k++) {
-        ids[k] = mid.id[k - has_lang];
-        if (pieces) { /* moved, not copied */
-            pieces[k] = mid.piece[k - has_lang];
-            mid.piece[k - has_lang] = NULL;
-        }
+        const part *pt = &ps.v[k - has_lang];
+        ids[k] = pt->id;
+        if (pieces) pieces[k] = strndup(pt->p, pt->len);
     }
     ids[n - 1] = m->c.eos_id;
-    if (pieces && !(pieces[n - 1] = strdup(vocab_piece(voc, m->c.eos_id)))) goto oom;
-    tok_free(&mid);
+    if (pieces) pieces[n - 1] = strdup(vocab_piece(voc, m->c.eos_id));
+    parts_free(&ps);
+    free(buf);
+    if (pieces)
+        for (int k = 0; k < n; k++)
+            if (!pieces[k]) {
+                for (int j = 0; j < n; j++) free(pieces[j]);
+                free(pieces);
+                free(ids);
+                goto oom0;
+            }
     *ids_out = ids;
     *n_out = n;
     if (pieces_out) *pieces_out = pieces;
     return 0;
-oom:
-    free(rest);
-    tok_free(&mid);
-    free(ids);
-    for (int k = 0; pieces && k < n; k++) free(pieces[k]);
-    free(pieces);
+oom0:
     snprintf(err, errlen, "out of memory tokenizing a %zu-byte line", len);
     return -1;
 }
@@ -276,6 +281,12 @@ static int sb_add(strbuf *b, const char *s, size_t n) {
 /* Decode the collected pieces with the target model and append. */
 static int flush_pieces(const marian_model *m, strbuf *out, const char **cur, int *n_cur) {
     if (!*n_cur) return 0;
+    if (m->nllb) { /* NllbTokenizer joins the pieces as they are ("▁" becomes a space below) */
+        for (int k = 0; k < *n_cur; k++)
+            if (sb_add(out, cur[k], strlen(cur[k]))) return -1;
+        *n_cur = 0;
+        return 0;
+    }
     char *t = spm_decode(m->tgt_spm, cur, *n_cur);
     *n_cur = 0;
     if (!t) return -1;
@@ -284,7 +295,6 @@ static int flush_pieces(const marian_model *m, strbuf *out, const char **cur, in
     return rc;
 }
 
-/* Length of the Python-whitespace character at s (0 if none): str.strip() removes these. */
 static size_t space_len(const unsigned char *s, size_t n) {
     if (n >= 1 && ((s[0] >= 9 && s[0] <= 13) || s[0] == ' ' || (s[0] >= 0x1c && s[0] <= 0x1f))) return 1;
     if (n >= 2 && s[0] == 0xc2 && (s[1] == 0x85 || s[1] == 0xa0)) return 2;
@@ -311,10 +321,16 @@ static void replace_all(char *s, const char *from, const char *to) {
     *w = 0;
 }
 
-/* Is id a special token decoding skips: </s>, <pad>, <unk>, <s>, <mask>, a language token? */
+/* Is id a special token decoding skips: </s>, <pad>, <unk>, <s>, a language token, <mask>?
+ * NllbTokenizer also skips an id without a piece (its fast tokenizer does; the slow one
+ * fails on it). */
 static int skipped(const marian_model *m, int id) {
     const marian_config *c = &m->c;
-    if (id == c->eos_id || id == c->pad_id || id == c->unk_id || id == c->bos_id || id == c->mask_id) return 1;
+    if (id == c->eos_id || id == c->pad_id || id == c->unk_id || id == c->bos_id || id == m->c.mask_id) return 1;
+    if (m->nllb) {
+        const char *p = vocab_piece(m->tgt_vocab, id);
+        if (!p || !*p) return 1;
+    }
     for (int i = 0; i < m->n_langs; i++)
         if (id == m->lang_id[i]) return 1;
     return 0;
@@ -341,7 +357,8 @@ char *marian_decode_text(const marian_model *m, const int *ids, int n) {
     if (flush_pieces(m, &out, cur, &n_cur)) goto oom;
     free(cur);
     cur = NULL;
-    replace_all(out.s, "\xe2\x96\x81", " "); /* any ▁ the decoder left */
+    replace_all(out.s, "\xe2\x96\x81", " "); /* any ▁ the decoder left (NllbTokenizer: every one) */
+    out.n = strlen(out.s);
     /* strip */
     size_t a = 0, b = out.n, k;
     while (a < b && (k = space_len((unsigned char *)out.s + a, b - a))) a += k;

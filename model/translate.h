@@ -96,8 +96,8 @@ int marian_max_length(const marian_model *m, const marian_opts *opts);
 #define MARIAN_BYTES_PER_POSITION 32
 
 /* Text side. With a language token lang (>= 0; -1: none) the ids start with it, as
- * M2M100Tokenizer's src_lang / tgt_lang prefix. A family with special_split (mbart) first
- * splits the text at the special tokens typed in it, each its own id (MBart50Tokenizer).
+ * M2M100Tokenizer's src_lang / tgt_lang prefix. A multilingual family first splits the
+ * text at the added tokens typed in it, each its own id (HF's added-token split).
  * Source text -> ids (pieces mapped through the vocabulary, unknown -> <unk>,
  * </s> appended, a leading >>xx<< code kept whole), cut to model_max_length tokens with
  * *truncated set (also set when only the first max_position_embeddings *

@@ -126,6 +126,37 @@ def export(hf, out, exporter):
     return out
 
 
+def check_parity(work, name, gguf, m, pairs, sentences_of, isas, stats, beams_list=(1, BEAMS)):
+    """attend translate against the reference m (m.tok its tokenizer) for each language pair,
+    greedy and with beams, on every kernel set: ids and text identical, logits within 1e-3,
+    every attention matrix within 1e-5, beam scores within 1e-4, the source starting with
+    its language token and the output with the target's. stats collects test_parity's
+    per-sentence figures (first kernel set)."""
+    for src_lang, tgt_lang in pairs:
+        lines = sentences_of(src_lang)
+        for beams in beams_list:
+            tag = f"{name}/{src_lang}-{tgt_lang}/b{beams}"
+            ref_npz = os.path.join(work, tag.replace("/", "_") + "-ref.npz")
+            R.m2m_dump(m, lines, src_lang, tgt_lang, ref_npz, num_beams=beams)
+            ref = np.load(ref_npz)
+            bos = m.tok.lang_id[tgt_lang]
+            for i in range(len(lines)):
+                assert ref[f"s{i}/tgt_ids"][0] == bos, f"{tag} s{i}: reference did not force {tgt_lang}"
+                assert ref[f"s{i}/src_ids"][0] == m.tok.lang_id[src_lang]
+            for isa in isas:
+                eng_npz = os.path.join(work, tag.replace("/", "_") + f"-{isa}.npz")
+                T.run_attend(["translate", "-m", gguf, "--src-lang", src_lang, "--tgt-lang", tgt_lang,
+                              "--beam", str(beams), "--dump-attention", eng_npz, "--dump-logits"],
+                             "\n".join(lines) + "\n", env={"ATTEND_ISA": isa})
+                P.compare(f"{tag}/{isa}", ref_npz, eng_npz, len(lines), True,
+                          stats if isa == isas[0] else [])
+                if beams > 1:
+                    eng = np.load(eng_npz)
+                    for i in range(len(lines)):
+                        d = abs(float(eng[f"s{i}/score"][0]) - float(ref[f"s{i}/score"][0]))
+                        assert d <= 1e-4, f"{tag}/{isa} s{i}: beam score differs by {d:.2e}"
+
+
 def main():
     run = T.Runner()
     work = T.tempdir()
@@ -139,32 +170,7 @@ def main():
         hf, m = make_model(work, name, overrides, opts, spms, seed)
         gguf = export(hf, os.path.join(work, name + ".gguf"), opts["exporter"])
         models[name] = (hf, gguf, m, opts)
-        for src_lang, tgt_lang in opts["pairs"]:
-            lines = sentences(src_lang)
-            inp = os.path.join(work, f"{name}-{src_lang}.txt")
-            with open(inp, "w", encoding="utf-8") as f:
-                f.write("\n".join(lines) + "\n")
-            for beams in (1, BEAMS):
-                tag = f"{name}/{src_lang}-{tgt_lang}/b{beams}"
-                ref_npz = os.path.join(work, tag.replace("/", "_") + "-ref.npz")
-                R.m2m_dump(m, lines, src_lang, tgt_lang, ref_npz, num_beams=beams)
-                ref = np.load(ref_npz)
-                bos = m.tok.lang_id[tgt_lang]
-                for i in range(len(lines)):
-                    assert ref[f"s{i}/tgt_ids"][0] == bos, f"{tag} s{i}: reference did not force {tgt_lang}"
-                    assert ref[f"s{i}/src_ids"][0] == m.tok.lang_id[src_lang]
-                for isa in isas:
-                    eng_npz = os.path.join(work, tag.replace("/", "_") + f"-{isa}.npz")
-                    T.run_attend(["translate", "-m", gguf, "--src-lang", src_lang, "--tgt-lang", tgt_lang,
-                                  "--beam", str(beams), "--dump-attention", eng_npz, "--dump-logits"],
-                                 "\n".join(lines) + "\n", env={"ATTEND_ISA": isa})
-                    P.compare(f"{tag}/{isa}", ref_npz, eng_npz, len(lines), True,
-                              stats if isa == isas[0] else [])
-                    if beams > 1:
-                        eng = np.load(eng_npz)
-                        for i in range(len(lines)):
-                            d = abs(float(eng[f"s{i}/score"][0]) - float(ref[f"s{i}/score"][0]))
-                            assert d <= 1e-4, f"{tag}/{isa} s{i}: beam score differs by {d:.2e}"
+        check_parity(work, name, gguf, m, opts["pairs"], sentences, isas, stats)
 
     for seed, (name, overrides, opts) in enumerate(CONFIGS):
         run.check(f"m2m_100 parity {name}", one, name, overrides, opts, seed + 11)

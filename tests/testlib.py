@@ -36,14 +36,14 @@ def corpus_lines(name, side, n, skip=0):
     return out
 
 
-def train_spm(workdir, prefix, lines, vocab_size):
-    """Train a SentencePiece unigram model on lines; returns the .model path."""
+def train_spm(workdir, prefix, lines, vocab_size, model_type="unigram"):
+    """Train a SentencePiece model (unigram, or model_type "bpe") on lines; returns the .model path."""
     import sentencepiece as spm
     txt = os.path.join(workdir, prefix + ".txt")
     with open(txt, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
     spm.SentencePieceTrainer.train(input=txt, model_prefix=os.path.join(workdir, prefix),
-                                   vocab_size=vocab_size, model_type="unigram",
+                                   vocab_size=vocab_size, model_type=model_type,
                                    character_coverage=1.0, minloglevel=2, seed_sentencepiece_size=100000,
                                    num_threads=1)
     return os.path.join(workdir, prefix + ".model")

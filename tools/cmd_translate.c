@@ -113,7 +113,7 @@ static void usage_translate(FILE *f) {
             "  -v, --verbose           one line per chunk of input and per batch on stderr\n"
             "      --max-length N      generation limit counting the start token\n"
             "                          (default: the model's max_length)\n"
-            "      --src-lang L        multilingual models (M2M-100, mBART-50): the\n"
+            "      --src-lang L        multilingual models (M2M-100, NLLB, mBART): the\n"
             "                          source language, one of the codes `attend info`\n"
             "                          lists (required)\n"
             "      --tgt-lang L        multilingual models: the target language (required)\n"

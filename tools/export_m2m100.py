@@ -6,6 +6,13 @@ added_tokens.json), model.safetensors (or pytorch_model.bin), sentencepiece.bpe.
 vocab.json, and writes one file in the format of weights/FORMAT.md (architecture
 "m2m_100"). export_marian.py hands m2m_100 directories to this script, so either can be run.
 
+NLLB-200 (the same model class; tokenizer_class NllbTokenizer or NllbTokenizerFast in
+tokenizer_config.json or config.json; no vocab.json) is exported with NllbTokenizer's ids:
+<s> <pad> </s> <unk> = 0..3, SentencePiece piece p (p >= 3) = p + 1, the language codes
+(additional_special_tokens, else NllbTokenizer's 202) at the ids added_tokens_decoder,
+tokenizer.json or added_tokens.json record, else len(sentencepiece.bpe.model) + 1 + their
+index, <mask> after them; the file records tokenizer.class "NllbTokenizer".
+
 Language tokens: M2M100Tokenizer gives `__xx__` the id len(vocab.json) + its index in the
 tokenizer's language list. The list is --languages when given, else the `__xx__` entries of
 additional_special_tokens (tokenizer_config.json, else special_tokens_map.json) in their
@@ -23,6 +30,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_marian as E  # noqa: E402  (the shared readers and checks)
 import gguf_io as G  # noqa: E402
+from nllb_languages import FAIRSEQ_LANGUAGE_CODES as NLLB_CODES  # noqa: E402
 
 ARCH = "m2m_100"
 SPM_FILE = "sentencepiece.bpe.model"
@@ -173,6 +181,248 @@ def check_recorded_ids(hf_dir, lang_ids):
 
 
 # --------------------------------------------------------------------------------------
+# NLLB-200's tokenizer (NllbTokenizer)
+
+NLLB_CLASSES = ("NllbTokenizer", "NllbTokenizerFast")
+NLLB_SPECIALS = ("<s>", "<pad>", "</s>", "<unk>")  # ids 0..3 (fairseq's dictionary)
+MASK = "<mask>"
+SPM_UNKNOWN, SPM_CONTROL = 2, 3  # SentencePiece piece types
+
+
+def tokenizer_class(hf_dir):
+    """(tokenizer_class, the file naming it): tokenizer_config.json's, else config.json's
+    (as AutoTokenizer looks), else (None, None)."""
+    for f in ("tokenizer_config.json", "config.json"):
+        path = os.path.join(hf_dir, f)
+        if os.path.exists(path):
+            t = E._read_json(path, f)
+            if isinstance(t, dict) and t.get("tokenizer_class") is not None:
+                return t["tokenizer_class"], f
+    return None, None
+
+
+def _varint(b, i):
+    x = shift = 0
+    while True:
+        if i >= len(b) or shift > 63:
+            raise ValueError("truncated varint")
+        c = b[i]
+        i += 1
+        x |= (c & 0x7F) << shift
+        shift += 7
+        if c < 0x80:
+            return x, i
+
+
+def _fields(b):
+    """(field, wire type, value) of one protobuf message."""
+    i = 0
+    while i < len(b):
+        key, i = _varint(b, i)
+        wt = key & 7
+        if wt == 0:
+            v, i = _varint(b, i)
+        elif wt in (1, 5):
+            n = 8 if wt == 1 else 4
+            v, i = b[i:i + n], i + n
+        elif wt == 2:
+            n, i = _varint(b, i)
+            v, i = b[i:i + n], i + n
+        else:
+            raise ValueError(f"wire type {wt}")
+        if i > len(b):
+            raise ValueError("truncated field")
+        yield key >> 3, wt, v
+
+
+def spm_pieces(blob):
+    """[(piece, type)] of a serialized SentencePiece ModelProto: its field 1, each piece's
+    field 1 (text) and field 3 (type; 1 normal when absent)."""
+    out = []
+    for f, wt, v in _fields(blob):
+        if f == 1 and wt == 2:
+            piece, kind = None, 1
+            for g, wt2, w in _fields(v):
+                if g == 1 and wt2 == 2:
+                    piece = w.decode("utf-8")
+                elif g == 3 and wt2 == 0:
+                    kind = w
+            if piece is None:
+                raise ValueError("a piece without text")
+            out.append((piece, kind))
+    return out
+
+
+def _recorded_tokens(hf_dir):
+    """{content: (id, flags dict, where)} for the added tokens a directory records:
+    tokenizer_config.json's added_tokens_decoder, tokenizer.json's added_tokens,
+    added_tokens.json. Two records of one token must give it one id."""
+    rec = {}
+
+    def put(content, i, flags, where):
+        if not isinstance(content, str) or isinstance(i, bool) or not isinstance(i, int) or i < 0:
+            raise E.Refuse(f"{where}: entry {json.dumps(content)[:40]} = {json.dumps(i)[:40]} is not a token and an id")
+        if content in rec and rec[content][0] != i:
+            raise E.Refuse(f"{where}: {content} has id {i}, but {rec[content][2]} gives it {rec[content][0]}")
+        rec.setdefault(content, (i, flags, where))
+
+    path = os.path.join(hf_dir, "tokenizer_config.json")
+    if os.path.exists(path):
+        t = E._read_json(path, "tokenizer_config.json")
+        dec = t.get("added_tokens_decoder") if isinstance(t, dict) else None
+        if dec is not None:
+            if not isinstance(dec, dict):
+                raise E.Refuse("tokenizer_config.json: added_tokens_decoder is not an object")
+            for k, v in dec.items():
+                if not str(k).isdigit():
+                    raise E.Refuse(f"tokenizer_config.json: added_tokens_decoder key {json.dumps(k)[:40]} is not an id")
+                put(_token_text(v), int(k), v if isinstance(v, dict) else {},
+                    "tokenizer_config.json added_tokens_decoder")
+    path = os.path.join(hf_dir, "tokenizer.json")
+    if os.path.exists(path):
+        E.check_lfs(path, "tokenizer.json", hf_dir)
+        t = E._read_json(path, "tokenizer.json")
+        for v in (t.get("added_tokens") or []) if isinstance(t, dict) else []:
+            if not isinstance(v, dict):
+                raise E.Refuse(f"tokenizer.json: added_tokens entry {json.dumps(v)[:40]} is not an object")
+            put(v.get("content"), v.get("id"), v, "tokenizer.json added_tokens")
+    path = os.path.join(hf_dir, "added_tokens.json")
+    if os.path.exists(path):
+        a = E._read_json(path, "added_tokens.json")
+        if not isinstance(a, dict):
+            raise E.Refuse("added_tokens.json: not a JSON object")
+        for k, v in a.items():
+            put(k, v, {}, "added_tokens.json")
+    return rec
+
+
+def read_nllb_languages(hf_dir, given):
+    """NllbTokenizer's language codes: --languages, else additional_special_tokens
+    (tokenizer_config.json, else special_tokens_map.json), else its 202 codes."""
+    if given:
+        codes = [x.strip() for x in given.split(",") if x.strip()]
+        if not codes:
+            raise E.Refuse("--languages: no codes given")
+        return codes, "--languages"
+    for f in ("tokenizer_config.json", "special_tokens_map.json"):
+        path = os.path.join(hf_dir, f)
+        if not os.path.exists(path):
+            continue
+        t = E._read_json(path, f)
+        toks = t.get("additional_special_tokens") if isinstance(t, dict) else None
+        if toks is None:
+            continue
+        if not isinstance(toks, list):
+            raise E.Refuse(f"{f}: additional_special_tokens = {json.dumps(toks)[:60]} is not a list")
+        codes = []
+        for tok in toks:
+            code = _token_text(tok)
+            if not isinstance(code, str) or not code or len(code.encode()) > 64 or "\0" in code \
+                    or code != code.strip():
+                raise E.Refuse(f"{f}: additional_special_tokens entry {json.dumps(tok)[:60]} is not a language code")
+            if code in NLLB_SPECIALS or code == MASK:
+                raise E.Refuse(f"{f}: additional_special_tokens entry {json.dumps(code)} is a special token, "
+                               f"not a language code")
+            if isinstance(tok, dict) and any(tok.get(k) for k in ("lstrip", "rstrip", "single_word")):
+                raise E.Refuse(f"{f}: additional_special_tokens entry {json.dumps(tok)[:80]}: lstrip, rstrip and "
+                               f"single_word are not supported")
+            codes.append(code)
+        if codes:
+            return codes, f
+    return list(NLLB_CODES), "NllbTokenizer's default list"
+
+
+def read_nllb_tokenizer(hf_dir, V, languages=None):
+    """(spm bytes, pieces [V], codes, {code: id}) as NllbTokenizer numbers them."""
+    path = os.path.join(hf_dir, "tokenizer_config.json")
+    tc = E._read_json(path, "tokenizer_config.json") if os.path.exists(path) else {}
+    if not isinstance(tc, dict):
+        raise E.Refuse("tokenizer_config.json: not a JSON object")
+    if tc.get("legacy_behaviour"):
+        raise E.Refuse(f"tokenizer_config.json: unsupported legacy_behaviour = {json.dumps(tc['legacy_behaviour'])} "
+                       f"(attend puts the language code first: [src_lang] pieces </s>)")
+    if tc.get("sp_model_kwargs"):
+        raise E.Refuse(f"tokenizer_config.json: unsupported sp_model_kwargs = "
+                       f"{json.dumps(tc['sp_model_kwargs'])[:80]} (SentencePiece's defaults only)")
+    if tc.get("clean_up_tokenization_spaces") is False:
+        E.warn("tokenizer_config.json: clean_up_tokenization_spaces = false, but attend always cleans up "
+               "decoded text (\" .\" -> \".\", ...) as transformers 4.x does by default")
+    spm_path = os.path.join(hf_dir, SPM_FILE)
+    E.check_lfs(spm_path, "SentencePiece model", hf_dir)
+    try:
+        with open(spm_path, "rb") as fh:
+            spm = fh.read()
+    except FileNotFoundError:
+        raise E.Refuse(f"missing file {spm_path}") from None
+    try:
+        sp = spm_pieces(spm)
+    except (ValueError, UnicodeDecodeError) as e:
+        raise E.Refuse(f"{SPM_FILE}: not a SentencePiece model ({e})") from None
+    n = len(sp)
+    if n < 4:
+        raise E.Refuse(f"{SPM_FILE}: {n} pieces (NllbTokenizer needs <unk> <s> </s> and pieces)")
+    if sp[0][1] != SPM_UNKNOWN:
+        raise E.Refuse(f"{SPM_FILE}: piece 0 {json.dumps(sp[0][0])} is not the unknown piece "
+                       f"(NllbTokenizer reads SentencePiece's id 0 as <unk>)")
+    for i in (1, 2):
+        if sp[i][1] != SPM_CONTROL:
+            raise E.Refuse(f"{SPM_FILE}: piece {i} {json.dumps(sp[i][0])} is not a control piece (NllbTokenizer's "
+                           f"</s> and <unk> take its id + 1)")
+    if V < n + 1:
+        raise E.Refuse(f"config.json: vocab_size = {V} holds fewer than the {n + 1} ids of {SPM_FILE} "
+                       f"(its {n} pieces + 1, fairseq's offset)")
+    codes, where = read_nllb_languages(hf_dir, languages)
+    if len(set(codes)) != len(codes):
+        raise E.Refuse(f"{where}: a language code appears twice ({', '.join(codes)[:80]})")
+    spm_ids = {p: i for i, (p, _) in enumerate(sp)}
+    for code in codes:
+        if code in spm_ids:
+            raise E.Refuse(f"{where}: language code {code} is also SentencePiece piece {spm_ids[code]}")
+
+    rec = _recorded_tokens(hf_dir)
+    for i, tok in enumerate(NLLB_SPECIALS):
+        if tok in rec and rec[tok][0] != i:
+            raise E.Refuse(f"{rec[tok][2]}: {tok} has id {rec[tok][0]}, not {i}")
+    for tok, (i, flags, w) in rec.items():
+        if tok not in NLLB_SPECIALS and tok != MASK and tok not in codes:
+            raise E.Refuse(f"{w}: added token {json.dumps(tok)} (id {i}) is neither a language code of {where}, "
+                           f"<mask> nor <s> <pad> </s> <unk> (not supported)")
+        if tok == MASK:
+            if flags.get("rstrip") or flags.get("single_word") or flags.get("lstrip") is False:
+                raise E.Refuse(f"{w}: <mask> = {json.dumps(flags)[:120]} (NllbTokenizer's <mask> strips the "
+                               f"whitespace on its left: lstrip true, rstrip and single_word false)")
+        elif any(flags.get(k) for k in ("lstrip", "rstrip", "single_word")) or flags.get("special") is False:
+            raise E.Refuse(f"{w}: {tok} = {json.dumps(flags)[:120]} (language and special tokens are special, "
+                           f"without lstrip, rstrip or single_word)")
+    recorded = [c for c in codes if c in rec]
+    if recorded and len(recorded) != len(codes):
+        missing = [c for c in codes if c not in rec]
+        raise E.Refuse(f"{rec[recorded[0]][2]}: records ids for {len(recorded)} of the {len(codes)} language codes "
+                       f"of {where}, not for {', '.join(missing)[:60]}")
+    lang_ids = {c: rec[c][0] if recorded else n + 1 + i for i, c in enumerate(codes)}
+    mask_id = rec[MASK][0] if MASK in rec else n + 1 + len(codes)
+    taken = {}
+    for tok, i in list(lang_ids.items()) + [(MASK, mask_id)]:
+        if i <= n and (tok != MASK or MASK in rec):
+            raise E.Refuse(f"{rec[tok][2] if tok in rec else where}: {tok} has id {i}, the id of SentencePiece "
+                           f"piece {json.dumps(sp[i - 1][0]) if i else '<s>'}")
+        if i >= V and tok != MASK:
+            raise E.Refuse(f"config.json: vocab_size = {V}, but language code {tok} has id {i}")
+        if i in taken:
+            raise E.Refuse(f"{where}: {tok} and {taken[i]} have the same id {i}")
+        taken[i] = tok
+    pieces = [""] * V
+    pieces[:4] = NLLB_SPECIALS
+    for i in range(3, n):
+        pieces[i + 1] = sp[i][0]
+    for code, i in lang_ids.items():
+        pieces[i] = code
+    if mask_id < V:
+        pieces[mask_id] = MASK
+    return spm, pieces, codes, lang_ids
+
+
+# --------------------------------------------------------------------------------------
 # Tensors
 
 def map_tensors(cfg, sd):
@@ -244,7 +494,27 @@ def export(hf_dir, out_path, dtype="f32", name=None, languages=None):
     cfg = read_config(hf_dir)
     model_max_length = E.read_model_max_length(hf_dir)
     V = cfg["vocab_size"]
+    cls, cls_file = tokenizer_class(hf_dir)
+    if cls in NLLB_CLASSES:
+        spm, pieces, codes, lang_ids = read_nllb_tokenizer(hf_dir, V, languages)
+        unk = 3
+        tok_class = [("tokenizer.class", G.STRING, "NllbTokenizer")]
+    elif cls in (None, "M2M100Tokenizer"):
+        spm, pieces, codes, lang_ids, unk = read_m2m_tokenizer(hf_dir, V, languages)
+        tok_class = []
+    else:
+        raise E.Refuse(f"{cls_file}: unsupported tokenizer_class = {json.dumps(cls)} "
+                       f"(M2M100Tokenizer, NllbTokenizer or NllbTokenizerFast)")
+    return write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, lang_ids, unk, tok_class,
+                 E.read_weights(hf_dir))
+
+
+def read_m2m_tokenizer(hf_dir, V, languages):
+    """(spm bytes, pieces [V], codes, {code: id}, unk id) as M2M100Tokenizer numbers them."""
     vpath = os.path.join(hf_dir, "vocab.json")
+    if not os.path.exists(vpath) and os.path.exists(os.path.join(hf_dir, SPM_FILE)):
+        raise E.Refuse(f"missing file {vpath} (an NLLB-200 directory names tokenizer_class NllbTokenizer in "
+                       f"tokenizer_config.json)")
     E.check_lfs(vpath, "vocabulary", hf_dir)
     vocab = E._read_json(vpath, "vocab.json")
     if not isinstance(vocab, dict):
@@ -272,8 +542,12 @@ def export(hf_dir, out_path, dtype="f32", name=None, languages=None):
             spm = fh.read()
     except FileNotFoundError:
         raise E.Refuse(f"missing file {spm_path}") from None
+    return spm, pieces, codes, lang_ids, vocab["<unk>"]
 
-    tensors = stored(map_tensors(cfg, E.read_weights(hf_dir)), dtype)
+
+def write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, lang_ids, unk, tok_class, sd):
+    V = cfg["vocab_size"]
+    tensors = stored(map_tensors(cfg, sd), dtype)
     gen = cfg["generation"]
     k = lambda s: f"{ARCH}.{s}"  # noqa: E731  the family's keys
     meta = [("general.architecture", G.STRING, ARCH),
@@ -300,7 +574,7 @@ def export(hf_dir, out_path, dtype="f32", name=None, languages=None):
         (k("tied_output"), G.BOOL, cfg["tied"]),
         (k("pad_id"), G.UINT32, cfg["pad_token_id"]),
         (k("eos_id"), G.UINT32, cfg["eos_token_id"]),
-        (k("unk_id"), G.UINT32, vocab["<unk>"]),
+        (k("unk_id"), G.UINT32, unk),
         (k("bos_id"), G.UINT32, cfg["bos_token_id"]),
         (k("decoder_start_id"), G.UINT32, cfg["decoder_start_token_id"]),
         (k("max_length"), G.UINT32, cfg["max_length"]),
@@ -316,7 +590,7 @@ def export(hf_dir, out_path, dtype="f32", name=None, languages=None):
         ("tokenizer.target_pieces", G.ARRAY, (G.STRING, pieces)),
         ("tokenizer.languages", G.ARRAY, (G.STRING, codes)),
         ("tokenizer.language_ids", G.ARRAY, (G.UINT32, [lang_ids[c] for c in codes])),
-    ]
+    ] + tok_class
     tmp = out_path + ".tmp"
     try:
         G.write(tmp, meta, tensors)
@@ -332,14 +606,15 @@ def main(argv=None):
         prog="export_m2m100.py", description=__doc__.split("\n\n")[0],
         epilog="Exit codes: 0 written, 2 refused (unsupported or broken input; one-line "
                "message on stderr), 1 other errors.")
-    p.add_argument("hf_dir", metavar="HF_DIR", help="Hugging Face M2M-100 model directory")
+    p.add_argument("hf_dir", metavar="HF_DIR", help="Hugging Face M2M-100 or NLLB-200 model directory")
     p.add_argument("out", metavar="OUT.gguf", help="output file")
     p.add_argument("--dtype", choices=["f32", "f16", "int8"], default="f32",
                    help="storage type of weight matrices (vectors are always f32); default f32")
     p.add_argument("--name", help="general.name to record (default: the HF_DIR's name)")
     p.add_argument("--languages", metavar="CODES",
                    help="comma-separated language codes in the tokenizer's order (e.g. af,am,ar,...): "
-                        "__xx__ gets id len(vocab.json) + index (default: additional_special_tokens)")
+                        "__xx__ gets id len(vocab.json) + index (default: additional_special_tokens; for "
+                        "NLLB, else NllbTokenizer's 202 codes, ace_Arab,...,zul_Latn)")
     a = p.parse_args(argv)
     name = a.name if a.name is not None else os.path.basename(os.path.normpath(os.path.abspath(a.hf_dir)))
     try:

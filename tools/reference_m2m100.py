@@ -1,8 +1,9 @@
 #!/usr/bin/python3
 """The M2M-100 family (model_type m2m_100; NLLB-200 checkpoints share the model class):
-what HF transformers 4.x's M2M100ForConditionalGeneration and M2M100Tokenizer compute,
-written independently for attend's tests. Where it differs from Marian (reference.py, whose
-layers and beam bookkeeping it reuses): pre-LayerNorm blocks (x + f(LN(x))), a final
+what HF transformers 4.x's M2M100ForConditionalGeneration, M2M100Tokenizer and
+NllbTokenizer (NllbTok) compute, written independently for attend's tests from
+transformers' rules (transformers itself is not installed here). Where it differs from
+Marian (reference.py, whose layers and beam bookkeeping it reuses): pre-LayerNorm blocks (x + f(LN(x))), a final
 LayerNorm after each stack, fairseq sinusoidal positions counted from pad + 1, one shared
 embedding tied to the output, no final_logits_bias, <pad> not banned, the target language
 forced as the first generated token (forced_bos_token_id)."""
@@ -160,9 +161,32 @@ class M2M100(nn.Module):
         return {k: v.detach().clone() for k, v in self.state_dict().items()}
 
 
+def split_added(text, added, lstrip=()):
+    """transformers' PreTrainedTokenizer.tokenize before the model's own tokenizer: the
+    added tokens (a dict token -> id) are cut out of the text, at each place the longest
+    one that starts there, searching from the left (here with a regular expression whose
+    alternatives are longest first); a token in `lstrip` also takes the whitespace
+    (str.rstrip) of the text before it; empty stretches vanish. Returns [(str, id or None)]."""
+    import re
+    pattern = re.compile("|".join(re.escape(t) for t in sorted(added, key=len, reverse=True)))
+    out, pos = [], 0
+    for mt in pattern.finditer(text):
+        left = text[pos:mt.start()]
+        if mt.group() in lstrip:
+            left = left.rstrip()
+        if left:
+            out.append((left, None))
+        out.append((mt.group(), added[mt.group()]))
+        pos = mt.end()
+    if text[pos:]:
+        out.append((text[pos:], None))
+    return out
+
+
 class M2MTok:
     """M2M100Tokenizer: one SentencePiece model, pieces through vocab.json (unknown ->
-    <unk>), __xx__ language tokens at len(vocab) + index in the language list."""
+    <unk>), __xx__ language tokens at len(vocab) + index in the language list; <s> <pad>
+    </s> <unk> and the language tokens typed in the text are HF added tokens."""
     CLEANUPS = MarianTok.CLEANUPS
 
     def __init__(self, spm_file, vocab, languages, max_len=None):
@@ -173,11 +197,20 @@ class M2MTok:
         self.lang_id = {code: len(vocab) + i for i, code in enumerate(languages)}
         self.specials = {vocab["<s>"], vocab["<pad>"], vocab["</s>"], vocab["<unk>"]} | set(self.lang_id.values())
         self.unk, self.eos = vocab["<unk>"], vocab["</s>"]
+        self.added = {t: vocab[t] for t in ("<s>", "<pad>", "</s>", "<unk>")}
+        self.added.update({f"__{code}__": i for code, i in self.lang_id.items()})
         self.max_len = max_len
+
+    def tokens(self, text):
+        """The ids of text's pieces and typed added tokens (no language token, no </s>)."""
+        ids = []
+        for part, i in split_added(text, self.added):
+            ids += [i] if i is not None else [self.vocab.get(p, self.unk) for p in self.sp.encode(part, out_type=str)]
+        return ids
 
     def encode(self, text, src_lang):
         """[__src__] pieces </s>, cut to max_len keeping the language token and </s>."""
-        ids = [self.lang_id[src_lang]] + [self.vocab.get(p, self.unk) for p in self.sp.encode(text, out_type=str)]
+        ids = [self.lang_id[src_lang]] + self.tokens(text)
         if self.max_len is not None:
             ids = ids[: self.max_len - 1]
         return ids + [self.eos]
@@ -204,6 +237,107 @@ class M2MTok:
         for a, b in self.CLEANUPS:
             text = text.replace(a, b)
         return text
+
+
+class NllbTok:
+    """transformers' NllbTokenizer (non-legacy, the default), from its rules: <s> <pad> </s>
+    <unk> are ids 0..3; SentencePiece's piece id p is p + 1 (fairseq's offset), its unknown
+    piece (id 0) <unk>; the language codes at lang_ids (default: len(spm) + 1 + their index
+    in `languages`), <mask> at mask_id (default: after them); <s> <pad> </s> <unk>, the codes
+    and <mask> typed in the text are added tokens, <mask> with lstrip. Source and target:
+    [lang] pieces </s>. decode(skip_special_tokens=True): special ids dropped, so are ids
+    without a token (as the fast tokenizer does; the slow one raises on them), the pieces
+    joined, "▁" read as a space, stripped, then clean_up_tokenization."""
+    CLEANUPS = MarianTok.CLEANUPS
+
+    def __init__(self, spm_file, languages, lang_ids=None, mask_id=None, max_len=None):
+        import sentencepiece as spm
+        self.sp = spm.SentencePieceProcessor(model_file=spm_file)
+        n = self.sp.get_piece_size()
+        self.n_spm = n
+        self.lang_id = dict(lang_ids) if lang_ids else {c: n + 1 + i for i, c in enumerate(languages)}
+        self.mask_id = mask_id if mask_id is not None else n + 1 + len(languages)
+        self.added = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3, "<mask>": self.mask_id}
+        self.added.update(self.lang_id)
+        self.specials = set(self.added.values())
+        self.unk, self.eos = 3, 2
+        self.max_len = max_len
+
+    def piece_id(self, piece):
+        sid = self.sp.piece_to_id(piece)
+        return sid + 1 if sid else self.unk
+
+    def tokens(self, text):
+        ids = []
+        for part, i in split_added(text, self.added, lstrip={"<mask>"}):
+            ids += [i] if i is not None else [self.piece_id(p) for p in self.sp.encode(part, out_type=str)]
+        return ids
+
+    def encode(self, text, src_lang):
+        """[src_lang] pieces </s>, cut to max_len keeping the language code and </s>."""
+        ids = [self.lang_id[src_lang]] + self.tokens(text)
+        if self.max_len is not None:
+            ids = ids[: self.max_len - 1]
+        return ids + [self.eos]
+
+    def encode_target(self, text, tgt_lang):
+        return self.encode(text, tgt_lang)
+
+    def decode(self, ids):
+        toks = [self.sp.id_to_piece(i - 1) for i in ids if i not in self.specials and 4 <= i <= self.n_spm]
+        text = "".join(toks).replace("\u2581", " ").strip()
+        for a, b in self.CLEANUPS:
+            text = text.replace(a, b)
+        return text
+
+
+def nllb_save_hf_dir(model, path, spm_blob, tok, style="decoder", fmt="safetensors", model_max_length=1024,
+                     tokenizer_class="NllbTokenizer"):
+    """Write an HF-style NLLB-200 directory: config.json (model_type m2m_100,
+    tokenizer_class), model.safetensors (or pytorch_model.bin), sentencepiece.bpe.model, no
+    vocab.json, and tokenizer files in one of the layouts transformers writes or reads:
+    "decoder": tokenizer_config.json with additional_special_tokens and
+    added_tokens_decoder (save_pretrained since 4.34), special_tokens_map.json; "map": the
+    codes only in special_tokens_map.json, no ids recorded; "default": neither (the 202
+    codes of NllbTokenizer), added_tokens.json recording <mask>."""
+    os.makedirs(path, exist_ok=True)
+    cfg = dict(model.config, tokenizer_class=tokenizer_class)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    sd = model.hf_state_dict()
+    if fmt == "safetensors":
+        safetensors_np.save({k: v.numpy() for k, v in sd.items()}, os.path.join(path, "model.safetensors"))
+    else:
+        sd["lm_head.weight"] = sd["model.shared.weight"].clone()
+        torch.save(sd, os.path.join(path, "pytorch_model.bin"))
+    with open(os.path.join(path, "sentencepiece.bpe.model"), "wb") as f:
+        f.write(spm_blob)
+    codes = list(tok.lang_id)  # the language list in its order (the ids may run otherwise)
+    plain = dict(lstrip=False, rstrip=False, single_word=False, normalized=False, special=True)
+    conf = {"tokenizer_class": tokenizer_class, "model_max_length": model_max_length, "src_lang": None,
+            "tgt_lang": None, "legacy_behaviour": False, "sp_model_kwargs": {},
+            "clean_up_tokenization_spaces": True, "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>",
+            "pad_token": "<pad>", "sep_token": "</s>", "cls_token": "<s>",
+            "mask_token": {"content": "<mask>", "lstrip": True, "rstrip": False, "single_word": False,
+                           "normalized": True, "special": True}}
+    smap = {k: conf[k] for k in ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token",
+                                 "mask_token")}
+    if style == "decoder":
+        conf["additional_special_tokens"] = codes
+        dec = {str(i): dict(plain, content=t) for t, i in (("<s>", 0), ("<pad>", 1), ("</s>", 2), ("<unk>", 3))}
+        dec.update({str(tok.lang_id[c]): dict(plain, content=c) for c in codes})
+        dec[str(tok.mask_id)] = dict(conf["mask_token"])
+        conf["added_tokens_decoder"] = dec
+        smap["additional_special_tokens"] = codes
+    elif style == "map":
+        smap["additional_special_tokens"] = [dict(plain, content=c) for c in codes]
+    elif style == "default":
+        with open(os.path.join(path, "added_tokens.json"), "w") as f:
+            json.dump({"<mask>": tok.mask_id}, f)
+    with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+        json.dump(conf, f, indent=1)
+    with open(os.path.join(path, "special_tokens_map.json"), "w") as f:
+        json.dump(smap, f, indent=1)
 
 
 def m2m_build_vocab(spm_file):
