@@ -277,8 +277,8 @@ static int stream_block_rows(const at_matrix *w, int nt) {
     return rb < 16 ? 16 : rb;
 }
 
-/* Items [lo, hi) of a panel linear: item i is groups [i * RB, i * RB + RB) (RB counts
- * groups here) against input rows block i % nblocks... see simd_linear. */
+/* Items [lo, hi) of a panel linear. Item i is the run of j->RB panel groups number
+ * i / nblocks against the block of j->nc input rows number i % nblocks. */
 static void panel_items(const void *ctx, int lo, int hi, int worker) {
     (void)worker;
     const linear_job *j = ctx;
@@ -307,6 +307,7 @@ static void simd_linear(float *y, const float *x, const at_matrix *w, const floa
         return;
     }
     const int out = w->rows;
+    if (n <= 0) return;
     const double work = (double)n * out * w->cols;
     const int nt = work > SIMD_PARALLEL_GRAIN ? at_threads() : 1;
     linear_job j = {y, x, w, b, n, 1, NULL, NULL, n};
