@@ -541,10 +541,13 @@ def load_time(binary, model, threads, S, cold):
     Times from just before this process spawns it (wall clock): to attend's main(), to the
     model opened (attend_load: map, checks, CRC-32s, packing), to the end of that first
     round. cold: the file's pages are dropped from the page cache first."""
-    cached = None
     if cold:
         evict(model)
-        cached = page_cache_mib(model)
+    else:  # read it in again: on this VM idle page cache was seen to shrink with memory free
+        with open(model, "rb") as f:
+            while f.read(1 << 24):
+                pass
+    cached = page_cache_mib(model)
     cmd = [binary, "bench", "-m", model, "-b", "1", "-s", str(S), "-n", "2", "-t", str(threads), "-r", "1",
            "--no-bandwidth", "--no-peak", "--json"]
     t0 = time.time()
@@ -571,13 +574,13 @@ def nllb_section(a, threads, S, T):
     for r in range(a.rounds):
         log(f"NLLB-shaped model: round {r + 1}/{a.rounds}")
         greedy_round(r, res, cmds, a.attend, paths, runner, runner.sources if runner else None, threads, batches,
-                     dtypes, S, T, a.per_round, bandwidth=not a.no_bandwidth)
+                     dtypes, S, T, a.per_round, bandwidth=not a.no_bandwidth, batched_reps=1)
         for dt in dtypes:  # warm, then cold (the warm run leaves the file cached for the next round)
             for cold in (True, False) if r % 2 else (False, True):
                 x, cmd = load_time(a.attend, paths[dt], th2, S, cold)
                 loads.setdefault((dt, cold), []).append(x)
                 cmds[("load", dt)] = cmd
-        # the next round's warm runs start from a cached file
+        # the next round's runs start from a cached file
         for dt in dtypes:
             with open(paths[dt], "rb") as f:
                 while f.read(1 << 24):
@@ -599,7 +602,7 @@ def nllb_section(a, threads, S, T):
             if not xs:
                 continue
             cached = [x["cached_mib"] for x in xs if x["cached_mib"] is not None]
-            cached_txt = f"{max(cached):.0f} of {size_mib[dt]:.0f}" if cached else ("all" if not cold else "?")
+            cached_txt = f"{min(cached):.0f}–{max(cached):.0f} of {size_mib[dt]:.0f}" if cached else "?"
             load_lines.append(
                 f"| {dt} ({size_mib[dt]:.0f} MiB) | {'cold' if cold else 'warm'} | {med(xs, 'total_ms'):.0f} / "
                 f"{min(x['total_ms'] for x in xs):.0f}–{max(x['total_ms'] for x in xs):.0f} | "
@@ -665,7 +668,8 @@ def nllb_section(a, threads, S, T):
     md.append(f"- Speed: as the opus-mt-en-de-shaped tables above: {S}-token random sources (the first language "
               f"token first, </s> last), exactly {T} target tokens (the first forced to that language, </s> "
               f"banned before the last), greedy; {a.rounds} interleaved rounds, {a.per_round} timed repetitions "
-              "per round after a warm-up (PyTorch at batch > 1: one run, first round only), medians of the "
+              "per round after a warm-up at batch 1 (at batch > 1, to keep `make bench` short: attend one timed "
+              "run per round after its warm-up, PyTorch one run in the first round only), medians of the "
               "round medians, min/max over everything; peak RSS is the `attend bench` process's `VmHWM` "
               "(maximum over rounds).")
     md.append("- PyTorch reference: `tools/reference_m2m100.py`'s model (f32) driven as HF `generate()` drives "
@@ -678,10 +682,12 @@ def nllb_section(a, threads, S, T):
               "and the first token the model chooses): exec and dynamic linking, opening the model "
               "(`attend_load`: mapping the file, binding and checking the tensors with the int8 row sums, the "
               "CRC-32 of every tensor, the finiteness scan, packing the matrices into the kernels' layout), and "
-              f"that translation ({th2} thread{'s' if th2 > 1 else ''}). Warm: the file is in the page cache; cold: its pages were "
-              "dropped first with `posix_fadvise(POSIX_FADV_DONTNEED)` (the \"file cached before\" column, from "
-              f"`fincore`, checks it), so the file is read from disk. One warm and one cold run per dtype and "
-              f"round, medians over the {a.rounds} rounds.")
+              f"that translation ({th2} thread{'s' if th2 > 1 else ''}). Warm: the file was read just before, so it is in the page "
+              "cache (on this VM a model file was once seen 545 of 601 MiB cached after some idle minutes, "
+              "with 17 GiB free; a kernel `kdamond` thread runs); cold: its pages were "
+              "dropped first with `posix_fadvise(POSIX_FADV_DONTNEED)`, so the file is read from disk (the "
+              "\"file cached before\" column, from `fincore`, checks both). One warm and one cold run per dtype "
+              f"and round, medians over the {a.rounds} rounds.")
     md.append("")
     md.append("Commands:\n")
     md.append("```")
@@ -748,17 +754,19 @@ def torch_time(runner, src, T, threads, reps, warm, beams=1):
 
 
 def greedy_round(r, res, cmds, binary, paths, runner, sources, threads, batches, dtypes, S, T, per_round,
-                 bandwidth=True):
+                 bandwidth=True, batched_reps=None):
     """Round r of the greedy comparison: every (threads, batch) configuration, attend in each
     dtype then the PyTorch reference (batch 1 every round, per_round repetitions; a batch > 1
     once, in the first round: those runs take a minute or more). Rows go to res[(system,
-    dtype, B, threads)], commands to cmds; sources(B, S) gives PyTorch's source ids."""
+    dtype, B, threads)], commands to cmds; sources(B, S) gives PyTorch's source ids.
+    batched_reps: attend's timed repetitions at batch > 1 (default per_round)."""
     for th in threads:
         for B in batches:
             for dt in dtypes:
                 # bandwidth at batch 1 in every round, beside that round's step: the
                 # machine's bandwidth drifts between rounds (22-35 GB/s in one session)
-                j, cmd = attend_bench(binary, paths[dt], B, S, T, th, per_round, bandwidth=bandwidth and B == 1)
+                reps = per_round if B == 1 or batched_reps is None else batched_reps
+                j, cmd = attend_bench(binary, paths[dt], B, S, T, th, reps, bandwidth=bandwidth and B == 1)
                 assert j["tokens"] == B * T, j
                 res.setdefault(("attend", dt, B, th), []).append(j)
                 cmds[("attend", dt, B, th)] = cmd
