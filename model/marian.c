@@ -649,6 +649,7 @@ static void release_matrix(const marian_model *m, const at_matrix *w) {
  * folios), and the file's pages stay resident beside the packed copy: 200 MiB of a 600 MB
  * int8 model. Vectors bound twice (tied embeddings' scales) are copied once. */
 static int pack_vectors(marian_model *m, char *err, size_t errlen) {
+    if (m->vectors) return 0; /* a marian_pack that failed later copied them already */
     const int n = m->n_vec_refs;
     const float **from = malloc(sizeof *from * (size_t)(n ? n : 1));
     float **to = malloc(sizeof *to * (size_t)(n ? n : 1));
