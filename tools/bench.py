@@ -602,7 +602,8 @@ def nllb_section(a, threads, S, T):
             if not xs:
                 continue
             cached = [x["cached_mib"] for x in xs if x["cached_mib"] is not None]
-            cached_txt = f"{min(cached):.0f}–{max(cached):.0f} of {size_mib[dt]:.0f}" if cached else "?"
+            lo_c, hi_c = (f"{min(cached):.0f}", f"{max(cached):.0f}") if cached else ("?", "?")
+            cached_txt = f"{lo_c} of {size_mib[dt]:.0f}" if lo_c == hi_c else f"{lo_c}–{hi_c} of {size_mib[dt]:.0f}"
             load_lines.append(
                 f"| {dt} ({size_mib[dt]:.0f} MiB) | {'cold' if cold else 'warm'} | {med(xs, 'total_ms'):.0f} / "
                 f"{min(x['total_ms'] for x in xs):.0f}–{max(x['total_ms'] for x in xs):.0f} | "
@@ -632,6 +633,50 @@ def nllb_section(a, threads, S, T):
             v = med(xs, "total_ms")
             target(f"load (process start → first token) ≤ 1 s, int8, page cache {'cold' if cold else 'warm'}",
                    f"{v / 1e3:.2f} s", v <= 1000)
+    # what bounds the targets, from the shapes and the measurements
+    shape = dict(NLLB_COMMON, **NLLB_SHAPES[a.nllb_shape])
+    d, f, L, V = shape["d_model"], shape["decoder_ffn_dim"], shape["decoder_layers"], shape["vocab_size"]
+    notes = []
+    s8 = {th: summary(("attend", "int8", 1, th)) for th in threads}
+    refs = {th: summary(("torch", "f32", 1, th)) for th in threads}
+    if runner and all(s8.values()) and all(refs.values()) and all("step_weight_mb" in x for x in s8.values()):
+        f32_mb = 4 * (L * (6 * d * d + 2 * d * f + 13 * d + f) + V * d) / 1e6  # weights, biases, norms a step reads
+        i8_mb = next(iter(s8.values()))["step_weight_mb"]
+        proj_mb = (V * d + 8 * V) / 1e6
+        def per(th):
+            x = s8[th]
+            txt = (f"{th} thread{'s' if th > 1 else ''}: attend {x['step_gbps']:.1f} GB/s, the reference "
+                   f"{f32_mb / (refs[th]['decode_ms'] / T):.1f} GB/s")
+            if x.get("triad_gbps"):
+                ratio = refs[th]["ms_per_sentence"] / x["ms_per_sentence"]
+                txt += (f"; attend at {100 * x['bw_fraction']:.0f}% of the triad ({x['triad_gbps']:.1f} GB/s), where "
+                        f"the same reference timings would give {ratio * x['triad_gbps'] / x['step_gbps']:.1f}x")
+            return txt
+        notes.append(
+            f"- int8 batch-1 latency: a batch-1 decoder step reads every decoder weight once, so both systems are "
+            f"bound by memory bandwidth. attend's int8 step reads {i8_mb:.0f} MB ({proj_mb:.0f} MB of it the "
+            f"{V:,} × {d} output projection), the reference's f32 step {f32_mb:.0f} MB: at equal bandwidth the "
+            f"ratio would be {f32_mb / i8_mb:.1f}x, and 8x needs the reference at about half of attend's bandwidth. "
+            f"Step bandwidth: {'. '.join(per(th) for th in threads)}. Beyond that, only fewer bytes a step on "
+            "attend's side (e.g. 4-bit weights for the output projection) raise the ratio.")
+    b1 = summary(("attend", "int8", 1, th2))
+    bb = [B for B in batches if B > 1]
+    if bb and b1 and "peak_rss_mib" in b1:
+        B = bb[-1]
+        sb = summary(("attend", "int8", B, th2))
+        if sb and "peak_rss_mib" in sb:
+            cache = L * 2 * B * S * d * 4 / 2 ** 20  # cross-attention keys and values
+            selfc = L * 2 * B * T * d * 4 / 2 ** 20  # self-attention keys and values after T steps
+            logits = B * V * 4 / 2 ** 20
+            notes.append(
+                f"- Peak RSS at batch {B}: {sb['peak_rss_mib'] - b1['peak_rss_mib']:.0f} MiB above batch 1, what the "
+                f"batch's decoder state needs at least: cross-attention keys and values ({L} layers × 2 × {B} × {S} "
+                f"× {d} floats, {cache:.0f} MiB), self-attention keys and values after {T} steps ({selfc:.0f} MiB) "
+                f"and one step's logits ({B} × {V:,} floats, {logits:.0f} MiB), {cache + selfc + logits:.0f} MiB "
+                f"together. The weights themselves take {b1['peak_rss_mib']:.0f} MiB at batch 1 "
+                f"({b1['peak_rss_mib'] / size_mib['int8']:.2f}x the file): the packed matrices, the vectors, the "
+                "vocabulary and tokenizer, the file's mapping let go after loading.")
+
     print("\n".join(lines))
     if ratios:
         print()
@@ -640,10 +685,12 @@ def nllb_section(a, threads, S, T):
     print("\n".join(load_lines))
     print()
     print("\n".join(targets))
+    if notes:
+        print()
+        print("\n".join(notes))
 
     mc = machine()
     isa = next((s.get("isa") for *_, s in table if s.get("isa")), "?")
-    shape = dict(NLLB_COMMON, **NLLB_SHAPES[a.nllb_shape])
     ex = cmds.get(("attend", "int8", 1, th2)) or next(c for k, c in cmds.items() if k[0] == "attend")
     rel = lambda c: " ".join(shlex.quote(x) for x in c).replace(ROOT + "/", "")  # noqa: E731
     import torch
@@ -704,6 +751,9 @@ def nllb_section(a, threads, S, T):
     md.append("")
     md.append("### Targets (issue 12)\n")
     add_targets(md, "measured", targets)
+    if notes:
+        md += notes
+        md.append("")
     return md
 
 
