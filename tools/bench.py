@@ -656,7 +656,8 @@ def nllb_section(a, threads, S, T):
             f"- int8 batch-1 latency: a batch-1 decoder step reads every decoder weight once, so both systems are "
             f"bound by memory bandwidth. attend's int8 step reads {i8_mb:.0f} MB ({proj_mb:.0f} MB of it the "
             f"{V:,} × {d} output projection), the reference's f32 step {f32_mb:.0f} MB: at equal bandwidth the "
-            f"ratio would be {f32_mb / i8_mb:.1f}x, and 8x needs the reference at about half of attend's bandwidth. "
+            f"ratio would be {f32_mb / i8_mb:.1f}x, and 8x needs the reference at {f32_mb / i8_mb / 8:.2f}x attend's "
+            "bandwidth or less. "
             f"Step bandwidth: {'. '.join(per(th) for th in threads)}. Beyond that, only fewer bytes a step on "
             "attend's side (e.g. 4-bit weights for the output projection) raise the ratio.")
     b1 = summary(("attend", "int8", 1, th2))
