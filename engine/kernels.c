@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "isa.h"
+#include "pool.h"
 
 /* Below this many multiply-adds a parallel region costs more than it saves. */
 #define PARALLEL_GRAIN (1 << 15)
@@ -95,14 +96,31 @@ float at_quantize_row(int8_t *q, const float *x, int n) {
     return amax / 127.0f;
 }
 
+typedef struct {
+    const int8_t *q;
+    int cols;
+    int32_t *s;
+} i8_sums_args;
+
+static void i8_sums_rows(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const i8_sums_args *a = ctx;
+    for (int r = lo; r < hi; r++) {
+        const int8_t *row = a->q + (size_t)r * a->cols;
+        int32_t sum = 0;
+        /* vectorized: at load this reads every int8 weight once (a scalar loop took 0.3 s of
+         * a 600 MB model's load) */
+#pragma omp simd reduction(+ : sum)
+        for (int c = 0; c < a->cols; c++) sum += row[c];
+        a->s[r] = sum;
+    }
+}
+
 int32_t *at_matrix_i8_sums(const int8_t *q, int rows, int cols) {
     int32_t *s = malloc(sizeof(int32_t) * (size_t)(rows > 0 ? rows : 1));
     if (!s) return NULL;
-    for (int r = 0; r < rows; r++) {
-        int32_t a = 0;
-        for (int c = 0; c < cols; c++) a += q[(size_t)r * cols + c];
-        s[r] = a;
-    }
+    const i8_sums_args a = {q, cols, s};
+    at_parallel_for(rows, (size_t)rows * cols >= ((size_t)1 << 20) ? at_threads() : 1, i8_sums_rows, &a);
     return s;
 }
 
@@ -186,7 +204,7 @@ void at_matrix_pack_into(at_matrix *m, void *buf) {
     const int groups = (m->rows + group_rows - 1) / group_rows, ce = at_pack_chunk(m->dtype);
     /* groups fill disjoint ranges: threads share the copy of a large matrix */
     pack_args a = {m, &p, buf, es, bytes / (size_t)groups, ce, group_rows};
-    at_parallel_for(groups, bytes > ((size_t)4 << 20) ? at_threads() : 1, pack_groups, &a);
+    at_parallel_for(groups, bytes >= ((size_t)1 << 20) ? at_threads() : 1, pack_groups, &a);
     *m = p;
 }
 

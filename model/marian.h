@@ -93,6 +93,11 @@ typedef struct {
     norm ffn_norm;
 } dec_layer;
 
+typedef struct marian_vector_ref {
+    const float **ref; /* the field that points at the vector */
+    int n;             /* floats */
+} marian_vector_ref;
+
 typedef struct marian_model {
     marian_config c;
     gguf_file *file;
@@ -100,6 +105,11 @@ typedef struct marian_model {
     int32_t **i8_sums; /* owned row sums of the int8 matrices (at_matrix.wsum) */
     int n_i8_sums;
     void *packed;      /* owned: the packed copies of the matrices, one block (marian_pack) */
+    /* every vector bound to the file (biases, norms, int8 scales): where its pointer lives and
+     * its length, so marian_pack can copy them out of the mapping (marian_vector_ref) */
+    struct marian_vector_ref *vec_refs;
+    int n_vec_refs;
+    float *vectors;    /* owned: those copies, one block (marian_pack) */
     at_matrix enc_embed, dec_embed, out_proj;
     const float *final_logits_bias; /* NULL unless family->logits_bias */
     norm enc_final_norm, dec_final_norm; /* family->final_norms */

@@ -3,9 +3,14 @@
 read-only bandwidth above zero, step fractions that are the step rate over each of them, the
 multiply-add peaks and the linear layers' rate against them, and with --beam a beam field and
 every beam run to the limit. Timings themselves are not asserted
-(BENCHMARKS.md holds them)."""
+(BENCHMARKS.md holds them). tools/bench.py's NLLB section runs end to end on a tiny shape: its
+cached PyTorch decoder gives the M2M-100 reference's greedy tokens, and `--nllb only --md`
+replaces just that section of the report."""
 import json
 import os
+import shutil
+import subprocess
+import sys
 
 import testlib as T
 
@@ -66,6 +71,49 @@ def main():
                           "--no-bandwidth"], env={"ATTEND_ISA": "generic"})
         assert json.loads(g.stdout)["peak_f32_gflops"] == 0, g.stdout
     r.check("bench --json: multiply-add peaks, the linear layers' rate and fraction; --no-peak", peak)
+
+    def nllb_section():
+        sys.path.insert(0, T.TOOLS)
+        import torch
+        import bench as BT
+        work = T.tempdir()
+        try:
+            # the cached decoder the NLLB section times is the reference's greedy search
+            # (every prefix recomputed), </s> banned before the last step
+            hf, paths = BT.build_nllb_model(work, "tiny")
+            run = BT.M2MTorchRunner(hf)
+            src, n = run.sources(3, 7), 6
+            run.run(src, n)
+            for b in range(src.shape[0]):
+                with torch.no_grad():
+                    memory, _ = run.m.encode(src[b:b + 1])
+                    tgt = [run.m.config["decoder_start_token_id"]]
+                    for t in range(n):
+                        logits = run.m.decode(torch.tensor([tgt]), memory)[0][0, -1].clone()
+                        if t < n - 1:
+                            logits[run.eos] = float("-inf")
+                        tgt.append(int(logits.argmax()))
+                assert tgt[1:] == run.last_tokens[b].tolist(), (tgt, run.last_tokens[b])
+            # --nllb only --md: that section replaced in place, the rest kept
+            md = os.path.join(work, "B.md")
+            with open(md, "w") as f:
+                f.write("# Benchmarks\n\n## Results\n\nkept\n\n## NLLB-200-distilled-600M shape (issue 12)\n\n"
+                        "old\n\n## Busy machine (issue 15)\n\nkept too\n")
+            p = subprocess.run([T.PYTHON, os.path.join(T.TOOLS, "bench.py"), "--attend", T.ATTEND, "--work", work,
+                                "--nllb", "only", "--nllb-shape", "tiny", "--rounds", "1", "--per-round", "1",
+                                "--threads", "1", "--no-bandwidth", "--md", md],
+                               capture_output=True, text=True, timeout=600)
+            assert p.returncode == 0, p.stderr
+            text = open(md).read()
+            assert text.count("## NLLB-200-distilled-600M shape (issue 12)") == 1 and "\nold\n" not in text, text
+            assert text.index("kept\n") < text.index("## NLLB") < text.index("## Busy machine") and "kept too" in text
+            for row in ("| attend | int8 | 1 | 1 |", "| attend | f16 | 32 | 1 |", "| PyTorch reference | f32 | 1 | 1 |",
+                        "| int8 (", "| warm |", "| cold |", "int8 batch-1 latency ≥ 8x",
+                        "peak RSS, int8, batch 1", "load (process start → first token) ≤ 1 s, int8, page cache cold"):
+                assert row in text, (row, text)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    r.check("tools/bench.py NLLB section (tiny shape): the PyTorch decoder's tokens, the report section", nllb_section)
 
     def bad_beam():
         p = T.run_attend(["bench", "-m", TINY, "--beam", "0"], check=False)

@@ -21,7 +21,9 @@ static void usage_bench(FILE *f) {
             "\n"
             "Translate B random sources of S tokens, decoding exactly T target tokens (</s> is\n"
             "never chosen early), R timed rounds after one warm-up, and report time per sentence,\n"
-            "target tokens/s, encoder and decoder time and peak RSS. With --beam N every one of a\n"
+            "target tokens/s, encoder and decoder time, peak RSS, and the time to open the model\n"
+            "and of its first (warm-up) round (--json: also their wall-clock ends, unix_loaded and\n"
+            "unix_first_round, and unix_main, for timings from process start). With --beam N every one of a\n"
             "sentence's N beams runs to the limit (N decoder rows a step; T output tokens per\n"
             "sentence counted). Then measure the memory bandwidth (a STREAM-like triad,\n"
             "multi-threaded, over 3 x 640 MiB, and a pass that only reads the same arrays) and,\n"
@@ -55,6 +57,14 @@ static void usage_bench(FILE *f) {
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* Wall-clock time (CLOCK_REALTIME, seconds since the epoch): comparable with the clock of
+ * the process that started this one, for load timings from process start. */
+static double wall(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
@@ -215,6 +225,7 @@ static void linear_macs(const attend_config *c, double *enc, double *dec) {
  * bench */
 
 int cmd_bench(int argc, char **argv) {
+    const double unix_main = wall();
     const char *path = NULL;
     int B = 1, S = 20, T = 20, threads = 0, rounds = 5, seed = 1, want_bandwidth = 1, want_peak = 1, json = 0, beams = 1;
     if (cli_wants_help(argc, argv)) {
@@ -266,7 +277,9 @@ int cmd_bench(int argc, char **argv) {
         return EXIT_USAGE;
     }
     if (threads == 0) threads = attend_default_threads();
+    const double t_load = now();
     attend_model *m = attend_load(path, err, sizeof err);
+    const double load_s = now() - t_load, unix_loaded = wall();
     if (!m) {
         fprintf(stderr, "attend bench: %s: %s\n", path, err);
         return EXIT_MODEL;
@@ -320,6 +333,7 @@ int cmd_bench(int argc, char **argv) {
     if (lang >= 0) p.tgt_lang = c->languages[0];
     int produced = 0;
     long long steps = 0;
+    double first_s = 0, unix_first = 0; /* the warm-up round: the model's first translation */
     for (int r = -1; r < rounds; r++) { /* round -1 warms caches and page tables */
         double t0 = now();
         if (attend_translate_ids(m, src, lens, B, NULL, NULL, &p, out, err, sizeof err)) {
@@ -333,6 +347,7 @@ int cmd_bench(int argc, char **argv) {
             attend_result_free(&out[i]);
         }
         steps = st.steps;
+        if (r < 0) first_s = dt, unix_first = wall();
         if (r >= 0) {
             t_round[r] = dt;
             t_enc[r] = st.encode_seconds;
@@ -366,12 +381,13 @@ int cmd_bench(int argc, char **argv) {
                "\"step_weight_mb\": %.3f, \"step_gbps\": %.3f, \"triad_gbps\": %.3f, \"bw_fraction\": %.4f, "
                "\"read_gbps\": %.3f, \"read_fraction\": %.4f, \"peak_f32_gflops\": %.2f, \"peak_i8_gops\": %.2f, "
                "\"linear_gop\": %.4f, \"linear_gops\": %.2f, \"decoder_linear_gops\": %.2f, \"peak_fraction\": %.4f, "
-               "\"decoder_peak_fraction\": %.4f}\n",
+               "\"decoder_peak_fraction\": %.4f, \"load_ms\": %.3f, \"first_round_ms\": %.3f, \"unix_main\": %.6f, "
+               "\"unix_loaded\": %.6f, \"unix_first_round\": %.6f}\n",
                path, c->dtype, attend_isa(), threads, B, beams, S, T, rounds, produced, (int)steps,
                1e3 * med / B, 1e3 * best / B, tok_s, tok_s_max, 1e3 * enc, 1e3 * dec, 1e3 * step_s, rss_mib,
                wbytes / 1e6, achieved, bw, bw > 0 ? achieved / bw : 0.0, bws.read, bws.read > 0 ? achieved / bws.read : 0.0,
                pk.f32_gflops, pk.i8_gops, run_ops / 1e9, run_rate, dec_rate, peak > 0 ? run_rate / peak : 0.0,
-               peak > 0 ? dec_rate / peak : 0.0);
+               peak > 0 ? dec_rate / peak : 0.0, 1e3 * load_s, 1e3 * first_s, unix_main, unix_loaded, unix_first);
     } else {
         printf("model               %s (%s, kernels %s, %d threads)\n", path, c->dtype, attend_isa(), threads);
         printf("shape               batch %d, %d source tokens, %d target tokens, %d rounds\n", B, S, T, rounds);
@@ -381,6 +397,8 @@ int cmd_bench(int argc, char **argv) {
         printf("target tokens/s     %.1f median, %.1f max\n", tok_s, tok_s_max);
         printf("encoder / decoder   %.2f ms / %.2f ms per batch (median)\n", 1e3 * enc, 1e3 * dec);
         printf("peak RSS            %.1f MiB\n", rss_mib);
+        printf("load / first round  %.1f ms to open the model, %.1f ms for its first (warm-up) round\n", 1e3 * load_s,
+               1e3 * first_s);
         printf("decoder step        %.3f ms, %.1f MB of weights -> %.2f GB/s%s\n", 1e3 * step_s, wbytes / 1e6, achieved,
                B == 1 && beams == 1 ? "" : " (several rows a step: the weights are shared by them)");
         if (bw > 0)

@@ -495,6 +495,24 @@ def m2m_dump(model, lines, src_lang, tgt_lang, out_path, num_beams=1, max_length
     np.savez(out_path, **out)
 
 
+def m2m_load_hf_dir(path):
+    """An M2M100 model from an HF-style directory's config.json and model.safetensors (or
+    pytorch_model.bin), f32; no tokenizer (m.tok stays None)."""
+    with open(os.path.join(path, "config.json")) as f:
+        config = json.load(f)
+    m = M2M100(config)
+    st = os.path.join(path, "model.safetensors")
+    if os.path.exists(st):
+        sd = {k: torch.from_numpy(v) for k, v in safetensors_np.load(st).items()}
+    else:
+        sd = torch.load(os.path.join(path, "pytorch_model.bin"), map_location="cpu")
+    own = m.state_dict()
+    with torch.no_grad():
+        for name, t in own.items():
+            t.copy_(sd.pop(name).to(torch.float32).reshape(t.shape))
+    return m
+
+
 def m2m_save_hf_dir(model, path, spm_blob, vocab, languages, fmt="safetensors", model_max_length=1024):
     """Write an HF-style M2M-100 directory: config.json, model.safetensors (or
     pytorch_model.bin), sentencepiece.bpe.model, vocab.json, tokenizer_config.json and
