@@ -25,8 +25,6 @@ import os
 import re
 import sys
 
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_marian as E  # noqa: E402  (the shared readers and checks)
 import gguf_io as G  # noqa: E402
@@ -235,10 +233,10 @@ def _fields(b):
         yield key >> 3, wt, v
 
 
-def spm_pieces(blob):
-    """[(piece, type)] of a serialized SentencePiece ModelProto: its field 1, each piece's
-    field 1 (text) and field 3 (type; 1 normal when absent)."""
-    out = []
+def iter_spm_pieces(blob):
+    """(piece or None, type) of each piece of a serialized SentencePiece ModelProto, as it is
+    read: its field 1, each piece's field 1 (text, decoded as UTF-8) and field 3 (type; 1
+    normal when absent). Broken protobuf raises ValueError (UnicodeDecodeError for text)."""
     for f, wt, v in _fields(blob):
         if f == 1 and wt == 2:
             piece, kind = None, 1
@@ -247,10 +245,28 @@ def spm_pieces(blob):
                     piece = w.decode("utf-8")
                 elif g == 3 and wt2 == 0:
                     kind = w
-            if piece is None:
-                raise ValueError("a piece without text")
-            out.append((piece, kind))
+            yield piece, kind
+
+
+def spm_pieces(blob):
+    """[(piece, type)] of a serialized SentencePiece ModelProto (iter_spm_pieces)."""
+    out = []
+    for piece, kind in iter_spm_pieces(blob):
+        if piece is None:
+            raise ValueError("a piece without text")
+        out.append((piece, kind))
     return out
+
+
+def read_spm(hf_dir):
+    """The bytes of hf_dir's sentencepiece.bpe.model."""
+    spm_path = os.path.join(hf_dir, SPM_FILE)
+    E.check_lfs(spm_path, "SentencePiece model", hf_dir)
+    try:
+        with open(spm_path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise E.Refuse(f"missing file {spm_path}") from None
 
 
 def _recorded_tokens(hf_dir):
@@ -347,13 +363,7 @@ def read_nllb_tokenizer(hf_dir, V, languages=None):
     if tc.get("clean_up_tokenization_spaces") is False:
         E.warn("tokenizer_config.json: clean_up_tokenization_spaces = false, but attend always cleans up "
                "decoded text (\" .\" -> \".\", ...) as transformers 4.x does by default")
-    spm_path = os.path.join(hf_dir, SPM_FILE)
-    E.check_lfs(spm_path, "SentencePiece model", hf_dir)
-    try:
-        with open(spm_path, "rb") as fh:
-            spm = fh.read()
-    except FileNotFoundError:
-        raise E.Refuse(f"missing file {spm_path}") from None
+    spm = read_spm(hf_dir)
     try:
         sp = spm_pieces(spm)
     except (ValueError, UnicodeDecodeError) as e:
@@ -470,23 +480,6 @@ def map_tensors(cfg, sd):
     return out
 
 
-def stored(tensors, dtype):
-    """(name, array, ggml type) as --dtype asks: matrices f16 / int8 + scales, vectors f32."""
-    out = []
-    for tname, arr in tensors:
-        if dtype == "int8" and arr.ndim == 2:
-            q, scale = E.quantize_rows(arr)
-            out += [(tname, q, G.GGML_I8), (tname + ".scale", scale, G.GGML_F32)]
-        elif dtype == "f16" and arr.ndim == 2:
-            h = arr.astype(np.float16)
-            if not np.isfinite(h).all():
-                raise E.Refuse(f"tensor {tname}: values beyond the f16 range; use --dtype f32")
-            out.append((tname, h, G.GGML_F16))
-        else:
-            out.append((tname, arr, G.GGML_F32))
-    return out
-
-
 # --------------------------------------------------------------------------------------
 # Export
 
@@ -506,7 +499,7 @@ def export(hf_dir, out_path, dtype="f32", name=None, languages=None):
         raise E.Refuse(f"{cls_file}: unsupported tokenizer_class = {json.dumps(cls)} "
                        f"(M2M100Tokenizer, NllbTokenizer or NllbTokenizerFast)")
     return write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, lang_ids, unk, tok_class,
-                 E.read_weights(hf_dir))
+                 map_tensors(cfg, E.read_weights(hf_dir)))
 
 
 def read_m2m_tokenizer(hf_dir, V, languages):
@@ -535,22 +528,22 @@ def read_m2m_tokenizer(hf_dir, V, languages):
         if pieces[i]:
             raise E.Refuse(f"vocab.json: id {i} of __{code}__ is taken by {json.dumps(pieces[i])}")
         pieces[i] = f"__{code}__"
-    spm_path = os.path.join(hf_dir, SPM_FILE)
-    E.check_lfs(spm_path, "SentencePiece model", hf_dir)
-    try:
-        with open(spm_path, "rb") as fh:
-            spm = fh.read()
-    except FileNotFoundError:
-        raise E.Refuse(f"missing file {spm_path}") from None
+    spm = read_spm(hf_dir)
     return spm, pieces, codes, lang_ids, vocab["<unk>"]
 
 
-def write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, lang_ids, unk, tok_class, sd):
+def write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, lang_ids, unk, tok_class, tensors,
+          arch=ARCH, after_bos=()):
+    """Write the .gguf of a multilingual-family model (m2m_100, and mbart through
+    export_mbart.py): one SentencePiece model and one vocabulary for both sides, the
+    language codes and their ids. tensors: [(attend name, float32 array)] in FORMAT.md order;
+    after_bos: (key, id) pairs of the family's further ids, written after bos_id (mbart's
+    mask_id); tok_class: metadata written last. Returns (cfg, the tensors written)."""
     V = cfg["vocab_size"]
-    tensors = stored(map_tensors(cfg, sd), dtype)
+    tensors = E.stored(tensors, dtype)
     gen = cfg["generation"]
-    k = lambda s: f"{ARCH}.{s}"  # noqa: E731  the family's keys
-    meta = [("general.architecture", G.STRING, ARCH),
+    k = lambda s: f"{arch}.{s}"  # noqa: E731  the family's keys
+    meta = [("general.architecture", G.STRING, arch),
             ("general.alignment", G.UINT32, E.ALIGNMENT)]
     if name:
         meta.append(("general.name", G.STRING, name))
@@ -576,6 +569,7 @@ def write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, lang
         (k("eos_id"), G.UINT32, cfg["eos_token_id"]),
         (k("unk_id"), G.UINT32, unk),
         (k("bos_id"), G.UINT32, cfg["bos_token_id"]),
+    ] + [(k(key), G.UINT32, i) for key, i in after_bos] + [
         (k("decoder_start_id"), G.UINT32, cfg["decoder_start_token_id"]),
         (k("max_length"), G.UINT32, cfg["max_length"]),
         (k("forced_eos"), G.BOOL, cfg["forced_eos"]),
@@ -591,13 +585,7 @@ def write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, lang
         ("tokenizer.languages", G.ARRAY, (G.STRING, codes)),
         ("tokenizer.language_ids", G.ARRAY, (G.UINT32, [lang_ids[c] for c in codes])),
     ] + tok_class
-    tmp = out_path + ".tmp"
-    try:
-        G.write(tmp, meta, tensors)
-        os.replace(tmp, out_path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    E.write_file(out_path, meta, tensors)
     return cfg, tensors
 
 

@@ -474,19 +474,7 @@ def write_gguf(out_path, cfg, sd, spm, src_pieces, tgt_pieces, unk, model_max_le
     spm {"source.spm": bytes, "target.spm": bytes}, the pieces of each id, the <unk> id and
     the tokenizer's model_max_length (None: none). Returns the [(name, array, type)] written."""
     V, Vt = cfg["vocab_size"], cfg["decoder_vocab_size"]
-    tensors = []
-    for tname, arr in map_tensors(cfg, sd):
-        if dtype == "int8" and arr.ndim == 2:
-            q, scale = quantize_rows(arr)
-            tensors.append((tname, q, G.GGML_I8))
-            tensors.append((tname + ".scale", scale, G.GGML_F32))
-        elif dtype == "f16" and arr.ndim == 2:
-            h = arr.astype(np.float16)
-            if not np.isfinite(h).all():
-                raise Refuse(f"tensor {tname}: values beyond the f16 range; use --dtype f32")
-            tensors.append((tname, h, G.GGML_F16))
-        else:
-            tensors.append((tname, arr, G.GGML_F32))
+    tensors = stored(map_tensors(cfg, sd), dtype)
 
     gen = cfg["generation"]
     meta = [("general.architecture", G.STRING, "marian"),
@@ -527,6 +515,30 @@ def write_gguf(out_path, cfg, sd, spm, src_pieces, tgt_pieces, unk, model_max_le
         ("tokenizer.source_pieces", G.ARRAY, (G.STRING, src_pieces)),
         ("tokenizer.target_pieces", G.ARRAY, (G.STRING, tgt_pieces)),
     ]
+    write_file(out_path, meta, tensors)
+    return tensors
+
+
+def stored(tensors, dtype):
+    """(name, array, ggml type) as --dtype asks: matrices f16 / int8 + scales, vectors f32."""
+    out = []
+    for tname, arr in tensors:
+        if dtype == "int8" and arr.ndim == 2:
+            q, scale = quantize_rows(arr)
+            out += [(tname, q, G.GGML_I8), (tname + ".scale", scale, G.GGML_F32)]
+        elif dtype == "f16" and arr.ndim == 2:
+            h = arr.astype(np.float16)
+            if not np.isfinite(h).all():
+                raise Refuse(f"tensor {tname}: values beyond the f16 range; use --dtype f32")
+            out.append((tname, h, G.GGML_F16))
+        else:
+            out.append((tname, arr, G.GGML_F32))
+    return out
+
+
+def write_file(out_path, meta, tensors):
+    """gguf_io.write to out_path + ".tmp", then renamed to out_path: a failed export leaves
+    no partial file."""
     tmp = out_path + ".tmp"
     try:
         G.write(tmp, meta, tensors)
@@ -534,7 +546,6 @@ def write_gguf(out_path, cfg, sd, spm, src_pieces, tgt_pieces, unk, model_max_le
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-    return tensors
 
 
 def other_family(argv):

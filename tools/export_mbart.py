@@ -21,7 +21,6 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_m2m100 as M  # noqa: E402  (tensor mapping and storage of the pre-norm families)
 import export_marian as E  # noqa: E402  (the shared readers and checks)
-import gguf_io as G  # noqa: E402
 
 ARCH = "mbart"
 # MBart50Tokenizer's language codes, in the order that gives their ids (FAIRSEQ_LANGUAGE_CODES)
@@ -124,53 +123,19 @@ def read_config(hf_dir):
 # Tokenizer
 
 def spm_pieces(blob, path):
-    """The piece strings of a serialized SentencePiece ModelProto, in id order (field 1, each
-    a SentencePiece message whose field 1 is the piece)."""
-    def varint(b, i):
-        v = shift = 0
-        while True:
-            if i >= len(b) or shift > 63:
-                raise E.Refuse(f"{path}: not a SentencePiece model (truncated varint)")
-            x = b[i]
-            i += 1
-            v |= (x & 0x7F) << shift
-            shift += 7
-            if x < 0x80:
-                return v, i
-
-    def fields(b):
-        i = 0
-        while i < len(b):
-            key, i = varint(b, i)
-            num, wire = key >> 3, key & 7
-            if wire == 0:
-                v, i = varint(b, i)
-            elif wire == 1:
-                v, i = b[i:i + 8], i + 8
-            elif wire == 2:
-                n, i = varint(b, i)
-                v, i = b[i:i + n], i + n
-            elif wire == 5:
-                v, i = b[i:i + 4], i + 4
-            else:
-                raise E.Refuse(f"{path}: not a SentencePiece model (wire type {wire})")
-            if i > len(b):
-                raise E.Refuse(f"{path}: not a SentencePiece model (truncated)")
-            yield num, wire, v
-
+    """The piece strings of a serialized SentencePiece ModelProto, in id order
+    (export_m2m100.iter_spm_pieces), at least 4."""
     pieces = []
-    for num, wire, v in fields(blob):
-        if num == 1 and wire == 2:
-            piece = None
-            for n2, w2, v2 in fields(v):
-                if n2 == 1 and w2 == 2:
-                    try:
-                        piece = v2.decode("utf-8")
-                    except UnicodeDecodeError:
-                        raise E.Refuse(f"{path}: piece {len(pieces)} is not UTF-8") from None
+    try:
+        for piece, _ in M.iter_spm_pieces(blob):
             if piece is None:
                 raise E.Refuse(f"{path}: piece {len(pieces)} has no text")
             pieces.append(piece)
+    except UnicodeDecodeError:
+        raise E.Refuse(f"{path}: piece {len(pieces)} is not UTF-8") from None
+    except ValueError as e:  # the protobuf reader's words, as this exporter has said them
+        why = "truncated" if str(e) == "truncated field" else e
+        raise E.Refuse(f"{path}: not a SentencePiece model ({why})") from None
     if len(pieces) < 4:
         raise E.Refuse(f"{path}: not a SentencePiece model ({len(pieces)} pieces)")
     return pieces
@@ -250,13 +215,7 @@ def export(hf_dir, out_path, dtype="f32", name=None):
     model_max_length = E.read_model_max_length(hf_dir)
     V = cfg["vocab_size"]
     read_tokenizer(hf_dir)
-    spm_path = os.path.join(hf_dir, SPM_FILE)
-    E.check_lfs(spm_path, "SentencePiece model", hf_dir)
-    try:
-        with open(spm_path, "rb") as fh:
-            spm = fh.read()
-    except FileNotFoundError:
-        raise E.Refuse(f"missing file {spm_path}") from None
+    spm = M.read_spm(hf_dir)
     sp = spm_pieces(spm, SPM_FILE)
     n = len(sp)
     # HF maps SentencePiece id p >= 1 to p + 1: ids 1 and 2 must be the control pieces the
@@ -284,59 +243,8 @@ def export(hf_dir, out_path, dtype="f32", name=None):
         if p and seen.setdefault(p, i) != i:
             raise E.Refuse(f"{SPM_FILE}: piece {json.dumps(p)} appears at ids {seen[p]} and {i}")
 
-    tensors = M.stored(map_tensors(cfg, E.read_weights(hf_dir)), dtype)
-    gen = cfg["generation"]
-    k = lambda s: f"{ARCH}.{s}"  # noqa: E731  the family's keys
-    meta = [("general.architecture", G.STRING, ARCH),
-            ("general.alignment", G.UINT32, E.ALIGNMENT)]
-    if name:
-        meta.append(("general.name", G.STRING, name))
-    meta += [
-        ("attend.format_version", G.UINT32, 2 if dtype == "int8" else E.FORMAT_VERSION),
-        (G.CRC_KEY, G.ARRAY, None),  # filled in by the writer
-        (k("vocab_size"), G.UINT32, V),
-        (k("decoder_vocab_size"), G.UINT32, V),
-        (k("d_model"), G.UINT32, cfg["d_model"]),
-        (k("encoder_layers"), G.UINT32, cfg["encoder_layers"]),
-        (k("decoder_layers"), G.UINT32, cfg["decoder_layers"]),
-        (k("encoder_heads"), G.UINT32, cfg["encoder_attention_heads"]),
-        (k("decoder_heads"), G.UINT32, cfg["decoder_attention_heads"]),
-        (k("encoder_ffn_dim"), G.UINT32, cfg["encoder_ffn_dim"]),
-        (k("decoder_ffn_dim"), G.UINT32, cfg["decoder_ffn_dim"]),
-        (k("max_position_embeddings"), G.UINT32, cfg["max_position_embeddings"]),
-        (k("activation"), G.STRING, cfg["activation"]),
-        (k("scale_embedding"), G.BOOL, cfg["scale_embedding"]),
-        (k("layer_norm_eps"), G.FLOAT32, E.LAYER_NORM_EPS),
-        (k("shared_embeddings"), G.BOOL, True),
-        (k("tied_output"), G.BOOL, cfg["tied"]),
-        (k("pad_id"), G.UINT32, cfg["pad_token_id"]),
-        (k("eos_id"), G.UINT32, cfg["eos_token_id"]),
-        (k("unk_id"), G.UINT32, 3),
-        (k("bos_id"), G.UINT32, cfg["bos_token_id"]),
-        (k("mask_id"), G.UINT32, mask_id),
-        (k("decoder_start_id"), G.UINT32, cfg["decoder_start_token_id"]),
-        (k("max_length"), G.UINT32, cfg["max_length"]),
-        (k("forced_eos"), G.BOOL, cfg["forced_eos"]),
-    ] + E.generation_metadata(gen)
-    if model_max_length is not None:
-        meta.append(("tokenizer.model_max_length", G.UINT32, model_max_length))
-    meta += [
-        # one SentencePiece model and one vocabulary serve both sides
-        ("tokenizer.source_spm", G.ARRAY, (G.UINT8, spm)),
-        ("tokenizer.target_spm", G.ARRAY, (G.UINT8, spm)),
-        ("tokenizer.source_pieces", G.ARRAY, (G.STRING, pieces)),
-        ("tokenizer.target_pieces", G.ARRAY, (G.STRING, pieces)),
-        ("tokenizer.languages", G.ARRAY, (G.STRING, list(LANGUAGE_CODES))),
-        ("tokenizer.language_ids", G.ARRAY, (G.UINT32, [ids[c] for c in LANGUAGE_CODES])),
-    ]
-    tmp = out_path + ".tmp"
-    try:
-        G.write(tmp, meta, tensors)
-        os.replace(tmp, out_path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return cfg, tensors
+    return M.write(out_path, cfg, dtype, name, model_max_length, spm, pieces, list(LANGUAGE_CODES), ids, 3, [],
+                   map_tensors(cfg, E.read_weights(hf_dir)), arch=ARCH, after_bos=[("mask_id", mask_id)])
 
 
 def main(argv=None):
