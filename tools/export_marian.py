@@ -548,6 +548,44 @@ def write_file(out_path, meta, tensors):
             os.remove(tmp)
 
 
+DTYPE_HELP = "storage type of weight matrices (vectors are always f32); default f32"
+
+
+def arg_parser(prog, doc, source_help, dtype_help=DTYPE_HELP,
+               name_help="general.name to record (default: the HF_DIR's name)", source=("hf_dir", "HF_DIR")):
+    """The exporters' command line: SOURCE OUT.gguf --dtype --name (a caller adds its own)."""
+    p = argparse.ArgumentParser(
+        prog=prog, description=doc.split("\n\n")[0],
+        epilog="Exit codes: 0 written, 2 refused (unsupported or broken input; one-line "
+               "message on stderr), 1 other errors.")
+    p.add_argument(source[0], metavar=source[1], help=source_help)
+    p.add_argument("out", metavar="OUT.gguf", help="output file")
+    p.add_argument("--dtype", choices=["f32", "f16", "int8"], default="f32", help=dtype_help)
+    p.add_argument("--name", help=name_help)
+    return p
+
+
+def default_name(path):
+    """general.name when --name is not given: the source's name."""
+    return os.path.basename(os.path.normpath(os.path.abspath(path)))
+
+
+def run_export(prog, a, export, *args, hf_dir=None, two_vocabs=False):
+    """The exporters' main() after parsing: export(*args) -> (cfg, tensors written), then the
+    one-line summary and 0; a Refuse is `prog: error: ...` on stderr and 2. hf_dir: a
+    directory that must exist. two_vocabs: the summary gives vocab_size/decoder_vocab_size."""
+    try:
+        if hf_dir is not None and not os.path.isdir(hf_dir):
+            raise Refuse(f"missing directory {hf_dir}")
+        cfg, tensors = export(*args)
+    except Refuse as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    vocab = f"{cfg['vocab_size']}/{cfg['decoder_vocab_size']}" if two_vocabs else cfg["vocab_size"]
+    print(f"wrote {a.out}: {len(tensors)} tensors, vocab {vocab}, d_model {cfg['d_model']}, {a.dtype}")
+    return 0
+
+
 def other_family(argv):
     """The exporter of HF_DIR's family when it is not Marian (config.json's model_type), else
     None: `export_marian.py M2M_DIR OUT` runs export_m2m100.py (mbart: export_mbart.py) with
@@ -572,28 +610,13 @@ def main(argv=None):
     routed = other_family(argv)
     if routed:
         return routed(argv)
-    p = argparse.ArgumentParser(
-        prog="export_marian.py", description=__doc__.split("\n\n")[0],
-        epilog="Exit codes: 0 written, 2 refused (unsupported or broken input; one-line "
-               "message on stderr), 1 other errors.")
-    p.add_argument("hf_dir", metavar="HF_DIR", help="Hugging Face MarianMT model directory")
-    p.add_argument("out", metavar="OUT.gguf", help="output file")
-    p.add_argument("--dtype", choices=["f32", "f16", "int8"], default="f32",
-                   help="storage type of weight matrices (vectors are always f32); int8 stores "
-                        "per-row scales beside each matrix (format version 2); default f32")
-    p.add_argument("--name", help="general.name to record (default: the HF_DIR's name)")
+    p = arg_parser("export_marian.py", __doc__, "Hugging Face MarianMT model directory",
+                   dtype_help="storage type of weight matrices (vectors are always f32); int8 stores "
+                              "per-row scales beside each matrix (format version 2); default f32")
     a = p.parse_args(argv)
-    name = a.name if a.name is not None else os.path.basename(os.path.normpath(os.path.abspath(a.hf_dir)))
-    try:
-        if not os.path.isdir(a.hf_dir):
-            raise Refuse(f"missing directory {a.hf_dir}")
-        cfg, tensors = export(a.hf_dir, a.out, a.dtype, name)
-    except Refuse as e:
-        print(f"export_marian: error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {a.out}: {len(tensors)} tensors, vocab {cfg['vocab_size']}/"
-          f"{cfg['decoder_vocab_size']}, d_model {cfg['d_model']}, {a.dtype}")
-    return 0
+    name = a.name if a.name is not None else default_name(a.hf_dir)
+    return run_export("export_marian", a, export, a.hf_dir, a.out, a.dtype, name, hf_dir=a.hf_dir,
+                      two_vocabs=True)
 
 
 if __name__ == "__main__":

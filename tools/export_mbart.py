@@ -13,7 +13,6 @@ pieces + 1 + i, <mask> after them. The tensors are shared with export_m2m100.py'
 plus the position tables and embedding LayerNorms. Unsupported models are refused with a
 one-line message naming the key and value, and exit code 2.
 """
-import argparse
 import json
 import os
 import sys
@@ -248,27 +247,10 @@ def export(hf_dir, out_path, dtype="f32", name=None):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="export_mbart.py", description=__doc__.split("\n\n")[0],
-        epilog="Exit codes: 0 written, 2 refused (unsupported or broken input; one-line "
-               "message on stderr), 1 other errors.")
-    p.add_argument("hf_dir", metavar="HF_DIR", help="Hugging Face mBART-50 model directory")
-    p.add_argument("out", metavar="OUT.gguf", help="output file")
-    p.add_argument("--dtype", choices=["f32", "f16", "int8"], default="f32",
-                   help="storage type of weight matrices (vectors are always f32); default f32")
-    p.add_argument("--name", help="general.name to record (default: the HF_DIR's name)")
+    p = E.arg_parser("export_mbart.py", __doc__, "Hugging Face mBART-50 model directory")
     a = p.parse_args(argv)
-    name = a.name if a.name is not None else os.path.basename(os.path.normpath(os.path.abspath(a.hf_dir)))
-    try:
-        if not os.path.isdir(a.hf_dir):
-            raise E.Refuse(f"missing directory {a.hf_dir}")
-        cfg, tensors = export(a.hf_dir, a.out, a.dtype, name)
-    except E.Refuse as e:
-        print(f"export_mbart: error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {a.out}: {len(tensors)} tensors, vocab {cfg['vocab_size']}, "
-          f"d_model {cfg['d_model']}, {a.dtype}")
-    return 0
+    name = a.name if a.name is not None else E.default_name(a.hf_dir)
+    return E.run_export("export_mbart", a, export, a.hf_dir, a.out, a.dtype, name, hf_dir=a.hf_dir)
 
 
 if __name__ == "__main__":
