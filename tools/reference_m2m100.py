@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np  # noqa: E402
 from reference import (BeamHypotheses, BeamResult, BeamResults, DecoderLayer,  # noqa: E402
                        EncoderLayer, MarianTok, NearTies, Result, generation_limits,
-                       parse_early_stopping)
+                       beam_step, parse_early_stopping)
 
 
 M2M_DEFAULT_CONFIG = {
@@ -443,28 +443,7 @@ def m2m_beam_search(model, src_ids, forced_bos, num_beams, length_penalty=1.0, e
         rows = [model.decode(torch.tensor([b]), memory)[0][0, -1] for b in beams]
         logp = torch.stack(rows).log_softmax(-1)
         logp = _m2m_process(logp, beams, cur_len, c, ml, forced_bos)
-        V = logp.shape[1]
-        cand = (logp + scores[:, None]).reshape(-1).numpy()
-        ranked = np.argsort(-cand, kind="stable")
-        order = ranked[: 2 * B]
-        top = cand[ranked[: 2 * B + 1]]
-        for a, b in zip(top, top[1:]):
-            ties.see(float(a), float(b), f"top-k at length {cur_len}")
-        new = []
-        for rank, fi in enumerate(order):
-            b, tok = divmod(int(fi), V)
-            s = float(cand[fi])
-            if tok == eos:
-                if rank >= B:
-                    continue
-                hyps.add(beams[b][1:] + [eos], s, generated_len=cur_len)
-            else:
-                new.append((s, tok, b))
-            if len(new) == B:
-                break
-        done = hyps.is_done(float(cand[order[0]]), cur_len + 1)
-        beams = [beams[b] + [tok] for _, tok, b in new]
-        scores = torch.tensor([s for s, _, _ in new], dtype=torch.float32)
+        beams, _, scores, done = beam_step(logp, scores, beams, eos, hyps, ties, f"top-k at length {cur_len}")
         if done or len(beams[0]) >= ml:
             break
     if not done:
