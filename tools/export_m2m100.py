@@ -41,8 +41,10 @@ GEN_KEYS = ("max_length", "max_new_tokens", "min_new_tokens", "forced_eos_token_
 # --------------------------------------------------------------------------------------
 # Configuration
 
-def read_config(hf_dir):
-    """The M2M100Config of hf_dir as the values the format needs."""
+def read_family_config(hf_dir, arch, activation):
+    """config.json with generation_config.json's GEN_KEYS over it, checked to be arch's:
+    (the config, {key: the file it came from}, {"activation": ...}). activation: the config
+    class's default activation_function."""
     c = E._read_json(os.path.join(hf_dir, "config.json"), "config.json")
     if not isinstance(c, dict):
         raise E.Refuse("config.json: not a JSON object")
@@ -56,37 +58,35 @@ def read_config(hf_dir):
             if k in g:
                 c[k] = g[k]
                 src[k] = "generation_config.json"
-    if c.get("model_type") != ARCH:
+    if c.get("model_type") != arch:
         raise E.Refuse(f"config.json: unsupported model_type = {json.dumps(c.get('model_type'))} "
-                       f"(this exporter reads \"{ARCH}\")")
-    act = c.get("activation_function", "relu")  # M2M100Config's default
+                       f"(this exporter reads \"{arch}\")")
+    act = c.get("activation_function", activation)
     if act not in E.ACTIVATIONS:
         raise E.Refuse(f"config.json: unsupported activation_function = {json.dumps(act)} "
                        f"(swish, silu, relu or gelu)")
-    out = {"activation": E.ACTIVATIONS[act]}
-    for key in ("vocab_size", "d_model", "encoder_layers", "decoder_layers",
-                "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
-                "decoder_ffn_dim", "max_position_embeddings"):
-        out[key] = E._int(c, key, lo=1)
+    return c, src, {"activation": E.ACTIVATIONS[act]}
+
+
+def check_dims(out, min_d):
+    """d_model at least min_d, divided by both head counts."""
     d = out["d_model"]
-    if d < 4:  # fairseq positions divide by d/2 - 1
-        raise E.Refuse(f"config.json: unsupported d_model = {d} (at least 4)")
+    if d < min_d:
+        raise E.Refuse(f"config.json: unsupported d_model = {d} (at least {min_d})")
     for key in ("encoder_attention_heads", "decoder_attention_heads"):
         if d % out[key]:
             raise E.Refuse(f"config.json: unsupported {key} = {out[key]} "
                            f"(does not divide d_model = {d})")
-    out["scale_embedding"] = E._bool(c, "scale_embedding", True)  # M2M100Config's default
-    out["tied"] = E._bool(c, "tie_word_embeddings", True)
-    V = out["vocab_size"]
-    # M2M100Config's defaults: pad 1, bos 0, eos 2, decoder start 2
-    for key, default in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2),
-                         ("decoder_start_token_id", 2)):
-        c.setdefault(key, default)
-        out[key] = E._int(c, key, hi=V - 1)
+
+
+def read_generation_limits(c, src, out, family, forced_eos=None):
+    """pad_token_id other than eos_token_id; max_length (max_new_tokens + 1 when given),
+    forced_eos (forced_eos_token_id, default forced_eos: the config class's; only null or
+    eos), no bad_words_ids (family: who bans nothing), forced_bos_token_id dropped with a
+    warning, the generation defaults: into out."""
     if out["pad_token_id"] == out["eos_token_id"]:
         raise E.Refuse(f"config.json: unsupported pad_token_id = {out['pad_token_id']} "
                        f"(equals eos_token_id)")
-
     ml = c.get("max_length", 20)
     ml = 20 if ml is None else ml
     if isinstance(ml, bool) or not isinstance(ml, int) or not 0 <= ml <= E.U32_MAX:
@@ -98,22 +98,41 @@ def read_config(hf_dir):
             raise E.Refuse(f"{src['max_new_tokens']}: unsupported max_new_tokens = {json.dumps(mn)} "
                            f"(null or an integer in 1..{E.U32_MAX - 1})")
         out["max_length"] = mn + 1
-    # PretrainedConfig's default forced_eos_token_id is None
-    fe = c.get("forced_eos_token_id")
+    fe = c.get("forced_eos_token_id", forced_eos)
     if fe is not None and (isinstance(fe, bool) or not isinstance(fe, int) or fe != out["eos_token_id"]):
-        raise E.Refuse(f"{src['forced_eos_token_id']}: unsupported forced_eos_token_id = {json.dumps(fe)} "
-                       f"(only null or eos_token_id = {out['eos_token_id']})")
+        raise E.Refuse(f"{src.get('forced_eos_token_id', 'config.json')}: unsupported forced_eos_token_id = "
+                       f"{json.dumps(fe)} (only null or eos_token_id = {out['eos_token_id']})")
     out["forced_eos"] = fe is not None
     bw = c.get("bad_words_ids")
     if bw not in (None, []):
         raise E.Refuse(f"{src.get('bad_words_ids')}: unsupported bad_words_ids = {json.dumps(bw)} "
-                       f"(M2M-100 bans nothing)")
+                       f"({family} bans nothing)")
     fb = c.pop("forced_bos_token_id", None)
     if fb is not None:
         E.warn(f"{src['forced_bos_token_id']}: forced_bos_token_id = {json.dumps(fb)} is not recorded: "
                f"attend forces the language given by --tgt-lang")
     out["generation"] = E.read_generation(c, src)
     return out
+
+
+def read_config(hf_dir):
+    """The M2M100Config of hf_dir as the values the format needs."""
+    c, src, out = read_family_config(hf_dir, ARCH, "relu")  # M2M100Config's default activation
+    for key in ("vocab_size", "d_model", "encoder_layers", "decoder_layers",
+                "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
+                "decoder_ffn_dim", "max_position_embeddings"):
+        out[key] = E._int(c, key, lo=1)
+    check_dims(out, 4)  # fairseq positions divide by d/2 - 1
+    out["scale_embedding"] = E._bool(c, "scale_embedding", True)  # M2M100Config's default
+    out["tied"] = E._bool(c, "tie_word_embeddings", True)
+    V = out["vocab_size"]
+    # M2M100Config's defaults: pad 1, bos 0, eos 2, decoder start 2
+    for key, default in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2),
+                         ("decoder_start_token_id", 2)):
+        c.setdefault(key, default)
+        out[key] = E._int(c, key, hi=V - 1)
+    # PretrainedConfig's default forced_eos_token_id is None
+    return read_generation_limits(c, src, out, "M2M-100")
 
 
 # --------------------------------------------------------------------------------------

@@ -38,40 +38,14 @@ TOKENIZERS = ("MBart50Tokenizer", "MBart50TokenizerFast")
 def read_config(hf_dir):
     """The MBartConfig of hf_dir (MBartConfig's class defaults for absent keys) as the
     values the format needs."""
-    c = E._read_json(os.path.join(hf_dir, "config.json"), "config.json")
-    if not isinstance(c, dict):
-        raise E.Refuse("config.json: not a JSON object")
-    src = {k: "config.json" for k in c}
-    gen_path = os.path.join(hf_dir, "generation_config.json")
-    if os.path.exists(gen_path):
-        g = E._read_json(gen_path, "generation_config.json")
-        if not isinstance(g, dict):
-            raise E.Refuse("generation_config.json: not a JSON object")
-        for k in M.GEN_KEYS:
-            if k in g:
-                c[k] = g[k]
-                src[k] = "generation_config.json"
-    if c.get("model_type") != ARCH:
-        raise E.Refuse(f"config.json: unsupported model_type = {json.dumps(c.get('model_type'))} "
-                       f"(this exporter reads \"{ARCH}\")")
-    act = c.get("activation_function", "gelu")  # MBartConfig's default
-    if act not in E.ACTIVATIONS:
-        raise E.Refuse(f"config.json: unsupported activation_function = {json.dumps(act)} "
-                       f"(swish, silu, relu or gelu)")
-    out = {"activation": E.ACTIVATIONS[act]}
+    c, src, out = M.read_family_config(hf_dir, ARCH, "gelu")  # MBartConfig's default activation
     defaults = {"vocab_size": 50265, "d_model": 1024, "encoder_layers": 12, "decoder_layers": 12,
                 "encoder_attention_heads": 16, "decoder_attention_heads": 16, "encoder_ffn_dim": 4096,
                 "decoder_ffn_dim": 4096, "max_position_embeddings": 1024}
     for key, default in defaults.items():
         c.setdefault(key, default)
         out[key] = E._int(c, key, lo=1)
-    d = out["d_model"]
-    if d < 2:
-        raise E.Refuse(f"config.json: unsupported d_model = {d} (at least 2)")
-    for key in ("encoder_attention_heads", "decoder_attention_heads"):
-        if d % out[key]:
-            raise E.Refuse(f"config.json: unsupported {key} = {out[key]} "
-                           f"(does not divide d_model = {d})")
+    M.check_dims(out, 2)
     if out["max_position_embeddings"] > 65536:
         raise E.Refuse(f"config.json: unsupported max_position_embeddings = {out['max_position_embeddings']} "
                        f"(at most 65536)")
@@ -85,37 +59,8 @@ def read_config(hf_dir):
     if c.get("decoder_start_token_id") is None:
         c["decoder_start_token_id"] = out["bos_token_id"]
     out["decoder_start_token_id"] = E._int(c, "decoder_start_token_id", hi=V - 1)
-    if out["pad_token_id"] == out["eos_token_id"]:
-        raise E.Refuse(f"config.json: unsupported pad_token_id = {out['pad_token_id']} "
-                       f"(equals eos_token_id)")
-
-    ml = c.get("max_length", 20)
-    ml = 20 if ml is None else ml
-    if isinstance(ml, bool) or not isinstance(ml, int) or not 0 <= ml <= E.U32_MAX:
-        raise E.Refuse(f"{src.get('max_length')}: unsupported max_length = {json.dumps(ml)}")
-    out["max_length"] = ml or 20
-    mn = c.get("max_new_tokens")
-    if mn is not None:
-        if isinstance(mn, bool) or not isinstance(mn, int) or not 1 <= mn <= E.U32_MAX - 1:
-            raise E.Refuse(f"{src['max_new_tokens']}: unsupported max_new_tokens = {json.dumps(mn)} "
-                           f"(null or an integer in 1..{E.U32_MAX - 1})")
-        out["max_length"] = mn + 1
     # MBartConfig's default forced_eos_token_id is 2 (absent: 2; null: none)
-    fe = c.get("forced_eos_token_id", 2)
-    if fe is not None and (isinstance(fe, bool) or not isinstance(fe, int) or fe != out["eos_token_id"]):
-        raise E.Refuse(f"{src.get('forced_eos_token_id', 'config.json')}: unsupported forced_eos_token_id = "
-                       f"{json.dumps(fe)} (only null or eos_token_id = {out['eos_token_id']})")
-    out["forced_eos"] = fe is not None
-    bw = c.get("bad_words_ids")
-    if bw not in (None, []):
-        raise E.Refuse(f"{src.get('bad_words_ids')}: unsupported bad_words_ids = {json.dumps(bw)} "
-                       f"(mBART bans nothing)")
-    fb = c.pop("forced_bos_token_id", None)
-    if fb is not None:
-        E.warn(f"{src['forced_bos_token_id']}: forced_bos_token_id = {json.dumps(fb)} is not recorded: "
-               f"attend forces the language given by --tgt-lang")
-    out["generation"] = E.read_generation(c, src)
-    return out
+    return M.read_generation_limits(c, src, out, "mBART", forced_eos=2)
 
 
 # --------------------------------------------------------------------------------------
