@@ -143,23 +143,36 @@ def _token_text(t):
     return t.get("content") if isinstance(t, dict) else t
 
 
-def read_languages(hf_dir, given):
-    """[code] in the tokenizer's order: --languages, else additional_special_tokens."""
-    if given:
-        codes = [x.strip() for x in given.split(",") if x.strip()]
-        if not codes:
-            raise E.Refuse("--languages: no codes given")
-        return codes
+def given_languages(given):
+    """The codes of --languages (comma-separated)."""
+    codes = [x.strip() for x in given.split(",") if x.strip()]
+    if not codes:
+        raise E.Refuse("--languages: no codes given")
+    return codes
+
+
+def special_token_lists(hf_dir, skip):
+    """(file, its additional_special_tokens list) of tokenizer_config.json, then
+    special_tokens_map.json, as they are asked for; a file without one, or whose value
+    skip(value) passes over, gives none."""
     for f in ("tokenizer_config.json", "special_tokens_map.json"):
         path = os.path.join(hf_dir, f)
         if not os.path.exists(path):
             continue
         t = E._read_json(path, f)
         toks = t.get("additional_special_tokens") if isinstance(t, dict) else None
-        if not toks:
+        if skip(toks):
             continue
         if not isinstance(toks, list):
             raise E.Refuse(f"{f}: additional_special_tokens = {json.dumps(toks)[:60]} is not a list")
+        yield f, toks
+
+
+def read_languages(hf_dir, given):
+    """[code] in the tokenizer's order: --languages, else additional_special_tokens."""
+    if given:
+        return given_languages(given)
+    for f, toks in special_token_lists(hf_dir, lambda toks: not toks):
         codes = []
         for tok in toks:
             m = LANG_TOKEN.match(_token_text(tok) or "")
@@ -334,20 +347,8 @@ def read_nllb_languages(hf_dir, given):
     """NllbTokenizer's language codes: --languages, else additional_special_tokens
     (tokenizer_config.json, else special_tokens_map.json), else its 202 codes."""
     if given:
-        codes = [x.strip() for x in given.split(",") if x.strip()]
-        if not codes:
-            raise E.Refuse("--languages: no codes given")
-        return codes, "--languages"
-    for f in ("tokenizer_config.json", "special_tokens_map.json"):
-        path = os.path.join(hf_dir, f)
-        if not os.path.exists(path):
-            continue
-        t = E._read_json(path, f)
-        toks = t.get("additional_special_tokens") if isinstance(t, dict) else None
-        if toks is None:
-            continue
-        if not isinstance(toks, list):
-            raise E.Refuse(f"{f}: additional_special_tokens = {json.dumps(toks)[:60]} is not a list")
+        return given_languages(given), "--languages"
+    for f, toks in special_token_lists(hf_dir, lambda toks: toks is None):
         codes = []
         for tok in toks:
             code = _token_text(tok)

@@ -726,6 +726,19 @@ def build_vocab(*spm_files):
     return vocab
 
 
+@torch.no_grad()
+def random_parameters(m, gain):
+    """Every parameter of m drawn in named_parameters order: matrices std gain/sqrt(fan_in),
+    LayerNorm gains uniform in 0.5..1.5, other vectors std 0.1."""
+    for name, p in m.named_parameters():
+        if p.dim() == 2:
+            p.normal_(0.0, gain / math.sqrt(p.shape[1]))
+        elif "norm" in name and name.endswith("weight"):
+            p.uniform_(0.5, 1.5)
+        else:
+            p.normal_(0.0, 0.1)
+
+
 def random_model(config, seed=0, gain=3.0, eos_bias=0.0, bias_std=0.0):
     """A Marian model with random weights, std gain/sqrt(fan_in): a gain near 3 keeps the
     greedy output from collapsing onto one repeated token. eos_bias shifts
@@ -734,13 +747,7 @@ def random_model(config, seed=0, gain=3.0, eos_bias=0.0, bias_std=0.0):
     m = Marian(config)
     c = m.config
     with torch.no_grad():
-        for name, p in m.named_parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, gain / math.sqrt(p.shape[1]))
-            elif "norm" in name and name.endswith("weight"):
-                p.uniform_(0.5, 1.5)
-            else:
-                p.normal_(0.0, 0.1)
+        random_parameters(m, gain)
         if not c["scale_embedding"]:
             # without the sqrt(d) scale, give embeddings unit variance so tokens still matter
             for e in {id(x): x for x in (m.model.shared, m.model.encoder.embed_tokens,

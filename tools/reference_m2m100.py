@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np  # noqa: E402
 from reference import (BeamHypotheses, BeamResult, BeamResults, DecoderLayer,  # noqa: E402
                        EncoderLayer, MarianTok, NearTies, Result, generation_limits,
-                       beam_step, parse_early_stopping)
+                       beam_step, parse_early_stopping, random_parameters)
 
 
 M2M_DEFAULT_CONFIG = {
@@ -301,6 +301,22 @@ class NllbTok(LangTok):
         return self.clean_up("".join(toks).replace("\u2581", " "))
 
 
+def _save_model(model, path, spm_blob, fmt, config):
+    """The directory path with config.json (config), the weights (model.safetensors, or
+    pytorch_model.bin with the tied lm_head.weight) and sentencepiece.bpe.model."""
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    sd = model.hf_state_dict()
+    if fmt == "safetensors":
+        safetensors_np.save({k: v.numpy() for k, v in sd.items()}, os.path.join(path, "model.safetensors"))
+    else:
+        sd["lm_head.weight"] = sd["model.shared.weight"].clone()
+        torch.save(sd, os.path.join(path, "pytorch_model.bin"))
+    with open(os.path.join(path, "sentencepiece.bpe.model"), "wb") as f:
+        f.write(spm_blob)
+
+
 def nllb_save_hf_dir(model, path, spm_blob, tok, style="decoder", fmt="safetensors", model_max_length=1024,
                      tokenizer_class="NllbTokenizer"):
     """Write an HF-style NLLB-200 directory: config.json (model_type m2m_100,
@@ -310,18 +326,7 @@ def nllb_save_hf_dir(model, path, spm_blob, tok, style="decoder", fmt="safetenso
     added_tokens_decoder (save_pretrained since 4.34), special_tokens_map.json; "map": the
     codes only in special_tokens_map.json, no ids recorded; "default": neither (the 202
     codes of NllbTokenizer), added_tokens.json recording <mask>."""
-    os.makedirs(path, exist_ok=True)
-    cfg = dict(model.config, tokenizer_class=tokenizer_class)
-    with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-    sd = model.hf_state_dict()
-    if fmt == "safetensors":
-        safetensors_np.save({k: v.numpy() for k, v in sd.items()}, os.path.join(path, "model.safetensors"))
-    else:
-        sd["lm_head.weight"] = sd["model.shared.weight"].clone()
-        torch.save(sd, os.path.join(path, "pytorch_model.bin"))
-    with open(os.path.join(path, "sentencepiece.bpe.model"), "wb") as f:
-        f.write(spm_blob)
+    _save_model(model, path, spm_blob, fmt, dict(model.config, tokenizer_class=tokenizer_class))
     codes = list(tok.lang_id)  # the language list in its order (the ids may run otherwise)
     plain = dict(lstrip=False, rstrip=False, single_word=False, normalized=False, special=True)
     conf = {"tokenizer_class": tokenizer_class, "model_max_length": model_max_length, "src_lang": None,
@@ -369,13 +374,7 @@ def m2m_random_model(config, seed=0, gain=1.5):
     torch.manual_seed(seed)
     m = M2M100(config)
     with torch.no_grad():
-        for name, p in m.named_parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, gain / math.sqrt(p.shape[1]))
-            elif "norm" in name and name.endswith("weight"):
-                p.uniform_(0.5, 1.5)
-            else:
-                p.normal_(0.0, 0.1)
+        random_parameters(m, gain)
         if not m.config["scale_embedding"]:
             m.model.shared.weight.normal_(0.0, gain)
     return m
@@ -490,17 +489,7 @@ def m2m_save_hf_dir(model, path, spm_blob, vocab, languages, fmt="safetensors", 
     """Write an HF-style M2M-100 directory: config.json, model.safetensors (or
     pytorch_model.bin), sentencepiece.bpe.model, vocab.json, tokenizer_config.json and
     special_tokens_map.json (the language tokens in the tokenizer's order)."""
-    os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump(dict(model.config), f, indent=2)
-    sd = model.hf_state_dict()
-    if fmt == "safetensors":
-        safetensors_np.save({k: v.numpy() for k, v in sd.items()}, os.path.join(path, "model.safetensors"))
-    else:
-        sd["lm_head.weight"] = sd["model.shared.weight"].clone()
-        torch.save(sd, os.path.join(path, "pytorch_model.bin"))
-    with open(os.path.join(path, "sentencepiece.bpe.model"), "wb") as f:
-        f.write(spm_blob)
+    _save_model(model, path, spm_blob, fmt, dict(model.config))
     with open(os.path.join(path, "vocab.json"), "w") as f:
         json.dump(vocab, f, ensure_ascii=False, indent=0)
     specials = [f"__{code}__" for code in languages]

@@ -20,6 +20,7 @@ from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np  # noqa: E402
+from reference import random_parameters  # noqa: E402
 from reference_m2m100 import LangTok, M2MInner, m2m_dump, run_decoder, run_encoder  # noqa: E402
 
 # MBart50Tokenizer's language codes, in the order that gives their ids (FAIRSEQ_LANGUAGE_CODES)
@@ -180,13 +181,7 @@ def mbart_random_model(config, seed=0, gain=1.5, bias_std=0.5):
     torch.manual_seed(seed)
     m = MBart(config)
     with torch.no_grad():
-        for name, p in m.named_parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, gain / math.sqrt(p.shape[1]))
-            elif "norm" in name and name.endswith("weight"):
-                p.uniform_(0.5, 1.5)
-            else:
-                p.normal_(0.0, 0.1)
+        random_parameters(m, gain)
         m.final_logits_bias.normal_(0.0, bias_std)
     return m
 

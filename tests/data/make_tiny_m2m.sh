@@ -5,13 +5,8 @@
 # Usage: sh tests/data/make_tiny_m2m.sh   (needs python3-torch and python3-sentencepiece)
 set -eu
 . "$(dirname "$0")/tiny_common.sh"
-bilingual 2000 "$T/all.txt"
+shared_spm
 cd "$T"
-$PY -c "
-import sentencepiece as s
-s.SentencePieceTrainer.train(input='all.txt', model_prefix='spm', vocab_size=300, minloglevel=2,
-                             normalization_rule_name='identity')
-"
 $PY -c "
 import sys
 sys.path.insert(0, '$REPO/tools')
