@@ -18,7 +18,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import export_m2m100 as M  # noqa: E402  (tensor mapping and storage of the pre-norm families)
+import export_m2m100 as M  # noqa: E402  (config, SentencePiece reader, tensors and writer of the pre-norm families)
 import export_marian as E  # noqa: E402  (the shared readers and checks)
 
 ARCH = "mbart"
