@@ -63,8 +63,7 @@ CONFIGS = [
 def build_spms(work):
     """One SentencePiece model serves every language in M2M-100: two sizes, trained on German
     and English together."""
-    lines = T.corpus_lines("tatoeba", "de", 3000) + T.corpus_lines("tatoeba", "en", 3000) + \
-        T.corpus_lines("multi30k", "de", 2000) + T.corpus_lines("multi30k", "en", 2000)
+    lines = T.bilingual_lines()
     return {"small": T.train_spm(work, "m2m-small", lines, 800),
             "large": T.train_spm(work, "m2m-large", lines, 1600)}
 
@@ -76,22 +75,28 @@ def sentences(lang):
     return s[:N_SENTENCES]
 
 
+def logit_gap(m, sources, forced_bos, token, rate):
+    """How much `token`'s logit must gain for about `rate` of the greedy steps on sources
+    (after the forced first one) to choose it: the rate quantile of the margins, + 1e-3."""
+    margins = []
+    for src in sources:
+        r = R.m2m_greedy(m, src, forced_bos)
+        lg = r.logits[1:].copy()  # the forced first step says nothing
+        if not len(lg):
+            continue
+        e = lg[:, token].copy()
+        lg[:, token] = -np.inf
+        margins.extend(lg.max(1) - e)
+    return float(np.quantile(margins, rate)) + 1e-3
+
+
 def calibrate(m, sources, forced_bos, token, rate, rounds=2):
     """Make about `rate` of greedy steps choose `token`: M2M-100 has no logits bias, so the
     decoder's final LayerNorm bias moves along the token's embedding (its logit gains delta,
     the others a little by their correlation with it). A second round settles </s>; a token
     that repeats once chosen (<pad>) would swing back, so it gets one."""
     for _ in range(rounds):
-        margins = []
-        for src in sources:
-            r = R.m2m_greedy(m, src, forced_bos)
-            lg = r.logits[1:].copy()  # the forced first step says nothing
-            if not len(lg):
-                continue
-            e = lg[:, token].copy()
-            lg[:, token] = -np.inf
-            margins.extend(lg.max(1) - e)
-        delta = float(np.quantile(margins, rate)) + 1e-3
+        delta = logit_gap(m, sources, forced_bos, token, rate)
         with torch.no_grad():
             E = m.model.shared.weight[token]
             m.model.decoder.layer_norm.bias += delta * E / float(E @ E)
@@ -120,29 +125,30 @@ def make_model(work, name, overrides, opts, spms, seed):
     return d, m
 
 
-def export(hf, out, exporter):
-    subprocess.run([T.PYTHON, os.path.join(T.TOOLS, exporter), hf, out, "--name", "test"], check=True,
-                   stdout=subprocess.DEVNULL)
-    return out
+def export(hf, out, exporter, dtype="f32"):
+    return T.export(hf, out, dtype, exporter)
 
 
-def check_parity(work, name, gguf, m, pairs, sentences_of, isas, stats, beams_list=(1, BEAMS)):
+def check_parity(work, name, gguf, m, pairs, sentences_of, isas, stats, beams_list=(1, BEAMS), dump=R.m2m_dump,
+                 max_src=None):
     """attend translate against the reference m (m.tok its tokenizer) for each language pair,
     greedy and with beams, on every kernel set: ids and text identical, logits within 1e-3,
     every attention matrix within 1e-5, beam scores within 1e-4, the source starting with
     its language token and the output with the target's. stats collects test_parity's
-    per-sentence figures (first kernel set)."""
+    per-sentence figures (first kernel set). dump: the reference's dump (reference_mbart's
+    for mBART); max_src: the most source tokens the reference may keep."""
     for src_lang, tgt_lang in pairs:
         lines = sentences_of(src_lang)
         for beams in beams_list:
             tag = f"{name}/{src_lang}-{tgt_lang}/b{beams}"
             ref_npz = os.path.join(work, tag.replace("/", "_") + "-ref.npz")
-            R.m2m_dump(m, lines, src_lang, tgt_lang, ref_npz, num_beams=beams)
+            dump(m, lines, src_lang, tgt_lang, ref_npz, num_beams=beams)
             ref = np.load(ref_npz)
             bos = m.tok.lang_id[tgt_lang]
             for i in range(len(lines)):
                 assert ref[f"s{i}/tgt_ids"][0] == bos, f"{tag} s{i}: reference did not force {tgt_lang}"
                 assert ref[f"s{i}/src_ids"][0] == m.tok.lang_id[src_lang]
+                assert max_src is None or len(ref[f"s{i}/src_ids"]) <= max_src
             for isa in isas:
                 eng_npz = os.path.join(work, tag.replace("/", "_") + f"-{isa}.npz")
                 T.run_attend(["translate", "-m", gguf, "--src-lang", src_lang, "--tgt-lang", tgt_lang,
@@ -155,6 +161,84 @@ def check_parity(work, name, gguf, m, pairs, sentences_of, isas, stats, beams_li
                     for i in range(len(lines)):
                         d = abs(float(eng[f"s{i}/score"][0]) - float(ref[f"s{i}/score"][0]))
                         assert d <= 1e-4, f"{tag}/{isa} s{i}: beam score differs by {d:.2e}"
+
+
+def endings(stats):
+    """The outputs end both by </s> and by length, and use 40+ distinct target ids."""
+    by_eos = [s for s in stats if s[2] == 2]
+    by_len = [s for s in stats if s[2] != 2]
+    distinct = set().union(*(s[3] for s in stats)) if stats else set()
+    print(f"   endings: {len(by_eos)} by </s>, {len(by_len)} by max_length (of {len(stats)}); "
+          f"{len(distinct)} distinct target ids")
+    assert by_eos and by_len, "random models did not end both ways"
+    assert len(distinct) >= 40, "outputs too repetitive to exercise the vocabulary"
+
+
+def language_errors(gguf, cases):
+    """attend translate with each case's language options: exit 2, the message in stderr."""
+    for args, want in cases:
+        p = T.run_attend(["translate", "-m", gguf] + args + ["Hallo"], check=False)
+        assert p.returncode == 2 and want in p.stderr, (args, p.returncode, p.stderr)
+
+
+def check_forced(work, gguf, m, src_lang, tgt_lang, src_text, tgt_text, dec_self=False):
+    """attend align --target: the target ids are m.tok's (its language token first), and
+    the cross attention (with dec_self, the decoder's self attention too) equals the
+    reference's teacher-forced attention within 1e-5."""
+    src = m.tok.encode(src_text, src_lang)
+    tgt = m.tok.encode_target(tgt_text, tgt_lang)
+    with torch.no_grad():
+        memory, enc_p = m.encode(torch.tensor([src]))
+        logits, self_p, cross_p = m.decode(torch.tensor([[2] + tgt[:-1]]), memory)
+    npz = os.path.join(work, "forced.npz")
+    T.run_attend(["align", "-m", gguf, "--src-lang", src_lang, "--tgt-lang", tgt_lang, "--dump-attention", npz,
+                  src_text, "--target", tgt_text])
+    eng = np.load(npz)
+    assert eng["s0/tgt_ids"].tolist() == tgt, (eng["s0/tgt_ids"].tolist(), tgt)
+    for l, p in enumerate(cross_p):
+        diff = np.abs(eng[f"s0/cross/l{l}"] - p[0].numpy()).max()
+        assert diff <= 1e-5, f"cross layer {l} differs by {diff:.2e}"
+    for l, p in enumerate(self_p if dec_self else []):
+        diff = np.abs(eng[f"s0/dec_self/l{l}"] - p[0].numpy()).max()
+        assert diff <= 1e-5, f"decoder self layer {l} differs by {diff:.2e}"
+
+
+def broken_copy(f, path, drop_key=None, drop_tensor=None, reshape=None, set_key=None):
+    """Write the GGUFFile f again at path (f32 tensors, checksums renewed) with one edit: a
+    key or tensor left out, a tensor one row short, or a key (name, value) set."""
+    import gguf_io as G
+    meta = [(k, f.types[k][0] if isinstance(f.types[k], tuple) else f.types[k],
+             (f.types[k][1], v) if isinstance(f.types[k], tuple) else v)
+            for k, v in f.metadata.items() if k not in (drop_key, G.CRC_KEY, G.META_CRC_KEY)]
+    if set_key:
+        meta = [(k, t, set_key[1] if k == set_key[0] else v) for k, t, v in meta]
+    tensors = []
+    for name, arr in f.tensors.items():
+        if name == drop_tensor:
+            continue
+        if name == reshape:
+            arr = arr[:-1]
+        tensors.append((name, arr, G.GGML_F32))
+    G.write(path, meta, tensors)
+    return path
+
+
+def export_edited(hf, bad, edit_config=None, edit_tok=None, remove=None, exporter="export_marian.py"):
+    """A copy of hf at bad with config.json / tokenizer_config.json updated by the dicts
+    given and the file `remove` removed, through the exporter: the CompletedProcess."""
+    shutil.rmtree(bad, ignore_errors=True)
+    shutil.copytree(hf, bad)
+    for fname, edit in (("config.json", edit_config), ("tokenizer_config.json", edit_tok)):
+        if edit:
+            with open(os.path.join(bad, fname)) as fh:
+                c = json.load(fh)
+            c.update(edit)
+            with open(os.path.join(bad, fname), "w") as fh:
+                json.dump(c, fh)
+    if remove:
+        os.remove(os.path.join(bad, remove))
+    return subprocess.run([T.PYTHON, os.path.join(T.TOOLS, exporter), bad, bad + ".gguf"],
+                          capture_output=True, text=True)
 
 
 def main():
@@ -175,16 +259,7 @@ def main():
     for seed, (name, overrides, opts) in enumerate(CONFIGS):
         run.check(f"m2m_100 parity {name}", one, name, overrides, opts, seed + 11)
 
-    def endings():
-        by_eos = [s for s in stats if s[2] == 2]
-        by_len = [s for s in stats if s[2] != 2]
-        distinct = set().union(*(s[3] for s in stats)) if stats else set()
-        print(f"   endings: {len(by_eos)} by </s>, {len(by_len)} by max_length (of {len(stats)}); "
-              f"{len(distinct)} distinct target ids")
-        assert by_eos and by_len, "random models did not end both ways"
-        assert len(distinct) >= 40, "outputs too repetitive to exercise the vocabulary"
-
-    run.check("outputs end by </s> and by length", endings)
+    run.check("outputs end by </s> and by length", endings, stats)
 
     def specials_generated():
         """Generated outputs hold <pad> (then read back at position pad_id) or ids without a
@@ -256,11 +331,9 @@ def main():
         out = T.run_attend(["info", gguf]).stdout
         assert "architecture        m2m_100" in out, out
         assert "languages           3: de en fr" in out, out
-        for args, want in ((["--tgt-lang", "en"], "give --src-lang, one of: de en fr"),
-                           (["--src-lang", "de"], "give --tgt-lang, one of: de en fr"),
-                           (["--src-lang", "de", "--tgt-lang", "xx"], "--tgt-lang 'xx' is not a language")):
-            p = T.run_attend(["translate", "-m", gguf] + args + ["Hallo"], check=False)
-            assert p.returncode == 2 and want in p.stderr, (args, p.returncode, p.stderr)
+        language_errors(gguf, ((["--tgt-lang", "en"], "give --src-lang, one of: de en fr"),
+                               (["--src-lang", "de"], "give --tgt-lang, one of: de en fr"),
+                               (["--src-lang", "de", "--tgt-lang", "xx"], "--tgt-lang 'xx' is not a language")))
         # a Marian model takes no languages
         os.makedirs(os.path.join(work, "marian"), exist_ok=True)
         marian = T.random_gguf(os.path.join(work, "marian"))
@@ -274,20 +347,7 @@ def main():
         """attend align --target: the target starts with its language token, and the
         attention equals the reference's teacher-forced attention."""
         hf, gguf, m, opts = models["relu-base"]
-        src_text, tgt_text = "Ein Hund läuft.", "A dog runs."
-        src = m.tok.encode(src_text, "de")
-        tgt = m.tok.encode_target(tgt_text, "en")
-        with torch.no_grad():
-            memory, enc_p = m.encode(torch.tensor([src]))
-            logits, self_p, cross_p = m.decode(torch.tensor([[2] + tgt[:-1]]), memory)
-        npz = os.path.join(work, "forced.npz")
-        T.run_attend(["align", "-m", gguf, "--src-lang", "de", "--tgt-lang", "en", "--dump-attention", npz,
-                      src_text, "--target", tgt_text])
-        eng = np.load(npz)
-        assert eng["s0/tgt_ids"].tolist() == tgt, (eng["s0/tgt_ids"].tolist(), tgt)
-        for l, p in enumerate(cross_p):
-            diff = np.abs(eng[f"s0/cross/l{l}"] - p[0].numpy()).max()
-            assert diff <= 1e-5, f"cross layer {l} differs by {diff:.2e}"
+        check_forced(work, gguf, m, "de", "en", "Ein Hund läuft.", "A dog runs.")
 
     run.check("forced decoding (align --target) starts with the target language", forced_decoding)
 
@@ -297,22 +357,8 @@ def main():
         f = G.GGUFFile(gguf)
         cases = []
 
-        def rewrite(tag, drop_key=None, drop_tensor=None, reshape=None, set_key=None):
-            meta = [(k, f.types[k][0] if isinstance(f.types[k], tuple) else f.types[k],
-                     (f.types[k][1], v) if isinstance(f.types[k], tuple) else v)
-                    for k, v in f.metadata.items() if k not in (drop_key, G.CRC_KEY, G.META_CRC_KEY)]
-            if set_key:
-                meta = [(k, t, set_key[1] if k == set_key[0] else v) for k, t, v in meta]
-            tensors = []
-            for name, arr in f.tensors.items():
-                if name == drop_tensor:
-                    continue
-                if name == reshape:
-                    arr = arr[:-1]
-                tensors.append((name, arr, G.GGML_F32))
-            path = os.path.join(work, f"broken-{tag}.gguf")
-            G.write(path, meta, tensors)
-            cases.append((tag, path))
+        def rewrite(tag, **edit):
+            cases.append((tag, broken_copy(f, os.path.join(work, f"broken-{tag}.gguf"), **edit)))
 
         rewrite("no-final-norm", drop_tensor="dec.final_norm.bias")
         rewrite("short-final-norm", reshape="enc.final_norm.weight")
@@ -340,15 +386,7 @@ def main():
                 ("activation", {"activation_function": "tanh"}, "activation_function = \"tanh\""),
                 ("bad words", {"bad_words_ids": [[1]]}, "bad_words_ids"),
                 ("heads", {"encoder_attention_heads": 5}, "encoder_attention_heads = 5")):
-            shutil.rmtree(bad, ignore_errors=True)
-            shutil.copytree(hf, bad)
-            with open(os.path.join(bad, "config.json")) as fh:
-                c = json.load(fh)
-            c.update(edit)
-            with open(os.path.join(bad, "config.json"), "w") as fh:
-                json.dump(c, fh)
-            p = subprocess.run([T.PYTHON, os.path.join(T.TOOLS, "export_marian.py"), bad, bad + ".gguf"],
-                               capture_output=True, text=True)
+            p = export_edited(hf, bad, edit_config=edit)
             assert p.returncode == 2 and want in p.stderr, (tag, p.returncode, p.stderr)
         shutil.rmtree(bad, ignore_errors=True)
         shutil.copytree(hf, bad)

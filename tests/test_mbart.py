@@ -11,10 +11,8 @@ matrix within 1e-5 (f32), the first generated token the target language's. Then 
 tokenizer on 200+ tricky lines against the reference MBart50Tokenizer, attend info, forced
 decoding, position limits, f16/int8 exports and broken files of the family.
 """
-import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -23,7 +21,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testlib as T  # noqa: E402
 import reference_mbart as R  # noqa: E402  (the mBART-50 reference)
-import test_parity as P  # noqa: E402
+import test_m2m100 as M  # noqa: E402  (the multilingual families' checks)
 
 N_SENTENCES = 8
 BEAMS = 3
@@ -60,19 +58,11 @@ CONFIGS = [
 def build_spms(work):
     """One SentencePiece model serves every language: two sizes, German and English, BPE as
     mBART's is."""
-    import sentencepiece as spm
-    lines = T.corpus_lines("tatoeba", "de", 3000) + T.corpus_lines("tatoeba", "en", 3000) + \
-        T.corpus_lines("multi30k", "de", 2000) + T.corpus_lines("multi30k", "en", 2000)
-    txt = os.path.join(work, "spm.txt")
-    with open(txt, "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    out = {}
-    for name, size in (("small", 700), ("large", 1500)):
-        spm.SentencePieceTrainer.train(input=txt, model_prefix=os.path.join(work, name), vocab_size=size,
-                                       model_type="bpe", character_coverage=0.9995, minloglevel=2,
-                                       num_threads=1)
-        out[name] = os.path.join(work, name + ".model")
-    return out
+    lines = T.bilingual_lines()
+    # SentencePiece's own defaults for character_coverage and seed_sentencepiece_size
+    return {name: T.train_spm(work, name, lines, size, model_type="bpe", character_coverage=0.9995,
+                              seed_sentencepiece_size=1000000)
+            for name, size in (("small", 700), ("large", 1500))}
 
 
 def sentences(lang, long=False):
@@ -89,17 +79,9 @@ def calibrate(m, sources, forced_bos, rate):
     margin quantile."""
     eos = m.config["eos_token_id"]
     for _ in range(2):
-        margins = []
-        for src in sources:
-            r = R.m2m_greedy(m, src, forced_bos)
-            lg = r.logits[1:].copy()  # the forced first step says nothing
-            if not len(lg):
-                continue
-            e = lg[:, eos].copy()
-            lg[:, eos] = -np.inf
-            margins.extend(lg.max(1) - e)
+        delta = M.logit_gap(m, sources, forced_bos, eos, rate)
         with torch.no_grad():
-            m.final_logits_bias[0, eos] += float(np.quantile(margins, rate)) + 1e-3
+            m.final_logits_bias[0, eos] += delta
 
 
 def make_model(work, name, overrides, opts, spms, seed):
@@ -118,12 +100,6 @@ def make_model(work, name, overrides, opts, spms, seed):
     with open(spm, "rb") as f:
         R.mbart_save_hf_dir(m, d, f.read(), fmt=opts["fmt"], config=saved, model_max_length=1024)
     return d, m
-
-
-def export(hf, out, exporter, dtype="f32"):
-    subprocess.run([T.PYTHON, os.path.join(T.TOOLS, exporter), hf, out, "--name", "test", "--dtype", dtype],
-                   check=True, stdout=subprocess.DEVNULL)
-    return out
 
 
 def tricky_lines():
@@ -153,45 +129,16 @@ def main():
 
     def one(name, overrides, opts, seed):
         hf, m = make_model(work, name, overrides, opts, spms, seed)
-        gguf = export(hf, os.path.join(work, name + ".gguf"), opts["exporter"])
+        gguf = M.export(hf, os.path.join(work, name + ".gguf"), opts["exporter"])
         models[name] = (hf, gguf, m, opts)
-        for src_lang, tgt_lang in opts["pairs"]:
-            lines = sentences(src_lang, opts.get("long", False))
-            for beams in (1, BEAMS):
-                tag = f"{name}/{src_lang}-{tgt_lang}/b{beams}"
-                ref_npz = os.path.join(work, tag.replace("/", "_") + "-ref.npz")
-                R.mbart_dump(m, lines, src_lang, tgt_lang, ref_npz, num_beams=beams)
-                ref = np.load(ref_npz)
-                for i in range(len(lines)):
-                    assert ref[f"s{i}/tgt_ids"][0] == m.tok.lang_id[tgt_lang], f"{tag} s{i}: not forced"
-                    assert ref[f"s{i}/src_ids"][0] == m.tok.lang_id[src_lang]
-                    assert len(ref[f"s{i}/src_ids"]) <= m.config["max_position_embeddings"]
-                for isa in isas:
-                    eng_npz = os.path.join(work, tag.replace("/", "_") + f"-{isa}.npz")
-                    T.run_attend(["translate", "-m", gguf, "--src-lang", src_lang, "--tgt-lang", tgt_lang,
-                                  "--beam", str(beams), "--dump-attention", eng_npz, "--dump-logits"],
-                                 "\n".join(lines) + "\n", env={"ATTEND_ISA": isa})
-                    P.compare(f"{tag}/{isa}", ref_npz, eng_npz, len(lines), True,
-                              stats if isa == isas[0] else [])
-                    if beams > 1:
-                        eng = np.load(eng_npz)
-                        for i in range(len(lines)):
-                            d = abs(float(eng[f"s{i}/score"][0]) - float(ref[f"s{i}/score"][0]))
-                            assert d <= 1e-4, f"{tag}/{isa} s{i}: beam score differs by {d:.2e}"
+        M.check_parity(work, name, gguf, m, opts["pairs"], lambda lang: sentences(lang, opts.get("long", False)),
+                       isas, stats, beams_list=(1, BEAMS), dump=R.mbart_dump,
+                       max_src=m.config["max_position_embeddings"])
 
     for seed, (name, overrides, opts) in enumerate(CONFIGS):
         run.check(f"mbart parity {name}", one, name, overrides, opts, seed + 21)
 
-    def endings():
-        by_eos = [s for s in stats if s[2] == 2]
-        by_len = [s for s in stats if s[2] != 2]
-        distinct = set().union(*(s[3] for s in stats)) if stats else set()
-        print(f"   endings: {len(by_eos)} by </s>, {len(by_len)} by max_length (of {len(stats)}); "
-              f"{len(distinct)} distinct target ids")
-        assert by_eos and by_len, "random models did not end both ways"
-        assert len(distinct) >= 40, "outputs too repetitive to exercise the vocabulary"
-
-    run.check("outputs end by </s> and by length", endings)
+    run.check("outputs end by </s> and by length", M.endings, stats)
 
     def tokenizer_parity():
         """attend's tokenizer and detokenizer against the reference MBart50Tokenizer: 200+
@@ -206,7 +153,7 @@ def main():
         lines = tricky_lines()
         assert len(lines) >= 200, len(lines)
         for line in lines:
-            want = tok.tokenize(line)[: limit - 1] + [tok.eos]
+            want = tok.tokens(line)[: limit - 1] + [tok.eos]
             got = am.tokenize(line).tolist()
             assert got == want, (line[:80], got[:40], want[:40])
         rng = np.random.default_rng(5)
@@ -218,7 +165,7 @@ def main():
             assert am.detokenize(ids) == tok.decode(ids), (ids, am.detokenize(ids), tok.decode(ids))
         # a line's own ids decode back the way HF's decode does
         for line in lines[:60]:
-            ids = tok.tokenize(line)
+            ids = tok.tokens(line)
             assert am.detokenize(ids) == tok.decode(ids), line
 
     run.check("tokenizer: 200+ tricky lines and decoding as MBart50Tokenizer", tokenizer_parity)
@@ -228,11 +175,9 @@ def main():
         out = T.run_attend(["info", gguf]).stdout
         assert "architecture        mbart" in out, out
         assert "languages           52: ar_AR cs_CZ de_DE" in out and "sl_SI" in out, out
-        for args, want in ((["--tgt-lang", "en_XX"], "give --src-lang, one of: ar_AR"),
-                           (["--src-lang", "de_DE"], "give --tgt-lang, one of: ar_AR"),
-                           (["--src-lang", "de_DE", "--tgt-lang", "en"], "--tgt-lang 'en' is not a language")):
-            p = T.run_attend(["translate", "-m", gguf] + args + ["Hallo"], check=False)
-            assert p.returncode == 2 and want in p.stderr, (args, p.returncode, p.stderr)
+        M.language_errors(gguf, ((["--tgt-lang", "en_XX"], "give --src-lang, one of: ar_AR"),
+                                 (["--src-lang", "de_DE"], "give --tgt-lang, one of: ar_AR"),
+                                 (["--src-lang", "de_DE", "--tgt-lang", "en"], "--tgt-lang 'en' is not a language")))
 
     run.check("attend info lists the 52 codes; language errors list them", info_and_errors)
 
@@ -240,23 +185,7 @@ def main():
         """attend align --target: [tgt_lang] pieces </s>, attention as the reference's
         teacher-forced attention."""
         hf, gguf, m, opts = models["gelu-base"]
-        src_text, tgt_text = "Ein Hund läuft.", "A dog runs <mask> fast."
-        src = m.tok.encode(src_text, "de_DE")
-        tgt = m.tok.encode_target(tgt_text, "en_XX")
-        with torch.no_grad():
-            memory, enc_p = m.encode(torch.tensor([src]))
-            logits, self_p, cross_p = m.decode(torch.tensor([[2] + tgt[:-1]]), memory)
-        npz = os.path.join(work, "forced.npz")
-        T.run_attend(["align", "-m", gguf, "--src-lang", "de_DE", "--tgt-lang", "en_XX", "--dump-attention", npz,
-                      src_text, "--target", tgt_text])
-        eng = np.load(npz)
-        assert eng["s0/tgt_ids"].tolist() == tgt, (eng["s0/tgt_ids"].tolist(), tgt)
-        for l, p in enumerate(cross_p):
-            diff = np.abs(eng[f"s0/cross/l{l}"] - p[0].numpy()).max()
-            assert diff <= 1e-5, f"cross layer {l} differs by {diff:.2e}"
-        for l, p in enumerate(self_p):
-            diff = np.abs(eng[f"s0/dec_self/l{l}"] - p[0].numpy()).max()
-            assert diff <= 1e-5, f"decoder self layer {l} differs by {diff:.2e}"
+        M.check_forced(work, gguf, m, "de_DE", "en_XX", "Ein Hund läuft.", "A dog runs <mask> fast.", dec_self=True)
 
     run.check("forced decoding (align --target) starts with the target language", forced_decoding)
 
@@ -302,7 +231,7 @@ def main():
         lines = sentences("de_DE")
         outs = {}
         for dtype in ("f32", "f16", "int8"):
-            path = gguf if dtype == "f32" else export(hf, os.path.join(work, f"gelu-{dtype}.gguf"),
+            path = gguf if dtype == "f32" else M.export(hf, os.path.join(work, f"gelu-{dtype}.gguf"),
                                                       "export_mbart.py", dtype)
             info = T.run_attend(["info", path]).stdout
             assert "mbart" in info and dtype in info, info
@@ -321,22 +250,8 @@ def main():
         f = G.GGUFFile(gguf)
         cases = []
 
-        def rewrite(tag, drop_key=None, drop_tensor=None, reshape=None, set_key=None):
-            meta = [(k, f.types[k][0] if isinstance(f.types[k], tuple) else f.types[k],
-                     (f.types[k][1], v) if isinstance(f.types[k], tuple) else v)
-                    for k, v in f.metadata.items() if k not in (drop_key, G.CRC_KEY, G.META_CRC_KEY)]
-            if set_key:
-                meta = [(k, t, set_key[1] if k == set_key[0] else v) for k, t, v in meta]
-            tensors = []
-            for name, arr in f.tensors.items():
-                if name == drop_tensor:
-                    continue
-                if name == reshape:
-                    arr = arr[:-1]
-                tensors.append((name, arr, G.GGML_F32))
-            path = os.path.join(work, f"broken-{tag}.gguf")
-            G.write(path, meta, tensors)
-            cases.append((tag, path))
+        def rewrite(tag, **edit):
+            cases.append((tag, M.broken_copy(f, os.path.join(work, f"broken-{tag}.gguf"), **edit)))
 
         want = {"no-positions": "tensor dec.embed_positions.weight: missing",
                 "short-positions": "tensor enc.embed_positions.weight: shape",
@@ -367,22 +282,6 @@ def main():
     def exporter_refusals():
         hf, gguf, m, opts = models["gelu-base"]
         bad = os.path.join(work, "bad-hf")
-
-        def try_export(edit_config=None, edit_tok=None, remove=None):
-            shutil.rmtree(bad, ignore_errors=True)
-            shutil.copytree(hf, bad)
-            for fname, edit in (("config.json", edit_config), ("tokenizer_config.json", edit_tok)):
-                if edit:
-                    with open(os.path.join(bad, fname)) as fh:
-                        c = json.load(fh)
-                    c.update(edit)
-                    with open(os.path.join(bad, fname), "w") as fh:
-                        json.dump(c, fh)
-            if remove:
-                os.remove(os.path.join(bad, remove))
-            return subprocess.run([T.PYTHON, os.path.join(T.TOOLS, "export_marian.py"), bad, bad + ".gguf"],
-                                  capture_output=True, text=True)
-
         for kw, want in ((dict(edit_config={"activation_function": "tanh"}), 'activation_function = "tanh"'),
                          (dict(edit_config={"encoder_attention_heads": 5}), "encoder_attention_heads = 5"),
                          (dict(edit_config={"vocab_size": m.config["vocab_size"] - 1}), "vocab_size"),
@@ -391,7 +290,7 @@ def main():
                          (dict(edit_tok={"tokenizer_class": "MBartTokenizer"}), 'tokenizer_class = "MBartTokenizer"'),
                          (dict(edit_tok={"additional_special_tokens": ["en_XX", "xx_YY"]}), '"xx_YY"'),
                          (dict(remove="sentencepiece.bpe.model"), "sentencepiece.bpe.model")):
-            p = try_export(**kw)
+            p = M.export_edited(hf, bad, **kw)
             assert p.returncode == 2 and want in p.stderr, (kw, p.returncode, p.stderr)
 
     run.check("the exporter refuses what it cannot run, naming key and value", exporter_refusals)

@@ -64,8 +64,7 @@ CONFIGS = [
 
 def build_spms(work):
     """NLLB's sentencepiece.bpe.model is a BPE model: two sizes, German and English."""
-    lines = T.corpus_lines("tatoeba", "de", 3000) + T.corpus_lines("tatoeba", "en", 3000) + \
-        T.corpus_lines("multi30k", "de", 2000) + T.corpus_lines("multi30k", "en", 2000)
+    lines = T.bilingual_lines()
     return {"small": T.train_spm(work, "nllb-small", lines, 700, model_type="bpe"),
             "large": T.train_spm(work, "nllb-large", lines, 1500, model_type="bpe")}
 

@@ -36,21 +36,29 @@ def corpus_lines(name, side, n, skip=0):
     return out
 
 
-def train_spm(workdir, prefix, lines, vocab_size, model_type="unigram"):
-    """Train a SentencePiece model (unigram, or model_type "bpe") on lines; returns the .model path."""
+def train_spm(workdir, prefix, lines, vocab_size, model_type="unigram", **options):
+    """Train a SentencePiece model (unigram, or model_type "bpe") on lines; returns the .model
+    path. options: trainer settings other than these defaults."""
     import sentencepiece as spm
     txt = os.path.join(workdir, prefix + ".txt")
     with open(txt, "w", encoding="utf-8") as f:
         f.write("\n".join(lines) + "\n")
+    settings = dict(character_coverage=1.0, minloglevel=2, seed_sentencepiece_size=100000, num_threads=1)
+    settings.update(options)
     spm.SentencePieceTrainer.train(input=txt, model_prefix=os.path.join(workdir, prefix),
-                                   vocab_size=vocab_size, model_type=model_type,
-                                   character_coverage=1.0, minloglevel=2, seed_sentencepiece_size=100000,
-                                   num_threads=1)
+                                   vocab_size=vocab_size, model_type=model_type, **settings)
     return os.path.join(workdir, prefix + ".model")
 
 
-def export(hf_dir, out, dtype="f32"):
-    subprocess.run([PYTHON, os.path.join(TOOLS, "export_marian.py"), hf_dir, out, "--dtype", dtype,
+def bilingual_lines():
+    """German and English text for a SentencePiece model that serves both: 3000 Tatoeba and
+    2000 Multi30k lines of each."""
+    return corpus_lines("tatoeba", "de", 3000) + corpus_lines("tatoeba", "en", 3000) + \
+        corpus_lines("multi30k", "de", 2000) + corpus_lines("multi30k", "en", 2000)
+
+
+def export(hf_dir, out, dtype="f32", exporter="export_marian.py"):
+    subprocess.run([PYTHON, os.path.join(TOOLS, exporter), hf_dir, out, "--dtype", dtype,
                     "--name", "test"], check=True, stdout=subprocess.DEVNULL)
     return out
 

@@ -19,13 +19,10 @@ additional_special_tokens (tokenizer_config.json, else special_tokens_map.json) 
 order; ids that added_tokens.json or added_tokens_decoder record must agree. Unsupported
 models are refused with a one-line message naming the key and value, and exit code 2.
 """
-import argparse
 import json
 import os
 import re
 import sys
-
-import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import export_marian as E  # noqa: E402  (the shared readers and checks)
@@ -44,8 +41,10 @@ GEN_KEYS = ("max_length", "max_new_tokens", "min_new_tokens", "forced_eos_token_
 # --------------------------------------------------------------------------------------
 # Configuration
 
-def read_config(hf_dir):
-    """The M2M100Config of hf_dir as the values the format needs."""
+def read_family_config(hf_dir, arch, activation):
+    """config.json with generation_config.json's GEN_KEYS over it, checked to be arch's:
+    (the config, {key: the file it came from}, {"activation": ...}). activation: the config
+    class's default activation_function."""
     c = E._read_json(os.path.join(hf_dir, "config.json"), "config.json")
     if not isinstance(c, dict):
         raise E.Refuse("config.json: not a JSON object")
@@ -59,37 +58,35 @@ def read_config(hf_dir):
             if k in g:
                 c[k] = g[k]
                 src[k] = "generation_config.json"
-    if c.get("model_type") != ARCH:
+    if c.get("model_type") != arch:
         raise E.Refuse(f"config.json: unsupported model_type = {json.dumps(c.get('model_type'))} "
-                       f"(this exporter reads \"{ARCH}\")")
-    act = c.get("activation_function", "relu")  # M2M100Config's default
+                       f"(this exporter reads \"{arch}\")")
+    act = c.get("activation_function", activation)
     if act not in E.ACTIVATIONS:
         raise E.Refuse(f"config.json: unsupported activation_function = {json.dumps(act)} "
                        f"(swish, silu, relu or gelu)")
-    out = {"activation": E.ACTIVATIONS[act]}
-    for key in ("vocab_size", "d_model", "encoder_layers", "decoder_layers",
-                "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
-                "decoder_ffn_dim", "max_position_embeddings"):
-        out[key] = E._int(c, key, lo=1)
+    return c, src, {"activation": E.ACTIVATIONS[act]}
+
+
+def check_dims(out, min_d):
+    """d_model at least min_d, divided by both head counts."""
     d = out["d_model"]
-    if d < 4:  # fairseq positions divide by d/2 - 1
-        raise E.Refuse(f"config.json: unsupported d_model = {d} (at least 4)")
+    if d < min_d:
+        raise E.Refuse(f"config.json: unsupported d_model = {d} (at least {min_d})")
     for key in ("encoder_attention_heads", "decoder_attention_heads"):
         if d % out[key]:
             raise E.Refuse(f"config.json: unsupported {key} = {out[key]} "
                            f"(does not divide d_model = {d})")
-    out["scale_embedding"] = E._bool(c, "scale_embedding", True)  # M2M100Config's default
-    out["tied"] = E._bool(c, "tie_word_embeddings", True)
-    V = out["vocab_size"]
-    # M2M100Config's defaults: pad 1, bos 0, eos 2, decoder start 2
-    for key, default in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2),
-                         ("decoder_start_token_id", 2)):
-        c.setdefault(key, default)
-        out[key] = E._int(c, key, hi=V - 1)
+
+
+def read_generation_limits(c, src, out, family, forced_eos=None):
+    """pad_token_id other than eos_token_id; max_length (max_new_tokens + 1 when given),
+    forced_eos (forced_eos_token_id, default forced_eos: the config class's; only null or
+    eos), no bad_words_ids (family: who bans nothing), forced_bos_token_id dropped with a
+    warning, the generation defaults: into out."""
     if out["pad_token_id"] == out["eos_token_id"]:
         raise E.Refuse(f"config.json: unsupported pad_token_id = {out['pad_token_id']} "
                        f"(equals eos_token_id)")
-
     ml = c.get("max_length", 20)
     ml = 20 if ml is None else ml
     if isinstance(ml, bool) or not isinstance(ml, int) or not 0 <= ml <= E.U32_MAX:
@@ -101,22 +98,41 @@ def read_config(hf_dir):
             raise E.Refuse(f"{src['max_new_tokens']}: unsupported max_new_tokens = {json.dumps(mn)} "
                            f"(null or an integer in 1..{E.U32_MAX - 1})")
         out["max_length"] = mn + 1
-    # PretrainedConfig's default forced_eos_token_id is None
-    fe = c.get("forced_eos_token_id")
+    fe = c.get("forced_eos_token_id", forced_eos)
     if fe is not None and (isinstance(fe, bool) or not isinstance(fe, int) or fe != out["eos_token_id"]):
-        raise E.Refuse(f"{src['forced_eos_token_id']}: unsupported forced_eos_token_id = {json.dumps(fe)} "
-                       f"(only null or eos_token_id = {out['eos_token_id']})")
+        raise E.Refuse(f"{src.get('forced_eos_token_id', 'config.json')}: unsupported forced_eos_token_id = "
+                       f"{json.dumps(fe)} (only null or eos_token_id = {out['eos_token_id']})")
     out["forced_eos"] = fe is not None
     bw = c.get("bad_words_ids")
     if bw not in (None, []):
         raise E.Refuse(f"{src.get('bad_words_ids')}: unsupported bad_words_ids = {json.dumps(bw)} "
-                       f"(M2M-100 bans nothing)")
+                       f"({family} bans nothing)")
     fb = c.pop("forced_bos_token_id", None)
     if fb is not None:
         E.warn(f"{src['forced_bos_token_id']}: forced_bos_token_id = {json.dumps(fb)} is not recorded: "
                f"attend forces the language given by --tgt-lang")
     out["generation"] = E.read_generation(c, src)
     return out
+
+
+def read_config(hf_dir):
+    """The M2M100Config of hf_dir as the values the format needs."""
+    c, src, out = read_family_config(hf_dir, ARCH, "relu")  # M2M100Config's default activation
+    for key in ("vocab_size", "d_model", "encoder_layers", "decoder_layers",
+                "encoder_attention_heads", "decoder_attention_heads", "encoder_ffn_dim",
+                "decoder_ffn_dim", "max_position_embeddings"):
+        out[key] = E._int(c, key, lo=1)
+    check_dims(out, 4)  # fairseq positions divide by d/2 - 1
+    out["scale_embedding"] = E._bool(c, "scale_embedding", True)  # M2M100Config's default
+    out["tied"] = E._bool(c, "tie_word_embeddings", True)
+    V = out["vocab_size"]
+    # M2M100Config's defaults: pad 1, bos 0, eos 2, decoder start 2
+    for key, default in (("pad_token_id", 1), ("bos_token_id", 0), ("eos_token_id", 2),
+                         ("decoder_start_token_id", 2)):
+        c.setdefault(key, default)
+        out[key] = E._int(c, key, hi=V - 1)
+    # PretrainedConfig's default forced_eos_token_id is None
+    return read_generation_limits(c, src, out, "M2M-100")
 
 
 # --------------------------------------------------------------------------------------
@@ -127,23 +143,36 @@ def _token_text(t):
     return t.get("content") if isinstance(t, dict) else t
 
 
-def read_languages(hf_dir, given):
-    """[code] in the tokenizer's order: --languages, else additional_special_tokens."""
-    if given:
-        codes = [x.strip() for x in given.split(",") if x.strip()]
-        if not codes:
-            raise E.Refuse("--languages: no codes given")
-        return codes
+def given_languages(given):
+    """The codes of --languages (comma-separated)."""
+    codes = [x.strip() for x in given.split(",") if x.strip()]
+    if not codes:
+        raise E.Refuse("--languages: no codes given")
+    return codes
+
+
+def special_token_lists(hf_dir, skip):
+    """(file, its additional_special_tokens list) of tokenizer_config.json, then
+    special_tokens_map.json, as they are asked for; a file without one, or whose value
+    skip(value) passes over, gives none."""
     for f in ("tokenizer_config.json", "special_tokens_map.json"):
         path = os.path.join(hf_dir, f)
         if not os.path.exists(path):
             continue
         t = E._read_json(path, f)
         toks = t.get("additional_special_tokens") if isinstance(t, dict) else None
-        if not toks:
+        if skip(toks):
             continue
         if not isinstance(toks, list):
             raise E.Refuse(f"{f}: additional_special_tokens = {json.dumps(toks)[:60]} is not a list")
+        yield f, toks
+
+
+def read_languages(hf_dir, given):
+    """[code] in the tokenizer's order: --languages, else additional_special_tokens."""
+    if given:
+        return given_languages(given)
+    for f, toks in special_token_lists(hf_dir, lambda toks: not toks):
         codes = []
         for tok in toks:
             m = LANG_TOKEN.match(_token_text(tok) or "")
@@ -235,10 +264,10 @@ def _fields(b):
         yield key >> 3, wt, v
 
 
-def spm_pieces(blob):
-    """[(piece, type)] of a serialized SentencePiece ModelProto: its field 1, each piece's
-    field 1 (text) and field 3 (type; 1 normal when absent)."""
-    out = []
+def iter_spm_pieces(blob):
+    """(piece or None, type) of each piece of a serialized SentencePiece ModelProto, as it is
+    read: its field 1, each piece's field 1 (text, decoded as UTF-8) and field 3 (type; 1
+    normal when absent). Broken protobuf raises ValueError (UnicodeDecodeError for text)."""
     for f, wt, v in _fields(blob):
         if f == 1 and wt == 2:
             piece, kind = None, 1
@@ -247,10 +276,28 @@ def spm_pieces(blob):
                     piece = w.decode("utf-8")
                 elif g == 3 and wt2 == 0:
                     kind = w
-            if piece is None:
-                raise ValueError("a piece without text")
-            out.append((piece, kind))
+            yield piece, kind
+
+
+def spm_pieces(blob):
+    """[(piece, type)] of a serialized SentencePiece ModelProto (iter_spm_pieces)."""
+    out = []
+    for piece, kind in iter_spm_pieces(blob):
+        if piece is None:
+            raise ValueError("a piece without text")
+        out.append((piece, kind))
     return out
+
+
+def read_spm(hf_dir):
+    """The bytes of hf_dir's sentencepiece.bpe.model."""
+    spm_path = os.path.join(hf_dir, SPM_FILE)
+    E.check_lfs(spm_path, "SentencePiece model", hf_dir)
+    try:
+        with open(spm_path, "rb") as fh:
+            return fh.read()
+    except FileNotFoundError:
+        raise E.Refuse(f"missing file {spm_path}") from None
 
 
 def _recorded_tokens(hf_dir):
@@ -300,20 +347,8 @@ def read_nllb_languages(hf_dir, given):
     """NllbTokenizer's language codes: --languages, else additional_special_tokens
     (tokenizer_config.json, else special_tokens_map.json), else its 202 codes."""
     if given:
-        codes = [x.strip() for x in given.split(",") if x.strip()]
-        if not codes:
-            raise E.Refuse("--languages: no codes given")
-        return codes, "--languages"
-    for f in ("tokenizer_config.json", "special_tokens_map.json"):
-        path = os.path.join(hf_dir, f)
-        if not os.path.exists(path):
-            continue
-        t = E._read_json(path, f)
-        toks = t.get("additional_special_tokens") if isinstance(t, dict) else None
-        if toks is None:
-            continue
-        if not isinstance(toks, list):
-            raise E.Refuse(f"{f}: additional_special_tokens = {json.dumps(toks)[:60]} is not a list")
+        return given_languages(given), "--languages"
+    for f, toks in special_token_lists(hf_dir, lambda toks: toks is None):
         codes = []
         for tok in toks:
             code = _token_text(tok)
@@ -347,13 +382,7 @@ def read_nllb_tokenizer(hf_dir, V, languages=None):
     if tc.get("clean_up_tokenization_spaces") is False:
         E.warn("tokenizer_config.json: clean_up_tokenization_spaces = false, but attend always cleans up "
                "decoded text (\" .\" -> \".\", ...) as transformers 4.x does by default")
-    spm_path = os.path.join(hf_dir, SPM_FILE)
-    E.check_lfs(spm_path, "SentencePiece model", hf_dir)
-    try:
-        with open(spm_path, "rb") as fh:
-            spm = fh.read()
-    except FileNotFoundError:
-        raise E.Refuse(f"missing file {spm_path}") from None
+    spm = read_spm(hf_dir)
     try:
         sp = spm_pieces(spm)
     except (ValueError, UnicodeDecodeError) as e:
@@ -470,23 +499,6 @@ def map_tensors(cfg, sd):
     return out
 
 
-def stored(tensors, dtype):
-    """(name, array, ggml type) as --dtype asks: matrices f16 / int8 + scales, vectors f32."""
-    out = []
-    for tname, arr in tensors:
-        if dtype == "int8" and arr.ndim == 2:
-            q, scale = E.quantize_rows(arr)
-            out += [(tname, q, G.GGML_I8), (tname + ".scale", scale, G.GGML_F32)]
-        elif dtype == "f16" and arr.ndim == 2:
-            h = arr.astype(np.float16)
-            if not np.isfinite(h).all():
-                raise E.Refuse(f"tensor {tname}: values beyond the f16 range; use --dtype f32")
-            out.append((tname, h, G.GGML_F16))
-        else:
-            out.append((tname, arr, G.GGML_F32))
-    return out
-
-
 # --------------------------------------------------------------------------------------
 # Export
 
@@ -506,7 +518,7 @@ def export(hf_dir, out_path, dtype="f32", name=None, languages=None):
         raise E.Refuse(f"{cls_file}: unsupported tokenizer_class = {json.dumps(cls)} "
                        f"(M2M100Tokenizer, NllbTokenizer or NllbTokenizerFast)")
     return write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, lang_ids, unk, tok_class,
-                 E.read_weights(hf_dir))
+                 map_tensors(cfg, E.read_weights(hf_dir)))
 
 
 def read_m2m_tokenizer(hf_dir, V, languages):
@@ -535,22 +547,22 @@ def read_m2m_tokenizer(hf_dir, V, languages):
         if pieces[i]:
             raise E.Refuse(f"vocab.json: id {i} of __{code}__ is taken by {json.dumps(pieces[i])}")
         pieces[i] = f"__{code}__"
-    spm_path = os.path.join(hf_dir, SPM_FILE)
-    E.check_lfs(spm_path, "SentencePiece model", hf_dir)
-    try:
-        with open(spm_path, "rb") as fh:
-            spm = fh.read()
-    except FileNotFoundError:
-        raise E.Refuse(f"missing file {spm_path}") from None
+    spm = read_spm(hf_dir)
     return spm, pieces, codes, lang_ids, vocab["<unk>"]
 
 
-def write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, lang_ids, unk, tok_class, sd):
+def write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, lang_ids, unk, tok_class, tensors,
+          arch=ARCH, after_bos=()):
+    """Write the .gguf of a multilingual-family model (m2m_100, and mbart through
+    export_mbart.py): one SentencePiece model and one vocabulary for both sides, the
+    language codes and their ids. tensors: [(attend name, float32 array)] in FORMAT.md order;
+    after_bos: (key, id) pairs of the family's further ids, written after bos_id (mbart's
+    mask_id); tok_class: metadata written last. Returns (cfg, the tensors written)."""
     V = cfg["vocab_size"]
-    tensors = stored(map_tensors(cfg, sd), dtype)
+    tensors = E.stored(tensors, dtype)
     gen = cfg["generation"]
-    k = lambda s: f"{ARCH}.{s}"  # noqa: E731  the family's keys
-    meta = [("general.architecture", G.STRING, ARCH),
+    k = lambda s: f"{arch}.{s}"  # noqa: E731  the family's keys
+    meta = [("general.architecture", G.STRING, arch),
             ("general.alignment", G.UINT32, E.ALIGNMENT)]
     if name:
         meta.append(("general.name", G.STRING, name))
@@ -576,6 +588,7 @@ def write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, lang
         (k("eos_id"), G.UINT32, cfg["eos_token_id"]),
         (k("unk_id"), G.UINT32, unk),
         (k("bos_id"), G.UINT32, cfg["bos_token_id"]),
+    ] + [(k(key), G.UINT32, i) for key, i in after_bos] + [
         (k("decoder_start_id"), G.UINT32, cfg["decoder_start_token_id"]),
         (k("max_length"), G.UINT32, cfg["max_length"]),
         (k("forced_eos"), G.BOOL, cfg["forced_eos"]),
@@ -591,42 +604,19 @@ def write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, lang
         ("tokenizer.languages", G.ARRAY, (G.STRING, codes)),
         ("tokenizer.language_ids", G.ARRAY, (G.UINT32, [lang_ids[c] for c in codes])),
     ] + tok_class
-    tmp = out_path + ".tmp"
-    try:
-        G.write(tmp, meta, tensors)
-        os.replace(tmp, out_path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    E.write_file(out_path, meta, tensors)
     return cfg, tensors
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="export_m2m100.py", description=__doc__.split("\n\n")[0],
-        epilog="Exit codes: 0 written, 2 refused (unsupported or broken input; one-line "
-               "message on stderr), 1 other errors.")
-    p.add_argument("hf_dir", metavar="HF_DIR", help="Hugging Face M2M-100 or NLLB-200 model directory")
-    p.add_argument("out", metavar="OUT.gguf", help="output file")
-    p.add_argument("--dtype", choices=["f32", "f16", "int8"], default="f32",
-                   help="storage type of weight matrices (vectors are always f32); default f32")
-    p.add_argument("--name", help="general.name to record (default: the HF_DIR's name)")
+    p = E.arg_parser("export_m2m100.py", __doc__, "Hugging Face M2M-100 or NLLB-200 model directory")
     p.add_argument("--languages", metavar="CODES",
                    help="comma-separated language codes in the tokenizer's order (e.g. af,am,ar,...): "
                         "__xx__ gets id len(vocab.json) + index (default: additional_special_tokens; for "
                         "NLLB, else NllbTokenizer's 202 codes, ace_Arab,...,zul_Latn)")
     a = p.parse_args(argv)
-    name = a.name if a.name is not None else os.path.basename(os.path.normpath(os.path.abspath(a.hf_dir)))
-    try:
-        if not os.path.isdir(a.hf_dir):
-            raise E.Refuse(f"missing directory {a.hf_dir}")
-        cfg, tensors = export(a.hf_dir, a.out, a.dtype, name, a.languages)
-    except E.Refuse as e:
-        print(f"export_m2m100: error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {a.out}: {len(tensors)} tensors, vocab {cfg['vocab_size']}, "
-          f"d_model {cfg['d_model']}, {a.dtype}")
-    return 0
+    name = a.name if a.name is not None else E.default_name(a.hf_dir)
+    return E.run_export("export_m2m100", a, export, a.hf_dir, a.out, a.dtype, name, a.languages, hf_dir=a.hf_dir)
 
 
 if __name__ == "__main__":

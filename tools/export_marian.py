@@ -474,19 +474,7 @@ def write_gguf(out_path, cfg, sd, spm, src_pieces, tgt_pieces, unk, model_max_le
     spm {"source.spm": bytes, "target.spm": bytes}, the pieces of each id, the <unk> id and
     the tokenizer's model_max_length (None: none). Returns the [(name, array, type)] written."""
     V, Vt = cfg["vocab_size"], cfg["decoder_vocab_size"]
-    tensors = []
-    for tname, arr in map_tensors(cfg, sd):
-        if dtype == "int8" and arr.ndim == 2:
-            q, scale = quantize_rows(arr)
-            tensors.append((tname, q, G.GGML_I8))
-            tensors.append((tname + ".scale", scale, G.GGML_F32))
-        elif dtype == "f16" and arr.ndim == 2:
-            h = arr.astype(np.float16)
-            if not np.isfinite(h).all():
-                raise Refuse(f"tensor {tname}: values beyond the f16 range; use --dtype f32")
-            tensors.append((tname, h, G.GGML_F16))
-        else:
-            tensors.append((tname, arr, G.GGML_F32))
+    tensors = stored(map_tensors(cfg, sd), dtype)
 
     gen = cfg["generation"]
     meta = [("general.architecture", G.STRING, "marian"),
@@ -527,6 +515,30 @@ def write_gguf(out_path, cfg, sd, spm, src_pieces, tgt_pieces, unk, model_max_le
         ("tokenizer.source_pieces", G.ARRAY, (G.STRING, src_pieces)),
         ("tokenizer.target_pieces", G.ARRAY, (G.STRING, tgt_pieces)),
     ]
+    write_file(out_path, meta, tensors)
+    return tensors
+
+
+def stored(tensors, dtype):
+    """(name, array, ggml type) as --dtype asks: matrices f16 / int8 + scales, vectors f32."""
+    out = []
+    for tname, arr in tensors:
+        if dtype == "int8" and arr.ndim == 2:
+            q, scale = quantize_rows(arr)
+            out += [(tname, q, G.GGML_I8), (tname + ".scale", scale, G.GGML_F32)]
+        elif dtype == "f16" and arr.ndim == 2:
+            h = arr.astype(np.float16)
+            if not np.isfinite(h).all():
+                raise Refuse(f"tensor {tname}: values beyond the f16 range; use --dtype f32")
+            out.append((tname, h, G.GGML_F16))
+        else:
+            out.append((tname, arr, G.GGML_F32))
+    return out
+
+
+def write_file(out_path, meta, tensors):
+    """gguf_io.write to out_path + ".tmp", then renamed to out_path: a failed export leaves
+    no partial file."""
     tmp = out_path + ".tmp"
     try:
         G.write(tmp, meta, tensors)
@@ -534,7 +546,44 @@ def write_gguf(out_path, cfg, sd, spm, src_pieces, tgt_pieces, unk, model_max_le
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)
-    return tensors
+
+
+DTYPE_HELP = "storage type of weight matrices (vectors are always f32); default f32"
+
+
+def arg_parser(prog, doc, source_help, dtype_help=DTYPE_HELP,
+               name_help="general.name to record (default: the HF_DIR's name)", source=("hf_dir", "HF_DIR")):
+    """The exporters' command line: SOURCE OUT.gguf --dtype --name (a caller adds its own)."""
+    p = argparse.ArgumentParser(
+        prog=prog, description=doc.split("\n\n")[0],
+        epilog="Exit codes: 0 written, 2 refused (unsupported or broken input; one-line "
+               "message on stderr), 1 other errors.")
+    p.add_argument(source[0], metavar=source[1], help=source_help)
+    p.add_argument("out", metavar="OUT.gguf", help="output file")
+    p.add_argument("--dtype", choices=["f32", "f16", "int8"], default="f32", help=dtype_help)
+    p.add_argument("--name", help=name_help)
+    return p
+
+
+def default_name(path):
+    """general.name when --name is not given: the source's name."""
+    return os.path.basename(os.path.normpath(os.path.abspath(path)))
+
+
+def run_export(prog, a, export, *args, hf_dir=None, two_vocabs=False):
+    """The exporters' main() after parsing: export(*args) -> (cfg, tensors written), then the
+    one-line summary and 0; a Refuse is `prog: error: ...` on stderr and 2. hf_dir: a
+    directory that must exist. two_vocabs: the summary gives vocab_size/decoder_vocab_size."""
+    try:
+        if hf_dir is not None and not os.path.isdir(hf_dir):
+            raise Refuse(f"missing directory {hf_dir}")
+        cfg, tensors = export(*args)
+    except Refuse as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 2
+    vocab = f"{cfg['vocab_size']}/{cfg['decoder_vocab_size']}" if two_vocabs else cfg["vocab_size"]
+    print(f"wrote {a.out}: {len(tensors)} tensors, vocab {vocab}, d_model {cfg['d_model']}, {a.dtype}")
+    return 0
 
 
 def other_family(argv):
@@ -561,28 +610,13 @@ def main(argv=None):
     routed = other_family(argv)
     if routed:
         return routed(argv)
-    p = argparse.ArgumentParser(
-        prog="export_marian.py", description=__doc__.split("\n\n")[0],
-        epilog="Exit codes: 0 written, 2 refused (unsupported or broken input; one-line "
-               "message on stderr), 1 other errors.")
-    p.add_argument("hf_dir", metavar="HF_DIR", help="Hugging Face MarianMT model directory")
-    p.add_argument("out", metavar="OUT.gguf", help="output file")
-    p.add_argument("--dtype", choices=["f32", "f16", "int8"], default="f32",
-                   help="storage type of weight matrices (vectors are always f32); int8 stores "
-                        "per-row scales beside each matrix (format version 2); default f32")
-    p.add_argument("--name", help="general.name to record (default: the HF_DIR's name)")
+    p = arg_parser("export_marian.py", __doc__, "Hugging Face MarianMT model directory",
+                   dtype_help="storage type of weight matrices (vectors are always f32); int8 stores "
+                              "per-row scales beside each matrix (format version 2); default f32")
     a = p.parse_args(argv)
-    name = a.name if a.name is not None else os.path.basename(os.path.normpath(os.path.abspath(a.hf_dir)))
-    try:
-        if not os.path.isdir(a.hf_dir):
-            raise Refuse(f"missing directory {a.hf_dir}")
-        cfg, tensors = export(a.hf_dir, a.out, a.dtype, name)
-    except Refuse as e:
-        print(f"export_marian: error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {a.out}: {len(tensors)} tensors, vocab {cfg['vocab_size']}/"
-          f"{cfg['decoder_vocab_size']}, d_model {cfg['d_model']}, {a.dtype}")
-    return 0
+    name = a.name if a.name is not None else default_name(a.hf_dir)
+    return run_export("export_marian", a, export, a.hf_dir, a.out, a.dtype, name, hf_dir=a.hf_dir,
+                      two_vocabs=True)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ except that HF's converter stores float16 (`model.half()`) where this keeps the 
 values; --hf-half rounds them the same way. Unsupported releases are refused with a one-line
 message and exit code 2.
 """
-import argparse
 import io
 import os
 import re
@@ -482,33 +481,20 @@ def export(release, out_path, dtype="f32", name=None, hf_half=False):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="export_marian_npz.py", description=__doc__.split("\n\n")[0],
-        epilog="Exit codes: 0 written, 2 refused (unsupported or broken input; one-line "
-               "message on stderr), 1 other errors.")
-    p.add_argument("release", metavar="RELEASE",
-                   help="a Marian release: the .zip from OPUS-MT's download pages or its directory")
-    p.add_argument("out", metavar="OUT.gguf", help="output file")
-    p.add_argument("--dtype", choices=["f32", "f16", "int8"], default="f32",
-                   help="storage type of weight matrices, as export_marian.py; default f32")
-    p.add_argument("--name", help="general.name to record (default: the release's name "
-                                  "without .zip)")
+    p = X.arg_parser("export_marian_npz.py", __doc__,
+                     "a Marian release: the .zip from OPUS-MT's download pages or its directory",
+                     dtype_help="storage type of weight matrices, as export_marian.py; default f32",
+                     name_help="general.name to record (default: the release's name without .zip)",
+                     source=("release", "RELEASE"))
     p.add_argument("--hf-half", action="store_true",
                    help="round every tensor through float16 first, as transformers' converter "
                         "does: the file then equals export_marian.py's of that conversion")
     a = p.parse_args(argv)
     name = a.name
     if name is None:
-        name = os.path.basename(os.path.normpath(os.path.abspath(a.release)))
+        name = X.default_name(a.release)
         name = name[:-4] if name.endswith(".zip") else name
-    try:
-        cfg, tensors = export(a.release, a.out, a.dtype, name, a.hf_half)
-    except Refuse as e:
-        print(f"export_marian_npz: error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {a.out}: {len(tensors)} tensors, vocab {cfg['vocab_size']}/"
-          f"{cfg['decoder_vocab_size']}, d_model {cfg['d_model']}, {a.dtype}")
-    return 0
+    return X.run_export("export_marian_npz", a, export, a.release, a.out, a.dtype, name, a.hf_half, two_vocabs=True)
 
 
 if __name__ == "__main__":

@@ -13,15 +13,13 @@ pieces + 1 + i, <mask> after them. The tensors are shared with export_m2m100.py'
 plus the position tables and embedding LayerNorms. Unsupported models are refused with a
 one-line message naming the key and value, and exit code 2.
 """
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import export_m2m100 as M  # noqa: E402  (tensor mapping and storage of the pre-norm families)
+import export_m2m100 as M  # noqa: E402  (config, SentencePiece reader, tensors and writer of the pre-norm families)
 import export_marian as E  # noqa: E402  (the shared readers and checks)
-import gguf_io as G  # noqa: E402
 
 ARCH = "mbart"
 # MBart50Tokenizer's language codes, in the order that gives their ids (FAIRSEQ_LANGUAGE_CODES)
@@ -40,40 +38,14 @@ TOKENIZERS = ("MBart50Tokenizer", "MBart50TokenizerFast")
 def read_config(hf_dir):
     """The MBartConfig of hf_dir (MBartConfig's class defaults for absent keys) as the
     values the format needs."""
-    c = E._read_json(os.path.join(hf_dir, "config.json"), "config.json")
-    if not isinstance(c, dict):
-        raise E.Refuse("config.json: not a JSON object")
-    src = {k: "config.json" for k in c}
-    gen_path = os.path.join(hf_dir, "generation_config.json")
-    if os.path.exists(gen_path):
-        g = E._read_json(gen_path, "generation_config.json")
-        if not isinstance(g, dict):
-            raise E.Refuse("generation_config.json: not a JSON object")
-        for k in M.GEN_KEYS:
-            if k in g:
-                c[k] = g[k]
-                src[k] = "generation_config.json"
-    if c.get("model_type") != ARCH:
-        raise E.Refuse(f"config.json: unsupported model_type = {json.dumps(c.get('model_type'))} "
-                       f"(this exporter reads \"{ARCH}\")")
-    act = c.get("activation_function", "gelu")  # MBartConfig's default
-    if act not in E.ACTIVATIONS:
-        raise E.Refuse(f"config.json: unsupported activation_function = {json.dumps(act)} "
-                       f"(swish, silu, relu or gelu)")
-    out = {"activation": E.ACTIVATIONS[act]}
+    c, src, out = M.read_family_config(hf_dir, ARCH, "gelu")  # MBartConfig's default activation
     defaults = {"vocab_size": 50265, "d_model": 1024, "encoder_layers": 12, "decoder_layers": 12,
                 "encoder_attention_heads": 16, "decoder_attention_heads": 16, "encoder_ffn_dim": 4096,
                 "decoder_ffn_dim": 4096, "max_position_embeddings": 1024}
     for key, default in defaults.items():
         c.setdefault(key, default)
         out[key] = E._int(c, key, lo=1)
-    d = out["d_model"]
-    if d < 2:
-        raise E.Refuse(f"config.json: unsupported d_model = {d} (at least 2)")
-    for key in ("encoder_attention_heads", "decoder_attention_heads"):
-        if d % out[key]:
-            raise E.Refuse(f"config.json: unsupported {key} = {out[key]} "
-                           f"(does not divide d_model = {d})")
+    M.check_dims(out, 2)
     if out["max_position_embeddings"] > 65536:
         raise E.Refuse(f"config.json: unsupported max_position_embeddings = {out['max_position_embeddings']} "
                        f"(at most 65536)")
@@ -87,90 +59,27 @@ def read_config(hf_dir):
     if c.get("decoder_start_token_id") is None:
         c["decoder_start_token_id"] = out["bos_token_id"]
     out["decoder_start_token_id"] = E._int(c, "decoder_start_token_id", hi=V - 1)
-    if out["pad_token_id"] == out["eos_token_id"]:
-        raise E.Refuse(f"config.json: unsupported pad_token_id = {out['pad_token_id']} "
-                       f"(equals eos_token_id)")
-
-    ml = c.get("max_length", 20)
-    ml = 20 if ml is None else ml
-    if isinstance(ml, bool) or not isinstance(ml, int) or not 0 <= ml <= E.U32_MAX:
-        raise E.Refuse(f"{src.get('max_length')}: unsupported max_length = {json.dumps(ml)}")
-    out["max_length"] = ml or 20
-    mn = c.get("max_new_tokens")
-    if mn is not None:
-        if isinstance(mn, bool) or not isinstance(mn, int) or not 1 <= mn <= E.U32_MAX - 1:
-            raise E.Refuse(f"{src['max_new_tokens']}: unsupported max_new_tokens = {json.dumps(mn)} "
-                           f"(null or an integer in 1..{E.U32_MAX - 1})")
-        out["max_length"] = mn + 1
     # MBartConfig's default forced_eos_token_id is 2 (absent: 2; null: none)
-    fe = c.get("forced_eos_token_id", 2)
-    if fe is not None and (isinstance(fe, bool) or not isinstance(fe, int) or fe != out["eos_token_id"]):
-        raise E.Refuse(f"{src.get('forced_eos_token_id', 'config.json')}: unsupported forced_eos_token_id = "
-                       f"{json.dumps(fe)} (only null or eos_token_id = {out['eos_token_id']})")
-    out["forced_eos"] = fe is not None
-    bw = c.get("bad_words_ids")
-    if bw not in (None, []):
-        raise E.Refuse(f"{src.get('bad_words_ids')}: unsupported bad_words_ids = {json.dumps(bw)} "
-                       f"(mBART bans nothing)")
-    fb = c.pop("forced_bos_token_id", None)
-    if fb is not None:
-        E.warn(f"{src['forced_bos_token_id']}: forced_bos_token_id = {json.dumps(fb)} is not recorded: "
-               f"attend forces the language given by --tgt-lang")
-    out["generation"] = E.read_generation(c, src)
-    return out
+    return M.read_generation_limits(c, src, out, "mBART", forced_eos=2)
 
 
 # --------------------------------------------------------------------------------------
 # Tokenizer
 
 def spm_pieces(blob, path):
-    """The piece strings of a serialized SentencePiece ModelProto, in id order (field 1, each
-    a SentencePiece message whose field 1 is the piece)."""
-    def varint(b, i):
-        v = shift = 0
-        while True:
-            if i >= len(b) or shift > 63:
-                raise E.Refuse(f"{path}: not a SentencePiece model (truncated varint)")
-            x = b[i]
-            i += 1
-            v |= (x & 0x7F) << shift
-            shift += 7
-            if x < 0x80:
-                return v, i
-
-    def fields(b):
-        i = 0
-        while i < len(b):
-            key, i = varint(b, i)
-            num, wire = key >> 3, key & 7
-            if wire == 0:
-                v, i = varint(b, i)
-            elif wire == 1:
-                v, i = b[i:i + 8], i + 8
-            elif wire == 2:
-                n, i = varint(b, i)
-                v, i = b[i:i + n], i + n
-            elif wire == 5:
-                v, i = b[i:i + 4], i + 4
-            else:
-                raise E.Refuse(f"{path}: not a SentencePiece model (wire type {wire})")
-            if i > len(b):
-                raise E.Refuse(f"{path}: not a SentencePiece model (truncated)")
-            yield num, wire, v
-
+    """The piece strings of a serialized SentencePiece ModelProto, in id order
+    (export_m2m100.iter_spm_pieces), at least 4."""
     pieces = []
-    for num, wire, v in fields(blob):
-        if num == 1 and wire == 2:
-            piece = None
-            for n2, w2, v2 in fields(v):
-                if n2 == 1 and w2 == 2:
-                    try:
-                        piece = v2.decode("utf-8")
-                    except UnicodeDecodeError:
-                        raise E.Refuse(f"{path}: piece {len(pieces)} is not UTF-8") from None
+    try:
+        for piece, _ in M.iter_spm_pieces(blob):
             if piece is None:
                 raise E.Refuse(f"{path}: piece {len(pieces)} has no text")
             pieces.append(piece)
+    except UnicodeDecodeError:
+        raise E.Refuse(f"{path}: piece {len(pieces)} is not UTF-8") from None
+    except ValueError as e:  # the protobuf reader's words, as this exporter has said them
+        why = "truncated" if str(e) == "truncated field" else e
+        raise E.Refuse(f"{path}: not a SentencePiece model ({why})") from None
     if len(pieces) < 4:
         raise E.Refuse(f"{path}: not a SentencePiece model ({len(pieces)} pieces)")
     return pieces
@@ -250,13 +159,7 @@ def export(hf_dir, out_path, dtype="f32", name=None):
     model_max_length = E.read_model_max_length(hf_dir)
     V = cfg["vocab_size"]
     read_tokenizer(hf_dir)
-    spm_path = os.path.join(hf_dir, SPM_FILE)
-    E.check_lfs(spm_path, "SentencePiece model", hf_dir)
-    try:
-        with open(spm_path, "rb") as fh:
-            spm = fh.read()
-    except FileNotFoundError:
-        raise E.Refuse(f"missing file {spm_path}") from None
+    spm = M.read_spm(hf_dir)
     sp = spm_pieces(spm, SPM_FILE)
     n = len(sp)
     # HF maps SentencePiece id p >= 1 to p + 1: ids 1 and 2 must be the control pieces the
@@ -284,83 +187,15 @@ def export(hf_dir, out_path, dtype="f32", name=None):
         if p and seen.setdefault(p, i) != i:
             raise E.Refuse(f"{SPM_FILE}: piece {json.dumps(p)} appears at ids {seen[p]} and {i}")
 
-    tensors = M.stored(map_tensors(cfg, E.read_weights(hf_dir)), dtype)
-    gen = cfg["generation"]
-    k = lambda s: f"{ARCH}.{s}"  # noqa: E731  the family's keys
-    meta = [("general.architecture", G.STRING, ARCH),
-            ("general.alignment", G.UINT32, E.ALIGNMENT)]
-    if name:
-        meta.append(("general.name", G.STRING, name))
-    meta += [
-        ("attend.format_version", G.UINT32, 2 if dtype == "int8" else E.FORMAT_VERSION),
-        (G.CRC_KEY, G.ARRAY, None),  # filled in by the writer
-        (k("vocab_size"), G.UINT32, V),
-        (k("decoder_vocab_size"), G.UINT32, V),
-        (k("d_model"), G.UINT32, cfg["d_model"]),
-        (k("encoder_layers"), G.UINT32, cfg["encoder_layers"]),
-        (k("decoder_layers"), G.UINT32, cfg["decoder_layers"]),
-        (k("encoder_heads"), G.UINT32, cfg["encoder_attention_heads"]),
-        (k("decoder_heads"), G.UINT32, cfg["decoder_attention_heads"]),
-        (k("encoder_ffn_dim"), G.UINT32, cfg["encoder_ffn_dim"]),
-        (k("decoder_ffn_dim"), G.UINT32, cfg["decoder_ffn_dim"]),
-        (k("max_position_embeddings"), G.UINT32, cfg["max_position_embeddings"]),
-        (k("activation"), G.STRING, cfg["activation"]),
-        (k("scale_embedding"), G.BOOL, cfg["scale_embedding"]),
-        (k("layer_norm_eps"), G.FLOAT32, E.LAYER_NORM_EPS),
-        (k("shared_embeddings"), G.BOOL, True),
-        (k("tied_output"), G.BOOL, cfg["tied"]),
-        (k("pad_id"), G.UINT32, cfg["pad_token_id"]),
-        (k("eos_id"), G.UINT32, cfg["eos_token_id"]),
-        (k("unk_id"), G.UINT32, 3),
-        (k("bos_id"), G.UINT32, cfg["bos_token_id"]),
-        (k("mask_id"), G.UINT32, mask_id),
-        (k("decoder_start_id"), G.UINT32, cfg["decoder_start_token_id"]),
-        (k("max_length"), G.UINT32, cfg["max_length"]),
-        (k("forced_eos"), G.BOOL, cfg["forced_eos"]),
-    ] + E.generation_metadata(gen)
-    if model_max_length is not None:
-        meta.append(("tokenizer.model_max_length", G.UINT32, model_max_length))
-    meta += [
-        # one SentencePiece model and one vocabulary serve both sides
-        ("tokenizer.source_spm", G.ARRAY, (G.UINT8, spm)),
-        ("tokenizer.target_spm", G.ARRAY, (G.UINT8, spm)),
-        ("tokenizer.source_pieces", G.ARRAY, (G.STRING, pieces)),
-        ("tokenizer.target_pieces", G.ARRAY, (G.STRING, pieces)),
-        ("tokenizer.languages", G.ARRAY, (G.STRING, list(LANGUAGE_CODES))),
-        ("tokenizer.language_ids", G.ARRAY, (G.UINT32, [ids[c] for c in LANGUAGE_CODES])),
-    ]
-    tmp = out_path + ".tmp"
-    try:
-        G.write(tmp, meta, tensors)
-        os.replace(tmp, out_path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return cfg, tensors
+    return M.write(out_path, cfg, dtype, name, model_max_length, spm, pieces, list(LANGUAGE_CODES), ids, 3, [],
+                   map_tensors(cfg, E.read_weights(hf_dir)), arch=ARCH, after_bos=[("mask_id", mask_id)])
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(
-        prog="export_mbart.py", description=__doc__.split("\n\n")[0],
-        epilog="Exit codes: 0 written, 2 refused (unsupported or broken input; one-line "
-               "message on stderr), 1 other errors.")
-    p.add_argument("hf_dir", metavar="HF_DIR", help="Hugging Face mBART-50 model directory")
-    p.add_argument("out", metavar="OUT.gguf", help="output file")
-    p.add_argument("--dtype", choices=["f32", "f16", "int8"], default="f32",
-                   help="storage type of weight matrices (vectors are always f32); default f32")
-    p.add_argument("--name", help="general.name to record (default: the HF_DIR's name)")
+    p = E.arg_parser("export_mbart.py", __doc__, "Hugging Face mBART-50 model directory")
     a = p.parse_args(argv)
-    name = a.name if a.name is not None else os.path.basename(os.path.normpath(os.path.abspath(a.hf_dir)))
-    try:
-        if not os.path.isdir(a.hf_dir):
-            raise E.Refuse(f"missing directory {a.hf_dir}")
-        cfg, tensors = export(a.hf_dir, a.out, a.dtype, name)
-    except E.Refuse as e:
-        print(f"export_mbart: error: {e}", file=sys.stderr)
-        return 2
-    print(f"wrote {a.out}: {len(tensors)} tensors, vocab {cfg['vocab_size']}, "
-          f"d_model {cfg['d_model']}, {a.dtype}")
-    return 0
+    name = a.name if a.name is not None else E.default_name(a.hf_dir)
+    return E.run_export("export_mbart", a, export, a.hf_dir, a.out, a.dtype, name, hf_dir=a.hf_dir)
 
 
 if __name__ == "__main__":

@@ -529,6 +529,43 @@ def _process_logits(logp, beams, cur_len, c, ml, forced, min_length, no_repeat_n
     return logp
 
 
+def beam_step(logp, scores, beams, eos, hyps, ties, where, history=None):
+    """One step of HF's beam search on the processed log-probabilities logp [B, V] of the
+    beams (running float32 scores [B]): the 2*B best of the flat beam*V + token sums
+    (float32 adds; ties to the lower index), near ties told to ties (`where` the step's
+    name); </s> among the first B closes a hypothesis in hyps, the B best others go on.
+    history: the beam indices of each beam (None: not kept). Returns (beams, history,
+    scores, done)."""
+    B, V = logp.shape
+    cur_len = len(beams[0])
+    cand = (logp + scores[:, None]).reshape(-1).numpy()   # float32 adds, flat beam*V+token
+    ranked = np.argsort(-cand, kind="stable")               # descending; ties: lower index
+    order = ranked[: 2 * B]
+    top = cand[ranked[: 2 * B + 1]]
+    for a, b in zip(top, top[1:]):
+        ties.see(float(a), float(b), where)
+    new = []
+    for rank, fi in enumerate(order):
+        b, tok = divmod(int(fi), V)
+        s = float(cand[fi])
+        if tok == eos:
+            if rank >= B:
+                continue
+            hyps.add(beams[b][1:] + [eos], s, generated_len=cur_len,
+                     beam_indices=None if history is None else history[b] + [b])
+        else:
+            new.append((s, tok, b))
+        if len(new) == B:
+            break
+    assert len(new) == B, "fewer live candidates than beams"
+    done = hyps.is_done(float(cand[order[0]]), cur_len + 1)
+    beams = [beams[b] + [tok] for _, tok, b in new]
+    if history is not None:
+        history = [history[b] + [b] for _, _, b in new]
+    scores = torch.tensor([s for s, _, _ in new], dtype=torch.float32)
+    return beams, history, scores, done
+
+
 @torch.no_grad()
 def beam_search(model, src_ids, num_beams, length_penalty=1.0, early_stopping=False,
                 num_return_sequences=1, max_length=None, min_length=0, no_repeat_ngram_size=0,
@@ -569,31 +606,8 @@ def beam_search(model, src_ids, num_beams, length_penalty=1.0, early_stopping=Fa
         logp = raw.log_softmax(-1)
         logp = _process_logits(logp, beams, cur_len, c, ml, forced, min_length,
                                no_repeat_ngram_size, repetition_penalty, renormalize_logits)
-        V = logp.shape[1]
-        cand = (logp + scores[:, None]).reshape(-1).numpy()   # float32 adds, flat beam*V+token
-        ranked = np.argsort(-cand, kind="stable")               # descending; ties: lower index
-        order = ranked[: 2 * B]
-        top = cand[ranked[: 2 * B + 1]]
-        for a, b in zip(top, top[1:]):
-            ties.see(float(a), float(b), f"top-k at step {steps}")
-        new = []
-        for rank, fi in enumerate(order):
-            b, tok = divmod(int(fi), V)
-            s = float(cand[fi])
-            if tok == eos:
-                if rank >= B:
-                    continue
-                hyps.add(beams[b][1:] + [eos], s, generated_len=cur_len,
-                         beam_indices=history[b] + [b])
-            else:
-                new.append((s, tok, b))
-            if len(new) == B:
-                break
-        assert len(new) == B, "fewer live candidates than beams"
-        done = hyps.is_done(float(cand[order[0]]), cur_len + 1)
-        beams = [beams[b] + [tok] for _, tok, b in new]
-        history = [history[b] + [b] for _, _, b in new]
-        scores = torch.tensor([s for s, _, _ in new], dtype=torch.float32)
+        beams, history, scores, done = beam_step(logp, scores, beams, eos, hyps, ties, f"top-k at step {steps}",
+                                                 history)
         if done or len(beams[0]) >= ml:
             break
     if not done:
@@ -712,6 +726,19 @@ def build_vocab(*spm_files):
     return vocab
 
 
+@torch.no_grad()
+def random_parameters(m, gain):
+    """Every parameter of m drawn in named_parameters order: matrices std gain/sqrt(fan_in),
+    LayerNorm gains uniform in 0.5..1.5, other vectors std 0.1."""
+    for name, p in m.named_parameters():
+        if p.dim() == 2:
+            p.normal_(0.0, gain / math.sqrt(p.shape[1]))
+        elif "norm" in name and name.endswith("weight"):
+            p.uniform_(0.5, 1.5)
+        else:
+            p.normal_(0.0, 0.1)
+
+
 def random_model(config, seed=0, gain=3.0, eos_bias=0.0, bias_std=0.0):
     """A Marian model with random weights, std gain/sqrt(fan_in): a gain near 3 keeps the
     greedy output from collapsing onto one repeated token. eos_bias shifts
@@ -720,13 +747,7 @@ def random_model(config, seed=0, gain=3.0, eos_bias=0.0, bias_std=0.0):
     m = Marian(config)
     c = m.config
     with torch.no_grad():
-        for name, p in m.named_parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, gain / math.sqrt(p.shape[1]))
-            elif "norm" in name and name.endswith("weight"):
-                p.uniform_(0.5, 1.5)
-            else:
-                p.normal_(0.0, 0.1)
+        random_parameters(m, gain)
         if not c["scale_embedding"]:
             # without the sqrt(d) scale, give embeddings unit variance so tokens still matter
             for e in {id(x): x for x in (m.model.shared, m.model.encoder.embed_tokens,

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np  # noqa: E402
 from reference import (BeamHypotheses, BeamResult, BeamResults, DecoderLayer,  # noqa: E402
                        EncoderLayer, MarianTok, NearTies, Result, generation_limits,
-                       parse_early_stopping)
+                       beam_step, parse_early_stopping, random_parameters)
 
 
 M2M_DEFAULT_CONFIG = {
@@ -95,18 +95,42 @@ class M2MStack(nn.Module):
     """HF's model.encoder / model.decoder: layers and the stack's final layer_norm (the
     embedding is model.shared)."""
 
-    def __init__(self, layers, d):
+    def __init__(self, layers, c):
         super().__init__()
         self.layers = nn.ModuleList(layers)
-        self.layer_norm = nn.LayerNorm(d, eps=1e-5)
+        self.layer_norm = nn.LayerNorm(c["d_model"], eps=1e-5)
 
 
 class M2MInner(nn.Module):
-    def __init__(self, c):
+    """HF's model: shared, encoder, decoder; stack(layers, config) makes each stack
+    (reference_mbart's MBartStack for mBART)."""
+
+    def __init__(self, c, stack=M2MStack):
         super().__init__()
         self.shared = nn.Embedding(c["vocab_size"], c["d_model"])
-        self.encoder = M2MStack([PreNormEncoderLayer(c) for _ in range(c["encoder_layers"])], c["d_model"])
-        self.decoder = M2MStack([PreNormDecoderLayer(c) for _ in range(c["decoder_layers"])], c["d_model"])
+        self.encoder = stack([PreNormEncoderLayer(c) for _ in range(c["encoder_layers"])], c)
+        self.decoder = stack([PreNormDecoderLayer(c) for _ in range(c["decoder_layers"])], c)
+
+
+def run_encoder(stack, x):
+    """The pre-norm stack's layers on the embedded source x, then its layer_norm: (memory,
+    per-layer self-attention)."""
+    probs = []
+    for layer in stack.layers:
+        x, p = layer(x)
+        probs.append(p)
+    return stack.layer_norm(x), probs
+
+
+def run_decoder(stack, y, memory):
+    """The pre-norm stack's layers on the embedded decoder inputs y, then its layer_norm:
+    (hidden states, per-layer self and cross attention)."""
+    self_p, cross_p = [], []
+    for layer in stack.layers:
+        y, sp, cp = layer(y, memory)
+        self_p.append(sp)
+        cross_p.append(cp)
+    return stack.layer_norm(y), self_p, cross_p
 
 
 class M2M100(nn.Module):
@@ -131,12 +155,7 @@ class M2M100(nn.Module):
         pad = self.config["pad_token_id"]
         mask = (src != pad).long()
         pos = torch.cumsum(mask, dim=1) * mask + pad
-        x = self._embed(src, pos)
-        probs = []
-        for layer in self.model.encoder.layers:
-            x, p = layer(x)
-            probs.append(p)
-        return self.model.encoder.layer_norm(x), probs
+        return run_encoder(self.model.encoder, self._embed(src, pos))
 
     def decode(self, tgt, memory):
         """tgt [1,T] decoder inputs -> logits [1,T,V], self and cross probabilities per
@@ -146,14 +165,8 @@ class M2M100(nn.Module):
         T = tgt.shape[1]
         mask = (tgt != pad).long()
         pos = (torch.arange(T).unsqueeze(0) + 1) * mask + pad
-        y = self._embed(tgt, pos)
-        self_p, cross_p = [], []
-        for layer in self.model.decoder.layers:
-            y, sp, cp = layer(y, memory)
-            self_p.append(sp)
-            cross_p.append(cp)
-        logits = self.model.decoder.layer_norm(y) @ self.model.shared.weight.t()
-        return logits, self_p, cross_p
+        y, self_p, cross_p = run_decoder(self.model.decoder, self._embed(tgt, pos), memory)
+        return y @ self.model.shared.weight.t(), self_p, cross_p
 
     def hf_state_dict(self):
         """What model.safetensors holds: model.shared.weight once (encoder, decoder and
@@ -183,11 +196,36 @@ def split_added(text, added, lstrip=()):
     return out
 
 
-class M2MTok:
+class LangTok:
+    """What the multilingual tokenizers (M2MTok, NllbTok, reference_mbart's MBart50Tok)
+    share: source and target are [lang] pieces </s> (tokens(text): the pieces' ids), cut to
+    max_len; decoded text stripped and cleaned up as clean_up_tokenization does. A subclass
+    sets lang_id {code: id}, eos, max_len."""
+    CLEANUPS = MarianTok.CLEANUPS
+
+    def encode(self, text, src_lang):
+        """[src_lang] pieces </s>, cut to max_len keeping the language token and </s>."""
+        ids = [self.lang_id[src_lang]] + self.tokens(text)
+        if self.max_len is not None:
+            ids = ids[: self.max_len - 1]
+        return ids + [self.eos]
+
+    def encode_target(self, text, tgt_lang):
+        """text_target with tgt_lang: [tgt_lang] pieces </s>."""
+        return self.encode(text, tgt_lang)
+
+    def clean_up(self, text):
+        """text stripped, then clean_up_tokenization."""
+        text = text.strip()
+        for a, b in self.CLEANUPS:
+            text = text.replace(a, b)
+        return text
+
+
+class M2MTok(LangTok):
     """M2M100Tokenizer: one SentencePiece model, pieces through vocab.json (unknown ->
     <unk>), __xx__ language tokens at len(vocab) + index in the language list; <s> <pad>
     </s> <unk> and the language tokens typed in the text are HF added tokens."""
-    CLEANUPS = MarianTok.CLEANUPS
 
     def __init__(self, spm_file, vocab, languages, max_len=None):
         import sentencepiece as spm
@@ -208,17 +246,6 @@ class M2MTok:
             ids += [i] if i is not None else [self.vocab.get(p, self.unk) for p in self.sp.encode(part, out_type=str)]
         return ids
 
-    def encode(self, text, src_lang):
-        """[__src__] pieces </s>, cut to max_len keeping the language token and </s>."""
-        ids = [self.lang_id[src_lang]] + self.tokens(text)
-        if self.max_len is not None:
-            ids = ids[: self.max_len - 1]
-        return ids + [self.eos]
-
-    def encode_target(self, text, tgt_lang):
-        """text_target with tgt_lang: [__tgt__] pieces </s>."""
-        return self.encode(text, tgt_lang)
-
     def decode(self, ids):
         """decode(skip_special_tokens=True): special ids dropped; an id without a piece is
         "<unk>" (a special token: kept verbatim, no space); pieces joined by SentencePiece;
@@ -233,13 +260,10 @@ class M2MTok:
                 cur = []
             else:
                 cur.append(p)
-        text = (out + self.sp.decode(cur)).strip()
-        for a, b in self.CLEANUPS:
-            text = text.replace(a, b)
-        return text
+        return self.clean_up(out + self.sp.decode(cur))
 
 
-class NllbTok:
+class NllbTok(LangTok):
     """transformers' NllbTokenizer (non-legacy, the default), from its rules: <s> <pad> </s>
     <unk> are ids 0..3; SentencePiece's piece id p is p + 1 (fairseq's offset), its unknown
     piece (id 0) <unk>; the language codes at lang_ids (default: len(spm) + 1 + their index
@@ -248,7 +272,6 @@ class NllbTok:
     [lang] pieces </s>. decode(skip_special_tokens=True): special ids dropped, so are ids
     without a token (as the fast tokenizer does; the slow one raises on them), the pieces
     joined, "▁" read as a space, stripped, then clean_up_tokenization."""
-    CLEANUPS = MarianTok.CLEANUPS
 
     def __init__(self, spm_file, languages, lang_ids=None, mask_id=None, max_len=None):
         import sentencepiece as spm
@@ -273,22 +296,25 @@ class NllbTok:
             ids += [i] if i is not None else [self.piece_id(p) for p in self.sp.encode(part, out_type=str)]
         return ids
 
-    def encode(self, text, src_lang):
-        """[src_lang] pieces </s>, cut to max_len keeping the language code and </s>."""
-        ids = [self.lang_id[src_lang]] + self.tokens(text)
-        if self.max_len is not None:
-            ids = ids[: self.max_len - 1]
-        return ids + [self.eos]
-
-    def encode_target(self, text, tgt_lang):
-        return self.encode(text, tgt_lang)
-
     def decode(self, ids):
         toks = [self.sp.id_to_piece(i - 1) for i in ids if i not in self.specials and 4 <= i <= self.n_spm]
-        text = "".join(toks).replace("\u2581", " ").strip()
-        for a, b in self.CLEANUPS:
-            text = text.replace(a, b)
-        return text
+        return self.clean_up("".join(toks).replace("\u2581", " "))
+
+
+def _save_model(model, path, spm_blob, fmt, config):
+    """The directory path with config.json (config), the weights (model.safetensors, or
+    pytorch_model.bin with the tied lm_head.weight) and sentencepiece.bpe.model."""
+    os.makedirs(path, exist_ok=True)
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    sd = model.hf_state_dict()
+    if fmt == "safetensors":
+        safetensors_np.save({k: v.numpy() for k, v in sd.items()}, os.path.join(path, "model.safetensors"))
+    else:
+        sd["lm_head.weight"] = sd["model.shared.weight"].clone()
+        torch.save(sd, os.path.join(path, "pytorch_model.bin"))
+    with open(os.path.join(path, "sentencepiece.bpe.model"), "wb") as f:
+        f.write(spm_blob)
 
 
 def nllb_save_hf_dir(model, path, spm_blob, tok, style="decoder", fmt="safetensors", model_max_length=1024,
@@ -300,18 +326,7 @@ def nllb_save_hf_dir(model, path, spm_blob, tok, style="decoder", fmt="safetenso
     added_tokens_decoder (save_pretrained since 4.34), special_tokens_map.json; "map": the
     codes only in special_tokens_map.json, no ids recorded; "default": neither (the 202
     codes of NllbTokenizer), added_tokens.json recording <mask>."""
-    os.makedirs(path, exist_ok=True)
-    cfg = dict(model.config, tokenizer_class=tokenizer_class)
-    with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump(cfg, f, indent=2)
-    sd = model.hf_state_dict()
-    if fmt == "safetensors":
-        safetensors_np.save({k: v.numpy() for k, v in sd.items()}, os.path.join(path, "model.safetensors"))
-    else:
-        sd["lm_head.weight"] = sd["model.shared.weight"].clone()
-        torch.save(sd, os.path.join(path, "pytorch_model.bin"))
-    with open(os.path.join(path, "sentencepiece.bpe.model"), "wb") as f:
-        f.write(spm_blob)
+    _save_model(model, path, spm_blob, fmt, dict(model.config, tokenizer_class=tokenizer_class))
     codes = list(tok.lang_id)  # the language list in its order (the ids may run otherwise)
     plain = dict(lstrip=False, rstrip=False, single_word=False, normalized=False, special=True)
     conf = {"tokenizer_class": tokenizer_class, "model_max_length": model_max_length, "src_lang": None,
@@ -359,13 +374,7 @@ def m2m_random_model(config, seed=0, gain=1.5):
     torch.manual_seed(seed)
     m = M2M100(config)
     with torch.no_grad():
-        for name, p in m.named_parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, gain / math.sqrt(p.shape[1]))
-            elif "norm" in name and name.endswith("weight"):
-                p.uniform_(0.5, 1.5)
-            else:
-                p.normal_(0.0, 0.1)
+        random_parameters(m, gain)
         if not m.config["scale_embedding"]:
             m.model.shared.weight.normal_(0.0, gain)
     return m
@@ -433,28 +442,7 @@ def m2m_beam_search(model, src_ids, forced_bos, num_beams, length_penalty=1.0, e
         rows = [model.decode(torch.tensor([b]), memory)[0][0, -1] for b in beams]
         logp = torch.stack(rows).log_softmax(-1)
         logp = _m2m_process(logp, beams, cur_len, c, ml, forced_bos)
-        V = logp.shape[1]
-        cand = (logp + scores[:, None]).reshape(-1).numpy()
-        ranked = np.argsort(-cand, kind="stable")
-        order = ranked[: 2 * B]
-        top = cand[ranked[: 2 * B + 1]]
-        for a, b in zip(top, top[1:]):
-            ties.see(float(a), float(b), f"top-k at length {cur_len}")
-        new = []
-        for rank, fi in enumerate(order):
-            b, tok = divmod(int(fi), V)
-            s = float(cand[fi])
-            if tok == eos:
-                if rank >= B:
-                    continue
-                hyps.add(beams[b][1:] + [eos], s, generated_len=cur_len)
-            else:
-                new.append((s, tok, b))
-            if len(new) == B:
-                break
-        done = hyps.is_done(float(cand[order[0]]), cur_len + 1)
-        beams = [beams[b] + [tok] for _, tok, b in new]
-        scores = torch.tensor([s for s, _, _ in new], dtype=torch.float32)
+        beams, _, scores, done = beam_step(logp, scores, beams, eos, hyps, ties, f"top-k at length {cur_len}")
         if done or len(beams[0]) >= ml:
             break
     if not done:
@@ -467,9 +455,10 @@ def m2m_beam_search(model, src_ids, forced_bos, num_beams, length_penalty=1.0, e
 
 
 @torch.no_grad()
-def m2m_dump(model, lines, src_lang, tgt_lang, out_path, num_beams=1, max_length=None):
-    """As `reference.py dump` (the same .npz keys) for an M2M100 model and language pair;
-    with num_beams > 1 the best hypothesis, teacher-forced, and s{i}/score."""
+def m2m_dump(model, lines, src_lang, tgt_lang, out_path, num_beams=1, max_length=None, beam_settings=None):
+    """As `reference.py dump` (the same .npz keys) for an M2M100 model (or reference_mbart's
+    MBart) and language pair; with num_beams > 1 the best hypothesis (beam_settings: further
+    m2m_beam_search arguments), teacher-forced, and s{i}/score."""
     tok = model.tok
     forced_bos = tok.lang_id[tgt_lang]
     out = {}
@@ -478,7 +467,8 @@ def m2m_dump(model, lines, src_lang, tgt_lang, out_path, num_beams=1, max_length
         if num_beams == 1:
             r = m2m_greedy(model, src, forced_bos, max_length)
         else:
-            best = m2m_beam_search(model, src, forced_bos, num_beams, max_length=max_length)[0]
+            best = m2m_beam_search(model, src, forced_bos, num_beams, max_length=max_length,
+                                   **(beam_settings or {}))[0]
             memory, enc_p = model.encode(torch.tensor([src]))
             inp = [model.config["decoder_start_token_id"]] + list(best.ids[:-1])
             logits, self_p, cross_p = model.decode(torch.tensor([inp]), memory)
@@ -517,17 +507,7 @@ def m2m_save_hf_dir(model, path, spm_blob, vocab, languages, fmt="safetensors", 
     """Write an HF-style M2M-100 directory: config.json, model.safetensors (or
     pytorch_model.bin), sentencepiece.bpe.model, vocab.json, tokenizer_config.json and
     special_tokens_map.json (the language tokens in the tokenizer's order)."""
-    os.makedirs(path, exist_ok=True)
-    with open(os.path.join(path, "config.json"), "w") as f:
-        json.dump(dict(model.config), f, indent=2)
-    sd = model.hf_state_dict()
-    if fmt == "safetensors":
-        safetensors_np.save({k: v.numpy() for k, v in sd.items()}, os.path.join(path, "model.safetensors"))
-    else:
-        sd["lm_head.weight"] = sd["model.shared.weight"].clone()
-        torch.save(sd, os.path.join(path, "pytorch_model.bin"))
-    with open(os.path.join(path, "sentencepiece.bpe.model"), "wb") as f:
-        f.write(spm_blob)
+    _save_model(model, path, spm_blob, fmt, dict(model.config))
     with open(os.path.join(path, "vocab.json"), "w") as f:
         json.dump(vocab, f, ensure_ascii=False, indent=0)
     specials = [f"__{code}__" for code in languages]

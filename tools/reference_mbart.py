@@ -15,15 +15,13 @@ import os
 import re
 import sys
 
-import numpy as np
 import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np  # noqa: E402
-from reference import MarianTok, Result  # noqa: E402
-from reference_m2m100 import (PreNormDecoderLayer, PreNormEncoderLayer, m2m_beam_search,  # noqa: E402
-                              m2m_greedy)
+from reference import random_parameters  # noqa: E402
+from reference_m2m100 import LangTok, M2MInner, m2m_dump, run_decoder, run_encoder  # noqa: E402
 
 # MBart50Tokenizer's language codes, in the order that gives their ids (FAIRSEQ_LANGUAGE_CODES)
 LANGUAGE_CODES = (
@@ -73,20 +71,12 @@ class MBartStack(nn.Module):
         self.layer_norm = nn.LayerNorm(d, eps=1e-5)
 
 
-class MBartInner(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        self.shared = nn.Embedding(c["vocab_size"], c["d_model"])
-        self.encoder = MBartStack([PreNormEncoderLayer(c) for _ in range(c["encoder_layers"])], c)
-        self.decoder = MBartStack([PreNormDecoderLayer(c) for _ in range(c["decoder_layers"])], c)
-
-
 class MBart(nn.Module):
     def __init__(self, config):
         super().__init__()
         c = dict(MBART_DEFAULT_CONFIG, **config)
         self.config = c
-        self.model = MBartInner(c)
+        self.model = M2MInner(c, MBartStack)
         self.register_buffer("final_logits_bias", torch.zeros(1, c["vocab_size"]))
         self.lm_head = None if c["tie_word_embeddings"] else nn.Linear(c["d_model"], c["vocab_size"], bias=False)
         self.embed_scale = math.sqrt(c["d_model"]) if c["scale_embedding"] else 1.0
@@ -104,23 +94,12 @@ class MBart(nn.Module):
 
     def encode(self, src):
         """src [1,S] -> memory [1,S,d], per-layer self-attention [1,H,S,S]."""
-        x = self._embed(self.model.encoder, src)
-        probs = []
-        for layer in self.model.encoder.layers:
-            x, p = layer(x)
-            probs.append(p)
-        return self.model.encoder.layer_norm(x), probs
+        return run_encoder(self.model.encoder, self._embed(self.model.encoder, src))
 
     def decode(self, tgt, memory):
         """tgt [1,T] decoder inputs -> logits [1,T,V] (with final_logits_bias), self and
         cross probabilities per layer."""
-        y = self._embed(self.model.decoder, tgt)
-        self_p, cross_p = [], []
-        for layer in self.model.decoder.layers:
-            y, sp, cp = layer(y, memory)
-            self_p.append(sp)
-            cross_p.append(cp)
-        y = self.model.decoder.layer_norm(y)
+        y, self_p, cross_p = run_decoder(self.model.decoder, self._embed(self.model.decoder, tgt), memory)
         out = self.model.shared.weight if self.lm_head is None else self.lm_head.weight
         return y @ out.t() + self.final_logits_bias, self_p, cross_p
 
@@ -139,13 +118,12 @@ class MBart(nn.Module):
 # --------------------------------------------------------------------------------------
 # MBart50Tokenizer
 
-class MBart50Tok:
+class MBart50Tok(LangTok):
     """MBart50Tokenizer's rules (slow tokenizer, transformers 4.36-4.44): ids <s> 0, <pad> 1,
     </s> 2, <unk> 3; SentencePiece id p >= 1 is p + 1 (its id 0, unknown, is <unk>); the 52
     codes at piece_count + 1 + i; <mask> after them. Text is first split at the special
     tokens typed in it (each becomes its id; <mask> strips the whitespace before it), every
     other stretch encoded by SentencePiece on its own. Source [src_lang] ... </s>."""
-    CLEANUPS = MarianTok.CLEANUPS
     FIXED = {"<s>": 0, "<pad>": 1, "</s>": 2, "<unk>": 3}
 
     def __init__(self, spm_file, max_len=None):
@@ -173,7 +151,7 @@ class MBart50Tok:
     def id_piece(self, i):
         return self.id_special[i] if i in self.id_special else self.sp.id_to_piece(i - 1)
 
-    def tokenize(self, text):
+    def tokens(self, text):
         """ids of text without the language token and </s>."""
         parts = self.split_re.split(text)  # odd indices are the special tokens
         for k in range(1, len(parts), 2):
@@ -187,25 +165,11 @@ class MBart50Tok:
                 ids.extend(self.piece_id(p) for p in self.sp.encode(part, out_type=str))
         return ids
 
-    def encode(self, text, src_lang):
-        """[src_lang] pieces </s>, cut to max_len keeping the language token and </s>."""
-        ids = [self.lang_id[src_lang]] + self.tokenize(text)
-        if self.max_len is not None:
-            ids = ids[: self.max_len - 1]
-        return ids + [self.eos]
-
-    def encode_target(self, text, tgt_lang):
-        """text_target with tgt_lang: [tgt_lang] pieces </s>."""
-        return self.encode(text, tgt_lang)
-
     def decode(self, ids):
         """decode(skip_special_tokens=True): special ids dropped, the pieces joined by
         SentencePiece, stripped, clean_up_tokenization."""
         pieces = [self.id_piece(i) for i in ids if i not in self.special_ids]
-        text = self.sp.decode(pieces).strip()
-        for a, b in self.CLEANUPS:
-            text = text.replace(a, b)
-        return text
+        return self.clean_up(self.sp.decode(pieces))
 
 
 # --------------------------------------------------------------------------------------
@@ -217,13 +181,7 @@ def mbart_random_model(config, seed=0, gain=1.5, bias_std=0.5):
     torch.manual_seed(seed)
     m = MBart(config)
     with torch.no_grad():
-        for name, p in m.named_parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, gain / math.sqrt(p.shape[1]))
-            elif "norm" in name and name.endswith("weight"):
-                p.uniform_(0.5, 1.5)
-            else:
-                p.normal_(0.0, 0.1)
+        random_parameters(m, gain)
         m.final_logits_bias.normal_(0.0, bias_std)
     return m
 
@@ -234,35 +192,12 @@ def generation_settings(c):
     return dict(length_penalty=1.0 if lp is None else float(lp), early_stopping=False if es is None else es)
 
 
-@torch.no_grad()
 def mbart_dump(model, lines, src_lang, tgt_lang, out_path, num_beams=1, max_length=None):
-    """As `reference.py dump` (the same .npz keys) for an MBart model and language pair;
-    with num_beams > 1 the best hypothesis (the config's length_penalty and early_stopping),
-    teacher-forced, and s{i}/score."""
-    tok = model.tok
-    forced_bos = tok.lang_id[tgt_lang]
-    out = {}
-    for i, line in enumerate(lines):
-        src = tok.encode(line, src_lang)
-        if num_beams == 1:
-            r = m2m_greedy(model, src, forced_bos, max_length)
-        else:
-            best = m2m_beam_search(model, src, forced_bos, num_beams, max_length=max_length,
-                                   **generation_settings(model.config))[0]
-            memory, enc_p = model.encode(torch.tensor([src]))
-            inp = [model.config["decoder_start_token_id"]] + list(best.ids[:-1])
-            logits, self_p, cross_p = model.decode(torch.tensor([inp]), memory)
-            r = Result(ids=best.ids, logits=logits[0].numpy(), enc_self=[p[0].numpy() for p in enc_p],
-                       dec_self=[p[0].numpy() for p in self_p], cross=[p[0].numpy() for p in cross_p])
-            out[f"s{i}/score"] = np.array([best.score], dtype=np.float32)
-        out[f"s{i}/src_ids"] = np.array(src, dtype=np.int32)
-        out[f"s{i}/tgt_ids"] = np.array(r.ids, dtype=np.int32)
-        out[f"s{i}/logits"] = r.logits.astype(np.float32)
-        out[f"s{i}/text"] = np.array(tok.decode(r.ids))
-        for kind in ("enc_self", "dec_self", "cross"):
-            for l, p in enumerate(getattr(r, kind)):
-                out[f"s{i}/{kind}/l{l}"] = p
-    np.savez(out_path, **out)
+    """As `reference.py dump` (the same .npz keys) for an MBart model and language pair
+    (reference_m2m100.m2m_dump); with num_beams > 1 the best hypothesis under the config's
+    length_penalty and early_stopping, teacher-forced, and s{i}/score."""
+    m2m_dump(model, lines, src_lang, tgt_lang, out_path, num_beams, max_length,
+             beam_settings=generation_settings(model.config))
 
 
 def mbart_save_hf_dir(model, path, spm_blob, fmt="safetensors", model_max_length=1024, config=None,

@@ -5,11 +5,7 @@
 # of 300 pieces with identity normalization keep each under 200 KB.
 # Usage: sh tests/data/make_tiny.sh   (needs python3-torch and python3-sentencepiece)
 set -eu
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-DATA="$REPO/../shared/data/tatoeba-deu-eng"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/tiny_common.sh"
 zcat "$DATA/tatoeba-deu-eng.train.de.gz" | head -3000 > "$T/de.txt"
 zcat "$DATA/tatoeba-deu-eng.train.en.gz" | head -3000 > "$T/en.txt"
 awk 'length($0) < 40' "$T/de.txt" | head -20 > "$T/cal.txt"

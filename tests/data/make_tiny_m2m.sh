@@ -4,18 +4,9 @@
 # SentencePiece model of 300 pieces with identity normalization keeps it small.
 # Usage: sh tests/data/make_tiny_m2m.sh   (needs python3-torch and python3-sentencepiece)
 set -eu
-REPO=$(cd "$(dirname "$0")/../.." && pwd)
-DATA="$REPO/../shared/data/tatoeba-deu-eng"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-{ zcat "$DATA/tatoeba-deu-eng.train.de.gz" | head -2000; zcat "$DATA/tatoeba-deu-eng.train.en.gz" | head -2000; } > "$T/all.txt"
+. "$(dirname "$0")/tiny_common.sh"
+shared_spm
 cd "$T"
-$PY -c "
-import sentencepiece as s
-s.SentencePieceTrainer.train(input='all.txt', model_prefix='spm', vocab_size=300, minloglevel=2,
-                             normalization_rule_name='identity')
-"
 $PY -c "
 import sys
 sys.path.insert(0, '$REPO/tools')
