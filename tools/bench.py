@@ -511,6 +511,7 @@ def print_tables(lines, ratios, targets):
 # NLLB-200-distilled-600M shape (issue 12): greedy speed, peak RSS and load time
 
 NLLB_HEADING = "## NLLB-200-distilled-600M shape (issue 12)"
+LOAD_RUNS = 3  # warm and cold load measurements per dtype and round
 
 
 def page_cache_mib(path):
@@ -575,11 +576,12 @@ def nllb_section(a, threads, S, T):
         log(f"NLLB-shaped model: round {r + 1}/{a.rounds}")
         greedy_round(r, res, cmds, a.attend, paths, runner, runner.sources if runner else None, threads, batches,
                      dtypes, S, T, a.per_round, bandwidth=not a.no_bandwidth, batched_reps=1)
-        for dt in dtypes:  # warm, then cold (the warm run leaves the file cached for the next round)
-            for cold in (True, False) if r % 2 else (False, True):
-                x, cmd = load_time(a.attend, paths[dt], th2, S, cold)
-                loads.setdefault((dt, cold), []).append(x)
-                cmds[("load", dt)] = cmd
+        for dt in dtypes:  # warm and cold alternating, LOAD_RUNS of each (a run takes 1-3 s)
+            for _ in range(LOAD_RUNS):
+                for cold in (True, False) if r % 2 else (False, True):
+                    x, cmd = load_time(a.attend, paths[dt], th2, S, cold)
+                    loads.setdefault((dt, cold), []).append(x)
+                    cmds[("load", dt)] = cmd
         # the next round's runs start from a cached file
         for dt in dtypes:
             with open(paths[dt], "rb") as f:
@@ -734,8 +736,8 @@ def nllb_section(a, threads, S, T):
               "cache (on this VM a model file was once seen 545 of 601 MiB cached after some idle minutes, "
               "with 17 GiB free; a kernel `kdamond` thread runs); cold: its pages were "
               "dropped first with `posix_fadvise(POSIX_FADV_DONTNEED)`, so the file is read from disk (the "
-              "\"file cached before\" column, from `fincore`, checks both). One warm and one cold run per dtype "
-              f"and round, medians over the {a.rounds} rounds.")
+              f"\"file cached before\" column, from `fincore`, checks both). {LOAD_RUNS} warm and {LOAD_RUNS} cold "
+              f"runs per dtype and round, alternating; medians over all {LOAD_RUNS * a.rounds}.")
     md.append("")
     md.append("Commands:\n")
     md.append("```")
