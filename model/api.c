@@ -379,9 +379,37 @@ static int language_of(const marian_model *m, const char *code, const char *what
 
 /* The languages p asks for: *src_lang the source's token (-1 when need_src is 0 or the model
  * has none) and search->forced_bos the target's. 0 or -1 with err. */
+/* Marian checkpoints for several target languages (opus-mt-en-mul, ...) read the target as a
+ * >>xx<< code at the start of the source: the id of ">>code<<" among the source pieces, or
+ * -1 with err listing the codes this model has. */
+static int marian_target_code(const marian_model *m, const char *code, char *err, size_t errlen) {
+    char piece[64];
+    const int n = snprintf(piece, sizeof piece, ">>%s<<", code);
+    const int id = n > 0 && n < (int)sizeof piece ? vocab_id(m->src_vocab, piece, (size_t)n) : -1;
+    if (id >= 0) return id;
+    size_t w = (size_t)snprintf(err, errlen, "target language '%.40s': this model has no >>%.40s<< code (", code, code);
+    int listed = 0;
+    for (int i = 0; i < m->c.vocab_size && w + 24 < errlen; i++) {
+        const char *p = vocab_piece(m->src_vocab, i);
+        const size_t pl = p ? strlen(p) : 0;
+        if (pl > 4 && pl < 20 && !strncmp(p, ">>", 2) && !strcmp(p + pl - 2, "<<"))
+            w += (size_t)snprintf(err + w, errlen - w, "%s%.*s", listed++ ? ", " : "", (int)pl - 4, p + 2);
+    }
+    if (w + 2 < errlen) snprintf(err + w, errlen - w, "%s)", listed ? "" : "none: it translates into one language");
+    return -1;
+}
+
 static int resolve_languages(const marian_model *m, const attend_params *p, int need_src, int *src_lang,
                              marian_search *search, char *err, size_t errlen) {
     *src_lang = -1;
+    if (m->n_langs == 0 && m->c.family->text_codes && p->tgt_lang && !p->src_lang) {
+        if (!need_src) {
+            snprintf(err, errlen, "tgt_lang for a %s model with token ids: put the >>%.40s<< id first in each source",
+                     m->c.family->name, p->tgt_lang);
+            return -1;
+        }
+        return marian_target_code(m, p->tgt_lang, err, errlen) < 0 ? -1 : 0;
+    }
     if (m->n_langs == 0) {
         if (p->src_lang || p->tgt_lang) {
             snprintf(err, errlen, "source/target languages given, but this %s model has no language tokens",
@@ -436,10 +464,26 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
         goto done;
     }
     char inner[256];
+    /* a Marian model's target language: its >>xx<< code written before each source */
+    const int code = m->n_langs == 0 && p->tgt_lang && !p->src_lang;
     for (int i = 0; i < n; i++) {
         size_t len = lens ? lens[i] : strlen(lines[i]);
-        if (marian_encode_text_lang(m, src_lang, lines[i], len, &out[i].src_ids, &out[i].n_src,
-                                    &out[i].src_pieces, &out[i].truncated, inner, sizeof inner)) {
+        const char *line = lines[i];
+        char *coded = NULL;
+        size_t lead = 0; /* a blank line stays as it is */
+        while (lead < len && (line[lead] == ' ' || line[lead] == '\t' || line[lead] == '\r' || line[lead] == '\n')) lead++;
+        if (code && lead < len) {
+            const size_t cl = strlen(p->tgt_lang) + 5; /* ">>" code "<< " */
+            if (!(coded = malloc(cl + len + 1))) goto oom;
+            snprintf(coded, cl + 1, ">>%s<< ", p->tgt_lang);
+            memcpy(coded + cl, line, len);
+            line = coded;
+            len += cl;
+        }
+        const int bad = marian_encode_text_lang(m, src_lang, line, len, &out[i].src_ids, &out[i].n_src,
+                                                &out[i].src_pieces, &out[i].truncated, inner, sizeof inner);
+        free(coded);
+        if (bad) {
             if (fail_line(&out[i], ATTEND_E_MEMORY, inner)) goto oom;
             continue; /* src[i].n 0: skipped */
         }

@@ -122,7 +122,10 @@ typedef struct {
      * by attend_translate: its token starts the source) and the target language (required:
      * its token is forced as the first output token, HF's forced_bos_token_id), as codes of
      * attend_config.languages. NULL for other models; a code given to a model without
-     * languages is an error. */
+     * languages is an error, except tgt_lang for a Marian model whose source pieces hold
+     * >>xx<< codes (opus-mt-en-mul, ...): attend_translate then writes ">>tgt_lang<< " before
+     * each non-blank source, as a user would type it (attend_translate_ids refuses it: put
+     * the code's id first), and refuses a code the model lacks, naming those it has. */
     const char *src_lang;
     const char *tgt_lang;
     /* If not NULL: where this call's time went, summed over its batches (attend bench). */
