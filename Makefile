@@ -113,6 +113,11 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libattend.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
+# a probe, not a test: one linear layer against the FMA peak (BENCHMARKS.md)
+$(BUILD)/tests/bench_linear: tests/bench_linear.c tools/bench_peak.c $(BUILD)/libattend.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ tests/bench_linear.c tools/bench_peak.c $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
+
 # make test ends with one line, every part's checks added up (tests/summarize.py)
 test: deps
 	@mkdir -p $(BUILD)

@@ -54,7 +54,8 @@ def main(argv=None):
         for th in (int(x) for x in a.threads.split(",")):
             for b in (int(x) for x in a.batches.split(",")):
                 B, A = res[(model, b, th, "before")], res[(model, b, th, "after")]
-                med = lambda rows, k: statistics.median(x[k] for x in rows)  # noqa: E731
+                # an older binary may lack a field (peak_fraction before the peak probes): nan
+                med = lambda rows, k: statistics.median(x.get(k, float("nan")) for x in rows)  # noqa: E731
                 tb, ta = med(B, "tok_s"), med(A, "tok_s")
                 print(f"| {os.path.basename(model)} | {b} | {th} | {tb:.1f} | {ta:.1f} | **{ta / tb:.2f}x** "
                       f"| {med(B, 'encode_ms'):.1f} → {med(A, 'encode_ms'):.1f} "
