@@ -234,7 +234,9 @@ def test_interrupt_and_resume(n_lines):
         proc = subprocess.Popen(dask_cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=ENV, cwd=TMP)
         t_end = time.time() + TIMEOUT
-        while len(chunk_files(wd)) < 3 and proc.poll() is None and time.time() < t_end:
+        # the first chunk arrives alone (the workers load the model), the rest in a burst
+        # that can end the run within one poll on a quiet machine: interrupt after the first
+        while len(chunk_files(wd)) < 1 and proc.poll() is None and time.time() < t_end:
             time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=TIMEOUT)
@@ -249,7 +251,7 @@ def test_interrupt_and_resume(n_lines):
     assert "interrupted" in err and "rerun" in err and "Traceback" not in err, err
     assert not os.path.exists(out), "no output from an interrupted run"
     kept = chunk_files(wd)
-    assert 3 <= len(kept) < total, (len(kept), total)
+    assert 1 <= len(kept) < total, (len(kept), total)
     p = run_dask(*args, "--stats", st)
     assert p.returncode == 0, p.stderr
     no_traceback(p)

@@ -334,11 +334,13 @@ def main():
         language_errors(gguf, ((["--tgt-lang", "en"], "give --src-lang, one of: de en fr"),
                                (["--src-lang", "de"], "give --tgt-lang, one of: de en fr"),
                                (["--src-lang", "de", "--tgt-lang", "xx"], "--tgt-lang 'xx' is not a language")))
-        # a Marian model takes no languages
+        # a Marian model takes no languages; its --tgt-lang is a >>xx<< code (test_marian_codes)
         os.makedirs(os.path.join(work, "marian"), exist_ok=True)
         marian = T.random_gguf(os.path.join(work, "marian"))
-        p = T.run_attend(["translate", "-m", marian, "--tgt-lang", "en", "Hallo"], check=False)
+        p = T.run_attend(["translate", "-m", marian, "--src-lang", "de", "Hallo"], check=False)
         assert p.returncode == 2 and "no languages" in p.stderr, p.stderr
+        p = T.run_attend(["translate", "-m", marian, "--tgt-lang", "en"], "Hallo\n", check=False)
+        assert p.returncode == 1 and "no >>en<< code" in p.stderr, p.stderr
         assert "architecture        marian" in T.run_attend(["info", marian]).stdout
 
     run.check("attend info lists the languages; language errors list the codes", info_and_errors)
