@@ -226,17 +226,26 @@ def test_worker_killed(n_lines):
 
 def test_interrupt_and_resume(n_lines):
     addr, _ = cluster()
+    # four copies of the input: a run of a few seconds, so the interrupt lands mid-run (the
+    # 240 lines alone took 1.5 s, most chunks arriving in one burst at the end)
+    src, ref = os.path.join(TMP, "in3.txt"), os.path.join(TMP, "ref3.txt")
+    with open(src, "wb") as f:
+        f.write((read(IN) + b"\n") * 4)
+    p = subprocess.run([T.ATTEND, "translate", "-m", MODEL, "--greedy"], stdin=open(src, "rb"),
+                       capture_output=True, timeout=TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    with open(ref, "wb") as f:
+        f.write(p.stdout)
+    n_lines = 4 * n_lines
     out = os.path.join(TMP, "out3.txt")
     st = os.path.join(TMP, "stats3.json")
     wd = out + ".chunks"
-    args = ["-m", MODEL, "--greedy", "--scheduler", addr, "--chunk-lines", "4", IN, out]
+    args = ["-m", MODEL, "--greedy", "--scheduler", addr, "--chunk-lines", "4", src, out]
     for attempt in range(3):
         proc = subprocess.Popen(dask_cmd(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=ENV, cwd=TMP)
         t_end = time.time() + TIMEOUT
-        # the first chunk arrives alone (the workers load the model), the rest in a burst
-        # that can end the run within one poll on a quiet machine: interrupt after the first
-        while len(chunk_files(wd)) < 1 and proc.poll() is None and time.time() < t_end:
+        while len(chunk_files(wd)) < 3 and proc.poll() is None and time.time() < t_end:
             time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=TIMEOUT)
@@ -251,7 +260,7 @@ def test_interrupt_and_resume(n_lines):
     assert "interrupted" in err and "rerun" in err and "Traceback" not in err, err
     assert not os.path.exists(out), "no output from an interrupted run"
     kept = chunk_files(wd)
-    assert 1 <= len(kept) < total, (len(kept), total)
+    assert 3 <= len(kept) < total, (len(kept), total)
     p = run_dask(*args, "--stats", st)
     assert p.returncode == 0, p.stderr
     no_traceback(p)
@@ -260,7 +269,7 @@ def test_interrupt_and_resume(n_lines):
     assert s["chunks_reused"] == len(kept) and s["chunks_translated"] == total - len(kept), s
     assert s["lines_translated"] == n_lines - kept_lines, s
     assert f"resuming: {len(kept)} of {total} chunks already done" in p.stderr, p.stderr
-    assert read(out) == read(REF), "output differs after resuming"
+    assert read(out) == read(ref), "output differs after resuming"
     print(f"     interrupted with {len(kept)}/{total} chunks kept; the rerun translated "
           f"{s['chunks_translated']} chunks ({s['lines_translated']} lines)")
 
