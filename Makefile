@@ -143,6 +143,7 @@ TINY     = tests/data/tiny-v1.gguf
 TINY_V2  = tests/data/tiny-v2.gguf
 TINY_M2M = tests/data/tiny-m2m.gguf
 TINY_MBART = tests/data/tiny-mbart.gguf
+TINY_NLLB = tests/data/tiny-nllb.gguf
 SAN_DIR  = build-san
 SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow \
            -fno-sanitize-recover=all -DMARIAN_POSITIONS_CACHED=4
@@ -187,6 +188,11 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	  --src-lang de_DE --tgt-lang fr_XX --max-length 100 >$(BUILD)/e2e.out
 	printf 'Hallo en_XX <mask> Welt</s>\n<s><pad><unk>\n' | build/attend translate -m $(TINY_MBART) \
 	  --src-lang de_DE --tgt-lang fr_XX --max-length 100 | cmp - $(BUILD)/e2e.out
+	@# NLLB-200's tokenizer: fairseq-offset ids, typed special tokens, joined-piece decoding
+	printf 'Hallo eng_Latn <mask> Welt</s>\n<s><pad><unk>\n' | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY_NLLB) \
+	  --src-lang deu_Latn --tgt-lang fra_Latn --beam 2 --dump-attention $(BUILD)/e2e.npz >$(BUILD)/e2e.out
+	printf 'Hallo eng_Latn <mask> Welt</s>\n<s><pad><unk>\n' | build/attend translate -m $(TINY_NLLB) \
+	  --src-lang deu_Latn --tgt-lang fra_Latn --beam 2 | cmp - $(BUILD)/e2e.out
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(SAN_ENV) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
 	ATTEND_BIN=$(BUILD)/attend BROKEN_SAMPLE=3 $(PYTHON) tests/test_broken_files.py
@@ -253,9 +259,9 @@ fuzz-build:
 $(BUILD)/fuzz_%: tests/fuzz_%.c $(BUILD)/libattend.a
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
-$(CORPUS)/gguf: $(TINY) $(TINY_V2) $(TINY_MBART)
+$(CORPUS)/gguf: $(TINY) $(TINY_V2) $(TINY_MBART) $(TINY_NLLB)
 	mkdir -p $@ && cp $(TINY) $@/seed-tiny-v1.gguf && cp $(TINY_V2) $@/seed-tiny-v2.gguf
-	cp $(TINY_MBART) $@/seed-tiny-mbart.gguf
+	cp $(TINY_MBART) $@/seed-tiny-mbart.gguf && cp $(TINY_NLLB) $@/seed-tiny-nllb.gguf
 	if [ -f models/de-en.gguf ] && [ $$(stat -c %s models/de-en.gguf) -lt 1000000 ]; then \
 	  cp models/de-en.gguf $@/seed-de-en.gguf; fi
 
