@@ -464,38 +464,7 @@ def map_tensors(cfg, sd):
     if not cfg["tied"]:
         out.append(("lm_head.weight", get(sd, ["lm_head.weight"], (V, d))))
 
-    def linear(name, hf, rows, cols):
-        out.append((f"{name}.weight", get(sd, [f"{hf}.weight"], (rows, cols))))
-        out.append((f"{name}.bias", get(sd, [f"{hf}.bias"], (rows,))))
-
-    def attn(prefix, hf):
-        for p, hp in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "out_proj")):
-            linear(f"{prefix}.{p}", f"{hf}.{hp}", d, d)
-
-    def norm(name, hf):
-        for s in ("weight", "bias"):
-            out.append((f"{name}.{s}", get(sd, [f"{hf}.{s}"], (d,))))
-
-    def ffn(prefix, hf, f):
-        linear(f"{prefix}.ffn.fc1", f"{hf}.fc1", f, d)
-        linear(f"{prefix}.ffn.fc2", f"{hf}.fc2", d, f)
-
-    for i in range(cfg["encoder_layers"]):
-        p, hf = f"enc.{i}", f"model.encoder.layers.{i}"
-        attn(f"{p}.self_attn", f"{hf}.self_attn")
-        norm(f"{p}.self_attn_norm", f"{hf}.self_attn_layer_norm")
-        ffn(p, hf, cfg["encoder_ffn_dim"])
-        norm(f"{p}.ffn_norm", f"{hf}.final_layer_norm")
-    norm("enc.final_norm", "model.encoder.layer_norm")
-    for i in range(cfg["decoder_layers"]):
-        p, hf = f"dec.{i}", f"model.decoder.layers.{i}"
-        attn(f"{p}.self_attn", f"{hf}.self_attn")
-        norm(f"{p}.self_attn_norm", f"{hf}.self_attn_layer_norm")
-        attn(f"{p}.cross_attn", f"{hf}.encoder_attn")
-        norm(f"{p}.cross_attn_norm", f"{hf}.encoder_attn_layer_norm")
-        ffn(p, hf, cfg["decoder_ffn_dim"])
-        norm(f"{p}.ffn_norm", f"{hf}.final_layer_norm")
-    norm("dec.final_norm", "model.decoder.layer_norm")
+    E.map_layers(cfg, sd, out, final_norms=True)
     return out
 
 

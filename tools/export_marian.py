@@ -356,6 +356,47 @@ def _get(sd, names, shape, allow_shapes=()):
                  + (f" (or {', '.join(names[1:])})" if len(names) > 1 else ""))
 
 
+def map_layers(cfg, sd, out, final_norms=False):
+    """Append the encoder's and the decoder's layers to out, [(attend name, float32 array)] in
+    FORMAT.md order; final_norms: enc/dec.final_norm after each stack (pre-norm families)."""
+    d = cfg["d_model"]
+
+    def linear(name, hf, rows, cols):
+        out.append((f"{name}.weight", _get(sd, [f"{hf}.weight"], (rows, cols))))
+        out.append((f"{name}.bias", _get(sd, [f"{hf}.bias"], (rows,))))
+
+    def attn(prefix, hf):
+        for p, hp in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "out_proj")):
+            linear(f"{prefix}.{p}", f"{hf}.{hp}", d, d)
+
+    def norm(name, hf):
+        for s in ("weight", "bias"):
+            out.append((f"{name}.{s}", _get(sd, [f"{hf}.{s}"], (d,))))
+
+    def ffn(prefix, hf, f):
+        linear(f"{prefix}.ffn.fc1", f"{hf}.fc1", f, d)
+        linear(f"{prefix}.ffn.fc2", f"{hf}.fc2", d, f)
+
+    for i in range(cfg["encoder_layers"]):
+        p, hf = f"enc.{i}", f"model.encoder.layers.{i}"
+        attn(f"{p}.self_attn", f"{hf}.self_attn")
+        norm(f"{p}.self_attn_norm", f"{hf}.self_attn_layer_norm")
+        ffn(p, hf, cfg["encoder_ffn_dim"])
+        norm(f"{p}.ffn_norm", f"{hf}.final_layer_norm")
+    if final_norms:
+        norm("enc.final_norm", "model.encoder.layer_norm")
+    for i in range(cfg["decoder_layers"]):
+        p, hf = f"dec.{i}", f"model.decoder.layers.{i}"
+        attn(f"{p}.self_attn", f"{hf}.self_attn")
+        norm(f"{p}.self_attn_norm", f"{hf}.self_attn_layer_norm")
+        attn(f"{p}.cross_attn", f"{hf}.encoder_attn")
+        norm(f"{p}.cross_attn_norm", f"{hf}.encoder_attn_layer_norm")
+        ffn(p, hf, cfg["decoder_ffn_dim"])
+        norm(f"{p}.ffn_norm", f"{hf}.final_layer_norm")
+    if final_norms:
+        norm("dec.final_norm", "model.decoder.layer_norm")
+
+
 def map_tensors(cfg, sd):
     """[(attend name, float32 array)] in FORMAT.md order."""
     d, V, Vt = cfg["d_model"], cfg["vocab_size"], cfg["decoder_vocab_size"]
@@ -376,35 +417,7 @@ def map_tensors(cfg, sd):
         out.append(("lm_head.weight", _get(sd, ["lm_head.weight"], (Vt, d))))
     out.append(("final_logits_bias", _get(sd, ["final_logits_bias"], (Vt,), [(1, Vt)])))
 
-    def attn(prefix, hf):
-        for p, hp in (("q", "q_proj"), ("k", "k_proj"), ("v", "v_proj"), ("o", "out_proj")):
-            out.append((f"{prefix}.{p}.weight", _get(sd, [f"{hf}.{hp}.weight"], (d, d))))
-            out.append((f"{prefix}.{p}.bias", _get(sd, [f"{hf}.{hp}.bias"], (d,))))
-
-    def norm(name, hf):
-        for s in ("weight", "bias"):
-            out.append((f"{name}.{s}", _get(sd, [f"{hf}.{s}"], (d,))))
-
-    def ffn(prefix, hf, f):
-        out.append((f"{prefix}.ffn.fc1.weight", _get(sd, [f"{hf}.fc1.weight"], (f, d))))
-        out.append((f"{prefix}.ffn.fc1.bias", _get(sd, [f"{hf}.fc1.bias"], (f,))))
-        out.append((f"{prefix}.ffn.fc2.weight", _get(sd, [f"{hf}.fc2.weight"], (d, f))))
-        out.append((f"{prefix}.ffn.fc2.bias", _get(sd, [f"{hf}.fc2.bias"], (d,))))
-
-    for i in range(cfg["encoder_layers"]):
-        p, hf = f"enc.{i}", f"model.encoder.layers.{i}"
-        attn(f"{p}.self_attn", f"{hf}.self_attn")
-        norm(f"{p}.self_attn_norm", f"{hf}.self_attn_layer_norm")
-        ffn(p, hf, cfg["encoder_ffn_dim"])
-        norm(f"{p}.ffn_norm", f"{hf}.final_layer_norm")
-    for i in range(cfg["decoder_layers"]):
-        p, hf = f"dec.{i}", f"model.decoder.layers.{i}"
-        attn(f"{p}.self_attn", f"{hf}.self_attn")
-        norm(f"{p}.self_attn_norm", f"{hf}.self_attn_layer_norm")
-        attn(f"{p}.cross_attn", f"{hf}.encoder_attn")
-        norm(f"{p}.cross_attn_norm", f"{hf}.encoder_attn_layer_norm")
-        ffn(p, hf, cfg["decoder_ffn_dim"])
-        norm(f"{p}.ffn_norm", f"{hf}.final_layer_norm")
+    map_layers(cfg, sd, out)
     return out
 
 
