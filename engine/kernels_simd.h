@@ -153,13 +153,15 @@ static inline wstride matrix_stride(const at_matrix *w) {
 _Static_assert(AT_PANEL % (HV * VN) == 0, "a micro-tile covers a whole number of vectors of a group");
 
 static inline __attribute__((always_inline)) void panel_tile(float *part, const float *x, int ldx, const void *w,
-                                                            int kc, int first, const int f16, const int R) {
+                                                            int kc, int first, const char *pf, int pf_shift,
+                                                            const int f16, const int R) {
     V acc[MR][HV];
     UNROLL for (int i = 0; i < R; i++) UNROLL for (int j = 0; j < HV; j++)
         acc[i][j] = first ? V_ZERO() : V_LOAD(part + (size_t)i * AT_PANEL + j * VN);
     const float *wf = (const float *)w;
     const uint16_t *wh = (const uint16_t *)w;
     for (int k = 0; k < kc; k++) {
+        if (pf && !(k & ((1 << pf_shift) - 1))) __builtin_prefetch(pf + (size_t)(k >> pf_shift) * 64, 0, 2);
         V xb[MR];
         UNROLL for (int i = 0; i < R; i++) xb[i] = V_SET1(x[(size_t)i * ldx + k]);
         UNROLL for (int j = 0; j < HV; j++) {
@@ -175,15 +177,19 @@ static inline __attribute__((always_inline)) void panel_tile(float *part, const 
 /* panel_tile for R = r rows, as a fully unrolled instance */
 #define PANEL_CASES(F16)                                                                    \
     switch (r) {                                                                            \
-    case 1: panel_tile(part, x, ldx, w, kc, first, F16, 1); break;                          \
-    case 2: panel_tile(part, x, ldx, w, kc, first, F16, 2); break;                          \
-    case 3: panel_tile(part, x, ldx, w, kc, first, F16, 3); break;                          \
-    case 4: panel_tile(part, x, ldx, w, kc, first, F16, MR >= 4 ? 4 : 1); break;             \
-    case 5: panel_tile(part, x, ldx, w, kc, first, F16, MR >= 5 ? 5 : 1); break;             \
-    default: panel_tile(part, x, ldx, w, kc, first, F16, MR); break;                        \
+    case 1: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, 1); break;                          \
+    case 2: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, 2); break;                          \
+    case 3: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, 3); break;                          \
+    case 4: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, MR >= 4 ? 4 : 1); break;             \
+    case 5: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, MR >= 5 ? 5 : 1); break;             \
+    default: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, MR); break;                        \
     }
-static void tile_f32(float *part, const float *x, int ldx, const void *w, int kc, int first, int r) { PANEL_CASES(0) }
-static void tile_f16(float *part, const float *x, int ldx, const void *w, int kc, int first, int r) { PANEL_CASES(1) }
+static void tile_f32(float *part, const float *x, int ldx, const void *w, int kc, int first, const char *pf, int pf_shift, int r) {
+    PANEL_CASES(0)
+}
+static void tile_f16(float *part, const float *x, int ldx, const void *w, int kc, int first, const char *pf, int pf_shift, int r) {
+    PANEL_CASES(1)
+}
 
 /* The same chains one output at a time, for a matrix that is not in panels (tests) or when
  * there is no memory for the blocks: slow, and bit-identical to the tiles. */
@@ -225,13 +231,25 @@ static void panel_block(float *y, const float *x, const at_matrix *w, const floa
             wk = wide;
             half = 0;
         }
+        /* the first tiles also pull the next column block (in memory order: the next block
+         * of this group or the next group) into L2, one line per step: without it the first
+         * tile over each block waited on memory (the 58k-row output projection at batch 64
+         * ran at 43% of the FMA peak, other shapes at 70-88%) */
+        const char *next = (const char *)(wg) + (size_t)(k0 + kc) * AT_PANEL * es;
+        const size_t next_lines = (size_t)KC * AT_PANEL * es / 64;
+        const size_t tiles = (size_t)(nr + MR - 1) / MR * (AT_PANEL / (HV * VN));
+        int pf_shift = 0; /* spread over the tiles: a line every 2^pf_shift steps */
+        while (pf_shift < 3 && tiles * (size_t)(kc >> (pf_shift + 1)) >= next_lines) pf_shift++;
+        size_t pf_line = 0;
         for (int t = t0; t < t1; t += MR) {
             const int r = t1 - t < MR ? t1 - t : MR;
             for (int h = 0; h < AT_PANEL; h += HV * VN) {
                 float *pt = part + (size_t)(t - t0) * AT_PANEL + h;
                 const float *xt = x + (size_t)t * in + k0;
-                if (half) tile_f16(pt, xt, in, (const uint16_t *)wk + h, kc, k0 == 0, r);
-                else tile_f32(pt, xt, in, (const float *)wk + h, kc, k0 == 0, r);
+                const char *pf = pf_line < next_lines ? next + pf_line * 64 : NULL;
+                pf_line += (size_t)(kc >> pf_shift);
+                if (half) tile_f16(pt, xt, in, (const uint16_t *)wk + h, kc, k0 == 0, pf, pf_shift, r);
+                else tile_f32(pt, xt, in, (const float *)wk + h, kc, k0 == 0, pf, pf_shift, r);
             }
         }
     }
