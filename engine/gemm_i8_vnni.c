@@ -8,11 +8,11 @@
  * 16 W rows, so nothing is reduced across lanes and each loaded W vector serves 6 input rows
  * (each broadcast serves 4 W vectors).
  *
- * That needs W as panels of 16 rows, 4 columns at a time ([k/4][16 rows][4 bytes]). The
- * stored layouts keep rows apart, so each thread transposes its block of W rows into scratch
- * once per call and sweeps every input row over it. At 64 input rows the transpose is about a
- * sixth of the linear layers' time; from about 12 rows on the whole beats the dot products
- * (kernels_avx512.c decides). Integer sums are exact in any order, so the results are
+ * That needs W as panels of 16 rows, 4 columns at a time ([k/4][16 rows][4 bytes]): the
+ * layout AT_PACKED_VNNI (kernels.h) that the loader gives int8 matrices on these CPUs, read
+ * as it lies. A matrix in another layout (tests, or a model packed under another kernel set)
+ * is transposed block by block into scratch per call, as all of them once were (a sixth of
+ * the int8 batch-64 time). Integer sums are exact in any order, so the results are
  * bit-identical to every other int8 path. */
 #ifndef __clang__ /* clang gets -m flags from the Makefile (make fuzz, make tsan) */
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx2,fma")
@@ -68,9 +68,9 @@ static void transpose_chunk(__m512i *dst, const int8_t *const *row, __mmask64 m)
     }
 }
 
-/* Rows [o0, o0 + 64) of W into panels: panel p's step s (columns 4s .. 4s + 3) is the vector
- * at dst + (p * steps + s) * 64 bytes; steps = chunks * 16. A row's chunks lie `stride`
- * bytes apart in either layout (a packed chunk is 64 bytes of int8). */
+/* Rows [o0, o0 + 64) of W (row-major or AT_PACKED) into panels: panel p's step s (columns
+ * 4s .. 4s + 3) is the vector at dst + (p * steps + s) * 64 bytes; steps = chunks * 16. A
+ * row's chunks lie `stride` bytes apart in either layout (a packed chunk is 64 bytes). */
 static void pack_block(uint8_t *dst, const at_matrix *w, int o0, size_t steps) {
     _Static_assert(AT_PACK_BYTES == CHUNK, "a packed int8 chunk is one transposed chunk");
     const int8_t *W = (const int8_t *)w->data;
@@ -93,17 +93,20 @@ static void pack_block(uint8_t *dst, const at_matrix *w, int o0, size_t steps) {
     }
 }
 
+void at_vnni_pack_rows(void *dst, const at_matrix *w, int o0) { pack_block(dst, w, o0, at_vnni_steps(w->cols)); }
+
 /* One micro-tile: the block's 64 outputs for NX input rows. xu holds u8 rows (q + 128) with
  * stride in; reading up to 3 bytes past a row's end is harmless (W is zero there) and stays
  * inside at_quantize_rows' buffer (the scales follow the rows). */
 static inline __attribute__((always_inline)) void tile(float *y, int ldy, const uint8_t *xu, int in, const float *sx,
                                                       const uint8_t *pw, size_t steps, const __m512i *comp,
                                                       const __m512 *sw, const __m512 *bias, const __mmask16 *keep,
-                                                      const int NX) {
+                                                      const char *pf, int pf_shift, const int NX) {
     __m512i acc[BLOCK_PANELS][TILE_X];
     UNROLL for (int p = 0; p < BLOCK_PANELS; p++) UNROLL for (int j = 0; j < NX; j++) acc[p][j] = _mm512_setzero_si512();
     const int used = (in + 3) / 4; /* steps holding columns of W */
     for (int s = 0; s < used; s++) {
+        if (pf && !(s & ((1 << pf_shift) - 1))) _mm_prefetch(pf + (size_t)(s >> pf_shift) * 64, _MM_HINT_T1);
         __m512i wv[BLOCK_PANELS];
         UNROLL for (int p = 0; p < BLOCK_PANELS; p++) wv[p] = _mm512_load_si512((const void *)(pw + ((size_t)p * steps + s) * 64));
         UNROLL for (int j = 0; j < NX; j++) {
@@ -125,8 +128,9 @@ static inline __attribute__((always_inline)) void tile(float *y, int ldy, const 
 }
 
 static void tile_any(float *y, int ldy, const uint8_t *xu, int in, const float *sx, const uint8_t *pw, size_t steps,
-                     const __m512i *comp, const __m512 *sw, const __m512 *bias, const __mmask16 *keep, int nx) {
-#define T(NX) tile(y, ldy, xu, in, sx, pw, steps, comp, sw, bias, keep, NX)
+                     const __m512i *comp, const __m512 *sw, const __m512 *bias, const __mmask16 *keep,
+                     const char *pf, int pf_shift, int nx) {
+#define T(NX) tile(y, ldy, xu, in, sx, pw, steps, comp, sw, bias, keep, pf, pf_shift, NX)
     switch (nx) {
     case 1: T(1); break;
     case 2: T(2); break;
@@ -138,11 +142,18 @@ static void tile_any(float *y, int ldy, const uint8_t *xu, int in, const float *
 #undef T
 }
 
-/* W rows [o0, o0 + 64) against every input row. */
+/* W rows [o0, o0 + 64) against every input row. pw: the block's panels, or scratch to
+ * transpose them into. */
 static void gemm_block(float *y, const uint8_t *xu, const float *sx, const at_matrix *w, const float *b, int n, int o0,
                        uint8_t *pw, size_t steps) {
     const int out = w->rows, in = w->cols;
-    pack_block(pw, w, o0, steps);
+    const size_t block_bytes = (size_t)BLOCK_PANELS * steps * 64;
+    const char *next = NULL; /* VNNI panels: the next block in memory, pulled into L2 meanwhile */
+    if (w->packed == AT_PACKED_VNNI) {
+        if (o0 + BLOCK_PANELS * PANEL < out) next = (const char *)pw + block_bytes;
+    } else {
+        pack_block(pw, w, o0, steps);
+    }
     /* per panel: the VNNI correction 128 Σw, scales, bias, and which outputs exist */
     __m512i comp[BLOCK_PANELS];
     __m512 sw[BLOCK_PANELS], bias[BLOCK_PANELS];
@@ -154,9 +165,18 @@ static void gemm_block(float *y, const uint8_t *xu, const float *sx, const at_ma
         sw[p] = _mm512_maskz_loadu_ps(keep[p], w->scale + (left > 0 ? o : 0));
         bias[p] = b ? _mm512_maskz_loadu_ps(keep[p], b + (left > 0 ? o : 0)) : _mm512_setzero_ps();
     }
+    /* the next block's lines spread over the tiles, one every 2^pf_shift steps (as the f32
+     * panels do: the first tile over a block otherwise waits on memory) */
+    const size_t lines = block_bytes / 64, tiles = (size_t)(n + TILE_X - 1) / TILE_X, used = (size_t)(in + 3) / 4;
+    int pf_shift = 0;
+    while (pf_shift < 3 && tiles * (used >> (pf_shift + 1)) >= lines) pf_shift++;
+    size_t line = 0;
     for (int t = 0; t < n; t += TILE_X) {
         const int nx = n - t < TILE_X ? n - t : TILE_X;
-        tile_any(y + (size_t)t * out + o0, out, xu + (size_t)t * in, in, sx + t, pw, steps, comp, sw, bias, keep, nx);
+        const char *pf = next && line < lines ? next + line * 64 : NULL;
+        line += used >> pf_shift;
+        tile_any(y + (size_t)t * out + o0, out, xu + (size_t)t * in, in, sx + t, pw, steps, comp, sw, bias, keep, pf,
+                 pf_shift, nx);
     }
 }
 
@@ -175,7 +195,8 @@ static void gemm_blocks(const void *ctx, int lo, int hi, int worker) {
     (void)worker;
     gemm_job *j = (gemm_job *)ctx;
     for (int blk = lo; blk < hi; blk++) {
-        uint8_t *pw = block_scratch(j->scratch);
+        uint8_t *pw = j->w->packed == AT_PACKED_VNNI ? (uint8_t *)j->w->data + (size_t)blk * j->scratch
+                                                     : block_scratch(j->scratch);
         if (!pw) {
             __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
             return;

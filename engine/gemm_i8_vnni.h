@@ -13,5 +13,9 @@
  * at_quantize_rows' buffer. Bit-identical to every other int8 path. Returns 0, or -1 if a
  * thread found no memory for its scratch (y is then incomplete: compute it another way). */
 int at_gemm_i8_vnni(float *y, const uint8_t *xu, const float *sx, const at_matrix *w, const float *b, int n);
+/* Rows [o0, o0 + 64) of the row-major int8 matrix w as AT_PACKED_VNNI panels at dst (64 x
+ * at_vnni_steps(cols) x 4 bytes; rows past the matrix and padded columns zero). Only on
+ * CPUs with AVX-512 VNNI. */
+void at_vnni_pack_rows(void *dst, const at_matrix *w, int o0);
 
 #endif

@@ -62,6 +62,15 @@ void at_cpu_mask(const char *feature) {
     if (strcmp(feature, "avxvnni") == 0) cpu.avxvnni = 0;
 }
 
+int at_isa_vnni_panels(void) {
+    probe();
+#ifdef AT_X86
+    return at_k() == &at_kernels_avx512 && cpu.avx512vnni;
+#else
+    return 0;
+#endif
+}
+
 const at_kernels *at_isa_best(void) {
     probe();
 #ifdef AT_X86

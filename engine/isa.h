@@ -13,6 +13,9 @@ const char *at_isa_list(void);
 /* 1 if the CPU (and OS) support a feature: "avx2" (with FMA, F16C), "avx512" (F, BW, VL,
  * DQ), "avx512vnni", "avxvnni"; else 0. */
 int at_cpu_has(const char *feature);
+/* 1 if int8 matrices are packed as VNNI panels (kernels.h) for the active kernel set: the
+ * avx512 set on a CPU with AVX-512 VNNI. */
+int at_isa_vnni_panels(void);
 /* Pretend the CPU lacks a feature ("avx512vnni" or "avxvnni"), so the tests run the paths
  * older CPUs take on this one. */
 void at_cpu_mask(const char *feature);

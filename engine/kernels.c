@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "gemm_i8_vnni.h"
 #include "isa.h"
 #include "pool.h"
 
@@ -126,16 +127,21 @@ int32_t *at_matrix_i8_sums(const int8_t *q, int rows, int cols) {
 
 static int in_panels(const at_matrix *m) { return m->packed && m->dtype != AT_I8; }
 
+int at_pack_layout(int dtype) { return dtype == AT_I8 && at_isa_vnni_panels() ? AT_PACKED_VNNI : AT_PACKED; }
+
 size_t at_matrix_elems(const at_matrix *m) {
     if (!m->packed) return (size_t)m->rows * m->cols;
+    if (m->packed == AT_PACKED_VNNI) return ((size_t)m->rows + 63) / 64 * 64 * at_vnni_steps(m->cols) * 4;
     if (in_panels(m)) return ((size_t)m->rows + AT_PANEL - 1) / AT_PANEL * AT_PANEL * m->cols;
     const size_t groups = ((size_t)m->rows + AT_PACK_ROWS - 1) / AT_PACK_ROWS;
     return groups * AT_PACK_ROWS * at_pack_chunks(m) * (size_t)at_pack_chunk(m->dtype);
 }
 
 /* Runs of a row that lie contiguously in m->data: a chunk for row-major and int8 layouts,
- * one element in panels. */
-static int row_run(const at_matrix *m) { return in_panels(m) ? 1 : at_pack_chunk(m->dtype); }
+ * one element in panels, 4 in VNNI panels. */
+static int row_run(const at_matrix *m) {
+    return in_panels(m) ? 1 : m->packed == AT_PACKED_VNNI ? 4 : at_pack_chunk(m->dtype);
+}
 
 void at_matrix_raw_row(void *dst, const at_matrix *m, int r) {
     const size_t es = (size_t)at_dtype_size(m->dtype);
@@ -149,7 +155,7 @@ void at_matrix_raw_row(void *dst, const at_matrix *m, int r) {
 
 size_t at_matrix_packed_bytes(const at_matrix *m) {
     at_matrix p = *m;
-    p.packed = 1;
+    p.packed = at_pack_layout(m->dtype);
     return at_matrix_elems(&p) * (size_t)at_dtype_size(m->dtype);
 }
 
@@ -169,6 +175,10 @@ static void pack_groups(const void *ctx, int lo, int hi, int worker) {
     const char *src = m->data;
     const size_t es = a->es;
     for (int g = lo; g < hi; g++) {
+        if (a->p->packed == AT_PACKED_VNNI) { /* 64 rows of VNNI panels, padding included */
+            at_vnni_pack_rows(a->dst + (size_t)g * a->group_bytes, m, g * a->group_rows);
+            continue;
+        }
         memset(a->dst + (size_t)g * a->group_bytes, 0, a->group_bytes); /* the padding */
         const int r0 = g * a->group_rows, r1 = r0 + a->group_rows < m->rows ? r0 + a->group_rows : m->rows;
         if (in_panels(a->p)) {
@@ -197,10 +207,10 @@ static void pack_groups(const void *ctx, int lo, int hi, int worker) {
 
 void at_matrix_pack_into(at_matrix *m, void *buf) {
     at_matrix p = *m;
-    p.packed = 1;
+    p.packed = at_pack_layout(m->dtype);
     p.data = buf;
     const size_t es = (size_t)at_dtype_size(m->dtype), bytes = at_matrix_packed_bytes(m);
-    const int group_rows = in_panels(&p) ? AT_PANEL : AT_PACK_ROWS;
+    const int group_rows = in_panels(&p) || p.packed == AT_PACKED_VNNI ? 64 : AT_PACK_ROWS;
     const int groups = (m->rows + group_rows - 1) / group_rows, ce = at_pack_chunk(m->dtype);
     /* groups fill disjoint ranges: threads share the copy of a large matrix */
     pack_args a = {m, &p, buf, es, bytes / (size_t)groups, ce, group_rows};

@@ -29,7 +29,7 @@ typedef struct {
     int rows, cols;
     const float *scale;   /* AT_I8: [rows] per-row scales */
     const int32_t *wsum;  /* AT_I8: [rows] row sums of the int8 values */
-    int packed;           /* 0: row-major (as in the file); 1: the packed layout below */
+    int packed;           /* enum at_layout: row-major (as in the file) or a packed layout below */
 } at_matrix;
 
 /* The packed layouts (at_matrix_pack).
@@ -45,10 +45,19 @@ typedef struct {
  * AT_PANEL rows side by side, then column 1, ... (rows zero-padded to whole groups). A
  * linear layer then runs as outer products (a column of W times inputs broadcast), each
  * output one chain of fused multiply-adds over the columns in order, at every batch size;
- * batch 1 still reads W as one stream. */
+ * batch 1 still reads W as one stream.
+ *
+ * int8 on CPUs with AVX-512 VNNI: VNNI panels instead of chunks. Rows go in panels of
+ * AT_I8_PANEL; a panel stores 4 columns of its 16 rows at a time (64 bytes: row 0's columns
+ * 0..3, row 1's 0..3, ...), then the next 4 columns. That is the operand vpdpbusd multiplies
+ * by 4 broadcast input bytes, and the B tile of AMX's tdpbusd, so the GEMMs read W as it
+ * lies (they transposed it per call before: a sixth of the int8 batch-64 time). Columns are
+ * zero-padded to multiples of 64, rows to multiples of 64 (a GEMM block). */
+enum at_layout { AT_ROW_MAJOR = 0, AT_PACKED = 1, AT_PACKED_VNNI = 2 };
 #define AT_PACK_ROWS 4
 #define AT_PACK_BYTES 64
 #define AT_PANEL 64
+#define AT_I8_PANEL 16
 static inline int at_dtype_size(int dtype) { return dtype == AT_F32 ? 4 : dtype == AT_F16 ? 2 : 1; }
 /* int8: elements per chunk (a power of two) and chunks per row. */
 static inline int at_pack_chunk(int dtype) { return AT_PACK_BYTES / at_dtype_size(dtype); }
@@ -56,9 +65,13 @@ static inline size_t at_pack_chunks(const at_matrix *m) {
     const int ce = at_pack_chunk(m->dtype);
     return ((size_t)m->cols + ce - 1) / ce;
 }
+/* AT_PACKED_VNNI: 4-byte column groups per panel (the padded columns / 4). */
+static inline size_t at_vnni_steps(int cols) { return ((size_t)cols + 63) / 64 * 16; }
 /* Index of element (r, c) in m->data, in elements, for any layout. */
 static inline size_t at_matrix_index(const at_matrix *m, int r, int c) {
     if (!m->packed) return (size_t)r * m->cols + c;
+    if (m->packed == AT_PACKED_VNNI)
+        return (((size_t)(r / AT_I8_PANEL) * at_vnni_steps(m->cols) + c / 4) * AT_I8_PANEL + r % AT_I8_PANEL) * 4 + c % 4;
     if (m->dtype != AT_I8) return ((size_t)(r / AT_PANEL) * m->cols + c) * AT_PANEL + r % AT_PANEL;
     const size_t ce = (size_t)at_pack_chunk(m->dtype);
     return (((size_t)(r / AT_PACK_ROWS) * at_pack_chunks(m) + c / ce) * AT_PACK_ROWS + r % AT_PACK_ROWS) * ce + c % ce;
@@ -67,6 +80,8 @@ static inline size_t at_matrix_index(const at_matrix *m, int r, int c) {
 size_t at_matrix_elems(const at_matrix *m);
 /* Bytes the packed copy of a matrix takes: a multiple of AT_PACK_BYTES. */
 size_t at_matrix_packed_bytes(const at_matrix *m);
+/* The layout at_matrix_pack gives a matrix of this dtype under the active kernel set. */
+int at_pack_layout(int dtype);
 /* Repack a row-major matrix into buf (at_matrix_packed_bytes(m) bytes, 64-byte aligned)
  * and point m at it. */
 void at_matrix_pack_into(at_matrix *m, void *buf);

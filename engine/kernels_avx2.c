@@ -198,7 +198,8 @@ static void tile_i8_1(float *y, int ldy, const int8_t *xq, const float *sx, cons
 static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const float *b, int n) {
     const int out = w->rows, in = w->cols;
     float *sx;
-    const int8_t *xq = at_quantize_rows_with(x, n, in, &sx, quantize_row);
+    /* VNNI panels (a model packed under the avx512 set): the generic rows read any layout */
+    const int8_t *xq = w->packed == AT_PACKED_VNNI ? NULL : at_quantize_rows_with(x, n, in, &sx, quantize_row);
     if (!xq) {
         at_kernels_generic.linear(y, x, w, b, n);
         return;

@@ -199,8 +199,9 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
     for (; i + 64 <= tot; i += 64)
         _mm512_storeu_si512((void *)(xq + i), _mm512_xor_si512(_mm512_loadu_si512((const void *)(xq + i)), flip));
     for (; i < tot; i++) xq[i] = (int8_t)((uint8_t)xq[i] ^ 0x80);
-    /* several rows: 16 outputs a vector, no lane reductions (gemm_i8_vnni.c) */
-    if (i8_gemm_pays(n, in) && at_gemm_i8_vnni(y, (const uint8_t *)xq, sx, w, b, n) == 0) return;
+    /* VNNI panels, or several rows: 16 outputs a vector, no lane reductions (gemm_i8_vnni.c) */
+    if ((w->packed == AT_PACKED_VNNI || i8_gemm_pays(n, in)) && at_gemm_i8_vnni(y, (const uint8_t *)xq, sx, w, b, n) == 0)
+        return;
     const double work = (double)n * out * in;
     const int RB = n == 1 ? stream_block_rows(w, at_threads()) : 64, nb = (out + RB - 1) / RB;
     const linear_job j = {y, x, w, b, n, RB, xq, sx, 0};
