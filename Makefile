@@ -11,7 +11,7 @@ ALL_CFLAGS   = $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp-simd -pth
 ALL_CXXFLAGS = $(CXXFLAGS) -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden
 LDLIBS  = -pthread -lsentencepiece -lz -lm
 
-LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/gemm_i8_vnni.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
+LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
           model/marian.c model/forward.c model/search.c model/translate.c model/text.c model/api.c model/align.c model/quantize.c
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = tools/attend.c tools/cli.c tools/cmd_translate.c tools/cmd_info.c tools/cmd_bench.c tools/bench_peak.c tools/cmd_quantize.c tools/npz.c \
@@ -207,6 +207,7 @@ TSAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 $(TSAN_DIR)/engine/kernels_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
 $(TSAN_DIR)/engine/kernels_avx512.o $(TSAN_DIR)/engine/gemm_i8_vnni.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq \
   -mavx512vnni -mavx2 -mfma -mf16c
+$(TSAN_DIR)/engine/gemm_i8_amx.o: ALL_CFLAGS += -mamx-tile -mamx-int8 -mavx512f -mavx512bw -mavx512vl -mavx512dq
 
 tsan:
 	$(MAKE) BUILD=$(TSAN_DIR) CC=clang CXX=clang++ CFLAGS="$(TSAN_OPTS)" CXXFLAGS="$(TSAN_OPTS)" \
@@ -251,6 +252,7 @@ FUZZ_FLAGS   = -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 -p
 $(FUZZ_DIR)/engine/kernels_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
 $(FUZZ_DIR)/engine/kernels_avx512.o $(FUZZ_DIR)/engine/gemm_i8_vnni.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq \
   -mavx512vnni -mavx2 -mfma -mf16c
+$(FUZZ_DIR)/engine/gemm_i8_amx.o: ALL_CFLAGS += -mamx-tile -mamx-int8 -mavx512f -mavx512bw -mavx512vl -mavx512dq
 
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) CXX=$(FUZZ_CXX) CFLAGS="$(FUZZ_OPTS)" \

@@ -4,7 +4,12 @@
 #include "isa.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
+#ifdef __linux__
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -17,10 +22,22 @@ typedef struct {
     int avx512;     /* AVX-512 F/BW/VL/DQ, ZMM and mask state enabled */
     int avx512vnni; /* vpdpbusd on zmm */
     int avxvnni;    /* vpdpbusd on ymm (VEX) */
+    int amx;        /* AMX tiles with tdpbusd, tile state enabled, and this process allowed */
 } cpu_features;
 
 static cpu_features cpu;
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+
+/* Linux hands out AMX's 8 KiB of tile state only to processes that ask (arch_prctl
+ * ARCH_REQ_XCOMP_PERM for XTILEDATA, once, for all threads); a tile instruction without it
+ * is a fatal signal. */
+static int amx_permitted(void) {
+#if defined(__linux__) && defined(SYS_arch_prctl)
+    return syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) == 0;
+#else
+    return 0;
+#endif
+}
 
 /* CPUID once per process, before any thread reads the result */
 static void probe_cpu(void) {
@@ -42,6 +59,10 @@ static void probe_cpu(void) {
     cpu.avx512 = cpu.avx2 && zmm_os && f && dq && bw && vl;
     cpu.avx512vnni = cpu.avx512 && vnni;
     cpu.avxvnni = cpu.avx2 && ((a1 >> 4) & 1);
+    const int amx_tile = (d >> 24) & 1, amx_int8 = (d >> 25) & 1, tile_os = (xlo & 0x60000) == 0x60000;
+    const char *no_amx = getenv("ATTEND_AMX");
+    cpu.amx = cpu.avx512vnni && amx_tile && amx_int8 && tile_os && !(no_amx && !strcmp(no_amx, "0")) &&
+              amx_permitted();
 #endif
 }
 
@@ -53,6 +74,7 @@ int at_cpu_has(const char *feature) {
     if (strcmp(feature, "avx512") == 0) return cpu.avx512;
     if (strcmp(feature, "avx512vnni") == 0) return cpu.avx512vnni;
     if (strcmp(feature, "avxvnni") == 0) return cpu.avxvnni;
+    if (strcmp(feature, "amx") == 0) return cpu.amx;
     return 0;
 }
 
@@ -60,6 +82,7 @@ void at_cpu_mask(const char *feature) {
     probe();
     if (strcmp(feature, "avx512vnni") == 0) cpu.avx512vnni = 0;
     if (strcmp(feature, "avxvnni") == 0) cpu.avxvnni = 0;
+    if (strcmp(feature, "amx") == 0) cpu.amx = 0;
 }
 
 int at_isa_vnni_panels(void) {

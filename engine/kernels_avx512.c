@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "gemm_i8_amx.h"
 #include "gemm_i8_vnni.h"
 #include "isa.h"
 
@@ -117,6 +118,9 @@ static inline __m128i reduce4(__m512i a0, __m512i a1, __m512i a2, __m512i a3) {
  * reduction per output and W row, whatever the row length: it wins from about 12 input rows
  * on for 256 columns, 32 for 1024 (one thread, Xeon with AVX-512 VNNI, tools in BENCHMARKS.md). */
 static int i8_gemm_pays(int n, int in) { return n >= 12 && (size_t)n * 32 >= (size_t)in; }
+/* From this many input rows AMX beats the VNNI GEMM (a tile multiply costs the same for 1 row
+ * as for 16) */
+#define AMX_MIN_ROWS 8
 
 static inline __attribute__((always_inline)) void tile_i8(float *y, int ldy, const uint8_t *xu, int ldx,
                                                          const float *sx, const int8_t *w, int in,
@@ -199,6 +203,10 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
     for (; i + 64 <= tot; i += 64)
         _mm512_storeu_si512((void *)(xq + i), _mm512_xor_si512(_mm512_loadu_si512((const void *)(xq + i)), flip));
     for (; i < tot; i++) xq[i] = (int8_t)((uint8_t)xq[i] ^ 0x80);
+    /* AMX tiles for several rows of VNNI panels (gemm_i8_amx.c) */
+    if (w->packed == AT_PACKED_VNNI && n >= AMX_MIN_ROWS && at_cpu_has("amx") &&
+        at_gemm_i8_amx(y, (const uint8_t *)xq, sx, w, b, n) == 0)
+        return;
     /* VNNI panels, or several rows: 16 outputs a vector, no lane reductions (gemm_i8_vnni.c) */
     if ((w->packed == AT_PACKED_VNNI || i8_gemm_pays(n, in)) && at_gemm_i8_vnni(y, (const uint8_t *)xq, sx, w, b, n) == 0)
         return;

@@ -532,6 +532,27 @@ int main(void) {
         }
         ran++;
     }
+    /* CPUs with AMX take its tiles for int8 from 8 rows on (the runs above); the VNNI GEMM
+     * on the same VNNI panels is what other AVX-512 VNNI CPUs (Zen 4, Ice Lake) run */
+    if (at_isa_by_name("avx512") && at_cpu_has("amx")) {
+        setenv("ATTEND_ISA", "avx512", 1);
+        at_cpu_mask("amx");
+        if (!at_kernels_init(err, sizeof err)) {
+            isa_name = "avx512 without AMX";
+            for (int threads = 1; threads <= 2; threads++) {
+                at_set_threads(threads);
+                int before = failed;
+                test_linear_i8();
+                test_linear_i8_batches();
+                test_linear_i8_degenerate();
+                test_packed();
+                printf("%s avx512 without AMX (int8), %d thread%s\n", failed == before ? "ok  " : "FAIL", threads,
+                       threads > 1 ? "s" : "");
+            }
+        }
+    } else {
+        printf("skip avx512 with AMX: not supported by this CPU, OS or build\n");
+    }
     /* AVX-512 CPUs without VNNI (Skylake-SP) take AVX2's int8 path inside the avx512 set */
     if (at_isa_by_name("avx512") && at_cpu_has("avx512vnni")) {
         setenv("ATTEND_ISA", "avx512", 1);

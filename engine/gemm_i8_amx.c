@@ -1,0 +1,143 @@
+/* int8 GEMM with AMX (Intel Sapphire Rapids and later): y[n,out] = xq[n,in] · Wqᵀ, scaled.
+ *
+ * AMX adds eight tile registers of 16 rows x 64 bytes and tdpbusd, which multiplies a tile
+ * of 16 input rows x 64 u8 columns by a tile of 16 groups of 4 s8 columns x 16 outputs into
+ * 16 x 16 int32 sums: 16,384 multiply-adds, about 7x what vpdpbusd on zmm does per cycle
+ * (measured by `attend bench`'s peak probe). W's VNNI panels (kernels.h AT_PACKED_VNNI) are
+ * that second operand as they lie: 16 consecutive 64-byte steps of a panel are one tile.
+ *
+ * Four accumulator tiles hold a 32-row x 32-output block; per 64 columns two input tiles and
+ * two weight tiles are loaded and multiplied pairwise. The inputs are copied once per call
+ * into rows padded to 32 and columns padded to 64 with zeros (W is zero there too, so the
+ * padding adds nothing). Sums are exact integers, so results are bit-identical to every
+ * other int8 path; the scaling is AT_I8_OUT with the same vector operations as the VNNI
+ * kernel. */
+#ifndef __clang__ /* clang gets -m flags from the Makefile (make fuzz, make tsan) */
+#pragma GCC target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq")
+#endif
+#include "gemm_i8_amx.h"
+#include "pool.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+#define TR 16         /* rows of a tile */
+#define TK 64         /* bytes of a tile row: 64 input columns, or 16 outputs x 4 columns */
+#define BLOCK_ROWS 64 /* W rows per pool item: one VNNI GEMM block (kernels.h pads to it) */
+#define PARALLEL_GRAIN (1 << 16)
+
+/* ldtilecfg's 64-byte operand, palette 1: tiles 0-3 accumulators, 4-5 inputs, 6-7 weights,
+ * all 16 rows x 64 bytes */
+typedef struct {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+
+static void configure_tiles(void) {
+    tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int i = 0; i < 8; i++) {
+        c.colsb[i] = TK;
+        c.rows[i] = TR;
+    }
+    _tile_loadconfig(&c);
+}
+
+typedef struct {
+    float *y;
+    const uint8_t *xa; /* inputs, rows padded to 2 TR and columns to lda, zeros */
+    const float *sx, *b;
+    const at_matrix *w;
+    int n, lda;
+} amx_job;
+
+/* AT_I8_OUT for one 16 x 16 accumulator tile: rows [t, t + rows), outputs [o, o + 16) */
+static void scale_tile(const amx_job *j, const int32_t *acc, int t, int rows, int o) {
+    const at_matrix *w = j->w;
+    const int out = w->rows, left = out - o;
+    if (left <= 0) return;
+    const __mmask16 keep = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
+    const __m512i comp = _mm512_slli_epi32(_mm512_maskz_loadu_epi32(keep, w->wsum + o), 7);
+    const __m512 sw = _mm512_maskz_loadu_ps(keep, w->scale + o);
+    const __m512 bias = j->b ? _mm512_maskz_loadu_ps(keep, j->b + o) : _mm512_setzero_ps();
+    for (int r = 0; r < rows; r++) {
+        const __m512 v = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_loadu_si512((const void *)(acc + r * 16)), comp));
+        const __m512 res = _mm512_add_ps(_mm512_mul_ps(v, _mm512_mul_ps(_mm512_set1_ps(j->sx[t + r]), sw)), bias);
+        _mm512_mask_storeu_ps(j->y + (size_t)(t + r) * out + o, keep, res);
+    }
+}
+
+/* W rows [o0, o0 + 32) (two panels at pw, pw + steps * 64) against every input row. */
+static void panel_pair(const amx_job *j, const uint8_t *pw, size_t steps, int o0) {
+    int32_t acc[4][TR * 16] __attribute__((aligned(64)));
+    const int lda = j->lda, kb = lda / TK;
+    const uint8_t *pw1 = pw + steps * 64;
+    for (int t = 0; t < j->n; t += 2 * TR) {
+        const uint8_t *a0 = j->xa + (size_t)t * lda, *a1 = a0 + (size_t)TR * lda;
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+        for (int k = 0; k < kb; k++) {
+            _tile_loadd(4, a0 + (size_t)k * TK, lda);
+            _tile_loadd(5, a1 + (size_t)k * TK, lda);
+            _tile_loadd(6, pw + (size_t)k * TR * 64, 64);
+            _tile_loadd(7, pw1 + (size_t)k * TR * 64, 64);
+            _tile_dpbusd(0, 4, 6);
+            _tile_dpbusd(1, 4, 7);
+            _tile_dpbusd(2, 5, 6);
+            _tile_dpbusd(3, 5, 7);
+        }
+        _tile_stored(0, acc[0], 64);
+        _tile_stored(1, acc[1], 64);
+        _tile_stored(2, acc[2], 64);
+        _tile_stored(3, acc[3], 64);
+        const int r0 = j->n - t < TR ? j->n - t : TR, r1 = j->n - t - TR < TR ? j->n - t - TR : TR;
+        scale_tile(j, acc[0], t, r0, o0);
+        scale_tile(j, acc[1], t, r0, o0 + 16);
+        if (r1 > 0) {
+            scale_tile(j, acc[2], t + TR, r1, o0);
+            scale_tile(j, acc[3], t + TR, r1, o0 + 16);
+        }
+    }
+}
+
+/* Blocks [lo, hi) of BLOCK_ROWS W rows. */
+static void amx_blocks(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const amx_job *j = ctx;
+    const size_t steps = at_vnni_steps(j->w->cols), block_bytes = (size_t)BLOCK_ROWS * steps * 4;
+    configure_tiles(); /* per call: tile state belongs to the thread, and others may use AMX too */
+    for (int blk = lo; blk < hi; blk++) {
+        const uint8_t *pb = (const uint8_t *)j->w->data + (size_t)blk * block_bytes;
+        for (int p = 0; p < BLOCK_ROWS / TR; p += 2) {
+            const int o0 = blk * BLOCK_ROWS + p * TR;
+            if (o0 >= j->w->rows) break;
+            panel_pair(j, pb + (size_t)p * steps * 64, steps, o0);
+        }
+    }
+    _tile_release();
+}
+
+int at_gemm_i8_amx(float *y, const uint8_t *xu, const float *sx, const at_matrix *w, const float *b, int n) {
+    const int out = w->rows, in = w->cols, lda = (int)at_vnni_steps(in) * 4;
+    const int rows = (n + 2 * TR - 1) / (2 * TR) * (2 * TR);
+    uint8_t *xa = at_scratch(AT_SCRATCH_ROWS, (size_t)rows * lda);
+    if (!xa) return -1;
+    for (int t = 0; t < rows; t++) {
+        uint8_t *d = xa + (size_t)t * lda;
+        if (t < n) {
+            memcpy(d, xu + (size_t)t * in, (size_t)in);
+            memset(d + in, 0, (size_t)(lda - in));
+        } else {
+            memset(d, 0, (size_t)lda);
+        }
+    }
+    const amx_job j = {y, xa, sx, b, w, n, lda};
+    const int nb = (out + BLOCK_ROWS - 1) / BLOCK_ROWS;
+    const double work = (double)n * out * in;
+    at_parallel_for(nb, work > PARALLEL_GRAIN ? at_threads() : 1, amx_blocks, &j);
+    return 0;
+}
