@@ -69,12 +69,12 @@ static void scale_tile(const amx_job *j, const int32_t *acc, int t, int rows, in
     }
 }
 
-/* W rows [o0, o0 + 32) (two panels at pw, pw + steps * 64) against every input row. */
-static void panel_pair(const amx_job *j, const uint8_t *pw, size_t steps, int o0) {
+/* W rows [o0, o0 + 32) (two panels at pw, pw + steps * 64) against input rows [t, t + 32). */
+static void panel_pair(const amx_job *j, const uint8_t *pw, size_t steps, int o0, int t) {
     int32_t acc[4][TR * 16] __attribute__((aligned(64)));
     const int lda = j->lda, kb = lda / TK;
     const uint8_t *pw1 = pw + steps * 64;
-    for (int t = 0; t < j->n; t += 2 * TR) {
+    {
         const uint8_t *a0 = j->xa + (size_t)t * lda, *a1 = a0 + (size_t)TR * lda;
         _tile_zero(0);
         _tile_zero(1);
@@ -112,11 +112,13 @@ static void amx_blocks(const void *ctx, int lo, int hi, int worker) {
     configure_tiles(); /* per call: tile state belongs to the thread, and others may use AMX too */
     for (int blk = lo; blk < hi; blk++) {
         const uint8_t *pb = (const uint8_t *)j->w->data + (size_t)blk * block_bytes;
-        for (int p = 0; p < BLOCK_ROWS / TR; p += 2) {
-            const int o0 = blk * BLOCK_ROWS + p * TR;
-            if (o0 >= j->w->rows) break;
-            panel_pair(j, pb + (size_t)p * steps * 64, steps, o0);
-        }
+        /* 32 input rows (in L1) against the block's 64 W rows (L1 or L2), then the next 32 */
+        for (int t = 0; t < j->n; t += 2 * TR)
+            for (int p = 0; p < BLOCK_ROWS / TR; p += 2) {
+                const int o0 = blk * BLOCK_ROWS + p * TR;
+                if (o0 >= j->w->rows) break;
+                panel_pair(j, pb + (size_t)p * steps * 64, steps, o0, t);
+            }
     }
     _tile_release();
 }

@@ -94,6 +94,16 @@ int at_isa_vnni_panels(void) {
 #endif
 }
 
+const char *at_isa_int8_path(void) {
+    probe();
+#ifdef AT_X86
+    const at_kernels *k = at_k();
+    if (k == &at_kernels_avx512) return cpu.amx ? "amx" : cpu.avx512vnni ? "avx512vnni" : "avx2";
+    if (k == &at_kernels_avx2) return "avx2";
+#endif
+    return "generic";
+}
+
 const at_kernels *at_isa_best(void) {
     probe();
 #ifdef AT_X86

@@ -17,6 +17,9 @@ int at_cpu_has(const char *feature);
 /* 1 if int8 matrices are packed as VNNI panels (kernels.h) for the active kernel set: the
  * avx512 set on a CPU with AVX-512 VNNI. */
 int at_isa_vnni_panels(void);
+/* What the active kernel set's int8 linear layers run on: "amx" (tiles, from a few rows on),
+ * "avx512vnni", "avx2" (vpmaddubsw) or "generic". */
+const char *at_isa_int8_path(void);
 /* Pretend the CPU lacks a feature ("avx512vnni", "avxvnni" or "amx"), so the tests run the paths
  * older CPUs take on this one. */
 void at_cpu_mask(const char *feature);

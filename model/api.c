@@ -114,6 +114,8 @@ const char *attend_isa(void) { return at_k()->name; }
 int attend_select_isa(char *err, size_t errlen) { return at_kernels_init(err, errlen); }
 
 const char *attend_isa_available(void) { return at_isa_list(); }
+
+const char *attend_isa_int8(void) { return at_isa_int8_path(); }
 int attend_default_threads(void) { return at_default_threads(); }
 
 void attend_result_free(attend_result *r) {

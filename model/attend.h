@@ -244,6 +244,10 @@ ATTEND_API int attend_select_isa(char *err, size_t errlen);
 /* Which kernel set runs ("generic", "avx2", "avx512"), and all this CPU supports. */
 ATTEND_API const char *attend_isa(void);
 ATTEND_API const char *attend_isa_available(void);
+/* What int8 linear layers run on under that set: "amx" (Intel AMX tiles, from 8 rows at once
+ * on; $ATTEND_AMX=0 turns them off), "avx512vnni", "avx2" or "generic". All give
+ * bit-identical int8 results. */
+ATTEND_API const char *attend_isa_int8(void);
 /* Threads used when attend_params.threads is 0: $OMP_NUM_THREADS if set, else one per
  * physical core among the CPUs this process may run on. */
 ATTEND_API int attend_default_threads(void);

@@ -35,7 +35,9 @@ static void usage(FILE *f) {
 static int cmd_isa(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         printf("usage: attend isa\n\nPrint the kernel set in use ($ATTEND_ISA=generic|avx2|avx512 forces\n"
-               "one), those this CPU supports, and the default thread count.\n");
+               "one), those this CPU supports, what its int8 linear layers run on (amx,\n"
+               "avx512vnni, avx2 or generic; $ATTEND_AMX=0 turns AMX off), and the default\n"
+               "thread count.\n");
         return EXIT_OK;
     }
     if (argc > 1) {
@@ -49,6 +51,7 @@ static int cmd_isa(int argc, char **argv) {
         return EXIT_USAGE;
     }
     printf("%s (this CPU: %s)\n", attend_isa(), attend_isa_available());
+    printf("int8: %s\n", attend_isa_int8());
     printf("threads: %d by default (%s)\n", attend_default_threads(),
            getenv("OMP_NUM_THREADS") ? "$OMP_NUM_THREADS" : "physical cores this process may use");
     return EXIT_OK;

@@ -7,6 +7,7 @@
 #include "bench_peak.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 #include <time.h>
 
@@ -59,6 +60,41 @@ __attribute__((target("avx512f,avx512vnni"))) static float vnni_zmm(float seed) 
     PEAK_LOOP(__m512i, _mm512_setzero_si512(), acc[j] = _mm512_dpbusd_epi32(acc[j], a, b), _mm512_add_epi32,
               ZMM_LOW)
 #undef ZMM_LOW
+}
+
+/* 16 x 16 outputs x 64 byte products x 2 ops per tdpbusd: four accumulator tiles (the
+ * kernel's blocking), two input and two weight tiles; tile configuration is per thread */
+#define AMX_TRIPS (ITERS / 16) /* a tdpbusd takes about 16 cycles */
+__attribute__((target("amx-tile,amx-int8"))) static float amx_tiles(float seed) {
+    struct {
+        uint8_t palette, start_row, reserved[14];
+        uint16_t colsb[16];
+        uint8_t rows[16];
+    } cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cfg.palette = 1;
+    for (int i = 0; i < 8; i++) cfg.colsb[i] = 64, cfg.rows[i] = 16;
+    static _Thread_local int8_t src[16 * 64] __attribute__((aligned(64)));
+    static _Thread_local int32_t out[16 * 16] __attribute__((aligned(64)));
+    memset(src, (int)seed, sizeof src);
+    _tile_loadconfig(&cfg);
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    _tile_loadd(4, src, 64);
+    _tile_loadd(5, src, 64);
+    _tile_loadd(6, src, 64);
+    _tile_loadd(7, src, 64);
+    for (long i = 0; i < AMX_TRIPS; i++) {
+        _tile_dpbusd(0, 4, 6);
+        _tile_dpbusd(1, 4, 7);
+        _tile_dpbusd(2, 5, 6);
+        _tile_dpbusd(3, 5, 7);
+    }
+    _tile_stored(0, out, 64);
+    _tile_release();
+    return (float)out[0];
 }
 
 /* AVX2's int8 step (as kernels_avx2.c runs it): vpmaddubsw forms 16-bit pair sums of 32
@@ -120,7 +156,7 @@ static double time_loop(float (*loop)(float), double ops_per_call, int threads) 
     return best;
 }
 
-compute_peak measure_compute_peak(const char *isa, int threads) {
+compute_peak measure_compute_peak(const char *isa, int amx, int threads) {
     compute_peak p;
     memset(&p, 0, sizeof p);
     p.f32_how = p.i8_how = "none";
@@ -142,8 +178,9 @@ compute_peak measure_compute_peak(const char *isa, int threads) {
         p.i8_gops = time_loop(maddubs_ymm, steps * 32 * 2, threads) / 1e9;
         p.i8_how = "vpmaddubsw+vpmaddwd ymm";
     }
+    if (amx) p.amx_gops = time_loop(amx_tiles, (double)AMX_TRIPS * 4 * 16 * 16 * 64 * 2, threads) / 1e9;
 #else
-    (void)isa;
+    (void)isa, (void)amx;
 #endif
     return p;
 }

@@ -32,7 +32,8 @@ static void usage_bench(FILE *f) {
             "(f32 FMA; int8 vpdpbusd with AVX-512 VNNI, else vpmaddubsw + vpmaddwd) and report\n"
             "the linear layers' rate (2 x rows x in x out per layer, summed from the model's\n"
             "shapes over the run, per second of the run and of the decoder) against that peak:\n"
-            "f32 peak for f32 and f16 models, int8 peak for int8 models. A multilingual model's\n"
+            "f32 peak for f32 and f16 models, int8 peak for int8 models (and, where int8 runs\n"
+            "on AMX tiles, tdpbusd's peak beside it). A multilingual model's\n"
             "sources start with its first language's token, which is also the target language.\n"
             "\n"
             "options:\n"
@@ -369,8 +370,9 @@ int cmd_bench(int argc, char **argv) {
     linear_macs(c, &enc_macs, &dec_macs);
     const double dec_ops = 2.0 * dec_macs * steps * B * beams, run_ops = 2.0 * enc_macs * B * S + dec_ops;
     const double run_rate = run_ops / med / 1e9, dec_rate = dec > 0 ? dec_ops / dec / 1e9 : 0;
-    const compute_peak pk = want_peak ? measure_compute_peak(attend_isa(), threads) : (compute_peak){0, 0, "none", "none"};
-    const int int8 = !strcmp(c->dtype, "int8");
+    const int int8 = !strcmp(c->dtype, "int8"), amx = int8 && !strcmp(attend_isa_int8(), "amx");
+    const compute_peak pk =
+        want_peak ? measure_compute_peak(attend_isa(), amx, threads) : (compute_peak){0, 0, "none", "none", 0};
     const double peak = int8 ? pk.i8_gops : pk.f32_gflops;
 
     if (json) {
@@ -381,15 +383,18 @@ int cmd_bench(int argc, char **argv) {
                "\"step_weight_mb\": %.3f, \"step_gbps\": %.3f, \"triad_gbps\": %.3f, \"bw_fraction\": %.4f, "
                "\"read_gbps\": %.3f, \"read_fraction\": %.4f, \"peak_f32_gflops\": %.2f, \"peak_i8_gops\": %.2f, "
                "\"linear_gop\": %.4f, \"linear_gops\": %.2f, \"decoder_linear_gops\": %.2f, \"peak_fraction\": %.4f, "
-               "\"decoder_peak_fraction\": %.4f, \"load_ms\": %.3f, \"first_round_ms\": %.3f, \"unix_main\": %.6f, "
+               "\"decoder_peak_fraction\": %.4f, \"int8_path\": \"%s\", \"peak_amx_gops\": %.2f, "
+               "\"amx_peak_fraction\": %.4f, \"load_ms\": %.3f, \"first_round_ms\": %.3f, \"unix_main\": %.6f, "
                "\"unix_loaded\": %.6f, \"unix_first_round\": %.6f}\n",
                path, c->dtype, attend_isa(), threads, B, beams, S, T, rounds, produced, (int)steps,
                1e3 * med / B, 1e3 * best / B, tok_s, tok_s_max, 1e3 * enc, 1e3 * dec, 1e3 * step_s, rss_mib,
                wbytes / 1e6, achieved, bw, bw > 0 ? achieved / bw : 0.0, bws.read, bws.read > 0 ? achieved / bws.read : 0.0,
                pk.f32_gflops, pk.i8_gops, run_ops / 1e9, run_rate, dec_rate, peak > 0 ? run_rate / peak : 0.0,
-               peak > 0 ? dec_rate / peak : 0.0, 1e3 * load_s, 1e3 * first_s, unix_main, unix_loaded, unix_first);
+               peak > 0 ? dec_rate / peak : 0.0, attend_isa_int8(), pk.amx_gops,
+               pk.amx_gops > 0 ? run_rate / pk.amx_gops : 0.0, 1e3 * load_s, 1e3 * first_s, unix_main, unix_loaded, unix_first);
     } else {
-        printf("model               %s (%s, kernels %s, %d threads)\n", path, c->dtype, attend_isa(), threads);
+        printf("model               %s (%s, kernels %s%s%s, %d threads)\n", path, c->dtype, attend_isa(),
+               int8 ? ", int8 on " : "", int8 ? attend_isa_int8() : "", threads);
         printf("shape               batch %d, %d source tokens, %d target tokens, %d rounds\n", B, S, T, rounds);
         if (beams > 1) printf("search              beam %d (%d decoder rows a step)\n", beams, B * beams);
         else printf("search              greedy\n");
@@ -411,10 +416,14 @@ int cmd_bench(int argc, char **argv) {
         if (pk.f32_gflops > 0 || pk.i8_gops > 0)
             printf("multiply-add peak   %.1f GFLOP/s f32 (%s), %.1f GOP/s int8 (%s), %d threads\n", pk.f32_gflops,
                    pk.f32_how, pk.i8_gops, pk.i8_how, threads);
+        if (pk.amx_gops > 0) printf("AMX peak            %.1f GOP/s int8 (tdpbusd tiles), %d threads\n", pk.amx_gops, threads);
         printf("linear layers       %.2f G%s per round -> %.1f %s over the run, %.1f %s in the decoder", run_ops / 1e9,
                int8 ? "OP" : "FLOP", run_rate, unit, dec_rate, unit);
-        if (peak > 0) printf(" (%.0f%% / %.0f%% of the %s peak)", 100 * run_rate / peak, 100 * dec_rate / peak,
+        if (peak > 0) printf(" (%.0f%% / %.0f%% of the %s peak", 100 * run_rate / peak, 100 * dec_rate / peak,
                              int8 ? "int8" : "f32");
+        if (peak > 0 && pk.amx_gops > 0)
+            printf("; %.0f%% / %.0f%% of the AMX peak", 100 * run_rate / pk.amx_gops, 100 * dec_rate / pk.amx_gops);
+        if (peak > 0) printf(")");
         printf("\n");
     }
     free(ids);
