@@ -69,8 +69,10 @@ static void scale_tile(const amx_job *j, const int32_t *acc, int t, int rows, in
     }
 }
 
-/* W rows [o0, o0 + 32) (two panels at pw, pw + steps * 64) against input rows [t, t + 32). */
-static void panel_pair(const amx_job *j, const uint8_t *pw, size_t steps, int o0, int t) {
+/* W rows [o0, o0 + 32) (two panels at pw, pw + steps * 64) against input rows [t, t + 32);
+ * meanwhile pf_n lines from pf into L2, one per k step (the next block: W streams from
+ * memory when it is large, as the output projection is). */
+static void panel_pair(const amx_job *j, const uint8_t *pw, size_t steps, int o0, int t, const char *pf, int pf_n) {
     int32_t acc[4][TR * 16] __attribute__((aligned(64)));
     const int lda = j->lda, kb = lda / TK;
     const uint8_t *pw1 = pw + steps * 64;
@@ -81,12 +83,13 @@ static void panel_pair(const amx_job *j, const uint8_t *pw, size_t steps, int o0
         _tile_zero(2);
         _tile_zero(3);
         for (int k = 0; k < kb; k++) {
+            for (int i = k * pf_n / kb; i < (k + 1) * pf_n / kb; i++) _mm_prefetch(pf + (size_t)i * 64, _MM_HINT_T1);
             _tile_loadd(4, a0 + (size_t)k * TK, lda);
-            _tile_loadd(5, a1 + (size_t)k * TK, lda);
             _tile_loadd(6, pw + (size_t)k * TR * 64, 64);
-            _tile_loadd(7, pw1 + (size_t)k * TR * 64, 64);
             _tile_dpbusd(0, 4, 6);
+            _tile_loadd(7, pw1 + (size_t)k * TR * 64, 64);
             _tile_dpbusd(1, 4, 7);
+            _tile_loadd(5, a1 + (size_t)k * TK, lda);
             _tile_dpbusd(2, 5, 6);
             _tile_dpbusd(3, 5, 7);
         }
@@ -112,12 +115,17 @@ static void amx_blocks(const void *ctx, int lo, int hi, int worker) {
     configure_tiles(); /* per call: tile state belongs to the thread, and others may use AMX too */
     for (int blk = lo; blk < hi; blk++) {
         const uint8_t *pb = (const uint8_t *)j->w->data + (size_t)blk * block_bytes;
-        /* 32 input rows (in L1) against the block's 64 W rows (L1 or L2), then the next 32 */
+        /* 32 input rows (in L1) against the block's 64 W rows (L1 or L2), then the next 32;
+         * the first pass also pulls the next block into L2 */
+        const int last = (blk + 1) * BLOCK_ROWS >= j->w->rows;
+        const int lines = (int)(block_bytes / 64), pairs = BLOCK_ROWS / TR / 2;
         for (int t = 0; t < j->n; t += 2 * TR)
             for (int p = 0; p < BLOCK_ROWS / TR; p += 2) {
                 const int o0 = blk * BLOCK_ROWS + p * TR;
                 if (o0 >= j->w->rows) break;
-                panel_pair(j, pb + (size_t)p * steps * 64, steps, o0, t);
+                const int pf_n = t == 0 && !last ? lines / pairs : 0;
+                const char *pf = (const char *)pb + block_bytes + (size_t)(p / 2) * (lines / pairs) * 64;
+                panel_pair(j, pb + (size_t)p * steps * 64, steps, o0, t, pf, pf_n);
             }
     }
     _tile_release();
