@@ -4,8 +4,8 @@
 For before/after comparisons of a change on a shared or noisy machine: every configuration
 runs BEFORE, AFTER, BEFORE, AFTER, ... (--rounds times each), so drifts in the machine's
 speed hit both alike; the table gives each side's median target tok/s, encoder ms, the
-linear layers' fraction of the measured multiply-add peak (of that same run), and the
-after/before ratio of the medians.
+linear layers' fraction of the measured multiply-add peak (of that same run; for int8 on AMX
+also of tdpbusd's peak), and the after/before ratio of the medians.
 
     tools/bench_ab.py OLD/attend NEW/attend [--models build/bench/en-de-shape-{f32,f16,int8}.gguf]
                       [--batches 1,64] [--threads 1,2] [--rounds 5] [--src-len 20] [--tgt-len 20]
@@ -48,18 +48,22 @@ def main(argv=None):
                         res.setdefault((model, b, th, side), []).append(j)
         print(f"round {r + 1}/{a.rounds}", file=sys.stderr, flush=True)
     print("| model | batch | threads | before tok/s | after tok/s | after / before | before → after encoder ms "
-          "| linear layers, % of peak (before → after) |")
-    print("|---|---|---|---|---|---|---|---|")
+          "| linear layers, % of peak (before → after) | after, % of the AMX peak |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for model in a.models.split(","):
         for th in (int(x) for x in a.threads.split(",")):
             for b in (int(x) for x in a.batches.split(",")):
                 B, A = res[(model, b, th, "before")], res[(model, b, th, "after")]
                 # an older binary may lack a field (peak_fraction before the peak probes): nan
                 med = lambda rows, k: statistics.median(x.get(k, float("nan")) for x in rows)  # noqa: E731
+                # int8 on AMX tiles: the same work against tdpbusd's peak (0 where not measured)
+                amx = lambda rows: (f"{100 * med(rows, 'amx_peak_fraction'):.0f}%"  # noqa: E731
+                                    if med(rows, "amx_peak_fraction") > 0 else "")
                 tb, ta = med(B, "tok_s"), med(A, "tok_s")
                 print(f"| {os.path.basename(model)} | {b} | {th} | {tb:.1f} | {ta:.1f} | **{ta / tb:.2f}x** "
                       f"| {med(B, 'encode_ms'):.1f} → {med(A, 'encode_ms'):.1f} "
-                      f"| {100 * med(B, 'peak_fraction'):.0f}% → {100 * med(A, 'peak_fraction'):.0f}% |")
+                      f"| {100 * med(B, 'peak_fraction'):.0f}% → {100 * med(A, 'peak_fraction'):.0f}% "
+                      f"| {amx(A)} |")
 
 
 if __name__ == "__main__":
