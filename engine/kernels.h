@@ -119,7 +119,7 @@ typedef struct {
 } at_kernels;
 
 /* Key rows the prefetches run ahead of the dot products. */
-#define AT_KV_AHEAD 4
+#define AT_KV_AHEAD 2
 /* Ask for the cache lines of x[0, n) (a hint: no fault, no result). */
 static inline void at_prefetch_span(const float *x, size_t n) {
     const char *end = (const char *)(x + n);
@@ -134,21 +134,23 @@ static inline __attribute__((always_inline)) void at_attention_scores_with(
     const at_attention_args *a, int t, int visible, int h0, int h1,
     float (*dot)(const float *, const float *, int), void (*dot4)(float *, const float *, const float *, int)) {
     const int hd = a->hd, s_n = a->s_n;
-    const size_t span = (size_t)(h1 - h0) * hd;
     const float *qt = a->q + (size_t)t * a->ld_q;
     for (int s = 0; s < visible; s++) {
-        const float *ks = a->k + (size_t)s * a->ld_kv;
-        if (t == 0) {
-            if (s + AT_KV_AHEAD < visible) at_prefetch_span(ks + (size_t)AT_KV_AHEAD * a->ld_kv + (size_t)h0 * hd, span);
-            at_prefetch_span(a->v + (size_t)s * a->ld_kv + (size_t)h0 * hd, span);
-        }
+        const float *ks = a->k + (size_t)s * a->ld_kv, *ka = s + AT_KV_AHEAD < visible && t == 0 ? ks + (size_t)AT_KV_AHEAD * a->ld_kv : NULL;
+        const float *vs = t == 0 ? a->v + (size_t)s * a->ld_kv : NULL;
         int h = h0;
-        for (; h + 4 <= h1; h += 4) {
+        for (; h <= h1 - 4; h += 4) { /* requests spread between the dot products, not in bursts */
+            if (ka) at_prefetch_span(ka + (size_t)h * hd, (size_t)4 * hd);
+            if (vs) at_prefetch_span(vs + (size_t)h * hd, (size_t)4 * hd);
             float r[4];
             dot4(r, qt + (size_t)h * hd, ks + (size_t)h * hd, hd);
             for (int i = 0; i < 4; i++) a->scratch[(size_t)(h + i) * s_n + s] = r[i];
         }
-        for (; h < h1; h++) a->scratch[(size_t)h * s_n + s] = dot(qt + (size_t)h * hd, ks + (size_t)h * hd, hd);
+        for (; h < h1; h++) {
+            if (ka) at_prefetch_span(ka + (size_t)h * hd, (size_t)hd);
+            if (vs) at_prefetch_span(vs + (size_t)h * hd, (size_t)hd);
+            a->scratch[(size_t)h * s_n + s] = dot(qt + (size_t)h * hd, ks + (size_t)h * hd, hd);
+        }
     }
 }
 
