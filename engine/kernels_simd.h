@@ -23,7 +23,7 @@
  * k = 0, 1, ..., in - 1 from zero, then + bias. So the AVX2 and AVX-512 sets give identical
  * linear outputs. Tiles only decide which elements are computed together, never how.
  * (Dot products, e.g. in attention, use one vector accumulator over k in steps of VN, then
- * V_HSUM.) */
+ * V_HSUM, or V_HSUM4 for four at once: the same sums.) */
 
 #include <math.h>
 #include <stdlib.h>
