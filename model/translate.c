@@ -567,7 +567,8 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
             memcpy(tr.logits + (size_t)run0 * V, ds.logits, sizeof(float) * (size_t)nr * V);
 
         /* each row's choice (greedy, sampled, forced) or its beam candidates, in parallel:
-         * a row reads its own logits and writes its own slots */
+         * a row reads its own logits (greedy edits them and puts them back) and writes its
+         * own slots */
         const choose_job job = {c, s, o, src, ss, refs, &tr, ds.logits, work, pathbuf, cands, choice, choice_lp,
                                 V, t, ml, K2, run0, beam};
         at_parallel_for(nr, threads, choose_rows, &job);
