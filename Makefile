@@ -97,7 +97,7 @@ demo: build-deps
 # --- tests ---------------------------------------------------------------------------
 TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap \
             $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
-            $(BUILD)/tests/test_pool
+            $(BUILD)/tests/test_pool $(BUILD)/tests/test_search
 
 $(TEST_BINS): tests/check.h
 

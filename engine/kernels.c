@@ -396,8 +396,29 @@ static float generic_sum_exp(const float *x, int n, float shift) {
     return sum;
 }
 
-static void generic_attention_head(const at_attention_args *a, int h) {
-    at_attention_head_with(a, h, generic_dot, generic_axpy, at_softmax);
+static int generic_argmax(const float *x, int n) {
+    if (n < 64 || x[0] != x[0]) return at_argmax_loop(x, n);
+    /* the largest value over 8 independent lanes (NaN never wins, as in the loop), then the
+     * first index holding it: the loop's answer, several times faster */
+    float m[8];
+    for (int j = 0; j < 8; j++) m[j] = x[0];
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+    for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
+    float mx = m[0];
+    for (int j = 1; j < 8; j++) mx = m[j] > mx ? m[j] : mx;
+    for (i = 0; i < n; i++)
+        if (x[i] == mx) return i;
+    return 0;
+}
+
+static void generic_dot4(float *r, const float *a, const float *b, int n) {
+    for (int i = 0; i < 4; i++) r[i] = generic_dot(a + (size_t)i * n, b + (size_t)i * n, n);
+}
+
+static void generic_attention_heads(const at_attention_args *a, int h0, int h1) {
+    at_attention_heads_with(a, h0, h1, generic_dot, generic_dot4, generic_axpy, at_softmax);
 }
 
 const at_kernels at_kernels_generic = {
@@ -407,7 +428,8 @@ const at_kernels at_kernels_generic = {
     .axpy = generic_axpy,
     .swish = generic_swish,
     .sum_exp = generic_sum_exp,
-    .attention_head = generic_attention_head,
+    .argmax = generic_argmax,
+    .attention_heads = generic_attention_heads,
     .f16_to_f32 = generic_f16_to_f32,
 };
 
@@ -570,27 +592,7 @@ void at_softmax(float *x, int n) {
     for (int i = 0; i < n; i++) x[i] *= inv;
 }
 
-int at_argmax(const float *x, int n) {
-    if (n < 64 || x[0] != x[0]) {
-        int best = 0;
-        for (int i = 1; i < n; i++)
-            if (x[i] > x[best]) best = i;
-        return best;
-    }
-    /* the largest value over 8 independent lanes (NaN never wins, as above), then the
-     * first index holding it: the same answer as the loop above, several times faster */
-    float m[8];
-    for (int j = 0; j < 8; j++) m[j] = x[0];
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
-    for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
-    float mx = m[0];
-    for (int j = 1; j < 8; j++) mx = m[j] > mx ? m[j] : mx;
-    for (i = 0; i < n; i++)
-        if (x[i] == mx) return i;
-    return 0;
-}
+int at_argmax(const float *x, int n) { return at_k()->argmax(x, n); }
 
 typedef struct {
     const at_kernels *K;
@@ -601,7 +603,7 @@ typedef struct {
 static void attention_heads(const void *ctx, int lo, int hi, int worker) {
     (void)worker;
     const attention_job *j = ctx;
-    for (int h = lo; h < hi; h++) j->K->attention_head(j->a, h);
+    j->K->attention_heads(j->a, lo, hi);
 }
 
 void at_attention(float *out, int ld_o, const float *q, int ld_q, const float *k,

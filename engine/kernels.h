@@ -127,29 +127,79 @@ typedef struct {
     void (*swish)(float *x, size_t n);
     /* sum of e^(x[i] - shift) in float (e^-inf = 0): the denominator of a log-softmax */
     float (*sum_exp)(const float *x, int n, float shift);
-    /* head h of at_attention (all its query rows) */
-    void (*attention_head)(const at_attention_args *a, int h);
+    /* at_argmax_loop's index, whatever the set */
+    int (*argmax)(const float *x, int n);
+    /* heads [h0, h1) of at_attention (all their query rows) */
+    void (*attention_heads)(const at_attention_args *a, int h0, int h1);
 } at_kernels;
 
-/* Head h of at_attention over a kernel set's dot and axpy. Inlined into each set's
- * attention_head with its own (static) dot and axpy, so those calls are direct and inlined:
- * through the table's pointers, call overhead was a large share of dot products of 64. */
-static inline __attribute__((always_inline)) void at_attention_head_with(
-    const at_attention_args *a, int h, float (*dot)(const float *, const float *, int),
+/* Key rows the prefetches run ahead of the dot products. */
+#define AT_KV_AHEAD 2
+/* Ask for the cache lines of x[0, n) (a hint: no fault, no result). */
+static inline void at_prefetch_span(const float *x, size_t n) {
+    const char *end = (const char *)(x + n);
+    for (const char *c = (const char *)((uintptr_t)x & ~(uintptr_t)63); c < end; c += 64) __builtin_prefetch(c);
+}
+
+/* Scores of query row t against key rows [0, visible) for heads [h0, h1), into each head's
+ * scratch row. The first query row asks for its keys a few rows ahead and for the values read
+ * next: a decoder row's keys and values are rarely in cache, and the hardware prefetchers
+ * start late on such short runs. */
+static inline __attribute__((always_inline)) void at_attention_scores_with(
+    const at_attention_args *a, int t, int visible, int h0, int h1,
+    float (*dot)(const float *, const float *, int), void (*dot4)(float *, const float *, const float *, int)) {
+    const int hd = a->hd, s_n = a->s_n;
+    const float *qt = a->q + (size_t)t * a->ld_q;
+    for (int s = 0; s < visible; s++) {
+        const float *ks = a->k + (size_t)s * a->ld_kv, *ka = s + AT_KV_AHEAD < visible && t == 0 ? ks + (size_t)AT_KV_AHEAD * a->ld_kv : NULL;
+        const float *vs = t == 0 ? a->v + (size_t)s * a->ld_kv : NULL;
+        int h = h0;
+        for (; h <= h1 - 4; h += 4) { /* requests spread between the dot products, not in bursts */
+            if (ka) at_prefetch_span(ka + (size_t)h * hd, (size_t)4 * hd);
+            if (vs) at_prefetch_span(vs + (size_t)h * hd, (size_t)4 * hd);
+            float r[4];
+            dot4(r, qt + (size_t)h * hd, ks + (size_t)h * hd, hd);
+            for (int i = 0; i < 4; i++) a->scratch[(size_t)(h + i) * s_n + s] = r[i];
+        }
+        for (; h < h1; h++) {
+            if (ka) at_prefetch_span(ka + (size_t)h * hd, (size_t)hd);
+            if (vs) at_prefetch_span(vs + (size_t)h * hd, (size_t)hd);
+            a->scratch[(size_t)h * s_n + s] = dot(qt + (size_t)h * hd, ks + (size_t)h * hd, hd);
+        }
+    }
+}
+
+/* Heads [h0, h1) of at_attention over a kernel set's dot products and axpy. Inlined into each
+ * set's attention_heads with its own (static) kernels, so those calls are direct and inlined:
+ * through the table's pointers, call overhead was a large share of dot products of 64.
+ * dot4(r, a, b, n) gives r[i] = dot(a + i n, b + i n, n) for i < 4, each bit-identical to dot.
+ *
+ * Each query row visits key and value rows once for all its heads, in memory order (a head at
+ * a time read a decoder row's keys as short runs a row apart, which waited on memory). Every
+ * score is the same dot product and every output the same chain of axpys over positions in
+ * order as one head at a time, so the results are those of any split of the heads. */
+static inline __attribute__((always_inline)) void at_attention_heads_with(
+    const at_attention_args *a, int h0, int h1, float (*dot)(const float *, const float *, int),
+    void (*dot4)(float *, const float *, const float *, int),
     void (*axpy)(float *, float, const float *, int), void (*softmax)(float *, int)) {
-    float *sc = a->scratch + (size_t)h * a->s_n;
-    const int hd = a->hd;
+    const int hd = a->hd, s_n = a->s_n;
+    for (int s = 0; s < AT_KV_AHEAD && s < s_n; s++)
+        at_prefetch_span(a->k + (size_t)s * a->ld_kv + (size_t)h0 * hd, (size_t)(h1 - h0) * hd);
     for (int t = 0; t < a->t_n; t++) {
-        const float *qt = a->q + (size_t)t * a->ld_q + (size_t)h * hd;
-        const int visible = a->causal ? (a->q_pos0 + t + 1 < a->s_n ? a->q_pos0 + t + 1 : a->s_n) : a->s_n;
-        for (int s = 0; s < visible; s++) sc[s] = dot(qt, a->k + (size_t)s * a->ld_kv + (size_t)h * hd, hd);
-        softmax(sc, visible);
-        float *o = a->out + (size_t)t * a->ld_o + (size_t)h * hd;
-        for (int j = 0; j < hd; j++) o[j] = 0;
-        for (int s = 0; s < visible; s++) axpy(o, sc[s], a->v + (size_t)s * a->ld_kv + (size_t)h * hd, hd);
-        if (a->probs) {
-            float *p = a->probs + ((size_t)h * a->t_n + t) * a->s_n;
-            for (int s = 0; s < a->s_n; s++) p[s] = s < visible ? sc[s] : 0.0f;
+        const int visible = a->causal ? (a->q_pos0 + t + 1 < s_n ? a->q_pos0 + t + 1 : s_n) : s_n;
+        at_attention_scores_with(a, t, visible, h0, h1, dot, dot4);
+        for (int h = h0; h < h1; h++) softmax(a->scratch + (size_t)h * s_n, visible);
+        float *o = a->out + (size_t)t * a->ld_o;
+        for (size_t j = (size_t)h0 * hd; j < (size_t)h1 * hd; j++) o[j] = 0;
+        for (int s = 0; s < visible; s++) {
+            const float *vs = a->v + (size_t)s * a->ld_kv;
+            for (int h = h0; h < h1; h++)
+                axpy(o + (size_t)h * hd, a->scratch[(size_t)h * s_n + s], vs + (size_t)h * hd, hd);
+        }
+        for (int h = h0; a->probs && h < h1; h++) {
+            const float *sc = a->scratch + (size_t)h * s_n;
+            float *p = a->probs + ((size_t)h * a->t_n + t) * s_n;
+            for (int s = 0; s < s_n; s++) p[s] = s < visible ? sc[s] : 0.0f;
         }
     }
 }
@@ -169,7 +219,15 @@ void at_add_layernorm(float *x, const float *r, const float *g, const float *b, 
 void at_activate(float *x, size_t n, at_activation act);
 /* In-place softmax over n values; -INFINITY entries get probability 0. */
 void at_softmax(float *x, int n);
-/* Index of the largest value (the first one on ties, like torch.argmax). */
+/* Index of the largest value (the first one on ties, like torch.argmax); NaN never wins, but
+ * a NaN at x[0] gives 0. at_argmax_loop is the rule; at_argmax (the kernel set's argmax)
+ * returns the same index, faster. */
+static inline int at_argmax_loop(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
 int at_argmax(const float *x, int n);
 float at_f16_to_f32_1(uint16_t h);
 /* x[n] -> q[n] in [-127, 127] with x ≈ q * scale: scale = max|x| / 127, q = x * (127 / max|x|)

@@ -49,6 +49,7 @@ static inline float V_HSUM(__m256 v) {
 #define V_LDEXP(p, n) _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(p), \
                                           _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23)))
 #define V_GT(a, b) _mm256_cmp_ps((a), (b), _CMP_GT_OQ)
+#define V_MASK_T __m256 /* what V_GT gives */
 #define V_LT(a, b) _mm256_cmp_ps((a), (b), _CMP_LT_OQ)
 #define V_SELECT(m, a, b) _mm256_blendv_ps((b), (a), (m)) /* m ? a : b */
 
@@ -248,6 +249,7 @@ const at_kernels at_kernels_avx2 = {
     .axpy = simd_axpy,
     .swish = simd_swish,
     .sum_exp = simd_sum_exp,
-    .attention_head = simd_attention_head,
+    .argmax = simd_argmax,
+    .attention_heads = simd_attention_heads,
     .f16_to_f32 = simd_f16_to_f32,
 };

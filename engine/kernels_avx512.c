@@ -44,6 +44,7 @@ static inline float V_HSUM(__m512 v) {
 #define V_LDEXP(p, n) _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(p), \
                                           _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23)))
 #define V_GT(a, b) _mm512_cmp_ps_mask((a), (b), _CMP_GT_OQ)
+#define V_MASK_T __mmask16 /* what V_GT gives */
 #define V_LT(a, b) _mm512_cmp_ps_mask((a), (b), _CMP_LT_OQ)
 #define V_SELECT(m, a, b) _mm512_mask_blend_ps((m), (b), (a)) /* m ? a : b */
 
@@ -254,6 +255,7 @@ const at_kernels at_kernels_avx512 = {
     .axpy = simd_axpy,
     .swish = simd_swish,
     .sum_exp = simd_sum_exp,
-    .attention_head = simd_attention_head,
+    .argmax = simd_argmax,
+    .attention_heads = simd_attention_heads,
     .f16_to_f32 = simd_f16_to_f32,
 };

@@ -13,7 +13,8 @@
  *   V_HSUM(v)          sum of the lanes in one fixed order
  *   V_HSUM4(a, b, c, d) the four V_HSUMs as one __m128, each bit-identical to V_HSUM
  *   V_DIV, V_NEG, V_MIN, V_MAX, V_ROUND (to nearest), V_LDEXP(p, n) (p * 2^n),
- *   V_GT, V_LT, V_SELECT(mask, a, b): what V_EXP_SWISH below is written in
+ *   V_GT, V_LT, V_SELECT(mask, a, b): what V_EXP_SWISH below is written in; V_MASK_T the
+ *                      type of V_GT's result
  *   KSET_NAME          "avx2" / "avx512";  KSET_SYM the at_kernels variable name
  *   I8 kernels:        see the int8 section.
  *
@@ -22,7 +23,7 @@
  * k = 0, 1, ..., in - 1 from zero, then + bias. So the AVX2 and AVX-512 sets give identical
  * linear outputs. Tiles only decide which elements are computed together, never how.
  * (Dot products, e.g. in attention, use one vector accumulator over k in steps of VN, then
- * V_HSUM.) */
+ * V_HSUM, or V_HSUM4 for four at once: the same sums.) */
 
 #include <math.h>
 #include <stdlib.h>
@@ -100,8 +101,75 @@ static float simd_sum_exp(const float *x, int n, float shift) {
     return sum;
 }
 
-static void simd_attention_head(const at_attention_args *a, int h) {
-    at_attention_head_with(a, h, simd_dot, simd_axpy, at_softmax);
+/* simd_dot of (a + i n, b + i n) for i < 4, the four reductions in one V_HSUM4 */
+static inline __attribute__((always_inline)) void simd_dot4(float *r, const float *a, const float *b, int n) {
+    const float *a1 = a + n, *a2 = a1 + n, *a3 = a2 + n, *b1 = b + n, *b2 = b1 + n, *b3 = b2 + n;
+    V c0 = V_ZERO(), c1 = V_ZERO(), c2 = V_ZERO(), c3 = V_ZERO(); /* named: an array stayed on the stack */
+    int k = 0;
+    for (; k + VN <= n; k += VN) {
+        c0 = V_FMA(V_LOAD(a + k), V_LOAD(b + k), c0);
+        c1 = V_FMA(V_LOAD(a1 + k), V_LOAD(b1 + k), c1);
+        c2 = V_FMA(V_LOAD(a2 + k), V_LOAD(b2 + k), c2);
+        c3 = V_FMA(V_LOAD(a3 + k), V_LOAD(b3 + k), c3);
+    }
+    if (k < n) {
+        const int m = n - k;
+        c0 = V_FMA(V_LOADN(a + k, m), V_LOADN(b + k, m), c0);
+        c1 = V_FMA(V_LOADN(a1 + k, m), V_LOADN(b1 + k, m), c1);
+        c2 = V_FMA(V_LOADN(a2 + k, m), V_LOADN(b2 + k, m), c2);
+        c3 = V_FMA(V_LOADN(a3 + k, m), V_LOADN(b3 + k, m), c3);
+    }
+    _mm_storeu_ps(r, V_HSUM4(c0, c1, c2, c3));
+}
+
+static void simd_attention_heads(const at_attention_args *a, int h0, int h1) {
+    at_attention_heads_with(a, h0, h1, simd_dot, simd_dot4, simd_axpy, at_softmax);
+}
+
+/* at_argmax_loop's index in one pass: each lane keeps the largest value it has seen and where
+ * it first saw it (only a strictly greater value replaces it, so NaN never enters and the
+ * first of equals stays); lanes visit their indices in increasing order, so the smallest
+ * index among the lanes holding the overall maximum is the loop's. Four accumulators hide
+ * the compare's latency. Indices ride in float lanes: exact below 2^24. */
+static int simd_argmax(const float *x, int n) {
+    if (n < 4 * VN || n > (1 << 24) || x[0] != x[0]) return at_argmax_loop(x, n);
+    static const float iota[16] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+    const V lane = V_LOAD(iota), step = V_SET1(4 * VN);
+    V m[4], at[4], pos[4];
+    for (int j = 0; j < 4; j++) {
+        m[j] = V_SET1(x[0]);
+        at[j] = V_ZERO();
+        pos[j] = V_ADD(lane, V_SET1((float)(j * VN)));
+    }
+    int i = 0;
+    for (; i + 4 * VN <= n; i += 4 * VN) {
+        /* a row of logits comes from memory: asked for 4 KiB ahead, 58k of them streamed at
+         * 23 GB/s instead of 14 (one thread) */
+        for (int j = 0; j < 4 * VN; j += 16) __builtin_prefetch(x + i + 1024 + j);
+        for (int j = 0; j < 4; j++) {
+            const V v = V_LOAD(x + i + j * VN);
+            const V_MASK_T gt = V_GT(v, m[j]);
+            m[j] = V_SELECT(gt, v, m[j]);
+            at[j] = V_SELECT(gt, pos[j], at[j]);
+            pos[j] = V_ADD(pos[j], step);
+        }
+    }
+    /* the rest into accumulator 0, the last vector overlapping the one before (its lanes'
+     * indices still increase) */
+    for (int last = 0; i < n; i += VN) {
+        if (i + VN > n) i = n - VN, last = 1;
+        const V v = V_LOAD(x + i), p = V_ADD(lane, V_SET1((float)i));
+        const V_MASK_T gt = V_GT(v, m[0]);
+        m[0] = V_SELECT(gt, v, m[0]);
+        at[0] = V_SELECT(gt, p, at[0]);
+        if (last) break;
+    }
+    float mv[4 * VN], av[4 * VN];
+    for (int j = 0; j < 4; j++) V_STORE(mv + j * VN, m[j]), V_STORE(av + j * VN, at[j]);
+    float mx = mv[0], best = av[0];
+    for (int l = 1; l < 4 * VN; l++)
+        if (mv[l] > mx || (mv[l] == mx && av[l] < best)) mx = mv[l], best = av[l];
+    return (int)best;
 }
 
 static void simd_f16_to_f32(float *dst, const uint16_t *src, size_t n) {

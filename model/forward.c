@@ -127,16 +127,19 @@ int encode(const marian_model *m, const int *const *ids, const int *off, const i
     return ok ? 0 : -1;
 }
 
+/* Keys and values a decoder step reads all of (every row's cross and self attention) live in
+ * blocks from at_alloc_weights, on huge pages where the system gives them: through 4 KiB
+ * pages nearly every row of keys missed the TLB (a batch-64 step reads about 60 MB of them). */
 int cross_kv(const marian_model *m, const float *X, enc_memory *mem) {
     const int L = m->c.dec_layers;
     const size_t td = (size_t)mem->total * m->c.d_model;
     mem->cross_k = calloc((size_t)L, sizeof(float *));
     mem->cross_v = calloc((size_t)L, sizeof(float *));
-    if (!mem->cross_k || !mem->cross_v) return -1;
+    mem->cross_block = at_alloc_weights(sizeof(float) * td * 2 * (size_t)L);
+    if (!mem->cross_k || !mem->cross_v || !mem->cross_block) return -1;
     for (int l = 0; l < L; l++) {
-        mem->cross_k[l] = malloc(sizeof(float) * td);
-        mem->cross_v[l] = malloc(sizeof(float) * td);
-        if (!mem->cross_k[l] || !mem->cross_v[l]) return -1;
+        mem->cross_k[l] = mem->cross_block + td * 2 * (size_t)l;
+        mem->cross_v[l] = mem->cross_k[l] + td;
         at_k()->linear(mem->cross_k[l], X, &m->dec[l].cross_attn.k.w, m->dec[l].cross_attn.k.b, mem->total);
         at_k()->linear(mem->cross_v[l], X, &m->dec[l].cross_attn.v.w, m->dec[l].cross_attn.v.b, mem->total);
     }
@@ -144,11 +147,12 @@ int cross_kv(const marian_model *m, const float *X, enc_memory *mem) {
 }
 
 void enc_memory_free(const marian_model *m, enc_memory *mem) {
-    for (int l = 0; mem->cross_k && l < m->c.dec_layers; l++) free(mem->cross_k[l]);
-    for (int l = 0; mem->cross_v && l < m->c.dec_layers; l++) free(mem->cross_v[l]);
+    (void)m;
+    free(mem->cross_block);
     free(mem->cross_k);
     free(mem->cross_v);
     mem->cross_k = mem->cross_v = NULL;
+    mem->cross_block = NULL;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -181,21 +185,42 @@ int dec_init(dec_state *s, const marian_model *m, const enc_memory *mem, int n_s
     s->tmp = malloc(sizeof(float) * R * d);
     s->h = malloc(sizeof(float) * R * d);
     s->ff = malloc(sizeof(float) * R * c->dec_ffn);
-    s->logits = malloc(sizeof(float) * R * c->decoder_vocab_size);
+    s->logits = at_alloc_weights(sizeof(float) * R * c->decoder_vocab_size); /* read whole every step */
     if (!s->self_k || !s->self_v || !s->x || !s->q || !s->k || !s->v || !s->ctx || !s->tmp || !s->h || !s->ff ||
         !s->logits)
         return -1;
     return dec_reserve(s, cap);
 }
 
+/* The caches for `positions` positions in a new block, layer by layer (a step's rows read
+ * one layer's caches after another), the first cap positions of each copied over. */
+static int move_caches(dec_state *s, int positions) {
+    const int L = s->m->c.dec_layers;
+    const size_t d = (size_t)s->m->c.d_model, per = (size_t)positions * d;
+    float *cache = at_alloc_weights(sizeof(float) * per * 2 * (size_t)s->n_slots * L);
+    if (!cache) return -1;
+    for (int l = 0; l < L; l++)
+        for (int slot = 0; slot < s->n_slots; slot++) {
+            const int i = slot * L + l;
+            float *k = cache + per * 2 * ((size_t)l * s->n_slots + slot), *v = k + per;
+            if (s->cap > 0) {
+                memcpy(k, s->self_k[i], sizeof(float) * (size_t)s->cap * d);
+                memcpy(v, s->self_v[i], sizeof(float) * (size_t)s->cap * d);
+            }
+            s->self_k[i] = k;
+            s->self_v[i] = v;
+        }
+    free(s->cache);
+    s->cache = cache;
+    return 0;
+}
+
 int dec_reserve(dec_state *s, int positions) {
     if (positions <= s->cap) return 0;
     const marian_config *c = &s->m->c;
-    const size_t per = (size_t)positions * c->d_model;
-    for (int i = 0; i < s->n_slots * c->dec_layers; i++)
-        if (grow(&s->self_k[i], per) || grow(&s->self_v[i], per)) return -1;
     const int width = positions > s->max_src ? positions : s->max_src;
     if (grow(&s->scratch, (size_t)s->max_rows * max_heads(c) * width)) return -1;
+    if (move_caches(s, positions)) return -1;
     s->cap = positions;
     return 0;
 }
@@ -210,9 +235,7 @@ void dec_copy_slot(dec_state *s, int dst, int src, int len) {
 }
 
 void dec_free(dec_state *s) {
-    const int L = s->m ? s->m->c.dec_layers : 0;
-    for (int i = 0; s->self_k && i < s->n_slots * L; i++) free(s->self_k[i]);
-    for (int i = 0; s->self_v && i < s->n_slots * L; i++) free(s->self_v[i]);
+    free(s->cache);
     free(s->self_k);
     free(s->self_v);
     free(s->x);

@@ -22,6 +22,7 @@ typedef struct {
     const int *off, *len;
     float **cross_k;    /* [dec_layers] -> [total, d] */
     float **cross_v;
+    float *cross_block; /* where cross_k and cross_v point: one block */
 } enc_memory;
 
 /* Embed and encode n packed sources (ids[i] of len[i] ids, rows from off[i]) into
@@ -49,6 +50,7 @@ typedef struct {
     const enc_memory *mem;
     int n_slots, cap, max_rows, max_src;
     float **self_k, **self_v;  /* [slot * dec_layers + l] -> [cap, d] */
+    float *cache;              /* where self_k and self_v point: one block */
     float *x, *q, *k, *v, *ctx, *tmp;  /* [max_rows, d] */
     float *h;                  /* [max_rows, d] a sublayer's normalized input (pre-norm) */
     float *ff;                 /* [max_rows, dec_ffn] */

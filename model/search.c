@@ -11,11 +11,11 @@ int search_has_processors(const marian_search *s, int ignore_eos) {
            s->forced_bos >= 0;
 }
 
-float log_softmax_at(const float *x, int n, int i) {
+float log_softmax_at(const float *x, int n, int i, int best) {
     /* at_argmax's lanes and the kernels' vector e^x, as beam search's log-softmax: a scalar
      * max and a double exp per vocabulary entry took 8-12% of a batch-64 greedy run (58k
-     * entries) */
-    const float mx = x[at_argmax(x, n)];
+     * entries); greedy passes the argmax it found on the way */
+    const float mx = x[best >= 0 ? best : at_argmax(x, n)];
     return x[i] - (mx + logf(at_k()->sum_exp(x, n, mx)));
 }
 
@@ -26,19 +26,41 @@ float log_softmax_at(const float *x, int n, int i) {
  * log-probabilities (beams); HF applies the same processors to either. Returns whether a
  * finite value changed (a renormalization then matters). */
 
-static int process(const step_ctx *x, float *sc, const prefix *p) {
+/* A list of logit edits (where, and the value replaced), so greedy can edit a row of raw
+ * logits in place and put it back; e NULL: no list (the edits go to a work copy). */
+typedef struct {
+    int id;
+    float old;
+} logit_edit;
+typedef struct {
+    logit_edit *e;
+    int n;
+} edit_log;
+
+static void set_logit(float *sc, int id, float v, edit_log *log) {
+    if (log->e) log->e[log->n++] = (logit_edit){id, sc[id]};
+    sc[id] = v;
+}
+
+/* The edits a row's processors may make at most: each prefix id penalized once and banned
+ * once, <pad> and </s>. */
+static int max_edits(const prefix *p) { return 2 * p->n + 2; }
+
+/* The processors that touch a few ids: repetition penalty, no-repeat n-gram, bad words,
+ * min length. */
+static int process_ids(const step_ctx *x, float *sc, const prefix *p, edit_log *log) {
     const marian_config *c = x->c;
     const marian_search *s = x->s;
-    const int V = c->decoder_vocab_size, cur_len = x->t + 1;
+    const int cur_len = x->t + 1;
     int changed = 0;
     if (s->repetition_penalty != 1.0f) { /* each distinct id once: gather, then scatter */
         for (int i = 0; i < p->n; i++) {
             int seen = 0;
             for (int j = 0; j < i && !seen; j++) seen = p->ids[j] == p->ids[i];
             if (seen) continue;
-            float *v = &sc[p->ids[i]];
-            if (isfinite(*v)) changed = 1;
-            *v = *v < 0 ? *v * s->repetition_penalty : *v / s->repetition_penalty;
+            const float v = sc[p->ids[i]];
+            if (isfinite(v)) changed = 1;
+            set_logit(sc, p->ids[i], v < 0 ? v * s->repetition_penalty : v / s->repetition_penalty, log);
         }
     }
     const int ng = s->no_repeat_ngram;
@@ -47,25 +69,35 @@ static int process(const step_ctx *x, float *sc, const prefix *p) {
         const int *last = p->ids + p->n - (ng - 1);
         for (int st = 0; st + ng <= p->n; st++) {
             if (ng > 1 && memcmp(p->ids + st, last, sizeof(int) * (size_t)(ng - 1))) continue;
-            float *v = &sc[p->ids[st + ng - 1]];
-            if (isfinite(*v)) changed = 1;
-            *v = -INFINITY;
+            const int id = p->ids[st + ng - 1];
+            if (isfinite(sc[id])) changed = 1;
+            set_logit(sc, id, -INFINITY, log);
         }
     }
-    if (c->family->ban_pad) sc[c->pad_id] = -INFINITY;
+    if (c->family->ban_pad) set_logit(sc, c->pad_id, -INFINITY, log);
     const int last_step = cur_len == x->max_length - 1;
     if ((cur_len < s->min_length || (x->ignore_eos && !last_step)) && isfinite(sc[c->eos_id])) {
-        sc[c->eos_id] = -INFINITY;
+        set_logit(sc, c->eos_id, -INFINITY, log);
         changed = 1;
     }
-    if (s->forced_bos >= 0 && cur_len == 1) { /* HF's ForcedBOSTokenLogitsProcessor */
-        for (int j = 0; j < V; j++) sc[j] = -INFINITY;
-        sc[s->forced_bos] = 0;
-        changed = 1;
-    }
-    if (last_step && c->forced_eos) {
-        for (int j = 0; j < V; j++) sc[j] = -INFINITY;
-        sc[c->eos_id] = 0;
+    return changed;
+}
+
+/* The token forced at this step (forced BOS after the start token, HF's
+ * ForcedBOSTokenLogitsProcessor; forced EOS at the last step, applied after it), or -1. */
+static int forced_token(const step_ctx *x) {
+    if (x->t + 1 == x->max_length - 1 && x->c->forced_eos) return x->c->eos_id;
+    if (x->s->forced_bos >= 0 && x->t + 1 == 1) return x->s->forced_bos;
+    return -1;
+}
+
+static int process(const step_ctx *x, float *sc, const prefix *p) {
+    edit_log none = {NULL, 0};
+    int changed = process_ids(x, sc, p, &none);
+    const int forced = forced_token(x);
+    if (forced >= 0) { /* every other id -inf */
+        for (int j = 0; j < x->c->decoder_vocab_size; j++) sc[j] = -INFINITY;
+        sc[forced] = 0;
         changed = 1;
     }
     return changed;
@@ -73,9 +105,7 @@ static int process(const step_ctx *x, float *sc, const prefix *p) {
 
 /* Release 1's greedy rule: argmax over the ids between the banned ones; an earlier id wins
  * ties. Kept as it was, so greedy output stays bit-identical. */
-static int choose_plain(const marian_config *c, const float *logits, int last_step) {
-    if (last_step && c->forced_eos) return c->eos_id;
-    if (!c->family->ban_pad) return at_argmax(logits, c->decoder_vocab_size);
+static int choose_between_pad(const marian_config *c, const float *logits) {
     const int V = c->decoder_vocab_size, pad = c->pad_id;
     const int lo[2] = {0, pad + 1}, hi[2] = {pad, V};
     int best = -1;
@@ -87,13 +117,55 @@ static int choose_plain(const marian_config *c, const float *logits, int last_st
     return best;
 }
 
-int greedy_choose(const step_ctx *x, const float *logits, const prefix *p, float *work) {
-    if (!search_has_processors(x->s, x->ignore_eos))
-        return choose_plain(x->c, logits, x->t + 1 == x->max_length - 1);
+/* The rule above from the row's argmax r: r itself, unless r is <pad> or lies after it
+ * behind a NaN at pad + 1 (that stretch's argmax is then pad + 1, which never wins). */
+static int choose_plain(const marian_config *c, const float *logits, int last_step, int *raw_best) {
+    if (last_step && c->forced_eos) return c->eos_id;
+    const int pad = c->pad_id;
+    const int r = *raw_best = at_argmax(logits, c->decoder_vocab_size);
+    if (!c->family->ban_pad || r < pad || (r > pad && logits[pad + 1] == logits[pad + 1])) return r;
+    return choose_between_pad(c, logits);
+}
+
+/* The processed row's argmax from the raw row's, r: an id the processors did not touch
+ * cannot overtake r, so only the edited ids compete (an earlier one wins ties; a NaN at 0
+ * made r = 0, which nothing overtakes). Unless r itself was edited: then the row is
+ * searched again. */
+static int edited_argmax(const float *sc, int V, int r, const edit_log *log) {
+    int redo = 0;
+    for (int i = 0; i < log->n && !redo; i++) redo = log->e[i].id == r;
+    if (redo) return at_argmax(sc, V);
+    int best = r;
+    for (int i = 0; i < log->n; i++) {
+        const int id = log->e[i].id;
+        if (sc[id] > sc[best] || (sc[id] == sc[best] && id < best)) best = id;
+    }
+    return best;
+}
+
+int greedy_choose(const step_ctx *x, float *logits, const prefix *p, float *work, int *raw_best) {
     const int V = x->c->decoder_vocab_size;
-    memcpy(work, logits, sizeof(float) * (size_t)V);
-    process(x, work, p);
-    return at_argmax(work, V);
+    *raw_best = -1;
+    if (!search_has_processors(x->s, x->ignore_eos))
+        return choose_plain(x->c, logits, x->t + 1 == x->max_length - 1, raw_best);
+    const int forced = forced_token(x);
+    if (forced >= 0) return forced;
+    if (max_edits(p) > V) { /* the edit list would not fit in work (tiny vocabularies) */
+        memcpy(work, logits, sizeof(float) * (size_t)V);
+        process(x, work, p);
+        return at_argmax(work, V);
+    }
+    /* the processors edit the row in place, noting each old value, and the edits are undone
+     * backwards: a copy of the row cost a 58k-entry memcpy per row and step */
+    const int r = *raw_best = at_argmax(logits, V);
+    edit_log log = {(logit_edit *)(void *)work, 0};
+    process_ids(x, logits, p, &log);
+    const int best = edited_argmax(logits, V, r, &log);
+    while (log.n > 0) {
+        log.n--;
+        logits[log.e[log.n].id] = log.e[log.n].old;
+    }
+    return best;
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -29,16 +29,20 @@ typedef struct {
 int search_has_processors(const marian_search *s, int ignore_eos);
 
 /* Greedy: the argmax of the processed logits (HF's greedy_search: processors on the raw
- * logits, no log-softmax). Without processors, exactly the release-1 rule. */
-int greedy_choose(const step_ctx *x, const float *logits, const prefix *p, float *work);
+ * logits, no log-softmax). Without processors, exactly the release-1 rule. The processors
+ * edit logits in place; every value is back as it was on return. *raw_best gets
+ * at_argmax(logits) when it was computed on the way (for log_softmax_at), else -1.
+ * work: 2 * decoder_vocab_size floats. */
+int greedy_choose(const step_ctx *x, float *logits, const prefix *p, float *work, int *raw_best);
 
 /* Sampling: processors, then temperature, top-k, top-p, softmax, one draw from *rng. */
 int sample_choose(const step_ctx *x, const float *logits, const prefix *p, float *work, uint64_t *rng);
 /* A stream for one sample of one sentence: from the seed, the sentence's ids and k. */
 uint64_t sample_seed(unsigned long long seed, const int *ids, int n, int k);
 
-/* log_softmax(logits)[id], in double (the model's probability of id). */
-float log_softmax_at(const float *logits, int n, int id);
+/* log_softmax(logits)[id] (the model's probability of id); best: at_argmax(logits, n) if
+ * known, else -1. */
+float log_softmax_at(const float *logits, int n, int id, int best);
 
 /* A beam's candidates: the processed log-probabilities plus the beam's score, best first. */
 typedef struct {

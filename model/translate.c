@@ -336,7 +336,7 @@ typedef struct {
     sent_search *ss;
     const row_ref *refs;
     trace *tr;
-    const float *logits; /* [rows, V] */
+    float *logits;       /* [rows, V]: greedy_choose edits a row and restores it */
     float *work;         /* 2 V floats per worker */
     int *pathbuf;        /* ml + 1 ids per row */
     beam_cand *cands;    /* K2 per row */
@@ -358,7 +358,7 @@ static void choose_rows(const void *ctx, int lo, int hi, int worker) {
     for (int b = lo; b < hi; b++) {
         const int i = j->refs[b].sent, k = j->refs[b].live;
         sent_search *q = &j->ss[i];
-        const float *lg = j->logits + (size_t)b * V;
+        float *lg = j->logits + (size_t)b * V;
         step_ctx x = {c, s, t, ml, o->ignore_eos};
         int *pi = j->pathbuf + (size_t)b * (ml + 1);
         prefix p = {pi, 1};
@@ -373,12 +373,12 @@ static void choose_rows(const void *ctx, int lo, int hi, int worker) {
             beam_candidates(&x, lg, &p, q->live_score[k], wk, j->cands + (size_t)b * j->K2, &tr->run_lse[j->run0 + b]);
             continue;
         }
-        int next;
+        int next, best = -1;
         if (src[i].forced) next = src[i].forced[t];
         else if (s->sample) next = sample_choose(&x, lg, &p, wk, &q->rng[k]);
-        else next = greedy_choose(&x, lg, &p, wk);
+        else next = greedy_choose(&x, lg, &p, wk, &best);
         j->choice[b] = next;
-        j->choice_lp[b] = o->want_scores ? log_softmax_at(lg, V, next) : 0;
+        j->choice_lp[b] = o->want_scores ? log_softmax_at(lg, V, next, best) : 0;
     }
 }
 
@@ -567,7 +567,8 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
             memcpy(tr.logits + (size_t)run0 * V, ds.logits, sizeof(float) * (size_t)nr * V);
 
         /* each row's choice (greedy, sampled, forced) or its beam candidates, in parallel:
-         * a row reads its own logits and writes its own slots */
+         * a row reads its own logits (greedy edits them and puts them back) and writes its
+         * own slots */
         const choose_job job = {c, s, o, src, ss, refs, &tr, ds.logits, work, pathbuf, cands, choice, choice_lp,
                                 V, t, ml, K2, run0, beam};
         at_parallel_for(nr, threads, choose_rows, &job);

@@ -453,6 +453,101 @@ static void test_small_kernels(void) {
     CHECK_ISA(at_argmax(am, 5) == 1, "argmax picks the first maximum");
 }
 
+/* The greedy rule, written out: the first index of the largest value; NaN never wins (and a
+ * NaN first element is never replaced) */
+static int naive_argmax(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+/* One pattern of argmax inputs: kind 0 random, 1 few distinct values (ties), 2 NaNs and
+ * -inf sprinkled, 3 signed zeros and -inf, 4 all -inf, 5 the maximum in the last element,
+ * 6 ties at the maximum far apart, 7 a NaN first */
+static void argmax_input(float *x, int n, int kind) {
+    for (int i = 0; i < n; i++) {
+        const float r = frand();
+        switch (kind) {
+        case 1: x[i] = (float)(int)(r * 3); break;
+        case 2: x[i] = r < -0.8f ? NAN : r > 0.8f ? -INFINITY : r; break;
+        case 3: x[i] = r < -0.5f ? -INFINITY : r < 0 ? -0.0f : 0.0f; break;
+        case 4: x[i] = -INFINITY; break;
+        default: x[i] = r; break;
+        }
+    }
+    if (kind == 5) x[n - 1] = 2;
+    if (kind == 6) x[n / 3] = x[n - 1] = 2, x[n / 2] = NAN;
+    if (kind == 7) x[0] = NAN;
+}
+
+/* The set's argmax (and at_argmax) against the loop: lengths 1..200 and a vocabulary's, every
+ * alignment within a vector, ties, NaN, -inf and signed zeros. */
+static void test_argmax(void) {
+    enum { MAXN = 58101, KINDS = 8 };
+    float *buf = malloc(sizeof(float) * (MAXN + 16));
+    static const int big[] = {255, 256, 257, 1000, 4099, MAXN};
+    int bad = 0, cases = 0, nan_first = 0;
+    for (int c = 0; c < 200 + (int)(sizeof big / sizeof *big); c++) {
+        const int n = c < 200 ? c + 1 : big[c - 200];
+        for (int kind = 0; kind < KINDS; kind++) {
+            const int off = (n + kind) % 16;
+            float *x = buf + off;
+            argmax_input(x, n, kind);
+            const int want = naive_argmax(x, n), got = at_k()->argmax(x, n), via = at_argmax(x, n);
+            if (got != want || via != want) {
+                if (bad++ < 5) fprintf(stderr, "[%s] argmax n=%d kind %d offset %d: %d (at_argmax %d), want %d\n", isa_name, n, kind, off, got, via, want);
+            }
+            nan_first += x[0] != x[0] && want == 0;
+            cases++;
+        }
+    }
+    CHECK_ISA(bad == 0 && cases > 1600 && nan_first > 200, "argmax: %d of %d inputs differ from the loop", bad, cases);
+    free(buf);
+}
+
+/* The old order: one head at a time, with the table's dot and axpy. */
+static void attention_per_head(const at_attention_args *a, int heads) {
+    const at_kernels *K = at_k();
+    for (int h = 0; h < heads; h++) {
+        float *sc = a->scratch + (size_t)h * a->s_n;
+        for (int t = 0; t < a->t_n; t++) {
+            const float *qt = a->q + (size_t)t * a->ld_q + (size_t)h * a->hd;
+            const int vis = a->causal ? (a->q_pos0 + t + 1 < a->s_n ? a->q_pos0 + t + 1 : a->s_n) : a->s_n;
+            for (int s = 0; s < vis; s++) sc[s] = K->dot(qt, a->k + (size_t)s * a->ld_kv + (size_t)h * a->hd, a->hd);
+            at_softmax(sc, vis);
+            float *o = a->out + (size_t)t * a->ld_o + (size_t)h * a->hd;
+            for (int j = 0; j < a->hd; j++) o[j] = 0;
+            for (int s = 0; s < vis; s++) K->axpy(o, sc[s], a->v + (size_t)s * a->ld_kv + (size_t)h * a->hd, a->hd);
+        }
+    }
+}
+
+/* at_attention (all heads together, in heads' four-wide dot products) gives bit for bit the
+ * outputs of one head at a time over the set's dot and axpy: head counts 1..9 and 16, head
+ * sizes that are and are not whole vectors, keys wider than the heads (ld_kv > d). */
+static void test_attention_per_head(void) {
+    int cases[][5] = {/* t_n, s_n, heads, hd, causal */
+                      {1, 20, 8, 64, 0}, {1, 17, 8, 64, 1}, {3, 9, 4, 16, 0}, {5, 5, 3, 20, 1}, {1, 33, 5, 7, 0},
+                      {2, 12, 16, 32, 0}, {1, 1, 1, 64, 0}, {4, 30, 9, 24, 1}, {1, 6, 6, 100, 0}, {2, 3, 7, 1, 0}};
+    int bad = 0;
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const int tn = cases[c][0], sn = cases[c][1], H = cases[c][2], hd = cases[c][3], causal = cases[c][4];
+        const int d = H * hd, ld = d + 3, pos0 = causal ? sn - tn : 0;
+        float *q = malloc(4 * tn * d), *k = malloc(4 * sn * ld), *v = malloc(4 * sn * ld);
+        float *o = malloc(4 * tn * d), *o2 = malloc(4 * tn * d), *scratch = malloc(4 * H * sn);
+        fill(q, tn * d, 2), fill(k, sn * ld, 2), fill(v, sn * ld, 1);
+        at_attention(o, d, q, d, k, v, ld, tn, sn, H, hd, causal, pos0, NULL, scratch);
+        const at_attention_args a = {o2, q, k, v, NULL, scratch, d, d, ld, tn, sn, hd, causal, pos0};
+        attention_per_head(&a, H);
+        if (memcmp(o, o2, sizeof(float) * tn * d)) {
+            if (bad++ < 3) fprintf(stderr, "[%s] attention t=%d s=%d heads=%d hd=%d differs from one head at a time\n", isa_name, tn, sn, H, hd);
+        }
+        free(q), free(k), free(v), free(o), free(o2), free(scratch);
+    }
+    CHECK_ISA(bad == 0, "attention: %d shapes differ bit for bit from one head at a time", bad);
+}
+
 /* Multi-head attention against a naive version; causal and not; probabilities returned. */
 static void test_attention(void) {
     int cases[][5] = {/* t_n, s_n, heads, hd, causal */
@@ -526,7 +621,9 @@ int main(void) {
             test_linear_i8_degenerate();
             test_packed();
             test_small_kernels();
+            test_argmax();
             test_attention();
+            test_attention_per_head();
             printf("%s %s, %d thread%s\n", failed == before ? "ok  " : "FAIL", names[i], threads,
                    threads > 1 ? "s" : "");
         }
