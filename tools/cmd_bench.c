@@ -52,7 +52,7 @@ static void usage_bench(FILE *f) {
             "      --json           one JSON object instead of the table\n"
             "  -h, --help           this help\n"
             "\n"
-            "$ATTEND_ISA=generic|avx2|avx512 forces a kernel set.\n");
+            "$ATTEND_ISA=generic|avx2|avx512 forces a kernel set; $ATTEND_AMX=0 keeps int8 off AMX.\n");
 }
 
 static double now(void) {
