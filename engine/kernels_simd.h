@@ -222,14 +222,14 @@ _Static_assert(AT_PANEL % (HV * VN) == 0, "a micro-tile covers a whole number of
 
 static inline __attribute__((always_inline)) void panel_tile(float *part, const float *x, int ldx, const void *w,
                                                             int kc, int first, const char *pf, int pf_shift,
-                                                            const int f16, const int R) {
+                                                            const int f16, const int R, const int PF) {
     V acc[MR][HV];
     UNROLL for (int i = 0; i < R; i++) UNROLL for (int j = 0; j < HV; j++)
         acc[i][j] = first ? V_ZERO() : V_LOAD(part + (size_t)i * AT_PANEL + j * VN);
     const float *wf = (const float *)w;
     const uint16_t *wh = (const uint16_t *)w;
     for (int k = 0; k < kc; k++) {
-        if (pf && !(k & ((1 << pf_shift) - 1))) __builtin_prefetch(pf + (size_t)(k >> pf_shift) * 64, 0, 2);
+        if (PF && !(k & ((1 << pf_shift) - 1))) __builtin_prefetch(pf + (size_t)(k >> pf_shift) * 64, 0, 2);
         V xb[MR];
         UNROLL for (int i = 0; i < R; i++) xb[i] = V_SET1(x[(size_t)i * ldx + k]);
         UNROLL for (int j = 0; j < HV; j++) {
@@ -242,22 +242,25 @@ static inline __attribute__((always_inline)) void panel_tile(float *part, const 
         V_STORE(part + (size_t)i * AT_PANEL + j * VN, acc[i][j]);
 }
 
-/* panel_tile for R = r rows, as a fully unrolled instance */
-#define PANEL_CASES(F16)                                                                    \
-    switch (r) {                                                                            \
-    case 1: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, 1); break;                          \
-    case 2: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, 2); break;                          \
-    case 3: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, 3); break;                          \
-    case 4: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, MR >= 4 ? 4 : 1); break;             \
-    case 5: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, MR >= 5 ? 5 : 1); break;             \
-    default: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, MR); break;                        \
+/* panel_tile for R = r rows, as a fully unrolled instance; PF: with the prefetches (a test
+ * per step in the loop without them cost 5% at 1280 rows) */
+#define PANEL_CASES(F16, PF)                                                                 \
+    switch (r) {                                                                             \
+    case 1: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, 1, PF); break;          \
+    case 2: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, 2, PF); break;          \
+    case 3: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, 3, PF); break;          \
+    case 4: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, MR >= 4 ? 4 : 1, PF); break; \
+    case 5: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, MR >= 5 ? 5 : 1, PF); break; \
+    default: panel_tile(part, x, ldx, w, kc, first, pf, pf_shift, F16, MR, PF); break;       \
     }
-static void tile_f32(float *part, const float *x, int ldx, const void *w, int kc, int first, const char *pf, int pf_shift, int r) {
-    PANEL_CASES(0)
-}
-static void tile_f16(float *part, const float *x, int ldx, const void *w, int kc, int first, const char *pf, int pf_shift, int r) {
-    PANEL_CASES(1)
-}
+/* tile_f32 / tile_f16: the f32 or f16 panel tile; pf NULL for none */
+#define TILE_FN(NAME, F16)                                                                                       \
+    static void NAME(float *part, const float *x, int ldx, const void *w, int kc, int first, const char *pf,    \
+                     int pf_shift, int r) {                                                                      \
+        if (pf) PANEL_CASES(F16, 1) else PANEL_CASES(F16, 0)                                                     \
+    }
+TILE_FN(tile_f32, 0)
+TILE_FN(tile_f16, 1)
 
 /* The same chains one output at a time, for a matrix that is not in panels (tests) or when
  * there is no memory for the blocks: slow, and bit-identical to the tiles. */
@@ -277,8 +280,10 @@ static void linear_scalar(float *y, const float *x, const at_matrix *w, const fl
 
 /* Panel group g against input rows [t0, t1) (at most NC). Partial sums live in a block of
  * (t1 - t0) × AT_PANEL floats; f16 weights are widened once per column block when more
- * than one tile will read them (exact, so the result is the same either way). */
-static void panel_block(float *y, const float *x, const at_matrix *w, const float *b, int g, int t0, int t1) {
+ * than one tile will read them (exact, so the result is the same either way). prefetch:
+ * W may be cold (the group's first block of input rows on this thread). */
+static void panel_block(float *y, const float *x, const at_matrix *w, const float *b, int g, int t0, int t1,
+                        int prefetch) {
     const int in = w->cols, out = w->rows, nr = t1 - t0, o0 = g * AT_PANEL;
     const int o1 = o0 + AT_PANEL < out ? o0 + AT_PANEL : out;
     float *part = at_scratch(AT_SCRATCH_PANELS, sizeof(float) * (size_t)nr * AT_PANEL);
@@ -302,9 +307,10 @@ static void panel_block(float *y, const float *x, const at_matrix *w, const floa
         /* the first tiles also pull the next column block (in memory order: the next block
          * of this group or the next group) into L2, one line per step: without it the first
          * tile over each block waited on memory (the 58k-row output projection at batch 64
-         * ran at 43% of the FMA peak, other shapes at 70-88%) */
+         * ran at 43% of the FMA peak, other shapes at 70-88%). Later blocks of input rows
+         * find the group in cache: there the prefetches only cost (5% at 1280 rows). */
         const char *next = (const char *)(wg) + (size_t)(k0 + kc) * AT_PANEL * es;
-        const size_t next_lines = (size_t)KC * AT_PANEL * es / 64;
+        const size_t next_lines = prefetch ? (size_t)KC * AT_PANEL * es / 64 : 0;
         const size_t tiles = (size_t)(nr + MR - 1) / MR * (AT_PANEL / (HV * VN));
         int pf_shift = 0; /* spread over the tiles: a line every 2^pf_shift steps */
         while (pf_shift < 3 && tiles * (size_t)(kc >> (pf_shift + 1)) >= next_lines) pf_shift++;
@@ -373,7 +379,8 @@ static void panel_items(const void *ctx, int lo, int hi, int worker) {
     for (int i = lo; i < hi; i++) {
         const int gb = i / nblocks, tb = i % nblocks;
         const int t0 = tb * nc, t1 = t0 + nc < j->n ? t0 + nc : j->n;
-        for (int g = gb * j->RB; g < (gb + 1) * j->RB && g < groups; g++) panel_block(j->y, j->x, j->w, j->b, g, t0, t1);
+        for (int g = gb * j->RB; g < (gb + 1) * j->RB && g < groups; g++)
+            panel_block(j->y, j->x, j->w, j->b, g, t0, t1, tb == 0 || i == lo);
     }
 }
 
