@@ -1,4 +1,5 @@
-/* Per-thread scratch buffers that only grow, freed when their thread exits.
+/* Per-thread scratch buffers that only grow, and large blocks kept for reuse (at_block_alloc),
+ * freed when their thread exits.
  *
  * Kernels need working memory per call (a quantized copy of the inputs, widened f16 rows,
  * transposed weight panels). Allocating it on every call costs more than small kernels
@@ -10,9 +11,13 @@
 
 #include "kernels.h"
 
+/* Blocks from at_alloc_weights a thread gave back (at_block_free), for its next requests. */
+#define KEPT_BLOCKS 4
 typedef struct {
     void *buf[AT_SCRATCH_SLOTS];
     size_t cap[AT_SCRATCH_SLOTS];
+    void *kept[KEPT_BLOCKS];
+    size_t kept_bytes[KEPT_BLOCKS];
 } scratch_set;
 
 static pthread_key_t scratch_key;
@@ -23,12 +28,14 @@ static _Thread_local scratch_set *mine;
 static void free_set(void *p) {
     scratch_set *s = p;
     for (int i = 0; i < AT_SCRATCH_SLOTS; i++) free(s->buf[i]);
+    for (int i = 0; i < KEPT_BLOCKS; i++) free(s->kept[i]);
     free(s);
 }
 
 static void make_key(void) { scratch_key_ok = pthread_key_create(&scratch_key, free_set) == 0; }
 
-void *at_scratch(int slot, size_t bytes) {
+/* The calling thread's set, made on first use; NULL if out of memory. */
+static scratch_set *thread_set(void) {
     if (!mine) {
         pthread_once(&scratch_once, make_key);
         scratch_set *s = calloc(1, sizeof *s);
@@ -40,6 +47,41 @@ void *at_scratch(int slot, size_t bytes) {
         }
         mine = s;
     }
+    return mine;
+}
+
+void *at_block_alloc(size_t bytes) {
+    scratch_set *s = thread_set();
+    if (s) {
+        /* a kept block of bytes .. 2 x bytes; else none is kept any longer, so the kept ones
+         * never add to the memory a request needs */
+        for (int i = 0; i < KEPT_BLOCKS; i++)
+            if (s->kept[i] && s->kept_bytes[i] >= bytes && s->kept_bytes[i] / 2 <= bytes) {
+                void *p = s->kept[i];
+                s->kept[i] = NULL;
+                return p;
+            }
+        for (int i = 0; i < KEPT_BLOCKS; i++) {
+            free(s->kept[i]);
+            s->kept[i] = NULL;
+        }
+    }
+    return at_alloc_weights(bytes);
+}
+
+void at_block_free(void *p, size_t bytes) {
+    scratch_set *s = p ? thread_set() : NULL;
+    for (int i = 0; s && i < KEPT_BLOCKS; i++)
+        if (!s->kept[i]) {
+            s->kept[i] = p;
+            s->kept_bytes[i] = bytes;
+            return;
+        }
+    free(p);
+}
+
+void *at_scratch(int slot, size_t bytes) {
+    if (!thread_set()) return NULL;
     if (bytes > mine->cap[slot]) {
         const size_t rounded = (bytes + 63) & ~(size_t)63;
         void *p = aligned_alloc(64, rounded);

@@ -129,13 +129,15 @@ int encode(const marian_model *m, const int *const *ids, const int *off, const i
 
 /* Keys and values a decoder step reads all of (every row's cross and self attention) live in
  * blocks from at_alloc_weights, on huge pages where the system gives them: through 4 KiB
- * pages nearly every row of keys missed the TLB (a batch-64 step reads about 60 MB of them). */
+ * pages nearly every row of keys missed the TLB (a batch-64 step reads about 60 MB of them).
+ * at_block_alloc keeps them for the thread's next batch. */
 int cross_kv(const marian_model *m, const float *X, enc_memory *mem) {
     const int L = m->c.dec_layers;
     const size_t td = (size_t)mem->total * m->c.d_model;
     mem->cross_k = calloc((size_t)L, sizeof(float *));
     mem->cross_v = calloc((size_t)L, sizeof(float *));
-    mem->cross_block = at_alloc_weights(sizeof(float) * td * 2 * (size_t)L);
+    mem->cross_bytes = sizeof(float) * td * 2 * (size_t)L;
+    mem->cross_block = at_block_alloc(mem->cross_bytes);
     if (!mem->cross_k || !mem->cross_v || !mem->cross_block) return -1;
     for (int l = 0; l < L; l++) {
         mem->cross_k[l] = mem->cross_block + td * 2 * (size_t)l;
@@ -148,7 +150,7 @@ int cross_kv(const marian_model *m, const float *X, enc_memory *mem) {
 
 void enc_memory_free(const marian_model *m, enc_memory *mem) {
     (void)m;
-    free(mem->cross_block);
+    at_block_free(mem->cross_block, mem->cross_bytes);
     free(mem->cross_k);
     free(mem->cross_v);
     mem->cross_k = mem->cross_v = NULL;
@@ -185,7 +187,8 @@ int dec_init(dec_state *s, const marian_model *m, const enc_memory *mem, int n_s
     s->tmp = malloc(sizeof(float) * R * d);
     s->h = malloc(sizeof(float) * R * d);
     s->ff = malloc(sizeof(float) * R * c->dec_ffn);
-    s->logits = at_alloc_weights(sizeof(float) * R * c->decoder_vocab_size); /* read whole every step */
+    s->logits_bytes = sizeof(float) * R * c->decoder_vocab_size;
+    s->logits = at_block_alloc(s->logits_bytes); /* read whole every step */
     if (!s->self_k || !s->self_v || !s->x || !s->q || !s->k || !s->v || !s->ctx || !s->tmp || !s->h || !s->ff ||
         !s->logits)
         return -1;
@@ -197,7 +200,8 @@ int dec_init(dec_state *s, const marian_model *m, const enc_memory *mem, int n_s
 static int move_caches(dec_state *s, int positions) {
     const int L = s->m->c.dec_layers;
     const size_t d = (size_t)s->m->c.d_model, per = (size_t)positions * d;
-    float *cache = at_alloc_weights(sizeof(float) * per * 2 * (size_t)s->n_slots * L);
+    const size_t bytes = sizeof(float) * per * 2 * (size_t)s->n_slots * L;
+    float *cache = at_block_alloc(bytes);
     if (!cache) return -1;
     for (int l = 0; l < L; l++)
         for (int slot = 0; slot < s->n_slots; slot++) {
@@ -210,8 +214,9 @@ static int move_caches(dec_state *s, int positions) {
             s->self_k[i] = k;
             s->self_v[i] = v;
         }
-    free(s->cache);
+    at_block_free(s->cache, s->cache_bytes);
     s->cache = cache;
+    s->cache_bytes = bytes;
     return 0;
 }
 
@@ -235,7 +240,7 @@ void dec_copy_slot(dec_state *s, int dst, int src, int len) {
 }
 
 void dec_free(dec_state *s) {
-    free(s->cache);
+    at_block_free(s->cache, s->cache_bytes);
     free(s->self_k);
     free(s->self_v);
     free(s->x);
@@ -246,7 +251,7 @@ void dec_free(dec_state *s) {
     free(s->tmp);
     free(s->h);
     free(s->ff);
-    free(s->logits);
+    at_block_free(s->logits, s->logits_bytes);
     free(s->scratch);
     memset(s, 0, sizeof *s);
 }

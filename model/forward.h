@@ -22,7 +22,8 @@ typedef struct {
     const int *off, *len;
     float **cross_k;    /* [dec_layers] -> [total, d] */
     float **cross_v;
-    float *cross_block; /* where cross_k and cross_v point: one block */
+    float *cross_block; /* where cross_k and cross_v point: one block (at_block_alloc) */
+    size_t cross_bytes;
 } enc_memory;
 
 /* Embed and encode n packed sources (ids[i] of len[i] ids, rows from off[i]) into
@@ -50,11 +51,12 @@ typedef struct {
     const enc_memory *mem;
     int n_slots, cap, max_rows, max_src;
     float **self_k, **self_v;  /* [slot * dec_layers + l] -> [cap, d] */
-    float *cache;              /* where self_k and self_v point: one block */
+    float *cache;              /* where self_k and self_v point: one block (at_block_alloc) */
+    size_t cache_bytes, logits_bytes;
     float *x, *q, *k, *v, *ctx, *tmp;  /* [max_rows, d] */
     float *h;                  /* [max_rows, d] a sublayer's normalized input (pre-norm) */
     float *ff;                 /* [max_rows, dec_ffn] */
-    float *logits;             /* [max_rows, decoder_vocab_size]: written by decoder_step */
+    float *logits;             /* [max_rows, decoder_vocab_size]: written by decoder_step (at_block_alloc) */
     float *scratch;            /* [max_rows, heads * max(cap, max_src)] attention scores */
 } dec_state;
 

@@ -183,13 +183,18 @@ static void test_idle_workers_sleep(void) {
 
 /* ---------------------------------------------------------------------------------------
  * Scratch memory (engine/scratch.c) goes with its thread: threads that each take 4 MiB of
- * it and end leave the heap as it was. */
+ * it (and keep two blocks) and end leave the heap as it was. */
 
 static void *use_scratch(void *arg) {
     (void)arg;
     for (int slot = 0; slot < AT_SCRATCH_SLOTS; slot++) {
         char *p = at_scratch(slot, (size_t)4 << 20);
         if (p) memset(p, 1, (size_t)4 << 20);
+    }
+    for (int i = 0; i < 2; i++) { /* two kept blocks */
+        char *p = at_block_alloc((size_t)(3 + i) << 20);
+        if (p) memset(p, 1, (size_t)(3 + i) << 20);
+        at_block_free(p, (size_t)(3 + i) << 20);
     }
     return NULL;
 }
@@ -215,8 +220,31 @@ static void test_scratch_freed_at_thread_exit(void) {
            after - before);
 }
 
+/* A block given back comes back for a request of half its size or more, and only to its
+ * thread; one that fits nothing kept releases them (a request never waits on kept memory). */
+static void test_kept_blocks(void) {
+    const size_t mb = (size_t)1 << 20;
+    char *a = at_block_alloc(4 * mb);
+    CHECK(a != NULL);
+    at_block_free(a, 4 * mb);
+    char *b = at_block_alloc(3 * mb);
+    CHECKF(b == a, "a kept 4 MiB block is not reused for 3 MiB");
+    at_block_free(b, 3 * mb);
+    char *c = at_block_alloc(1 * mb); /* under half of 3 MiB: a new block, the kept one freed */
+    CHECKF(c != NULL && c != b, "a kept 3 MiB block was handed out for 1 MiB");
+    char *d = at_block_alloc(3 * mb);
+    CHECK(d != NULL);
+    at_block_free(c, 1 * mb);
+    at_block_free(d, 3 * mb);
+    char *e = at_block_alloc(2 * mb), *f = at_block_alloc(mb);
+    CHECKF(e == d && f == c, "each request gets the kept block it fits");
+    at_block_free(e, 2 * mb);
+    at_block_free(f, mb);
+}
+
 int main(void) {
     test_scratch_freed_at_thread_exit();
+    test_kept_blocks();
     test_each_item_once();
     test_nested_serial();
     test_concurrent_callers();
