@@ -70,40 +70,38 @@ static void scale_tile(const amx_job *j, const int32_t *acc, int t, int rows, in
 }
 
 /* W rows [o0, o0 + 32) (two panels at pw, pw + steps * 64) against input rows [t, t + 32);
- * meanwhile pf_n lines from pf into L2, one per k step (the next block: W streams from
+ * meanwhile pf_n lines from pf into L2, spread over the k steps (the next block: W streams from
  * memory when it is large, as the output projection is). */
 static void panel_pair(const amx_job *j, const uint8_t *pw, size_t steps, int o0, int t, const char *pf, int pf_n) {
     int32_t acc[4][TR * 16] __attribute__((aligned(64)));
     const int lda = j->lda, kb = lda / TK;
     const uint8_t *pw1 = pw + steps * 64;
-    {
-        const uint8_t *a0 = j->xa + (size_t)t * lda, *a1 = a0 + (size_t)TR * lda;
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_zero(2);
-        _tile_zero(3);
-        for (int k = 0; k < kb; k++) {
-            for (int i = k * pf_n / kb; i < (k + 1) * pf_n / kb; i++) _mm_prefetch(pf + (size_t)i * 64, _MM_HINT_T1);
-            _tile_loadd(4, a0 + (size_t)k * TK, lda);
-            _tile_loadd(6, pw + (size_t)k * TR * 64, 64);
-            _tile_dpbusd(0, 4, 6);
-            _tile_loadd(7, pw1 + (size_t)k * TR * 64, 64);
-            _tile_dpbusd(1, 4, 7);
-            _tile_loadd(5, a1 + (size_t)k * TK, lda);
-            _tile_dpbusd(2, 5, 6);
-            _tile_dpbusd(3, 5, 7);
-        }
-        _tile_stored(0, acc[0], 64);
-        _tile_stored(1, acc[1], 64);
-        _tile_stored(2, acc[2], 64);
-        _tile_stored(3, acc[3], 64);
-        const int r0 = j->n - t < TR ? j->n - t : TR, r1 = j->n - t - TR < TR ? j->n - t - TR : TR;
-        scale_tile(j, acc[0], t, r0, o0);
-        scale_tile(j, acc[1], t, r0, o0 + 16);
-        if (r1 > 0) {
-            scale_tile(j, acc[2], t + TR, r1, o0);
-            scale_tile(j, acc[3], t + TR, r1, o0 + 16);
-        }
+    const uint8_t *a0 = j->xa + (size_t)t * lda, *a1 = a0 + (size_t)TR * lda;
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+    for (int k = 0; k < kb; k++) {
+        for (int i = k * pf_n / kb; i < (k + 1) * pf_n / kb; i++) _mm_prefetch(pf + (size_t)i * 64, _MM_HINT_T1);
+        _tile_loadd(4, a0 + (size_t)k * TK, lda);
+        _tile_loadd(6, pw + (size_t)k * TR * 64, 64);
+        _tile_dpbusd(0, 4, 6);
+        _tile_loadd(7, pw1 + (size_t)k * TR * 64, 64);
+        _tile_dpbusd(1, 4, 7);
+        _tile_loadd(5, a1 + (size_t)k * TK, lda);
+        _tile_dpbusd(2, 5, 6);
+        _tile_dpbusd(3, 5, 7);
+    }
+    _tile_stored(0, acc[0], 64);
+    _tile_stored(1, acc[1], 64);
+    _tile_stored(2, acc[2], 64);
+    _tile_stored(3, acc[3], 64);
+    const int r0 = j->n - t < TR ? j->n - t : TR, r1 = j->n - t - TR < TR ? j->n - t - TR : TR;
+    scale_tile(j, acc[0], t, r0, o0);
+    scale_tile(j, acc[1], t, r0, o0 + 16);
+    if (r1 > 0) {
+        scale_tile(j, acc[2], t + TR, r1, o0);
+        scale_tile(j, acc[3], t + TR, r1, o0 + 16);
     }
 }
 
