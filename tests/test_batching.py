@@ -2,7 +2,8 @@
 """Batched translation gives exactly what one-by-one translation gives: attend translate
 with --batch-size 1 (and a process per line), 3 and 64, and --batch-tokens (sorted chunks, finished sentences leaving the batch, outputs
 back in input order, blank lines kept), on every kernel set this CPU has, for f32, f16 and
-int8 exports of a small random model. Also: the f32 output equals the PyTorch reference."""
+int8 exports of a small random model (int8 on AMX CPUs also with ATTEND_AMX=0). Also: the
+f32 output equals the PyTorch reference."""
 import os
 import shutil
 import subprocess
@@ -112,6 +113,14 @@ def main():
                         assert got == base["out"], "output differs from one-by-one"
                         check_batch_log(p.stderr, opts, sum(1 for s in lines if s.strip()))
                     r.check(f"{isa} {dt}: {' '.join(opts)} = one by one, limits kept", check_tokens)
+                amx = "int8: amx" in T.run_attend(["isa"], "", env={"ATTEND_ISA": isa}).stdout
+                if dt == "int8" and amx:
+                    def check_no_amx(model=model, isa=isa, base=base):
+                        p = T.run_attend(["translate", "-m", model, "-b", "64", "-t", "2"], text,
+                                         env={"ATTEND_ISA": isa, "ATTEND_AMX": "0"})
+                        assert p.stdout.split("\n")[:-1] == base["out"], "without AMX the output differs"
+                    r.check(f"{isa} int8: ATTEND_AMX=0 (the VNNI GEMM at batch 64) = one by one with AMX",
+                            check_no_amx)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     r.finish()
