@@ -23,7 +23,6 @@
 
 #define TR 16         /* rows of a tile */
 #define TK 64         /* bytes of a tile row: 64 input columns, or 16 outputs x 4 columns */
-#define BLOCK_ROWS 64 /* W rows per pool item: one VNNI GEMM block (kernels.h pads to it) */
 #define PARALLEL_GRAIN (1 << 16)
 
 /* ldtilecfg's 64-byte operand, palette 1: tiles 0-3 accumulators, 4-5 inputs, 6-7 weights,
@@ -105,21 +104,21 @@ static void panel_pair(const amx_job *j, const uint8_t *pw, size_t steps, int o0
     }
 }
 
-/* Blocks [lo, hi) of BLOCK_ROWS W rows. */
+/* Blocks [lo, hi) of AT_VNNI_BLOCK W rows. */
 static void amx_blocks(const void *ctx, int lo, int hi, int worker) {
     (void)worker;
     const amx_job *j = ctx;
-    const size_t steps = at_vnni_steps(j->w->cols), block_bytes = (size_t)BLOCK_ROWS * steps * 4;
+    const size_t steps = at_vnni_steps(j->w->cols), block_bytes = (size_t)AT_VNNI_BLOCK * steps * 4;
     configure_tiles(); /* per call: tile state belongs to the thread, and others may use AMX too */
     for (int blk = lo; blk < hi; blk++) {
         const uint8_t *pb = (const uint8_t *)j->w->data + (size_t)blk * block_bytes;
         /* 32 input rows (in L1) against the block's 64 W rows (L1 or L2), then the next 32;
          * the first pass also pulls the next block into L2 */
-        const int last = (blk + 1) * BLOCK_ROWS >= j->w->rows;
-        const int lines = (int)(block_bytes / 64), pairs = BLOCK_ROWS / TR / 2;
+        const int last = (blk + 1) * AT_VNNI_BLOCK >= j->w->rows;
+        const int lines = (int)(block_bytes / 64), pairs = AT_VNNI_BLOCK / TR / 2;
         for (int t = 0; t < j->n; t += 2 * TR)
-            for (int p = 0; p < BLOCK_ROWS / TR; p += 2) {
-                const int o0 = blk * BLOCK_ROWS + p * TR;
+            for (int p = 0; p < AT_VNNI_BLOCK / TR; p += 2) {
+                const int o0 = blk * AT_VNNI_BLOCK + p * TR;
                 if (o0 >= j->w->rows) break;
                 const int pf_n = t == 0 && !last ? lines / pairs : 0;
                 const char *pf = (const char *)pb + block_bytes + (size_t)(p / 2) * (lines / pairs) * 64;
@@ -144,7 +143,7 @@ int at_gemm_i8_amx(float *y, const uint8_t *xu, const float *sx, const at_matrix
         }
     }
     const amx_job j = {y, xa, sx, b, w, n, lda};
-    const int nb = (out + BLOCK_ROWS - 1) / BLOCK_ROWS;
+    const int nb = (out + AT_VNNI_BLOCK - 1) / AT_VNNI_BLOCK;
     const double work = (double)n * out * in;
     at_parallel_for(nb, work > PARALLEL_GRAIN ? at_threads() : 1, amx_blocks, &j);
     return 0;

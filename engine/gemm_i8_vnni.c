@@ -23,8 +23,9 @@
 #include <immintrin.h>
 #include <stdlib.h>
 
-#define PANEL 16      /* W rows per panel: one vector of int32 sums */
+#define PANEL AT_I8_PANEL /* W rows per panel: one vector of int32 sums */
 #define BLOCK_PANELS 4 /* panels per thread block (64 W rows), all in one micro-tile */
+_Static_assert(BLOCK_PANELS * PANEL == AT_VNNI_BLOCK, "a thread block is a VNNI block");
 #define TILE_X 6      /* input rows per micro-tile: 4 x 6 = 24 accumulators of 32 registers */
 #define CHUNK 64      /* bytes of a W row transposed at once (one packed chunk) */
 #define PARALLEL_GRAIN (1 << 16)
@@ -168,8 +169,7 @@ static void gemm_block(float *y, const uint8_t *xu, const float *sx, const at_ma
     /* the next block's lines spread over the tiles, one every 2^pf_shift steps (as the f32
      * panels do: the first tile over a block otherwise waits on memory) */
     const size_t lines = block_bytes / 64, tiles = (size_t)(n + TILE_X - 1) / TILE_X, used = (size_t)(in + 3) / 4;
-    int pf_shift = 0;
-    while (pf_shift < 3 && tiles * (used >> (pf_shift + 1)) >= lines) pf_shift++;
+    const int pf_shift = at_prefetch_shift(tiles, used, lines);
     size_t line = 0;
     for (int t = 0; t < n; t += TILE_X) {
         const int nx = n - t < TILE_X ? n - t : TILE_X;

@@ -131,7 +131,8 @@ int at_pack_layout(int dtype) { return dtype == AT_I8 && at_isa_vnni_panels() ? 
 
 size_t at_matrix_elems(const at_matrix *m) {
     if (!m->packed) return (size_t)m->rows * m->cols;
-    if (m->packed == AT_PACKED_VNNI) return ((size_t)m->rows + 63) / 64 * 64 * at_vnni_steps(m->cols) * 4;
+    if (m->packed == AT_PACKED_VNNI)
+        return ((size_t)m->rows + AT_VNNI_BLOCK - 1) / AT_VNNI_BLOCK * AT_VNNI_BLOCK * at_vnni_steps(m->cols) * 4;
     if (in_panels(m)) return ((size_t)m->rows + AT_PANEL - 1) / AT_PANEL * AT_PANEL * m->cols;
     const size_t groups = ((size_t)m->rows + AT_PACK_ROWS - 1) / AT_PACK_ROWS;
     return groups * AT_PACK_ROWS * at_pack_chunks(m) * (size_t)at_pack_chunk(m->dtype);
@@ -175,7 +176,7 @@ static void pack_groups(const void *ctx, int lo, int hi, int worker) {
     const char *src = m->data;
     const size_t es = a->es;
     for (int g = lo; g < hi; g++) {
-        if (a->p->packed == AT_PACKED_VNNI) { /* 64 rows of VNNI panels, padding included */
+        if (a->p->packed == AT_PACKED_VNNI) { /* a block of VNNI panels, padding included */
             at_vnni_pack_rows(a->dst + (size_t)g * a->group_bytes, m, g * a->group_rows);
             continue;
         }
@@ -210,7 +211,7 @@ void at_matrix_pack_into(at_matrix *m, void *buf) {
     p.packed = at_pack_layout(m->dtype);
     p.data = buf;
     const size_t es = (size_t)at_dtype_size(m->dtype), bytes = at_matrix_packed_bytes(m);
-    const int group_rows = in_panels(&p) || p.packed == AT_PACKED_VNNI ? 64 : AT_PACK_ROWS;
+    const int group_rows = in_panels(&p) ? AT_PANEL : p.packed == AT_PACKED_VNNI ? AT_VNNI_BLOCK : AT_PACK_ROWS;
     const int groups = (m->rows + group_rows - 1) / group_rows, ce = at_pack_chunk(m->dtype);
     /* groups fill disjoint ranges: threads share the copy of a large matrix */
     pack_args a = {m, &p, buf, es, bytes / (size_t)groups, ce, group_rows};

@@ -58,6 +58,7 @@ enum at_layout { AT_ROW_MAJOR = 0, AT_PACKED = 1, AT_PACKED_VNNI = 2 };
 #define AT_PACK_BYTES 64
 #define AT_PANEL 64
 #define AT_I8_PANEL 16
+#define AT_VNNI_BLOCK 64 /* VNNI panels: rows per GEMM block, and the row padding */
 static inline int at_dtype_size(int dtype) { return dtype == AT_F32 ? 4 : dtype == AT_F16 ? 2 : 1; }
 /* int8: elements per chunk (a power of two) and chunks per row. */
 static inline int at_pack_chunk(int dtype) { return AT_PACK_BYTES / at_dtype_size(dtype); }
@@ -80,6 +81,14 @@ static inline size_t at_matrix_index(const at_matrix *m, int r, int c) {
 size_t at_matrix_elems(const at_matrix *m);
 /* Bytes the packed copy of a matrix takes: a multiple of AT_PACK_BYTES. */
 size_t at_matrix_packed_bytes(const at_matrix *m);
+/* A GEMM's prefetch of the next block of W (`lines` cache lines) spread over the `tiles`
+ * passes of the current block, each `steps` long: a line every 2^shift steps, the smallest
+ * spacing (up to 8) that still covers the block. */
+static inline int at_prefetch_shift(size_t tiles, size_t steps, size_t lines) {
+    int shift = 0;
+    while (shift < 3 && tiles * (steps >> (shift + 1)) >= lines) shift++;
+    return shift;
+}
 /* The layout at_matrix_pack gives a matrix of this dtype under the active kernel set. */
 int at_pack_layout(int dtype);
 /* Repack a row-major matrix into buf (at_matrix_packed_bytes(m) bytes, 64-byte aligned)

@@ -304,16 +304,15 @@ static void panel_block(float *y, const float *x, const at_matrix *w, const floa
             wk = wide;
             half = 0;
         }
-        /* the first tiles also pull the next column block (in memory order: the next block
-         * of this group or the next group) into L2, one line per step: without it the first
+        /* the tiles also pull the next column block (in memory order: the next block of this
+         * group or the next group) into L2, spread over them: without it the first
          * tile over each block waited on memory (the 58k-row output projection at batch 64
          * ran at 43% of the FMA peak, other shapes at 70-88%). Later blocks of input rows
          * find the group in cache: there the prefetches only cost (5% at 1280 rows). */
         const char *next = (const char *)(wg) + (size_t)(k0 + kc) * AT_PANEL * es;
         const size_t next_lines = prefetch ? (size_t)KC * AT_PANEL * es / 64 : 0;
         const size_t tiles = (size_t)(nr + MR - 1) / MR * (AT_PANEL / (HV * VN));
-        int pf_shift = 0; /* spread over the tiles: a line every 2^pf_shift steps */
-        while (pf_shift < 3 && tiles * (size_t)(kc >> (pf_shift + 1)) >= next_lines) pf_shift++;
+        const int pf_shift = at_prefetch_shift(tiles, (size_t)kc, next_lines);
         size_t pf_line = 0;
         for (int t = t0; t < t1; t += MR) {
             const int r = t1 - t < MR ? t1 - t : MR;

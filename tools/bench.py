@@ -31,7 +31,6 @@ import datetime
 import json
 import os
 import platform
-import re
 import shlex
 import statistics
 import subprocess
@@ -103,8 +102,7 @@ def build_model(work):
     if not os.path.exists(os.path.join(hf, "config.json")):
         spms = [train_spm(work, lang) for lang in ("en", "de")]
         vocab = R.build_vocab(*spms)
-        pad = vocab.pop("<pad>")
-        del pad
+        vocab.pop("<pad>")  # <pad> goes last, after the filler pieces
         i = 0
         while len(vocab) < VOCAB - 1:  # opus-mt's vocabulary size: filler pieces
             vocab[f"<filler{i}>"] = len(vocab)
@@ -191,6 +189,35 @@ def build_nllb_model(work, shape="600m"):
 # --------------------------------------------------------------------------------------
 # PyTorch: greedy decoding with caches, as HF generate() does it
 
+class CachedAttention:
+    """The attention of one cached decoder step over `rows` rows, as HF's generate() computes
+    it for both runners: heads split from d, cross-attention keys/values once per source,
+    self-attention keys/values appended to a per-layer cache."""
+
+    def __init__(self, rows, d, heads):
+        self.rows, self.d, self.heads, self.hd = rows, d, heads, d // heads
+
+    def split(self, t):
+        return t.view(self.rows, -1, self.heads, self.hd).transpose(1, 2)
+
+    def cross_kv(self, layers, memory):
+        return ([self.split(L.encoder_attn.k_proj(memory)) for L in layers],
+                [self.split(L.encoder_attn.v_proj(memory)) for L in layers])
+
+    def append(self, attn, h, sk, sv, i):
+        """Layer i's new keys and values from h onto its caches sk[i], sv[i]."""
+        import torch
+        k, v = self.split(attn.k_proj(h)), self.split(attn.v_proj(h))
+        sk[i] = k if sk[i] is None else torch.cat([sk[i], k], 2)
+        sv[i] = v if sv[i] is None else torch.cat([sv[i], v], 2)
+
+    def __call__(self, attn, h, k, v):
+        """out_proj(softmax(q kᵀ) v) with q from h."""
+        q = self.split(attn.q_proj(h) * self.hd ** -0.5)
+        p = (q @ k.transpose(-1, -2)).softmax(-1)
+        return attn.out_proj((p @ v).transpose(1, 2).reshape(self.rows, 1, self.d))
+
+
 class TorchRunner:
     def __init__(self, hf):
         import torch
@@ -216,14 +243,8 @@ class TorchRunner:
                 memory = memory.repeat_interleave(K, 0)  # HF's _expand_inputs_for_generation
             R = B * K
             layers = m.model.decoder.layers
-            H = c["decoder_attention_heads"]
-            hd = d // H
-
-            def split(t):
-                return t.view(R, -1, H, hd).transpose(1, 2)
-
-            ck = [split(L.encoder_attn.k_proj(memory)) for L in layers]
-            cv = [split(L.encoder_attn.v_proj(memory)) for L in layers]
+            att = CachedAttention(R, d, c["decoder_attention_heads"])
+            ck, cv = att.cross_kv(layers, memory)
             t1 = time.perf_counter()
             sk, sv = [None] * len(layers), [None] * len(layers)
             tok = torch.full((R, 1), c["decoder_start_token_id"], dtype=torch.long)
@@ -235,18 +256,10 @@ class TorchRunner:
                 hist = tok  # HF's input_ids: every beam's tokens so far
             for t in range(T):
                 y = m.model.decoder.embed_tokens(tok) * m.embed_scale + m.positions[t:t + 1]
-                for i, L in enumerate(layers):
-                    a = L.self_attn
-                    q = split(a.q_proj(y) * hd ** -0.5)
-                    k, v = split(a.k_proj(y)), split(a.v_proj(y))
-                    sk[i] = k if t == 0 else torch.cat([sk[i], k], 2)
-                    sv[i] = v if t == 0 else torch.cat([sv[i], v], 2)
-                    p = (q @ sk[i].transpose(-1, -2)).softmax(-1)
-                    y = L.self_attn_layer_norm(y + a.out_proj((p @ sv[i]).transpose(1, 2).reshape(R, 1, d)))
-                    e = L.encoder_attn
-                    q = split(e.q_proj(y) * hd ** -0.5)
-                    p = (q @ ck[i].transpose(-1, -2)).softmax(-1)
-                    y = L.encoder_attn_layer_norm(y + e.out_proj((p @ cv[i]).transpose(1, 2).reshape(R, 1, d)))
+                for i, L in enumerate(layers):  # post-norm blocks
+                    att.append(L.self_attn, y, sk, sv, i)
+                    y = L.self_attn_layer_norm(y + att(L.self_attn, y, sk[i], sv[i]))
+                    y = L.encoder_attn_layer_norm(y + att(L.encoder_attn, y, ck[i], cv[i]))
                     y = L.final_layer_norm(y + L.fc2(L.act(L.fc1(y))))
                 logits = m.lm_head(y[:, -1]) + m.final_logits_bias
                 logits[:, pad] = float("-inf")
@@ -315,14 +328,8 @@ class M2MTorchRunner:
             memory, _ = m.encode(src)
             B, S, d = memory.shape
             layers = m.model.decoder.layers
-            H = c["decoder_attention_heads"]
-            hd = d // H
-
-            def split(t):
-                return t.view(B, -1, H, hd).transpose(1, 2)
-
-            ck = [split(L.encoder_attn.k_proj(memory)) for L in layers]
-            cv = [split(L.encoder_attn.v_proj(memory)) for L in layers]
+            att = CachedAttention(B, d, c["decoder_attention_heads"])
+            ck, cv = att.cross_kv(layers, memory)
             t1 = time.perf_counter()
             sk, sv = [None] * len(layers), [None] * len(layers)
             tok = torch.full((B, 1), c["decoder_start_token_id"], dtype=torch.long)
@@ -331,19 +338,11 @@ class M2MTorchRunner:
             for t in range(T):
                 # fairseq positions: step t's token is at t + pad + 1
                 y = m.model.shared(tok) * m.embed_scale + m.positions[t + pad + 1:t + pad + 2]
-                for i, L in enumerate(layers):
-                    a = L.self_attn
+                for i, L in enumerate(layers):  # pre-norm blocks
                     h = L.self_attn_layer_norm(y)
-                    q = split(a.q_proj(h) * hd ** -0.5)
-                    k, v = split(a.k_proj(h)), split(a.v_proj(h))
-                    sk[i] = k if t == 0 else torch.cat([sk[i], k], 2)
-                    sv[i] = v if t == 0 else torch.cat([sv[i], v], 2)
-                    p = (q @ sk[i].transpose(-1, -2)).softmax(-1)
-                    y = y + a.out_proj((p @ sv[i]).transpose(1, 2).reshape(B, 1, d))
-                    e = L.encoder_attn
-                    q = split(e.q_proj(L.encoder_attn_layer_norm(y)) * hd ** -0.5)
-                    p = (q @ ck[i].transpose(-1, -2)).softmax(-1)
-                    y = y + e.out_proj((p @ cv[i]).transpose(1, 2).reshape(B, 1, d))
+                    att.append(L.self_attn, h, sk, sv, i)
+                    y = y + att(L.self_attn, h, sk[i], sv[i])
+                    y = y + att(L.encoder_attn, L.encoder_attn_layer_norm(y), ck[i], cv[i])
                     y = y + L.fc2(L.act(L.fc1(L.final_layer_norm(y))))
                 logits = F.linear(m.model.decoder.layer_norm(y[:, -1]), W)  # HF's lm_head: no bias
                 if t < T - 1:

@@ -637,6 +637,14 @@ def attention_of(model, src_ids, tgt_ids):
 # --------------------------------------------------------------------------------------
 # HF-style directories: what users download, and what random test models are saved as
 
+def load_state_dict(path):
+    """The tensors of an HF-style directory: model.safetensors, else pytorch_model.bin."""
+    st = os.path.join(path, "model.safetensors")
+    if os.path.exists(st):
+        return {k: torch.from_numpy(v) for k, v in safetensors_np.load(st).items()}
+    return torch.load(os.path.join(path, "pytorch_model.bin"), map_location="cpu")
+
+
 def load_hf_dir(path):
     """Load config.json, model.safetensors (or pytorch_model.bin), spm models and vocab."""
     with open(os.path.join(path, "config.json")) as f:
@@ -656,11 +664,7 @@ def load_hf_dir(path):
     if "forced_eos_token_id" not in config:
         config["forced_eos_token_id"] = None
     model = Marian(config)
-    st = os.path.join(path, "model.safetensors")
-    if os.path.exists(st):
-        sd = {k: torch.from_numpy(v) for k, v in safetensors_np.load(st).items()}
-    else:
-        sd = torch.load(os.path.join(path, "pytorch_model.bin"), map_location="cpu")
+    sd = load_state_dict(path)
     own = model.state_dict()
     c = model.config
     for name in own:

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np  # noqa: E402
 from reference import (BeamHypotheses, BeamResult, BeamResults, DecoderLayer,  # noqa: E402
                        EncoderLayer, MarianTok, NearTies, Result, generation_limits,
-                       beam_step, parse_early_stopping, random_parameters)
+                       beam_step, load_state_dict, parse_early_stopping, random_parameters)
 
 
 M2M_DEFAULT_CONFIG = {
@@ -491,11 +491,7 @@ def m2m_load_hf_dir(path):
     with open(os.path.join(path, "config.json")) as f:
         config = json.load(f)
     m = M2M100(config)
-    st = os.path.join(path, "model.safetensors")
-    if os.path.exists(st):
-        sd = {k: torch.from_numpy(v) for k, v in safetensors_np.load(st).items()}
-    else:
-        sd = torch.load(os.path.join(path, "pytorch_model.bin"), map_location="cpu")
+    sd = load_state_dict(path)
     own = m.state_dict()
     with torch.no_grad():
         for name, t in own.items():
