@@ -239,6 +239,14 @@ void *at_alloc_weights(size_t bytes) {
 }
 
 void at_matrix_row(float *dst, const at_matrix *m, int r) {
+    if (in_panels(m)) { /* column c of row r lies every AT_PANEL elements (embedding lookups) */
+        const size_t at = (size_t)(r / AT_PANEL) * m->cols * AT_PANEL + (size_t)(r % AT_PANEL);
+        if (m->dtype == AT_F32)
+            for (int c = 0; c < m->cols; c++) dst[c] = ((const float *)m->data)[at + (size_t)c * AT_PANEL];
+        else
+            for (int c = 0; c < m->cols; c++) dst[c] = at_f16_to_f32_1(((const uint16_t *)m->data)[at + (size_t)c * AT_PANEL]);
+        return;
+    }
     const int ce = row_run(m);
     const size_t es = (size_t)at_dtype_size(m->dtype);
     for (int c = 0; c < m->cols; c += ce) {
