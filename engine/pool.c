@@ -41,7 +41,7 @@ struct pool {
     /* the job: written by the owner while no worker is registered, before gen opens it */
     at_range_fn fn;
     const void *ctx;
-    int n, chunk;
+    int n, share; /* items, and the threads a claim divides the items left by */
     _Atomic int threads;  /* workers with index < threads take part */
     _Atomic int gen;      /* wraps around (atomics do): only its changes and parity matter */
     _Atomic int sleepers; /* workers asleep on gen */
@@ -98,13 +98,21 @@ static int spin_while_equal(_Atomic int *word, int val) {
 /* ---------------------------------------------------------------------------------------
  * Work */
 
-/* Claim and run chunks of the open job until none are left. */
+/* Claim and run chunks of the open job until none are left. Chunks are guided (OpenMP's
+ * schedule(guided)): a claim takes the items left divided by the thread count, at least one.
+ * Threads start on long runs of consecutive items, so the loops whose items prefetch the next
+ * one (the GEMMs' blocks of W) prefetch for themselves, and the runs shorten towards the end,
+ * so the threads still finish together when one of them is slowed or loses its core. With
+ * chunks of n / (16 threads) the two threads alternated blocks: int8 batch 64 decoded 12%
+ * slower, f32 4% (BENCHMARKS.md). */
 static void run_chunks(pool *p, int worker) {
-    for (;;) {
-        const int lo = atomic_fetch_add_explicit(&p->next, p->chunk, memory_order_relaxed);
-        if (lo >= p->n) return;
-        const int hi = p->n - lo < p->chunk ? p->n : lo + p->chunk;
+    int lo = atomic_load_explicit(&p->next, memory_order_relaxed);
+    while (lo < p->n) {
+        const int take = (p->n - lo) / p->share, hi = take > 1 ? lo + take : lo + 1;
+        if (!atomic_compare_exchange_weak_explicit(&p->next, &lo, hi, memory_order_relaxed, memory_order_relaxed))
+            continue; /* lo is now the counter's value: claim again from there */
         p->fn(p->ctx, lo, hi, worker);
+        lo = atomic_load_explicit(&p->next, memory_order_relaxed);
     }
 }
 
@@ -192,12 +200,10 @@ void at_parallel_for(int n, int threads, at_range_fn fn, const void *ctx) {
         return;
     }
     if (threads > p->n_workers + 1) threads = p->n_workers + 1;
-    /* small chunks keep the threads balanced when one of them loses its core for a while */
-    int chunk = n / (threads * 16);
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
-    p->chunk = chunk > 0 ? chunk : 1;
+    p->share = threads;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
     atomic_store(&p->threads, threads);
     atomic_fetch_add(&p->gen, 1); /* odd: open */

@@ -1,7 +1,8 @@
 /* The engine's thread pool: one per calling thread, created on its first parallel loop and
- * joined when that thread exits. Items are handed out in chunks from an atomic counter, so a
- * thread that the OS deschedules (cores shared with other processes) simply does fewer, and
- * the calling thread works too. Idle workers spin a few microseconds, then sleep on a futex:
+ * joined when that thread exits. Items are handed out in guided chunks from an atomic counter
+ * (each claim takes the items left divided by the thread count: long runs of consecutive
+ * items first, shorter ones at the end), so a thread that the OS deschedules (cores shared
+ * with other processes) simply does fewer, and the calling thread works too. Idle workers spin a few microseconds, then sleep on a futex:
  * nothing burns CPU between calls.
  *
  *   static void rows(const void *ctx, int lo, int hi, int worker) { ... items [lo, hi) ... }

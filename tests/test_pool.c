@@ -25,6 +25,7 @@ typedef struct {
     _Atomic int *count;                /* [n] times each item ran */
     _Atomic int busy[MAX_THREADS];     /* 1 while a chunk runs with that worker index */
     _Atomic int bad_worker, overlap;
+    _Atomic int longest; /* the most items one chunk had */
     int threads;
 } count_job;
 
@@ -36,6 +37,7 @@ static void count_items(const void *ctx, int lo, int hi, int worker) {
     }
     if (atomic_exchange(&j->busy[worker], 1)) atomic_fetch_add(&j->overlap, 1);
     for (int i = lo; i < hi; i++) atomic_fetch_add(&j->count[i], 1);
+    for (int l = atomic_load(&j->longest); hi - lo > l && !atomic_compare_exchange_weak(&j->longest, &l, hi - lo);) {}
     atomic_store(&j->busy[worker], 0);
 }
 
@@ -58,10 +60,15 @@ static void test_each_item_once(void) {
         for (size_t b = 0; b < sizeof threads / sizeof *threads; b++)
             for (int round = 0; round < 20; round++) {
                 count_job j;
-                const int once = run_counted(sizes[a], threads[b], &j);
-                CHECKF(once, "n %d, %d threads: an item ran not exactly once", sizes[a], threads[b]);
-                CHECKF(!j.bad_worker, "n %d, %d threads: worker index out of range", sizes[a], threads[b]);
-                CHECKF(!j.overlap, "n %d, %d threads: one worker index ran two chunks at once", sizes[a], threads[b]);
+                const int n = sizes[a], t = threads[b];
+                const int once = run_counted(n, t, &j);
+                CHECKF(once, "n %d, %d threads: an item ran not exactly once", n, t);
+                CHECKF(!j.bad_worker, "n %d, %d threads: worker index out of range", n, t);
+                CHECKF(!j.overlap, "n %d, %d threads: one worker index ran two chunks at once", n, t);
+                /* guided: the first claim is a thread's share of the whole, and none is longer */
+                const int first = t == 1 || n <= 1 ? n : n / t > 1 ? n / t : 1;
+                CHECKF(j.longest == first, "n %d, %d threads: longest chunk %d items, expected %d", n, t,
+                       (int)j.longest, first);
                 if (!once || j.bad_worker || j.overlap) return;
             }
     CHECK(!at_in_parallel()); /* outside any loop again */
