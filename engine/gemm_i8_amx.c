@@ -7,9 +7,9 @@
  * that second operand as they lie: 16 consecutive 64-byte steps of a panel are one tile.
  *
  * Four accumulator tiles hold a 32-row x 32-output block; per 64 columns two input tiles and
- * two weight tiles are loaded and multiplied pairwise. The inputs are copied once per call
- * into rows padded to 32 and columns padded to 64 with zeros (W is zero there too, so the
- * padding adds nothing). Sums are exact integers, so results are bit-identical to every
+ * two weight tiles are loaded and multiplied pairwise. The inputs come quantized into rows
+ * padded to 32 and columns padded to 64 with zeros (kernels_avx512.c writes them so in its one
+ * pass over x; W is zero there too, so the padding adds nothing). Sums are exact integers, so results are bit-identical to every
  * other int8 path; the scaling is AT_I8_OUT with the same vector operations as the VNNI
  * kernel. */
 #ifndef __clang__ /* clang gets -m flags from the Makefile (make fuzz, make tsan) */
@@ -128,23 +128,10 @@ static void amx_blocks(const void *ctx, int lo, int hi, int worker) {
     _tile_release();
 }
 
-int at_gemm_i8_amx(float *y, const uint8_t *xu, const float *sx, const at_matrix *w, const float *b, int n) {
-    const int out = w->rows, in = w->cols, lda = (int)at_vnni_steps(in) * 4;
-    const int rows = (n + 2 * TR - 1) / (2 * TR) * (2 * TR);
-    uint8_t *xa = at_scratch(AT_SCRATCH_ROWS, (size_t)rows * lda);
-    if (!xa) return -1;
-    for (int t = 0; t < rows; t++) {
-        uint8_t *d = xa + (size_t)t * lda;
-        if (t < n) {
-            memcpy(d, xu + (size_t)t * in, (size_t)in);
-            memset(d + in, 0, (size_t)(lda - in));
-        } else {
-            memset(d, 0, (size_t)lda);
-        }
-    }
+void at_gemm_i8_amx(float *y, const uint8_t *xa, int lda, const float *sx, const at_matrix *w, const float *b, int n) {
+    const int out = w->rows, in = w->cols;
     const amx_job j = {y, xa, sx, b, w, n, lda};
     const int nb = (out + AT_VNNI_BLOCK - 1) / AT_VNNI_BLOCK;
     const double work = (double)n * out * in;
     at_parallel_for(nb, work > PARALLEL_GRAIN ? at_threads() : 1, amx_blocks, &j);
-    return 0;
 }

@@ -105,7 +105,7 @@ void *at_alloc_weights(size_t bytes);
 /* Per-thread working memory (engine/scratch.c): the calling thread's buffer `slot` of at
  * least `bytes`, 64-byte aligned, its contents lost whenever it grows; NULL if out of
  * memory. A thread keeps its buffers across calls and frees them when it exits. */
-enum { AT_SCRATCH_QUANT, AT_SCRATCH_WIDEN, AT_SCRATCH_PANELS, AT_SCRATCH_ROWS, AT_SCRATCH_SLOTS };
+enum { AT_SCRATCH_QUANT, AT_SCRATCH_WIDEN, AT_SCRATCH_PANELS, AT_SCRATCH_SLOTS };
 void *at_scratch(int slot, size_t bytes);
 /* at_alloc_weights for large per-call buffers (a batch's attention caches and logits), and
  * its free: a thread keeps the last few blocks it freed and hands one back for a request of

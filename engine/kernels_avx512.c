@@ -186,28 +186,54 @@ static void tile_i8_1(float *y, int ldy, const uint8_t *xu, const float *sx, con
     if (packed) I8_CASES(1, 1) else I8_CASES(1, 0)
 }
 
+/* The rows of x quantized (quantize_row) and stored as u8, q + 128 (q with its top bit
+ * flipped: vpdpbusd's and tdpbusd's unsigned operand), ld bytes apart, each flipped while it is
+ * still in L1; the columns past in and the rows from n to rows zero (AMX's whole tiles; W is
+ * zero there too). The scales follow the rows (gemm_i8_vnni.c reads within this buffer). In
+ * the calling thread's scratch; NULL without memory. */
+static int8_t *quantize_rows_u8(const float *x, int n, int in, int ld, int rows, float **scales) {
+    const size_t qb = ((size_t)rows * ld + 63) & ~(size_t)63;
+    int8_t *q = at_scratch(AT_SCRATCH_QUANT, qb + sizeof(float) * (size_t)n);
+    if (!q) return NULL;
+    *scales = (float *)(void *)(q + qb);
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (int t = 0; t < rows; t++) {
+        int8_t *r = q + (size_t)t * ld;
+        if (t >= n) {
+            memset(r, 0, (size_t)ld);
+            continue;
+        }
+        (*scales)[t] = quantize_row(r, x + (size_t)t * in, in);
+        int i = 0;
+        for (; i + 64 <= in; i += 64)
+            _mm512_storeu_si512((void *)(r + i), _mm512_xor_si512(_mm512_loadu_si512((const void *)(r + i)), flip));
+        if (i < in) {
+            const __mmask64 m = _cvtu64_mask64(~0ull >> (64 - (in - i)));
+            _mm512_mask_storeu_epi8(r + i, m, _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, r + i), flip));
+        }
+        memset(r + in, 0, (size_t)(ld - in));
+    }
+    return q;
+}
+
 static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const float *b, int n) {
     if (!at_cpu_has("avx512vnni") || !w->wsum) { /* Skylake-SP class: AVX2's vpmaddubsw path */
         at_kernels_avx2.linear(y, x, w, b, n);
         return;
     }
     const int out = w->rows, in = w->cols;
+    /* AMX tiles for several rows of VNNI panels (gemm_i8_amx.c) read the rows padded */
+    const int amx = w->packed == AT_PACKED_VNNI && n >= AMX_MIN_ROWS && at_cpu_has("amx");
     float *sx;
-    int8_t *xq = at_quantize_rows_with(x, n, in, &sx, quantize_row);
+    int8_t *xq = quantize_rows_u8(x, n, in, amx ? AT_AMX_STRIDE(in) : in, amx ? AT_AMX_ROWS(n) : n, &sx);
     if (!xq) {
         at_kernels_generic.linear(y, x, w, b, n);
         return;
     }
-    /* to u8 in place: q + 128 is q with its top bit flipped */
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
-    size_t tot = (size_t)n * in, i = 0;
-    for (; i + 64 <= tot; i += 64)
-        _mm512_storeu_si512((void *)(xq + i), _mm512_xor_si512(_mm512_loadu_si512((const void *)(xq + i)), flip));
-    for (; i < tot; i++) xq[i] = (int8_t)((uint8_t)xq[i] ^ 0x80);
-    /* AMX tiles for several rows of VNNI panels (gemm_i8_amx.c) */
-    if (w->packed == AT_PACKED_VNNI && n >= AMX_MIN_ROWS && at_cpu_has("amx") &&
-        at_gemm_i8_amx(y, (const uint8_t *)xq, sx, w, b, n) == 0)
+    if (amx) {
+        at_gemm_i8_amx(y, (const uint8_t *)xq, AT_AMX_STRIDE(in), sx, w, b, n);
         return;
+    }
     /* VNNI panels, or several rows: 16 outputs a vector, no lane reductions (gemm_i8_vnni.c) */
     if ((w->packed == AT_PACKED_VNNI || i8_gemm_pays(n, in)) && at_gemm_i8_vnni(y, (const uint8_t *)xq, sx, w, b, n) == 0)
         return;
