@@ -8,10 +8,10 @@
  *
  * Four accumulator tiles hold a 32-row x 32-output block; per 64 columns two input tiles and
  * two weight tiles are loaded and multiplied pairwise. The inputs come quantized into rows
- * padded to 32 and columns padded to 64 with zeros (kernels_avx512.c writes them so in its one
- * pass over x; W is zero there too, so the padding adds nothing). Sums are exact integers, so results are bit-identical to every
- * other int8 path; the scaling is AT_I8_OUT with the same vector operations as the VNNI
- * kernel. */
+ * padded to 32 and columns padded to 64 with zeros (kernels_avx512.c writes them so in its
+ * one pass over x; W is zero there too, so the padding adds nothing). Sums are exact
+ * integers, so results are bit-identical to every other int8 path; the scaling is AT_I8_OUT
+ * with the same vector operations as the VNNI kernel. */
 #ifndef __clang__ /* clang gets -m flags from the Makefile (make fuzz, make tsan) */
 #pragma GCC target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq")
 #endif

@@ -224,14 +224,15 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
     const int out = w->rows, in = w->cols;
     /* AMX tiles for several rows of VNNI panels (gemm_i8_amx.c) read the rows padded */
     const int amx = w->packed == AT_PACKED_VNNI && n >= AMX_MIN_ROWS && at_cpu_has("amx");
+    const int ld = amx ? AT_AMX_STRIDE(in) : in;
     float *sx;
-    int8_t *xq = quantize_rows_u8(x, n, in, amx ? AT_AMX_STRIDE(in) : in, amx ? AT_AMX_ROWS(n) : n, &sx);
+    int8_t *xq = quantize_rows_u8(x, n, in, ld, amx ? AT_AMX_ROWS(n) : n, &sx);
     if (!xq) {
         at_kernels_generic.linear(y, x, w, b, n);
         return;
     }
     if (amx) {
-        at_gemm_i8_amx(y, (const uint8_t *)xq, AT_AMX_STRIDE(in), sx, w, b, n);
+        at_gemm_i8_amx(y, (const uint8_t *)xq, ld, sx, w, b, n);
         return;
     }
     /* VNNI panels, or several rows: 16 outputs a vector, no lane reductions (gemm_i8_vnni.c) */

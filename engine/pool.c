@@ -41,8 +41,8 @@ struct pool {
     /* the job: written by the owner while no worker is registered, before gen opens it */
     at_range_fn fn;
     const void *ctx;
-    int n, share; /* items, and the threads a claim divides the items left by */
-    _Atomic int threads;  /* workers with index < threads take part */
+    int n;
+    _Atomic int threads;  /* workers with index < threads take part; a claim divides the items left by it */
     _Atomic int gen;      /* wraps around (atomics do): only its changes and parity matter */
     _Atomic int sleepers; /* workers asleep on gen */
     _Atomic int stop;
@@ -108,7 +108,8 @@ static int spin_while_equal(_Atomic int *word, int val) {
 static void run_chunks(pool *p, int worker) {
     int lo = atomic_load_explicit(&p->next, memory_order_relaxed);
     while (lo < p->n) {
-        const int take = (p->n - lo) / p->share, hi = take > 1 ? lo + take : lo + 1;
+        const int take = (p->n - lo) / atomic_load_explicit(&p->threads, memory_order_relaxed);
+        const int hi = take > 1 ? lo + take : lo + 1;
         if (!atomic_compare_exchange_weak_explicit(&p->next, &lo, hi, memory_order_relaxed, memory_order_relaxed))
             continue; /* lo is now the counter's value: claim again from there */
         p->fn(p->ctx, lo, hi, worker);
@@ -203,7 +204,6 @@ void at_parallel_for(int n, int threads, at_range_fn fn, const void *ctx) {
     p->fn = fn;
     p->ctx = ctx;
     p->n = n;
-    p->share = threads;
     atomic_store_explicit(&p->next, 0, memory_order_relaxed);
     atomic_store(&p->threads, threads);
     atomic_fetch_add(&p->gen, 1); /* odd: open */
