@@ -12,13 +12,20 @@
 #include "kernels.h"
 
 /* Blocks from at_alloc_weights a thread gave back (at_block_free), for its next requests. */
-#define KEPT_BLOCKS 4
+#define KEPT_BLOCKS 8 /* a batch's encoder workspace, inputs, cross and self caches, logits */
 typedef struct {
     void *buf[AT_SCRATCH_SLOTS];
     size_t cap[AT_SCRATCH_SLOTS];
     void *kept[KEPT_BLOCKS];
     size_t kept_bytes[KEPT_BLOCKS];
+    unsigned long kept_at[KEPT_BLOCKS]; /* `requests` when it was given back */
+    unsigned long requests;             /* at_block_alloc calls so far */
 } scratch_set;
+
+/* A kept block no request took for this many requests is freed: a batch makes about five
+ * (encoder workspace, its output, cross and self caches, logits), so a block survives about
+ * three batches of other shapes. */
+#define KEPT_STALE 16
 
 static pthread_key_t scratch_key;
 static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
@@ -50,21 +57,37 @@ static scratch_set *thread_set(void) {
     return mine;
 }
 
+static void drop_kept(scratch_set *s, int i) {
+    free(s->kept[i]);
+    s->kept[i] = NULL;
+}
+
 void *at_block_alloc(size_t bytes) {
     scratch_set *s = thread_set();
     if (s) {
-        /* a kept block of bytes .. 2 x bytes; else none is kept any longer, so the kept ones
-         * never add to the memory a request needs */
-        for (int i = 0; i < KEPT_BLOCKS; i++)
-            if (s->kept[i] && s->kept_bytes[i] >= bytes && s->kept_bytes[i] / 2 <= bytes) {
-                void *p = s->kept[i];
-                s->kept[i] = NULL;
-                return p;
-            }
+        s->requests++;
+        /* the smallest kept block of bytes .. 2 x bytes: a batch asks for several blocks of
+         * different sizes, and each should find its own from the last batch */
+        int best = -1;
         for (int i = 0; i < KEPT_BLOCKS; i++) {
-            free(s->kept[i]);
-            s->kept[i] = NULL;
+            if (!s->kept[i]) continue;
+            if (s->requests - s->kept_at[i] > KEPT_STALE) {
+                drop_kept(s, i);
+                continue;
+            }
+            if (s->kept_bytes[i] >= bytes && s->kept_bytes[i] / 2 <= bytes &&
+                (best < 0 || s->kept_bytes[i] < s->kept_bytes[best]))
+                best = i;
         }
+        if (best >= 0) {
+            void *p = s->kept[best];
+            s->kept[best] = NULL;
+            return p;
+        }
+        /* kept blocks smaller than this request can never serve it: freed before the new
+         * block is allocated, so kept memory does not add to the largest request's */
+        for (int i = 0; i < KEPT_BLOCKS; i++)
+            if (s->kept[i] && s->kept_bytes[i] < bytes) drop_kept(s, i);
     }
     return at_alloc_weights(bytes);
 }
@@ -75,6 +98,7 @@ void at_block_free(void *p, size_t bytes) {
         if (!s->kept[i]) {
             s->kept[i] = p;
             s->kept_bytes[i] = bytes;
+            s->kept_at[i] = s->requests;
             return;
         }
     free(p);

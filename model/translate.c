@@ -433,7 +433,8 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
     sent_search *ss = calloc((size_t)n, sizeof *ss);
     int *off = malloc(sizeof(int) * (size_t)n), *len = malloc(sizeof(int) * (size_t)n);
     const int **ids = malloc(sizeof(int *) * (size_t)n);
-    float *X = malloc(sizeof(float) * (size_t)total * d);
+    const size_t x_bytes = sizeof(float) * (size_t)total * d;
+    float *X = at_block_alloc(x_bytes); /* the encoder output, kept for the next batch */
     float **enc_self = calloc((size_t)n, sizeof(float *));
     dec_row *rows = NULL;
     row_ref *refs = NULL;
@@ -493,7 +494,7 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
     mem.off = off;
     mem.len = len;
     if (cross_kv(m, X, &mem)) goto oom;
-    free(X);
+    at_block_free(X, x_bytes);
     X = NULL;
 
     const int max_rows = n_slots;
@@ -709,7 +710,7 @@ cleanup:
     free(off);
     free(len);
     free(ids);
-    free(X);
+    at_block_free(X, x_bytes);
     free(enc_self);
     free(rows);
     free(refs);

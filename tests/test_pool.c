@@ -227,8 +227,10 @@ static void test_scratch_freed_at_thread_exit(void) {
            after - before);
 }
 
-/* A block given back comes back for a request of half its size or more, and only to its
- * thread; one that fits nothing kept releases them (a request never waits on kept memory). */
+/* A block given back comes back for a request of half its size or more (the smallest that
+ * fits), and only to its thread. A request that fits nothing frees the kept blocks smaller
+ * than itself (kept memory never adds to the largest request's) and leaves larger ones for
+ * their next batch; a block no request took for KEPT_STALE (16) requests is freed. */
 static void test_kept_blocks(void) {
     const size_t mb = (size_t)1 << 20;
     char *a = at_block_alloc(4 * mb);
@@ -237,16 +239,34 @@ static void test_kept_blocks(void) {
     char *b = at_block_alloc(3 * mb);
     CHECKF(b == a, "a kept 4 MiB block is not reused for 3 MiB");
     at_block_free(b, 3 * mb);
-    char *c = at_block_alloc(1 * mb); /* under half of 3 MiB: a new block, the kept one freed */
+    char *c = at_block_alloc(1 * mb); /* under half of 3 MiB: a new block */
     CHECKF(c != NULL && c != b, "a kept 3 MiB block was handed out for 1 MiB");
     char *d = at_block_alloc(3 * mb);
-    CHECK(d != NULL);
+    CHECKF(d == b, "a smaller request's miss freed a larger kept block");
     at_block_free(c, 1 * mb);
     at_block_free(d, 3 * mb);
     char *e = at_block_alloc(2 * mb), *f = at_block_alloc(mb);
     CHECKF(e == d && f == c, "each request gets the kept block it fits");
-    at_block_free(e, 2 * mb);
+    char *i2 = at_block_alloc(2 * mb); /* fits no kept block: a new one */
+    CHECK(i2 != NULL && i2 != e && i2 != f);
     at_block_free(f, mb);
+    at_block_free(i2, 2 * mb);
+    at_block_free(e, 3 * mb);
+    char *g = at_block_alloc(3 * mb / 2); /* the 2 and the 3 MiB blocks fit: the smaller one */
+    CHECKF(g == i2, "a 1.5 MiB request did not get the smallest kept block that fits");
+    at_block_free(g, 2 * mb);
+
+    /* a miss frees the smaller kept blocks before allocating (1 + 2 + 4 MiB kept) */
+    const size_t kept = heap_in_use();
+    char *h = at_block_alloc(32 * mb);
+    CHECK(h != NULL);
+    const size_t with_big = heap_in_use();
+    CHECKF(with_big < kept + 32 * mb - 4 * mb, "the heap grew by %zu MiB for a 32 MiB miss: smaller blocks kept",
+           (with_big - kept) >> 20);
+    at_block_free(h, 32 * mb);
+    /* stale: 20 requests that never take the kept 32 MiB block free it */
+    for (int i = 0; i < 20; i++) at_block_free(at_block_alloc(64 << 10), 64 << 10);
+    CHECKF(heap_in_use() < with_big - 16 * mb, "a 32 MiB block no request took is still kept");
 }
 
 int main(void) {
