@@ -13,6 +13,7 @@
 
 /* Blocks from at_alloc_weights a thread gave back (at_block_free), for its next requests. */
 #define KEPT_BLOCKS 8 /* a batch's encoder workspace, inputs, cross and self caches, logits */
+#define OUT_BLOCKS 16
 typedef struct {
     void *buf[AT_SCRATCH_SLOTS];
     size_t cap[AT_SCRATCH_SLOTS];
@@ -20,6 +21,10 @@ typedef struct {
     size_t kept_bytes[KEPT_BLOCKS];
     unsigned long kept_at[KEPT_BLOCKS]; /* `requests` when it was given back */
     unsigned long requests;             /* at_block_alloc calls so far */
+    /* blocks handed out and their real sizes: a kept block given for a smaller request is
+     * still as large when it comes back */
+    void *out[OUT_BLOCKS];
+    size_t out_bytes[OUT_BLOCKS];
 } scratch_set;
 
 /* A kept block no request took for this many requests is freed: a batch makes about five
@@ -62,38 +67,54 @@ static void drop_kept(scratch_set *s, int i) {
     s->kept[i] = NULL;
 }
 
+/* Note p (of `bytes`) as handed out; without room it comes back at its requested size. */
+static void *hand_out(scratch_set *s, void *p, size_t bytes) {
+    for (int i = 0; p && i < OUT_BLOCKS; i++)
+        if (!s->out[i]) {
+            s->out[i] = p;
+            s->out_bytes[i] = bytes;
+            break;
+        }
+    return p;
+}
+
 void *at_block_alloc(size_t bytes) {
     scratch_set *s = thread_set();
-    if (s) {
-        s->requests++;
-        /* the smallest kept block of bytes .. 2 x bytes: a batch asks for several blocks of
-         * different sizes, and each should find its own from the last batch */
-        int best = -1;
-        for (int i = 0; i < KEPT_BLOCKS; i++) {
-            if (!s->kept[i]) continue;
-            if (s->requests - s->kept_at[i] > KEPT_STALE) {
-                drop_kept(s, i);
-                continue;
-            }
-            if (s->kept_bytes[i] >= bytes && s->kept_bytes[i] / 2 <= bytes &&
-                (best < 0 || s->kept_bytes[i] < s->kept_bytes[best]))
-                best = i;
+    if (!s) return at_alloc_weights(bytes);
+    s->requests++;
+    /* the smallest kept block of bytes .. 2 x bytes: a batch asks for several blocks of
+     * different sizes, and each should find its own from the last batch */
+    int best = -1;
+    for (int i = 0; i < KEPT_BLOCKS; i++) {
+        if (!s->kept[i]) continue;
+        if (s->requests - s->kept_at[i] > KEPT_STALE) {
+            drop_kept(s, i);
+            continue;
         }
-        if (best >= 0) {
-            void *p = s->kept[best];
-            s->kept[best] = NULL;
-            return p;
-        }
-        /* kept blocks smaller than this request can never serve it: freed before the new
-         * block is allocated, so kept memory does not add to the largest request's */
-        for (int i = 0; i < KEPT_BLOCKS; i++)
-            if (s->kept[i] && s->kept_bytes[i] < bytes) drop_kept(s, i);
+        if (s->kept_bytes[i] >= bytes && s->kept_bytes[i] / 2 <= bytes &&
+            (best < 0 || s->kept_bytes[i] < s->kept_bytes[best]))
+            best = i;
     }
-    return at_alloc_weights(bytes);
+    if (best >= 0) {
+        void *p = s->kept[best];
+        s->kept[best] = NULL;
+        return hand_out(s, p, s->kept_bytes[best]);
+    }
+    /* kept blocks smaller than this request can never serve it: freed before the new block
+     * is allocated, so kept memory does not add to the largest request's */
+    for (int i = 0; i < KEPT_BLOCKS; i++)
+        if (s->kept[i] && s->kept_bytes[i] < bytes) drop_kept(s, i);
+    return hand_out(s, at_alloc_weights(bytes), bytes);
 }
 
 void at_block_free(void *p, size_t bytes) {
     scratch_set *s = p ? thread_set() : NULL;
+    for (int i = 0; s && i < OUT_BLOCKS; i++) /* its real size, if it was noted */
+        if (s->out[i] == p) {
+            bytes = s->out_bytes[i];
+            s->out[i] = NULL;
+            break;
+        }
     for (int i = 0; s && i < KEPT_BLOCKS; i++)
         if (!s->kept[i]) {
             s->kept[i] = p;

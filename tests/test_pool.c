@@ -269,9 +269,35 @@ static void test_kept_blocks(void) {
     CHECKF(heap_in_use() < with_big - 16 * mb, "a 32 MiB block no request took is still kept");
 }
 
+/* A kept block lent for a smaller request comes back at its real size: with a 4 MiB block
+ * (last lent for 2.5 MiB) and a 3.5 MiB one kept, 2 MiB gets the 3.5 MiB one. On a thread
+ * of its own, so no other test's kept blocks take part. */
+static void *kept_real_size(void *arg) {
+    (void)arg;
+    const size_t mb = (size_t)1 << 20;
+    char *a = at_block_alloc(4 * mb);
+    at_block_free(a, 4 * mb);
+    char *b = at_block_alloc(5 * mb / 2);
+    char *y = at_block_alloc(7 * mb / 2);
+    CHECK(b == a && y != NULL && y != a);
+    at_block_free(b, 5 * mb / 2);
+    at_block_free(y, 7 * mb / 2);
+    char *r = at_block_alloc(2 * mb);
+    CHECKF(r == y, "a 4 MiB block lent for 2.5 MiB was kept as a 2.5 MiB one");
+    at_block_free(r, 2 * mb);
+    return NULL;
+}
+
+static void test_kept_real_size(void) {
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, kept_real_size, NULL) == 0);
+    pthread_join(t, NULL);
+}
+
 int main(void) {
     test_scratch_freed_at_thread_exit();
     test_kept_blocks();
+    test_kept_real_size();
     test_each_item_once();
     test_nested_serial();
     test_concurrent_callers();
