@@ -585,6 +585,15 @@ void at_activate(float *x, size_t n, at_activation act) {
     }
 }
 
+void at_linear_act(float *y, const float *x, const at_matrix *w, const float *b, int n, at_activation act) {
+    if (act == AT_ACT_SWISH && w->dtype != AT_I8 && at_k()->linear_swish) {
+        at_k()->linear_swish(y, x, w, b, n);
+        return;
+    }
+    at_k()->linear(y, x, w, b, n);
+    at_activate(y, (size_t)n * w->rows, act);
+}
+
 void at_softmax(float *x, int n) {
     float mx = -INFINITY;
     for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;

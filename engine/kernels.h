@@ -134,6 +134,8 @@ typedef struct {
     const char *name;
     /* y[n,out] = x[n,in] · Wᵀ (+ b if b). */
     void (*linear)(float *y, const float *x, const at_matrix *w, const float *b, int n);
+    /* the same followed by swish, for f32 / f16 W; NULL where the set has none (at_linear_act) */
+    void (*linear_swish)(float *y, const float *x, const at_matrix *w, const float *b, int n);
     /* dot product of two f32 vectors */
     float (*dot)(const float *a, const float *b, int n);
     /* y[i] += a * x[i] */
@@ -235,6 +237,10 @@ void at_add_layernorm(float *x, const float *r, const float *g, const float *b, 
                       float eps);
 /* In-place activation over n values. */
 void at_activate(float *x, size_t n, at_activation act);
+/* y = act(x · Wᵀ + b): at_k()->linear then at_activate, with swish applied to each output
+ * tile while it is in registers where the kernel set can (f32 / f16 panels): the same
+ * numbers, without another pass over y */
+void at_linear_act(float *y, const float *x, const at_matrix *w, const float *b, int n, at_activation act);
 /* In-place softmax over n values; -INFINITY entries get probability 0. */
 void at_softmax(float *x, int n);
 /* Index of the largest value (the first one on ties, like torch.argmax); NaN never wins, but

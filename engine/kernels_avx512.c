@@ -240,7 +240,7 @@ static void simd_linear_i8(float *y, const float *x, const at_matrix *w, const f
         return;
     const double work = (double)n * out * in;
     const int RB = n == 1 ? stream_block_rows(w, at_threads()) : 64, nb = (out + RB - 1) / RB;
-    const linear_job j = {y, x, w, b, n, RB, xq, sx, 0};
+    const linear_job j = {y, x, w, b, n, RB, xq, sx, 0, 0};
     at_parallel_for(nb, work > SIMD_PARALLEL_GRAIN ? at_threads() : 1, i8_blocks, &j);
 }
 
@@ -278,6 +278,7 @@ static void i8_blocks(const void *ctx, int lo, int hi, int worker) {
 const at_kernels at_kernels_avx512 = {
     .name = "avx512",
     .linear = simd_linear,
+    .linear_swish = simd_linear_swish,
     .dot = simd_dot,
     .axpy = simd_axpy,
     .swish = simd_swish,

@@ -74,19 +74,19 @@ static inline V V_EXP_SWISH(V v) {
     return V_SELECT(V_LT(v, lo), V_ZERO(), e);
 }
 
-/* x / (1 + e^-x) with V_EXP_SWISH; the tail goes through the same vector code (masked), so a
- * value's result never depends on where it sits. */
+/* x / (1 + e^-x) with V_EXP_SWISH, lane by lane */
+static inline V V_SWISH(V v) {
+    return V_DIV(v, V_ADD(V_SET1(1.0f), V_EXP_SWISH(V_NEG(v))));
+}
+
+/* V_SWISH in place; the tail goes through the same vector code (masked), so a value's result
+ * never depends on where it sits (and equals the linear layers' fused swish). */
 static void simd_swish(float *x, size_t n) {
-    const V one = V_SET1(1.0f);
     size_t k = 0;
-    for (; k + VN <= n; k += VN) {
-        const V v = V_LOAD(x + k);
-        V_STORE(x + k, V_DIV(v, V_ADD(one, V_EXP_SWISH(V_NEG(v)))));
-    }
+    for (; k + VN <= n; k += VN) V_STORE(x + k, V_SWISH(V_LOAD(x + k)));
     if (k < n) {
         const int rest = (int)(n - k);
-        const V v = V_LOADN(x + k, rest);
-        V_STOREN(x + k, V_DIV(v, V_ADD(one, V_EXP_SWISH(V_NEG(v)))), rest);
+        V_STOREN(x + k, V_SWISH(V_LOADN(x + k, rest)), rest);
     }
 }
 
@@ -215,11 +215,13 @@ static inline wstride matrix_stride(const at_matrix *w) {
  * column blocks a tile's partial sums wait in memory, which is exact. */
 
 /* Where a tile's last column block goes instead of the partial sums: y rows ldy apart, plus
- * the bias b (NULL: none); both already offset to the tile's first output. */
+ * the bias b (NULL: none), then swish if set; y and b already offset to the tile's first
+ * output. */
 typedef struct {
     float *y;
     int ldy;
     const float *b;
+    int swish;
 } tile_out;
 
 #define HV 4                  /* vectors per micro-tile: a whole group (AVX-512) or half (AVX2) */
@@ -251,8 +253,11 @@ static inline __attribute__((always_inline)) void panel_tile(float *part, const 
     if (out) { /* the last column block: y = sum + bias, the one rounding after the chain */
         UNROLL for (int j = 0; j < HV; j++) {
             const V b = out->b ? V_LOAD(out->b + j * VN) : V_ZERO();
-            UNROLL for (int i = 0; i < R; i++)
-                V_STORE(out->y + (size_t)i * out->ldy + j * VN, out->b ? V_ADD(acc[i][j], b) : acc[i][j]);
+            UNROLL for (int i = 0; i < R; i++) {
+                V v = out->b ? V_ADD(acc[i][j], b) : acc[i][j];
+                if (out->swish) v = V_SWISH(v); /* while in registers: no pass over y (5.2 MB a layer) */
+                V_STORE(out->y + (size_t)i * out->ldy + j * VN, v);
+            }
         }
         return;
     }
@@ -282,7 +287,8 @@ TILE_FN(tile_f16, 1)
 
 /* The same chains one output at a time, for a matrix that is not in panels (tests) or when
  * there is no memory for the blocks: slow, and bit-identical to the tiles. */
-static void linear_scalar(float *y, const float *x, const at_matrix *w, const float *b, int n, int o0, int o1) {
+static void linear_scalar(float *y, const float *x, const at_matrix *w, const float *b, int n, int o0, int o1,
+                          int swish) {
     for (int o = o0; o < o1; o++)
         for (int t = 0; t < n; t++) {
             const float *xt = x + (size_t)t * w->cols;
@@ -294,6 +300,7 @@ static void linear_scalar(float *y, const float *x, const at_matrix *w, const fl
             }
             y[(size_t)t * w->rows + o] = b ? acc + b[o] : acc;
         }
+    for (int t = 0; swish && t < n; t++) simd_swish(y + (size_t)t * w->rows + o0, (size_t)(o1 - o0));
 }
 
 /* Panel group g against input rows [t0, t1) (at most NC). Partial sums live in a block of
@@ -301,14 +308,14 @@ static void linear_scalar(float *y, const float *x, const at_matrix *w, const fl
  * than one tile will read them (exact, so the result is the same either way). prefetch:
  * W may be cold (the group's first block of input rows on this thread). */
 static void panel_block(float *y, const float *x, const at_matrix *w, const float *b, int g, int t0, int t1,
-                        int prefetch) {
+                        int prefetch, int swish) {
     const int in = w->cols, out = w->rows, nr = t1 - t0, o0 = g * AT_PANEL;
     const int o1 = o0 + AT_PANEL < out ? o0 + AT_PANEL : out;
     float *part = at_scratch(AT_SCRATCH_PANELS, sizeof(float) * (size_t)nr * AT_PANEL);
     int f16 = w->dtype == AT_F16;
     float *wide = f16 && nr > MR ? at_scratch(AT_SCRATCH_WIDEN, sizeof(float) * KC * AT_PANEL) : NULL;
     if (!part || (f16 && nr > MR && !wide)) {
-        linear_scalar(y + (size_t)t0 * out, x + (size_t)t0 * in, w, b, nr, o0, o1);
+        linear_scalar(y + (size_t)t0 * out, x + (size_t)t0 * in, w, b, nr, o0, o1, swish);
         return;
     }
     const size_t es = (size_t)at_dtype_size(w->dtype);
@@ -343,7 +350,7 @@ static void panel_block(float *y, const float *x, const at_matrix *w, const floa
                 float *pt = part + (size_t)(t - t0) * AT_PANEL + h;
                 const float *xt = x + (size_t)t * in + k0;
                 const char *pf = pf_line < next_lines ? next + pf_line * 64 : NULL;
-                const tile_out to = {y + (size_t)t * out + o0 + h, out, b ? b + o0 + h : NULL};
+                const tile_out to = {y + (size_t)t * out + o0 + h, out, b ? b + o0 + h : NULL, swish};
                 pf_line += (size_t)(kc >> pf_shift);
                 if (half) tile_f16(pt, xt, in, (const uint16_t *)wk + h, kc, k0 == 0, pf, pf_shift, last ? &to : NULL, r);
                 else tile_f32(pt, xt, in, (const float *)wk + h, kc, k0 == 0, pf, pf_shift, last ? &to : NULL, r);
@@ -359,6 +366,7 @@ static void panel_block(float *y, const float *x, const at_matrix *w, const floa
             const int len = no - o < VN ? no - o : VN;
             V v = V_LOAD(pt + o);
             if (b) v = V_ADD(v, V_LOADN(b + o0 + o, len));
+            if (swish) v = V_SWISH(v);
             if (len == VN) V_STORE(yt + o, v);
             else V_STOREN(yt + o, v, len);
         }
@@ -377,7 +385,8 @@ typedef struct {
     int n, RB;
     const int8_t *xq;
     const float *sx;
-    int nc; /* f32 / f16: input rows per block */
+    int nc;    /* f32 / f16: input rows per block */
+    int swish; /* f32 / f16: swish applied to y */
 } linear_job;
 static void i8_blocks(const void *ctx, int lo, int hi, int worker);
 
@@ -404,30 +413,26 @@ static void panel_items(const void *ctx, int lo, int hi, int worker) {
         const int gb = i / nblocks, tb = i % nblocks;
         const int t0 = tb * nc, t1 = t0 + nc < j->n ? t0 + nc : j->n;
         for (int g = gb * j->RB; g < (gb + 1) * j->RB && g < groups; g++)
-            panel_block(j->y, j->x, j->w, j->b, g, t0, t1, tb == 0 || i == lo);
+            panel_block(j->y, j->x, j->w, j->b, g, t0, t1, tb == 0 || i == lo, j->swish);
     }
 }
 
 static void unpacked_rows(const void *ctx, int lo, int hi, int worker) {
     (void)worker;
     const linear_job *j = ctx;
-    linear_scalar(j->y, j->x, j->w, j->b, j->n, lo, hi);
+    linear_scalar(j->y, j->x, j->w, j->b, j->n, lo, hi, j->swish);
 }
 
 /* f32 / f16: the work is split into items of (a run of panel groups, a block of input
  * rows). Batch 1 streams W once: runs of about 128 KiB per item keep each thread reading
  * long stretches (stream_block_rows). Larger batches take one group per item and split
  * the input rows into blocks of at most NC, small enough for every thread to get work. */
-static void simd_linear(float *y, const float *x, const at_matrix *w, const float *b, int n) {
-    if (w->dtype == AT_I8) {
-        simd_linear_i8(y, x, w, b, n);
-        return;
-    }
+static void linear_panels(float *y, const float *x, const at_matrix *w, const float *b, int n, int swish) {
     const int out = w->rows;
     if (n <= 0) return;
     const double work = (double)n * out * w->cols;
     const int nt = work > SIMD_PARALLEL_GRAIN ? at_threads() : 1;
-    linear_job j = {y, x, w, b, n, 1, NULL, NULL, n};
+    linear_job j = {y, x, w, b, n, 1, NULL, NULL, n, swish};
     if (!w->packed) {
         at_parallel_for(out, nt, unpacked_rows, &j);
         return;
@@ -444,4 +449,14 @@ static void simd_linear(float *y, const float *x, const at_matrix *w, const floa
     }
     const int items = (groups + j.RB - 1) / j.RB * ((n + j.nc - 1) / j.nc);
     at_parallel_for(items, nt, panel_items, &j);
+}
+
+static void simd_linear(float *y, const float *x, const at_matrix *w, const float *b, int n) {
+    if (w->dtype == AT_I8) simd_linear_i8(y, x, w, b, n);
+    else linear_panels(y, x, w, b, n, 0);
+}
+
+/* f32 / f16 only (at_linear_act) */
+static void simd_linear_swish(float *y, const float *x, const at_matrix *w, const float *b, int n) {
+    linear_panels(y, x, w, b, n, 1);
 }

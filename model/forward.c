@@ -117,8 +117,7 @@ int encode(const marian_model *m, const int *const *ids, const int *off, const i
         at_k()->linear(Q, C, &L->self_attn.o.w, L->self_attn.o.b, total);
         sublayer_out(c, X, Q, &L->self_attn_norm, total);
         /* feed-forward: F [total, enc_ffn] */
-        at_k()->linear(F, sublayer_in(c, X, Hn, &L->ffn_norm, total), &L->fc1.w, L->fc1.b, total);
-        at_activate(F, (size_t)total * c->enc_ffn, c->act);
+        at_linear_act(F, sublayer_in(c, X, Hn, &L->ffn_norm, total), &L->fc1.w, L->fc1.b, total, c->act);
         at_k()->linear(Q, F, &L->fc2.w, L->fc2.b, total);
         sublayer_out(c, X, Q, &L->ffn_norm, total);
     }
@@ -305,7 +304,7 @@ void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const 
                   float *const *att_cross) {
     const marian_model *m = s->m;
     const marian_config *c = &m->c;
-    const int d = c->d_model, H = c->dec_heads, hd = d / H, L = c->dec_layers, ffn = c->dec_ffn;
+    const int d = c->d_model, H = c->dec_heads, hd = d / H, L = c->dec_layers;
     const float qscale = 1.0f / sqrtf((float)hd);
     const size_t scratch_per_row = (size_t)max_heads(c) * (s->cap > s->max_src ? s->cap : s->max_src);
     float *x = s->x, *q = s->q, *ctx = s->ctx, *tmp = s->tmp, *ff = s->ff;
@@ -341,8 +340,7 @@ void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const 
         sublayer_out(c, x, tmp, &Ly->cross_attn_norm, n);
 
         /* feed-forward: ff [n, dec_ffn] */
-        at_k()->linear(ff, sublayer_in(c, x, s->h, &Ly->ffn_norm, n), &Ly->fc1.w, Ly->fc1.b, n);
-        at_activate(ff, (size_t)n * ffn, c->act);
+        at_linear_act(ff, sublayer_in(c, x, s->h, &Ly->ffn_norm, n), &Ly->fc1.w, Ly->fc1.b, n, c->act);
         at_k()->linear(tmp, ff, &Ly->fc2.w, Ly->fc2.b, n);
         sublayer_out(c, x, tmp, &Ly->ffn_norm, n);
     }

@@ -301,7 +301,7 @@ static void test_packed(void) {
     const at_kernels *K = at_k();
     int shapes[][3] = {{1, 1, 1}, {1, 5, 70}, {3, 17, 33}, {1, 512, 512}, {7, 130, 257},
                        {1, 37, 100}, {6, 48, 2048}, {64, 40, 72}, {1, 130, 16}, {2, 9, 129},
-                       {1, 2050, 513}}; /* the last one packs in parallel (over 4 MiB in f32) */
+                       {100, 130, 40}, {1, 2050, 513}}; /* the last one packs in parallel (over 4 MiB in f32) */
     for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
         const int n = shapes[s][0], out = shapes[s][1], in = shapes[s][2];
         float *x = malloc(sizeof(float) * n * in), *w = malloc(sizeof(float) * out * in);
@@ -341,6 +341,14 @@ static void test_packed(void) {
                 K->linear(yp, x, &P, with_bias ? b : NULL, n);
                 CHECK_ISA(!memcmp(y, yp, sizeof(float) * n * out), "linear %s n=%d out=%d in=%d bias=%d: packed differs",
                           dn, n, out, in, with_bias);
+                /* swish in the tiles (at_linear_act) gives the numbers of linear, then swish */
+                at_activate(y, (size_t)n * out, AT_ACT_SWISH);
+                for (int packed = 0; packed < 2; packed++) {
+                    at_linear_act(yp, x, packed ? &P : &W, with_bias ? b : NULL, n, AT_ACT_SWISH);
+                    CHECK_ISA(!memcmp(y, yp, sizeof(float) * n * out),
+                              "linear + swish %s n=%d out=%d in=%d bias=%d packed=%d: differs from swish after",
+                              dn, n, out, in, with_bias, packed);
+                }
             }
             free(buf);
         }
