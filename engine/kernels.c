@@ -405,6 +405,16 @@ static float generic_sum_exp(const float *x, int n, float shift) {
     return sum;
 }
 
+static void generic_add_scalar(float *dst, const float *x, float a, int n) {
+    for (int i = 0; i < n; i++) dst[i] = x[i] + a;
+}
+
+static int generic_first_above(const float *x, int n, float add, float thr) {
+    for (int i = 0; i < n; i++)
+        if (x[i] + add > thr) return i;
+    return n;
+}
+
 static int generic_argmax(const float *x, int n) {
     if (n < 64 || x[0] != x[0]) return at_argmax_loop(x, n);
     /* the largest value over 8 independent lanes (NaN never wins, as in the loop), then the
@@ -438,6 +448,8 @@ const at_kernels at_kernels_generic = {
     .swish = generic_swish,
     .sum_exp = generic_sum_exp,
     .argmax = generic_argmax,
+    .add_scalar = generic_add_scalar,
+    .first_above = generic_first_above,
     .attention_heads = generic_attention_heads,
     .f16_to_f32 = generic_f16_to_f32,
 };

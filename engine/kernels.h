@@ -149,6 +149,10 @@ typedef struct {
     float (*sum_exp)(const float *x, int n, float shift);
     /* at_argmax_loop's index, whatever the set */
     int (*argmax)(const float *x, int n);
+    /* dst[i] = x[i] + a (dst may be x) */
+    void (*add_scalar)(float *dst, const float *x, float a, int n);
+    /* the first i with x[i] + add > thr (float sum, ordered compare: NaN never is), else n */
+    int (*first_above)(const float *x, int n, float add, float thr);
     /* heads [h0, h1) of at_attention (all their query rows) */
     void (*attention_heads)(const at_attention_args *a, int h0, int h1);
 } at_kernels;

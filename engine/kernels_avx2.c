@@ -50,6 +50,7 @@ static inline float V_HSUM(__m256 v) {
                                           _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23)))
 #define V_GT(a, b) _mm256_cmp_ps((a), (b), _CMP_GT_OQ)
 #define V_MASK_T __m256 /* what V_GT gives */
+#define V_ANY(m) (_mm256_movemask_ps(m) != 0)
 #define V_LT(a, b) _mm256_cmp_ps((a), (b), _CMP_LT_OQ)
 #define V_SELECT(m, a, b) _mm256_blendv_ps((b), (a), (m)) /* m ? a : b */
 
@@ -251,6 +252,8 @@ const at_kernels at_kernels_avx2 = {
     .swish = simd_swish,
     .sum_exp = simd_sum_exp,
     .argmax = simd_argmax,
+    .add_scalar = simd_add_scalar,
+    .first_above = simd_first_above,
     .attention_heads = simd_attention_heads,
     .f16_to_f32 = simd_f16_to_f32,
 };

@@ -45,6 +45,7 @@ static inline float V_HSUM(__m512 v) {
                                           _mm512_slli_epi32(_mm512_cvtps_epi32(n), 23)))
 #define V_GT(a, b) _mm512_cmp_ps_mask((a), (b), _CMP_GT_OQ)
 #define V_MASK_T __mmask16 /* what V_GT gives */
+#define V_ANY(m) ((m) != 0)
 #define V_LT(a, b) _mm512_cmp_ps_mask((a), (b), _CMP_LT_OQ)
 #define V_SELECT(m, a, b) _mm512_mask_blend_ps((m), (b), (a)) /* m ? a : b */
 
@@ -284,6 +285,8 @@ const at_kernels at_kernels_avx512 = {
     .swish = simd_swish,
     .sum_exp = simd_sum_exp,
     .argmax = simd_argmax,
+    .add_scalar = simd_add_scalar,
+    .first_above = simd_first_above,
     .attention_heads = simd_attention_heads,
     .f16_to_f32 = simd_f16_to_f32,
 };

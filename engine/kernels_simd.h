@@ -172,6 +172,25 @@ static int simd_argmax(const float *x, int n) {
     return (int)best;
 }
 
+static void simd_add_scalar(float *dst, const float *x, float a, int n) {
+    const V av = V_SET1(a);
+    int i = 0;
+    for (; i + VN <= n; i += VN) V_STORE(dst + i, V_ADD(V_LOAD(x + i), av));
+    for (; i < n; i++) dst[i] = x[i] + a;
+}
+
+/* Whole vectors are tested at once (a beam's top-k scan finds a new candidate in a few of
+ * 58k ids); a vector with one is searched again lane by lane, so the answer is the loop's. */
+static int simd_first_above(const float *x, int n, float add, float thr) {
+    const V av = V_SET1(add), tv = V_SET1(thr);
+    int i = 0;
+    for (; i + VN <= n; i += VN)
+        if (V_ANY(V_GT(V_ADD(V_LOAD(x + i), av), tv))) break;
+    for (; i < n; i++)
+        if (x[i] + add > thr) return i;
+    return n;
+}
+
 static void simd_f16_to_f32(float *dst, const uint16_t *src, size_t n) {
     size_t k = 0;
     for (; k + VN <= n; k += VN) V_STORE(dst + k, V_LOADH(src + k));

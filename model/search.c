@@ -260,38 +260,49 @@ int sample_choose(const step_ctx *x, const float *logits, const prefix *p, float
 /* ---------------------------------------------------------------------------------------
  * Beam candidates */
 
+/* The largest value of x[0, n) that `x[j] > max` finds from -inf (NaN never wins), through
+ * the vector argmax: -inf if there is none. */
+static float row_max(const float *x, int n) {
+    if (n <= 0) return -INFINITY;
+    const float v = x[at_k()->argmax(x, n)];
+    return v > -INFINITY ? v : -INFINITY;
+}
+
 void beam_candidates(const step_ctx *x, const float *logits, const prefix *p, float beam_score,
                      float *work, beam_cand *out, float *lse_raw) {
     const marian_config *c = x->c;
     const int V = c->decoder_vocab_size, K = 2 * x->s->beams, pad = c->pad_id;
-    float mx = -INFINITY, lse;
+    float mx, lse;
     if (c->family->ban_pad) {
         /* log-softmax without <pad> (HF sets it to -inf before the log-softmax, for Marian) */
-        for (int j = 0; j < V; j++)
-            if (j != pad && logits[j] > mx) mx = logits[j];
+        const float m0 = row_max(logits, pad), m1 = row_max(logits + pad + 1, V - pad - 1);
+        mx = m1 > m0 ? m1 : m0;
         const float sum = at_k()->sum_exp(logits, pad, mx) + at_k()->sum_exp(logits + pad + 1, V - pad - 1, mx);
         lse = mx + logf(sum);
         const double hi = lse > logits[pad] ? lse : logits[pad];
         *lse_raw = (float)(hi + log(exp(lse - hi) + exp(logits[pad] - hi)));
     } else {
-        for (int j = 0; j < V; j++) mx = logits[j] > mx ? logits[j] : mx;
+        mx = row_max(logits, V);
         lse = *lse_raw = mx + logf(at_k()->sum_exp(logits, V, mx));
     }
-    for (int j = 0; j < V; j++) work[j] = logits[j] - lse;
+    at_k()->add_scalar(work, logits, -lse, V); /* x - lse, as x + (-lse) is */
     if (process(x, work, p) && x->s->renormalize) {
-        float m2 = -INFINITY;
-        for (int j = 0; j < V; j++) m2 = work[j] > m2 ? work[j] : m2;
+        const float m2 = row_max(work, V);
         if (isfinite(m2)) {
             const float l2 = m2 + logf(at_k()->sum_exp(work, V, m2));
-            for (int j = 0; j < V; j++) work[j] -= l2;
+            at_k()->add_scalar(work, work, -l2, V);
         }
     }
     /* the K best of work + beam_score, kept sorted; a later id enters only if strictly
-     * better, so equal sums keep the lower id first */
+     * better, so equal sums keep the lower id first. Once K are in, the scan jumps to the
+     * next id that beats the K-th (first_above: whole vectors at a time). */
     int n = 0;
     for (int j = 0; j < V; j++) {
+        if (n == K) {
+            j += at_k()->first_above(work + j, V - j, beam_score, out[K - 1].score);
+            if (j >= V) break;
+        }
         const float v = work[j] + beam_score;
-        if (n == K && !(v > out[K - 1].score)) continue;
         int at = n < K ? n++ : K - 1;
         while (at > 0 && v > out[at - 1].score) {
             out[at] = out[at - 1];

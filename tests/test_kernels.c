@@ -489,6 +489,42 @@ static void argmax_input(float *x, int n, int kind) {
     if (kind == 7) x[0] = NAN;
 }
 
+/* add_scalar and first_above (beam search's scans) against their loops, on argmax's inputs
+ * (ties, NaN, -inf, signed zeros) at every length up to 200 and a vocabulary's, every
+ * alignment; thresholds below, at and above values of the row, and NaN. */
+static void test_row_scans(void) {
+    enum { MAXN = 58101, KINDS = 8 };
+    float *buf = malloc(sizeof(float) * (MAXN + 16)), *sum = malloc(sizeof(float) * MAXN);
+    float *want = malloc(sizeof(float) * MAXN);
+    static const int big[] = {255, 256, 257, 1000, 4099, MAXN};
+    int bad_add = 0, bad_first = 0, hits = 0;
+    for (int c = 0; c < 200 + (int)(sizeof big / sizeof *big); c++) {
+        const int n = c < 200 ? c + 1 : big[c - 200];
+        for (int kind = 0; kind < KINDS; kind++) {
+            float *x = buf + (n + kind) % 16;
+            argmax_input(x, n, kind);
+            const float add = kind % 3 == 0 ? 0.0f : kind % 3 == 1 ? 0.75f : -0.75f;
+            for (int i = 0; i < n; i++) want[i] = x[i] + add;
+            at_k()->add_scalar(sum, x, add, n);
+            bad_add += memcmp(sum, want, sizeof(float) * n) != 0;
+            const float thrs[] = {-INFINITY, -2, x[n / 2] + add, x[n - 1] + add, 1.5f, 2 + add, INFINITY, NAN};
+            for (size_t t = 0; t < sizeof thrs / sizeof *thrs; t++) {
+                int first = n;
+                for (int i = 0; i < n; i++)
+                    if (x[i] + add > thrs[t]) {
+                        first = i;
+                        break;
+                    }
+                hits += first < n;
+                bad_first += at_k()->first_above(x, n, add, thrs[t]) != first;
+            }
+        }
+    }
+    CHECK_ISA(bad_add == 0, "add_scalar: %d rows differ from the loop", bad_add);
+    CHECK_ISA(bad_first == 0 && hits > 1000, "first_above: %d answers differ from the loop (%d hits)", bad_first, hits);
+    free(buf), free(sum), free(want);
+}
+
 /* The set's argmax (and at_argmax) against the loop: lengths 1..200 and a vocabulary's, every
  * alignment within a vector, ties, NaN, -inf and signed zeros. */
 static void test_argmax(void) {
@@ -630,6 +666,7 @@ int main(void) {
             test_packed();
             test_small_kernels();
             test_argmax();
+            test_row_scans();
             test_attention();
             test_attention_per_head();
             printf("%s %s, %d thread%s\n", failed == before ? "ok  " : "FAIL", names[i], threads,
