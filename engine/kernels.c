@@ -269,13 +269,29 @@ static int8_t *i8_scratch(size_t n) { return at_scratch(AT_SCRATCH_QUANT, n); }
 
 /* Quantize x[n,in] row by row into the calling thread's scratch: n*in int8 followed by n
  * float scales. NULL if out of memory. */
+typedef struct {
+    const float *x;
+    int8_t *q;
+    float *scales;
+    int in;
+    float (*row)(int8_t *, const float *, int);
+} quantize_job;
+
+static void quantize_rows_job(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const quantize_job *j = ctx;
+    for (int t = lo; t < hi; t++) j->scales[t] = j->row(j->q + (size_t)t * j->in, j->x + (size_t)t * j->in, j->in);
+}
+
 int8_t *at_quantize_rows_with(const float *x, int n, int in, float **scales,
                               float (*row)(int8_t *, const float *, int)) {
     const size_t qb = ((size_t)n * in + 63) & ~(size_t)63;
     int8_t *q = i8_scratch(qb + sizeof(float) * (size_t)n);
     if (!q) return NULL;
     *scales = (float *)(q + qb);
-    for (int t = 0; t < n; t++) (*scales)[t] = row(q + (size_t)t * in, x + (size_t)t * in, in);
+    /* rows are independent: several are split over the threads (the same bytes) */
+    const quantize_job j = {x, q, *scales, in, row};
+    at_parallel_for(n, (double)n * in > PARALLEL_GRAIN / 2 ? at_threads() : 1, quantize_rows_job, &j);
     return q;
 }
 

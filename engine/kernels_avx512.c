@@ -187,24 +187,26 @@ static void tile_i8_1(float *y, int ldy, const uint8_t *xu, const float *sx, con
     if (packed) I8_CASES(1, 1) else I8_CASES(1, 0)
 }
 
-/* The rows of x quantized (quantize_row) and stored as u8, q + 128 (q with its top bit
- * flipped: vpdpbusd's and tdpbusd's unsigned operand), ld bytes apart, each flipped while it is
- * still in L1; the columns past in and the rows from n to rows zero (AMX's whole tiles; W is
- * zero there too). The scales follow the rows (gemm_i8_vnni.c reads within this buffer). In
- * the calling thread's scratch; NULL without memory. */
-static int8_t *quantize_rows_u8(const float *x, int n, int in, int ld, int rows, float **scales) {
-    const size_t qb = ((size_t)rows * ld + 63) & ~(size_t)63;
-    int8_t *q = at_scratch(AT_SCRATCH_QUANT, qb + sizeof(float) * (size_t)n);
-    if (!q) return NULL;
-    *scales = (float *)(void *)(q + qb);
+/* Rows [lo, hi) of quantize_rows_u8's job. */
+typedef struct {
+    const float *x;
+    int8_t *q;
+    float *scales;
+    int n, in, ld;
+} quantize_job;
+
+static void quantize_u8_rows(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const quantize_job *j = ctx;
+    const int in = j->in, ld = j->ld;
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    for (int t = 0; t < rows; t++) {
-        int8_t *r = q + (size_t)t * ld;
-        if (t >= n) {
+    for (int t = lo; t < hi; t++) {
+        int8_t *r = j->q + (size_t)t * ld;
+        if (t >= j->n) {
             memset(r, 0, (size_t)ld);
             continue;
         }
-        (*scales)[t] = quantize_row(r, x + (size_t)t * in, in);
+        j->scales[t] = quantize_row(r, j->x + (size_t)t * in, in);
         int i = 0;
         for (; i + 64 <= in; i += 64)
             _mm512_storeu_si512((void *)(r + i), _mm512_xor_si512(_mm512_loadu_si512((const void *)(r + i)), flip));
@@ -214,6 +216,22 @@ static int8_t *quantize_rows_u8(const float *x, int n, int in, int ld, int rows,
         }
         memset(r + in, 0, (size_t)(ld - in));
     }
+}
+
+/* The rows of x quantized (quantize_row) and stored as u8, q + 128 (q with its top bit
+ * flipped: vpdpbusd's and tdpbusd's unsigned operand), ld bytes apart, each flipped while it is
+ * still in L1; the columns past in and the rows from n to rows zero (AMX's whole tiles; W is
+ * zero there too). The scales follow the rows (gemm_i8_vnni.c reads within this buffer). In
+ * the calling thread's scratch; NULL without memory. Several rows are split over the threads
+ * (row by row, the same bytes): serial, it held the other threads waiting before every int8
+ * layer (a batch-32 encoder's 640 rows x 2048 columns: a sixth of it at 2 threads). */
+static int8_t *quantize_rows_u8(const float *x, int n, int in, int ld, int rows, float **scales) {
+    const size_t qb = ((size_t)rows * ld + 63) & ~(size_t)63;
+    int8_t *q = at_scratch(AT_SCRATCH_QUANT, qb + sizeof(float) * (size_t)n);
+    if (!q) return NULL;
+    *scales = (float *)(void *)(q + qb);
+    const quantize_job j = {x, q, *scales, n, in, ld};
+    at_parallel_for(rows, (double)n * in > SIMD_PARALLEL_GRAIN / 4 ? at_threads() : 1, quantize_u8_rows, &j);
     return q;
 }
 
