@@ -9,6 +9,7 @@ also of tdpbusd's peak), and the after/before ratio of the medians.
 
     tools/bench_ab.py OLD/attend NEW/attend [--models build/bench/en-de-shape-{f32,f16,int8}.gguf]
                       [--batches 1,64] [--threads 1,2] [--rounds 5] [--src-len 20] [--tgt-len 20]
+                      [--bench-rounds 1] [--beam 1]
 """
 import argparse
 import json
@@ -20,9 +21,11 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def bench(binary, model, b, th, s, t):
-    cmd = [binary, "bench", "-m", model, "-b", str(b), "-t", str(th), "-s", str(s), "-n", str(t), "-r", "1",
+def bench(binary, model, b, th, s, t, rounds=1, beam=1):
+    cmd = [binary, "bench", "-m", model, "-b", str(b), "-t", str(th), "-s", str(s), "-n", str(t), "-r", str(rounds),
            "--no-bandwidth", "--json"]
+    if beam > 1:
+        cmd += ["--beam", str(beam)]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
 
 
@@ -37,6 +40,9 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--src-len", type=int, default=20)
     p.add_argument("--tgt-len", type=int, default=20)
+    p.add_argument("--bench-rounds", type=int, default=1,
+                   help="timed rounds inside each attend bench run (its median is the run's figure)")
+    p.add_argument("--beam", type=int, default=1, help="beam search with N beams (attend bench --beam N)")
     a = p.parse_args(argv)
     res = {}
     for r in range(a.rounds):
@@ -44,7 +50,7 @@ def main(argv=None):
             for th in (int(x) for x in a.threads.split(",")):
                 for b in (int(x) for x in a.batches.split(",")):
                     for side, binary in (("before", a.before), ("after", a.after))[:: 1 if r % 2 == 0 else -1]:
-                        j = bench(binary, model, b, th, a.src_len, a.tgt_len)
+                        j = bench(binary, model, b, th, a.src_len, a.tgt_len, a.bench_rounds, a.beam)
                         res.setdefault((model, b, th, side), []).append(j)
         print(f"round {r + 1}/{a.rounds}", file=sys.stderr, flush=True)
     print("| model | batch | threads | before tok/s | after tok/s | after / before | before → after encoder ms "
