@@ -267,8 +267,7 @@ void at_matrix_row(float *dst, const at_matrix *m, int r) {
 
 static int8_t *i8_scratch(size_t n) { return at_scratch(AT_SCRATCH_QUANT, n); }
 
-/* Quantize x[n,in] row by row into the calling thread's scratch: n*in int8 followed by n
- * float scales. NULL if out of memory. */
+/* Rows [lo, hi) of at_quantize_rows_with. */
 typedef struct {
     const float *x;
     int8_t *q;
@@ -283,6 +282,8 @@ static void quantize_rows_job(const void *ctx, int lo, int hi, int worker) {
     for (int t = lo; t < hi; t++) j->scales[t] = j->row(j->q + (size_t)t * j->in, j->x + (size_t)t * j->in, j->in);
 }
 
+/* Quantize x[n,in] row by row into the calling thread's scratch: n*in int8 followed by n
+ * float scales. NULL if out of memory. */
 int8_t *at_quantize_rows_with(const float *x, int n, int in, float **scales,
                               float (*row)(int8_t *, const float *, int)) {
     const size_t qb = ((size_t)n * in + 63) & ~(size_t)63;
