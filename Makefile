@@ -12,7 +12,7 @@ ALL_CXXFLAGS = $(CXXFLAGS) -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden
 LDLIBS  = -pthread -lsentencepiece -lz -lm
 
 LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
-          model/marian.c model/forward.c model/search.c model/translate.c model/text.c model/api.c model/align.c model/quantize.c
+          model/load.c model/forward.c model/search.c model/translate.c model/text.c model/api.c model/align.c model/quantize.c
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = tools/attend.c tools/cli.c tools/cmd_translate.c tools/cmd_info.c tools/cmd_bench.c tools/bench_peak.c tools/cmd_quantize.c tools/npz.c \
           tools/cmd_align.c tools/heatmap.c tools/cmd_explore.c tools/json.c
@@ -146,7 +146,7 @@ TINY_MBART = tests/data/tiny-mbart.gguf
 TINY_NLLB = tests/data/tiny-nllb.gguf
 SAN_DIR  = build-san
 SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow \
-           -fno-sanitize-recover=all -DMARIAN_POSITIONS_CACHED=4
+           -fno-sanitize-recover=all -DS2S_POSITIONS_CACHED=4
 SAN_ENV  = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 E2E_IN   = printf 'Hallo Welt!\n\n  \nWo ist der Bahnhof?\r\nkaputt \377\376 \000 Ende\nletzte Zeile'
 

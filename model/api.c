@@ -9,7 +9,7 @@
 #include "translate.h"
 
 struct attend_model {
-    marian_model *m;
+    s2s_model *m;
     attend_config config;
     int inspect_only; /* loaded without packing: no translation */
 };
@@ -48,13 +48,13 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
     /* the checksums and finiteness are checked before any use, which also reads the mapping
      * in once (0.2 s for a 299 MB f32 file here) */
     am->inspect_only = lp->inspect_only != 0;
-    am->m = am->inspect_only ? marian_load_verified(path, err, errlen)
-                             : marian_load_for_inference(path, err, errlen);
+    am->m = am->inspect_only ? s2s_load_verified(path, err, errlen)
+                             : s2s_load_for_inference(path, err, errlen);
     if (!am->m) {
         free(am);
         return NULL;
     }
-    const marian_config *c = &am->m->c;
+    const s2s_config *c = &am->m->c;
     attend_config *o = &am->config;
     o->vocab_size = c->vocab_size;
     o->decoder_vocab_size = c->decoder_vocab_size;
@@ -89,7 +89,7 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
     o->renormalize_logits = c->gen.renormalize;
     o->length_penalty = c->gen.length_penalty;
     o->repetition_penalty = c->gen.repetition_penalty;
-    o->max_line_bytes = (long long)c->max_pos * MARIAN_BYTES_PER_POSITION;
+    o->max_line_bytes = (long long)c->max_pos * S2S_BYTES_PER_POSITION;
     o->architecture = c->family->name;
     o->n_languages = am->m->n_langs;
     o->languages = am->m->lang_code;
@@ -99,14 +99,14 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
 
 void attend_free(attend_model *m) {
     if (!m) return;
-    marian_free(m->m);
+    s2s_free(m->m);
     free(m);
 }
 
 const attend_config *attend_get_config(const attend_model *m) { return &m->config; }
 
 int attend_verify(const attend_model *m, char *err, size_t errlen) {
-    return marian_verify(m->m, err, errlen);
+    return s2s_verify(m->m, err, errlen);
 }
 
 const char *attend_isa(void) { return at_k()->name; }
@@ -152,9 +152,9 @@ static int fail_line(attend_result *out, int status, const char *msg) {
 }
 
 /* The search these params ask for, over the model's defaults. 0 or -1 with err. */
-static int resolve_search(const marian_model *m, const attend_params *p, marian_search *s, char *err,
+static int resolve_search(const s2s_model *m, const attend_params *p, s2s_search *s, char *err,
                           size_t errlen) {
-    *s = marian_search_defaults(m);
+    *s = s2s_search_defaults(m);
     if (p->num_beams < 0 || p->n_best < 0 || p->top_k < 0) {
         snprintf(err, errlen, "num_beams, n_best and top_k must not be negative");
         return -1;
@@ -175,26 +175,26 @@ static int resolve_search(const marian_model *m, const attend_params *p, marian_
         return -1;
     }
     if (p->early_stopping != ATTEND_EARLY_MODEL)
-        s->early_stopping = p->early_stopping == ATTEND_EARLY_TRUE    ? MARIAN_EARLY_TRUE
-                            : p->early_stopping == ATTEND_EARLY_NEVER ? MARIAN_EARLY_NEVER
-                                                                      : MARIAN_EARLY_FALSE;
+        s->early_stopping = p->early_stopping == ATTEND_EARLY_TRUE    ? S2S_EARLY_TRUE
+                            : p->early_stopping == ATTEND_EARLY_NEVER ? S2S_EARLY_NEVER
+                                                                      : S2S_EARLY_FALSE;
     if (p->set_length_penalty) s->length_penalty = p->length_penalty;
     if (p->set_min_length) s->min_length = p->min_length;
     if (p->set_no_repeat_ngram_size) s->no_repeat_ngram = p->no_repeat_ngram_size;
     if (p->repetition_penalty != 0) s->repetition_penalty = p->repetition_penalty;
-    /* zero means the default; anything else goes to marian_search_check as given */
+    /* zero means the default; anything else goes to s2s_search_check as given */
     s->top_k = p->top_k;
     s->top_p = p->top_p != 0 ? p->top_p : 1.0f;
     s->temperature = p->temperature != 0 ? p->temperature : 1.0f;
     s->seed = p->seed;
-    return marian_search_check(s, err, errlen);
+    return s2s_search_check(s, err, errlen);
 }
 
 int attend_count_tokens(const attend_model *am, const char *line, size_t len, char *err, size_t errlen) {
     int *ids = NULL, n = 0, truncated = 0;
     /* a multilingual source starts with its language's token: any language counts the same */
     const int lang = am->m->n_langs > 0 ? am->m->lang_id[0] : -1;
-    if (marian_encode_text_lang(am->m, lang, line, len, &ids, &n, NULL, &truncated, err, errlen)) return -1;
+    if (s2s_encode_text_lang(am->m, lang, line, len, &ids, &n, NULL, &truncated, err, errlen)) return -1;
     free(ids);
     return n;
 }
@@ -217,23 +217,23 @@ static char **pieces_of(const vocab *v, const int *ids, int n) {
 /* The shared second half of attend_translate and attend_translate_ids: src[i] holds the
  * source (and forced target) ids of out[i], whose src_ids/src_pieces are already set;
  * translate them and fill the rest of out. 0, or -1 with err (out then freed). */
-static int translate_sources(attend_model *am, marian_source *src, int n, const attend_params *p,
-                             const marian_search *search, attend_result *out, char *err, size_t errlen) {
-    const marian_model *m = am->m;
-    marian_output *res = calloc((size_t)n + 1, sizeof *res);
+static int translate_sources(attend_model *am, s2s_source *src, int n, const attend_params *p,
+                             const s2s_search *search, attend_result *out, char *err, size_t errlen) {
+    const s2s_model *m = am->m;
+    s2s_output *res = calloc((size_t)n + 1, sizeof *res);
     if (!res) {
         snprintf(err, errlen, "out of memory");
         goto fail;
     }
-    marian_opts o = {0};
+    s2s_opts o = {0};
     o.max_length = p->max_length;
     o.want_logits = p->want_logits;
     o.want_scores = p->want_scores || p->n_best > 0;
     o.search = search;
     o.want_attention = p->want_attention;
-    marian_timing timing;
+    s2s_timing timing;
     o.timing = p->stats ? &timing : NULL;
-    if (marian_translate_ids(m, src, n, &o, res, err, errlen)) goto fail;
+    if (s2s_translate_ids(m, src, n, &o, res, err, errlen)) goto fail;
     if (p->stats) {
         p->stats->encode_seconds += timing.encode;
         p->stats->decode_seconds += timing.decode;
@@ -261,7 +261,7 @@ static int translate_sources(attend_model *am, marian_source *src, int n, const 
             h->n = res[i].nbest[k].n;
             h->score = res[i].nbest[k].score;
             res[i].nbest[k].ids = NULL;
-            h->text = marian_decode_text(m, h->ids, h->n);
+            h->text = s2s_decode_text(m, h->ids, h->n);
             if (!h->text) {
                 snprintf(err, errlen, "out of memory");
                 goto fail;
@@ -269,8 +269,8 @@ static int translate_sources(attend_model *am, marian_source *src, int n, const 
         }
         res[i].logits = res[i].logprob = res[i].enc_self = res[i].dec_self = res[i].cross = NULL;
         res[i].ids = NULL;
-        marian_output_free(&res[i]);
-        r->text = marian_decode_text(m, r->tgt_ids, r->n_tgt);
+        s2s_output_free(&res[i]);
+        r->text = s2s_decode_text(m, r->tgt_ids, r->n_tgt);
         r->tgt_pieces = pieces_of(m->tgt_vocab, r->tgt_ids, r->n_tgt);
         if (!r->text || !r->tgt_pieces) {
             snprintf(err, errlen, "out of memory");
@@ -281,7 +281,7 @@ static int translate_sources(attend_model *am, marian_source *src, int n, const 
     return 0;
 fail:
     for (int i = 0; i < n; i++) {
-        if (res) marian_output_free(&res[i]);
+        if (res) s2s_output_free(&res[i]);
         attend_result_free(&out[i]);
     }
     free(res);
@@ -291,10 +291,10 @@ fail:
 /* Translate src[0..n) into out[0..n) batch by batch as p->batch_size / batch_tokens say,
  * handing each batch to p->on_batch. 0, or -1 with err; on failure every entry not handed
  * over is freed. */
-static int run_batched(attend_model *am, marian_source *src, int n, const attend_params *p,
-                       const marian_search *search, attend_result *out, char *err, size_t errlen) {
+static int run_batched(attend_model *am, s2s_source *src, int n, const attend_params *p,
+                       const s2s_search *search, attend_result *out, char *err, size_t errlen) {
     int *order = malloc(sizeof(int) * ((size_t)n + 1)), *done = calloc((size_t)n + 1, sizeof(int));
-    marian_source *bs = malloc(sizeof *bs * ((size_t)n + 1));
+    s2s_source *bs = malloc(sizeof *bs * ((size_t)n + 1));
     attend_result *bo = calloc((size_t)n + 1, sizeof *bo);
     int rc = 0;
     if (!order || !done || !bs || !bo) {
@@ -366,9 +366,9 @@ done:
 }
 
 /* The token id of language `code` for option `what`, or -1 with err naming the valid codes. */
-static int language_of(const marian_model *m, const char *code, const char *what, char *err, size_t errlen) {
-    char *list = marian_language_list(m);
-    int id = code ? marian_language_id(m, code, strlen(code)) : -1;
+static int language_of(const s2s_model *m, const char *code, const char *what, char *err, size_t errlen) {
+    char *list = s2s_language_list(m);
+    int id = code ? s2s_language_id(m, code, strlen(code)) : -1;
     if (id < 0 && code)
         snprintf(err, errlen, "%s '%.40s' is not a language of this model (%.*s)", what, code,
                  (int)(errlen > 100 ? errlen - 100 : 0), list ? list : "");
@@ -384,7 +384,7 @@ static int language_of(const marian_model *m, const char *code, const char *what
 /* Marian checkpoints for several target languages (opus-mt-en-mul, ...) read the target as a
  * >>xx<< code at the start of the source: the id of ">>code<<" among the source pieces, or
  * -1 with err listing the codes this model has. */
-static int marian_target_code(const marian_model *m, const char *code, char *err, size_t errlen) {
+static int marian_target_code(const s2s_model *m, const char *code, char *err, size_t errlen) {
     char piece[64];
     const int n = snprintf(piece, sizeof piece, ">>%s<<", code);
     const int id = n > 0 && n < (int)sizeof piece ? vocab_id(m->src_vocab, piece, (size_t)n) : -1;
@@ -401,8 +401,8 @@ static int marian_target_code(const marian_model *m, const char *code, char *err
     return -1;
 }
 
-static int resolve_languages(const marian_model *m, const attend_params *p, int need_src, int *src_lang,
-                             marian_search *search, char *err, size_t errlen) {
+static int resolve_languages(const s2s_model *m, const attend_params *p, int need_src, int *src_lang,
+                             s2s_search *search, char *err, size_t errlen) {
     *src_lang = -1;
     if (m->n_langs == 0 && m->c.family->text_codes && p->tgt_lang && !p->src_lang) {
         if (!need_src) {
@@ -427,7 +427,7 @@ static int resolve_languages(const marian_model *m, const attend_params *p, int 
 }
 
 /* Checks shared by both entry points; sets the search. 0 or -1 with err. */
-static int check_call(const attend_model *am, int n, const attend_params *p, marian_search *search, char *err,
+static int check_call(const attend_model *am, int n, const attend_params *p, s2s_search *search, char *err,
                       size_t errlen) {
     if (n < 0) {
         snprintf(err, errlen, "negative sentence count");
@@ -448,10 +448,10 @@ static int check_call(const attend_model *am, int n, const attend_params *p, mar
 int attend_translate(attend_model *am, const char *const *lines, const size_t *lens, int n,
                      const char *const *targets, const attend_params *p, attend_result *out,
                      char *err, size_t errlen) {
-    const marian_model *m = am->m;
+    const s2s_model *m = am->m;
     attend_params defaults = attend_default_params();
     if (!p) p = &defaults;
-    marian_search search;
+    s2s_search search;
     int src_lang;
     if (check_call(am, n, p, &search, err, errlen) ||
         resolve_languages(m, p, 1, &src_lang, &search, err, errlen))
@@ -459,7 +459,7 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
     /* this call's threads, on this thread only; the caller's own setting comes back after */
     const int caller_threads = at_set_threads(p->threads);
     memset(out, 0, sizeof(*out) * (size_t)n);
-    marian_source *src = calloc((size_t)n + 1, sizeof *src);
+    s2s_source *src = calloc((size_t)n + 1, sizeof *src);
     int rc = -1;
     if (!src) {
         snprintf(err, errlen, "out of memory");
@@ -482,7 +482,7 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
             line = coded;
             len += cl;
         }
-        const int bad = marian_encode_text_lang(m, src_lang, line, len, &out[i].src_ids, &out[i].n_src,
+        const int bad = s2s_encode_text_lang(m, src_lang, line, len, &out[i].src_ids, &out[i].n_src,
                                                 &out[i].src_pieces, &out[i].truncated, inner, sizeof inner);
         free(coded);
         if (bad) {
@@ -495,7 +495,7 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
             int *tids, tn, tt;
             /* a multilingual target starts with its language token (HF's tgt_lang prefix);
              * its pieces are not needed (the result's come from the translation) */
-            if (marian_encode_target_lang(m, search.forced_bos, targets[i], strlen(targets[i]), &tids, &tn,
+            if (s2s_encode_target_lang(m, search.forced_bos, targets[i], strlen(targets[i]), &tids, &tn,
                                           NULL, &tt, inner, sizeof inner)) {
                 char msg[300];
                 snprintf(msg, sizeof msg, "target: %s", inner);
@@ -538,10 +538,10 @@ static int check_ids(const int *ids, int n, int vocab, int limit, const char *wh
 int attend_translate_ids(attend_model *am, const int *const *ids, const int *lens, int n,
                          const int *const *target_ids, const int *target_lens, const attend_params *p,
                          attend_result *out, char *err, size_t errlen) {
-    const marian_model *m = am->m;
+    const s2s_model *m = am->m;
     attend_params defaults = attend_default_params();
     if (!p) p = &defaults;
-    marian_search search;
+    s2s_search search;
     int src_lang;
     if (check_call(am, n, p, &search, err, errlen) ||
         resolve_languages(m, p, 0, &src_lang, &search, err, errlen))
@@ -553,7 +553,7 @@ int attend_translate_ids(attend_model *am, const int *const *ids, const int *len
     const int positions = m->c.max_pos;
     const int caller_threads = at_set_threads(p->threads);
     memset(out, 0, sizeof(*out) * (size_t)n);
-    marian_source *src = calloc((size_t)n + 1, sizeof *src);
+    s2s_source *src = calloc((size_t)n + 1, sizeof *src);
     int rc = -1;
     if (!src) {
         snprintf(err, errlen, "out of memory");
@@ -600,11 +600,11 @@ int attend_tokenize(const attend_model *am, const char *text, size_t len, int **
     int truncated = 0;
     *ids = NULL;
     *n = 0;
-    return marian_encode_text(am->m, text, len, ids, n, NULL, &truncated, err, errlen);
+    return s2s_encode_text(am->m, text, len, ids, n, NULL, &truncated, err, errlen);
 }
 
 char *attend_detokenize(const attend_model *am, const int *ids, int n) {
     for (int k = 0; k < n; k++)
         if (ids[k] < 0 || ids[k] >= am->m->c.decoder_vocab_size) return NULL;
-    return marian_decode_text(am->m, ids, n);
+    return s2s_decode_text(am->m, ids, n);
 }

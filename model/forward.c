@@ -1,5 +1,5 @@
 /* The transformer's forward computation: encoder, cross keys/values, decoder step. One
- * pass for every family; marian_family's switches place the LayerNorms (after each
+ * pass for every family; s2s_family's switches place the LayerNorms (after each
  * sublayer, or before it with a final one per stack) and choose positions and logits bias. */
 #include "forward.h"
 
@@ -16,12 +16,12 @@ static void scale_rows(float *x, size_t n, float s) {
     for (size_t i = 0; i < n; i++) x[i] *= s;
 }
 
-static float embed_scale(const marian_config *c) {
+static float embed_scale(const s2s_config *c) {
     return c->scale_embedding ? sqrtf((float)c->d_model) : 1.0f;
 }
 
 /* A sublayer's input: x itself (post-norm), or LN(x) copied into h (pre-norm). */
-static const float *sublayer_in(const marian_config *c, const float *x, float *h, const norm *n, int rows) {
+static const float *sublayer_in(const s2s_config *c, const float *x, float *h, const norm *n, int rows) {
     if (!c->family->pre_norm) return x;
     memcpy(h, x, sizeof(float) * (size_t)rows * c->d_model);
     at_add_layernorm(h, NULL, n->g, n->b, rows, c->d_model, c->eps);
@@ -29,7 +29,7 @@ static const float *sublayer_in(const marian_config *c, const float *x, float *h
 }
 
 /* The residual around a sublayer with output y: x = LN(x + y) (post-norm), or x += y. */
-static void sublayer_out(const marian_config *c, float *x, const float *y, const norm *n, int rows) {
+static void sublayer_out(const s2s_config *c, float *x, const float *y, const norm *n, int rows) {
     if (!c->family->pre_norm) {
         at_add_layernorm(x, y, n->g, n->b, rows, c->d_model, c->eps);
         return;
@@ -39,11 +39,11 @@ static void sublayer_out(const marian_config *c, float *x, const float *y, const
 }
 
 /* A stack's optional LayerNorm (final or embedding), in place on rows of x. */
-static void norm_rows(const marian_config *c, float *x, const norm *n, int rows) {
+static void norm_rows(const s2s_config *c, float *x, const norm *n, int rows) {
     at_add_layernorm(x, NULL, n->g, n->b, rows, c->d_model, c->eps);
 }
 
-static int max_heads(const marian_config *c) {
+static int max_heads(const s2s_config *c) {
     return c->dec_heads > c->enc_heads ? c->dec_heads : c->enc_heads;
 }
 
@@ -73,9 +73,9 @@ static void enc_attention(const void *ctx, int lo, int hi, int worker) {
     }
 }
 
-int encode(const marian_model *m, const int *const *ids, const int *off, const int *len, int n,
+int encode(const s2s_model *m, const int *const *ids, const int *off, const int *len, int n,
            int total, float *X, float *const *enc_self) {
-    const marian_config *c = &m->c;
+    const s2s_config *c = &m->c;
     const int d = c->d_model, H = c->enc_heads, hd = d / H;
     const size_t td = (size_t)total * d;
     const float escale = embed_scale(c), qscale = 1.0f / sqrtf((float)hd);
@@ -100,7 +100,7 @@ int encode(const marian_model *m, const int *const *ids, const int *off, const i
         for (int j = 0, pads = 0; j < len[i]; j++) {
             const int id = ids[i][j];
             embed_row(X + (size_t)(off[i] + j) * d, &m->enc_embed, id, escale,
-                      marian_position(m, 0, marian_position_of(c, id, j, pads), pos), d);
+                      s2s_position(m, 0, s2s_position_of(c, id, j, pads), pos), d);
             pads += id == c->pad_id;
         }
     if (c->family->embed_norm) norm_rows(c, X, &m->enc_embed_norm, total);
@@ -130,7 +130,7 @@ int encode(const marian_model *m, const int *const *ids, const int *off, const i
  * blocks from at_alloc_weights, on huge pages where the system gives them: through 4 KiB
  * pages nearly every row of keys missed the TLB (a batch-64 step reads about 60 MB of them).
  * at_block_alloc keeps them for the thread's next batch. */
-int cross_kv(const marian_model *m, const float *X, enc_memory *mem) {
+int cross_kv(const s2s_model *m, const float *X, enc_memory *mem) {
     const int L = m->c.dec_layers;
     const size_t td = (size_t)mem->total * m->c.d_model;
     mem->cross_k = calloc((size_t)L, sizeof(float *));
@@ -147,7 +147,7 @@ int cross_kv(const marian_model *m, const float *X, enc_memory *mem) {
     return 0;
 }
 
-void enc_memory_free(const marian_model *m, enc_memory *mem) {
+void enc_memory_free(const s2s_model *m, enc_memory *mem) {
     (void)m;
     at_block_free(mem->cross_block, mem->cross_bytes);
     free(mem->cross_k);
@@ -166,9 +166,9 @@ static int grow(float **p, size_t n) {
     return 0;
 }
 
-int dec_init(dec_state *s, const marian_model *m, const enc_memory *mem, int n_slots, int max_rows,
+int dec_init(dec_state *s, const s2s_model *m, const enc_memory *mem, int n_slots, int max_rows,
              int cap) {
-    const marian_config *c = &m->c;
+    const s2s_config *c = &m->c;
     const size_t R = (size_t)max_rows, d = (size_t)c->d_model;
     memset(s, 0, sizeof *s);
     s->m = m;
@@ -221,7 +221,7 @@ static int move_caches(dec_state *s, int positions) {
 
 int dec_reserve(dec_state *s, int positions) {
     if (positions <= s->cap) return 0;
-    const marian_config *c = &s->m->c;
+    const s2s_config *c = &s->m->c;
     const int width = positions > s->max_src ? positions : s->max_src;
     if (grow(&s->scratch, (size_t)s->max_rows * max_heads(c) * width)) return -1;
     if (move_caches(s, positions)) return -1;
@@ -272,7 +272,7 @@ static void dec_self_attention(const void *ctx, int lo, int hi, int worker) {
     (void)worker;
     const dec_attention_job *j = ctx;
     dec_state *s = j->s;
-    const marian_config *c = &s->m->c;
+    const s2s_config *c = &s->m->c;
     const int d = c->d_model, H = c->dec_heads, hd = d / H, L = c->dec_layers, t = j->t, l = j->l;
     for (int b = lo; b < hi; b++) {
         float *K = s->self_k[j->rows[b].slot * L + l], *V = s->self_v[j->rows[b].slot * L + l];
@@ -289,7 +289,7 @@ static void dec_cross_attention(const void *ctx, int lo, int hi, int worker) {
     const dec_attention_job *j = ctx;
     dec_state *s = j->s;
     const enc_memory *mem = s->mem;
-    const marian_config *c = &s->m->c;
+    const s2s_config *c = &s->m->c;
     const int d = c->d_model, H = c->dec_heads, hd = d / H, l = j->l;
     for (int b = lo; b < hi; b++) {
         const int i = j->rows[b].sent, S = mem->len[i];
@@ -302,8 +302,8 @@ static void dec_cross_attention(const void *ctx, int lo, int hi, int worker) {
 
 void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const *att_self,
                   float *const *att_cross) {
-    const marian_model *m = s->m;
-    const marian_config *c = &m->c;
+    const s2s_model *m = s->m;
+    const s2s_config *c = &m->c;
     const int d = c->d_model, H = c->dec_heads, hd = d / H, L = c->dec_layers;
     const float qscale = 1.0f / sqrtf((float)hd);
     const size_t scratch_per_row = (size_t)max_heads(c) * (s->cap > s->max_src ? s->cap : s->max_src);
@@ -313,7 +313,7 @@ void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const 
     for (int b = 0; b < n; b++) {
         const int id = rows[b].token;
         embed_row(x + (size_t)b * d, &m->dec_embed, id, embed_scale(c),
-                  marian_position(m, 1, marian_position_of(c, id, t, 0), tmp), d);
+                  s2s_position(m, 1, s2s_position_of(c, id, t, 0), tmp), d);
     }
     if (c->family->embed_norm) norm_rows(c, x, &m->dec_embed_norm, n);
 

@@ -1,4 +1,4 @@
-/* forward: the transformer's computation (every family, marian_family's switches), with no
+/* forward: the transformer's computation (every family, s2s_family's switches), with no
  * decoding policy in it.
  *
  *   encode          source ids of a packed batch -> final encoder states   [total, d]
@@ -13,7 +13,7 @@
 #ifndef ATTEND_FORWARD_H
 #define ATTEND_FORWARD_H
 
-#include "marian.h"
+#include "seq2seq.h"
 
 /* The encoder side of a batch: sentence i holds rows off[i] .. off[i] + len[i] - 1. */
 typedef struct {
@@ -29,12 +29,12 @@ typedef struct {
 /* Embed and encode n packed sources (ids[i] of len[i] ids, rows from off[i]) into
  * X [total, d]. enc_self[i] (optional, per sentence) receives
  * [enc_layers, enc_heads, len[i], len[i]] attention probabilities. 0, or -1 if out of memory. */
-int encode(const marian_model *m, const int *const *ids, const int *off, const int *len, int n,
+int encode(const s2s_model *m, const int *const *ids, const int *off, const int *len, int n,
            int total, float *X, float *const *enc_self);
 
 /* Fill mem->cross_k / cross_v (allocating them) from the encoder states X. 0 or -1 (OOM). */
-int cross_kv(const marian_model *m, const float *X, enc_memory *mem);
-void enc_memory_free(const marian_model *m, enc_memory *mem);
+int cross_kv(const s2s_model *m, const float *X, enc_memory *mem);
+void enc_memory_free(const s2s_model *m, enc_memory *mem);
 
 /* One row of a decoder step. */
 typedef struct {
@@ -47,7 +47,7 @@ typedef struct {
  * `cap` positions of every layer, and the buffers of one step of up to max_rows rows.
  * Allocated once before the step loop; dec_reserve grows the caches (rarely). */
 typedef struct {
-    const marian_model *m;
+    const s2s_model *m;
     const enc_memory *mem;
     int n_slots, cap, max_rows, max_src;
     float **self_k, **self_v;  /* [slot * dec_layers + l] -> [cap, d] */
@@ -60,7 +60,7 @@ typedef struct {
     float *scratch;            /* [max_rows, heads * max(cap, max_src)] attention scores */
 } dec_state;
 
-int dec_init(dec_state *s, const marian_model *m, const enc_memory *mem, int n_slots, int max_rows,
+int dec_init(dec_state *s, const s2s_model *m, const enc_memory *mem, int n_slots, int max_rows,
              int cap);
 /* Make every slot hold at least `positions` positions. 0 or -1 (OOM; the state stays valid). */
 int dec_reserve(dec_state *s, int positions);

@@ -8,7 +8,7 @@
 #include "../engine/kernels.h"
 #include "../weights/gguf_write.h"
 #include "attend.h"
-#include "marian.h"
+#include "seq2seq.h"
 
 /* Element i of an f32/f16 tensor. */
 static float element(const gguf_tensor *t, uint64_t i) {
@@ -39,14 +39,14 @@ int attend_quantize(const char *in_path, const char *out_path, char *err, size_t
     /* a whole, valid model, CRC-32s and finite weights included: a corrupted file is not
      * re-written with fresh checksums, and NaN is never converted to int8 (undefined) */
     char inner[400];
-    marian_model *m = marian_load_verified(in_path, inner, sizeof inner);
+    s2s_model *m = s2s_load_verified(in_path, inner, sizeof inner);
     if (!m) {
         snprintf(err, errlen, "%.200s: %s", in_path, inner);
         return ATTEND_E_MODEL;
     }
     if (m->dtype == AT_I8) {
         snprintf(err, errlen, "%.400s is already int8", in_path);
-        marian_free(m);
+        s2s_free(m);
         return ATTEND_E_USAGE;
     }
     const gguf_file *in = m->file;
@@ -96,6 +96,6 @@ int attend_quantize(const char *in_path, const char *out_path, char *err, size_t
         free(t[i].data);
     }
     free(t);
-    marian_free(m);
+    s2s_free(m);
     return status;
 }

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int search_has_processors(const marian_search *s, int ignore_eos) {
+int search_has_processors(const s2s_search *s, int ignore_eos) {
     return s->min_length > 0 || s->no_repeat_ngram > 0 || s->repetition_penalty != 1.0f || ignore_eos ||
            s->forced_bos >= 0;
 }
@@ -49,8 +49,8 @@ static int max_edits(const prefix *p) { return 2 * p->n + 2; }
 /* The processors that touch a few ids: repetition penalty, no-repeat n-gram, bad words,
  * min length. */
 static int process_ids(const step_ctx *x, float *sc, const prefix *p, edit_log *log) {
-    const marian_config *c = x->c;
-    const marian_search *s = x->s;
+    const s2s_config *c = x->c;
+    const s2s_search *s = x->s;
     const int cur_len = x->t + 1;
     int changed = 0;
     if (s->repetition_penalty != 1.0f) { /* each distinct id once: gather, then scatter */
@@ -105,7 +105,7 @@ static int process(const step_ctx *x, float *sc, const prefix *p) {
 
 /* Release 1's greedy rule: argmax over the ids between the banned ones; an earlier id wins
  * ties. Kept as it was, so greedy output stays bit-identical. */
-static int choose_between_pad(const marian_config *c, const float *logits) {
+static int choose_between_pad(const s2s_config *c, const float *logits) {
     const int V = c->decoder_vocab_size, pad = c->pad_id;
     const int lo[2] = {0, pad + 1}, hi[2] = {pad, V};
     int best = -1;
@@ -119,7 +119,7 @@ static int choose_between_pad(const marian_config *c, const float *logits) {
 
 /* The rule above from the row's argmax r: r itself, unless r is <pad> or lies after it
  * behind a NaN at pad + 1 (that stretch's argmax is then pad + 1, which never wins). */
-static int choose_plain(const marian_config *c, const float *logits, int last_step, int *raw_best) {
+static int choose_plain(const s2s_config *c, const float *logits, int last_step, int *raw_best) {
     if (last_step && c->forced_eos) return c->eos_id;
     const int pad = c->pad_id;
     const int r = *raw_best = at_argmax(logits, c->decoder_vocab_size);
@@ -198,7 +198,7 @@ static int cmp_desc(const void *a, const void *b) {
 }
 
 int sample_choose(const step_ctx *x, const float *logits, const prefix *p, float *work, uint64_t *rng) {
-    const marian_search *s = x->s;
+    const s2s_search *s = x->s;
     const int V = x->c->decoder_vocab_size;
     float *sc = work, *sorted = work + V;
     memcpy(sc, logits, sizeof(float) * (size_t)V);
@@ -270,7 +270,7 @@ static float row_max(const float *x, int n) {
 
 void beam_candidates(const step_ctx *x, const float *logits, const prefix *p, float beam_score,
                      float *work, beam_cand *out, float *lse_raw) {
-    const marian_config *c = x->c;
+    const s2s_config *c = x->c;
     const int V = c->decoder_vocab_size, K = 2 * x->s->beams, pad = c->pad_id;
     float mx, lse;
     if (c->family->ban_pad) {
@@ -324,7 +324,7 @@ void heap_init(beam_heap *b, beam_hyp *storage, int beams) {
     b->worst = 1e9;
 }
 
-void heap_add(beam_heap *b, const marian_search *s, double sum_logprobs, int generated_len, int rec) {
+void heap_add(beam_heap *b, const s2s_search *s, double sum_logprobs, int generated_len, int rec) {
     const double score = sum_logprobs / pow((double)generated_len, (double)s->length_penalty);
     if (b->n >= b->cap && !(score > b->worst)) return;
     b->h[b->n++] = (beam_hyp){score, rec, b->added++};
@@ -343,13 +343,13 @@ void heap_add(beam_heap *b, const marian_search *s, double sum_logprobs, int gen
     }
 }
 
-int heap_is_done(const beam_heap *b, const marian_search *s, double best_sum, int hf_cur_len,
+int heap_is_done(const beam_heap *b, const s2s_search *s, double best_sum, int hf_cur_len,
                  int max_length) {
     if (b->n < b->cap) return 0;
-    if (s->early_stopping == MARIAN_EARLY_TRUE) return 1;
+    if (s->early_stopping == S2S_EARLY_TRUE) return 1;
     const double lp = s->length_penalty;
     int len = hf_cur_len - 1; /* decoder_prompt_len = 1 */
-    if (s->early_stopping == MARIAN_EARLY_NEVER && lp > 0) len = max_length - 1;
+    if (s->early_stopping == S2S_EARLY_NEVER && lp > 0) len = max_length - 1;
     return b->worst >= best_sum / pow((double)len, lp);
 }
 

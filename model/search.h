@@ -18,15 +18,15 @@ typedef struct {
 } prefix;
 
 /* The step's context: t counts positions from 0, so the row's input_ids hold t + 1 ids
- * and HF's cur_len is t + 1; max_length as marian_max_length. */
+ * and HF's cur_len is t + 1; max_length as s2s_max_length. */
 typedef struct {
-    const marian_config *c;
-    const marian_search *s;
+    const s2s_config *c;
+    const s2s_search *s;
     int t, max_length, ignore_eos;
 } step_ctx;
 
 /* Does this search change logits beyond banning <pad> and forcing </s> at the end? */
-int search_has_processors(const marian_search *s, int ignore_eos);
+int search_has_processors(const s2s_search *s, int ignore_eos);
 
 /* Greedy: the argmax of the processed logits (HF's greedy_search: processors on the raw
  * logits, no log-softmax). Without processors, exactly the release-1 rule. The processors
@@ -73,10 +73,10 @@ typedef struct {
 
 void heap_init(beam_heap *b, beam_hyp *storage, int beams);
 /* BeamHypotheses.add */
-void heap_add(beam_heap *b, const marian_search *s, double sum_logprobs, int generated_len, int rec);
+void heap_add(beam_heap *b, const s2s_search *s, double sum_logprobs, int generated_len, int rec);
 /* BeamHypotheses.is_done: best_sum is the best candidate's score this step, hf_cur_len
  * the input_ids length plus one. */
-int heap_is_done(const beam_heap *b, const marian_search *s, double best_sum, int hf_cur_len,
+int heap_is_done(const beam_heap *b, const s2s_search *s, double best_sum, int hf_cur_len,
                  int max_length);
 /* Sort best first, as finalize pops them (equal scores: the later-added first). */
 void heap_sort(beam_heap *b);

@@ -51,7 +51,7 @@ static size_t rstripped(const char *text, size_t n) {
 
 /* The longest added token that text[0..n) starts with: its id, and its length in *tl; -1
  * when none does. */
-static int added_at(const marian_model *m, const char *text, size_t n, size_t *tl) {
+static int added_at(const s2s_model *m, const char *text, size_t n, size_t *tl) {
     const unsigned char b = (unsigned char)text[0];
     int best = -1;
     *tl = 0;
@@ -100,7 +100,7 @@ static void parts_free(parts *ps) {
 
 /* SentencePiece's pieces of text[0..len) as parts (ids from the vocabulary, unk_id for a
  * piece it lacks). 0, 1 out of memory, -1 SentencePiece failed (err set). */
-static int add_pieces(const marian_model *m, int target, const char *text, size_t len, parts *ps, char *err,
+static int add_pieces(const s2s_model *m, int target, const char *text, size_t len, parts *ps, char *err,
                       size_t errlen) {
     const spm_model *spm = target ? m->tgt_spm : m->src_spm;
     const vocab *voc = target ? m->tgt_vocab : m->src_vocab;
@@ -127,7 +127,7 @@ static int add_pieces(const marian_model *m, int target, const char *text, size_
  * (the longest one at the leftmost place, as its trie does), each stretch of text between
  * them goes to SentencePiece on its own, and NllbTokenizer's <mask> takes the whitespace on
  * its left with it (lstrip). */
-static int split_text(const marian_model *m, int target, const char *text, size_t len, parts *ps, char *err,
+static int split_text(const s2s_model *m, int target, const char *text, size_t len, parts *ps, char *err,
                       size_t errlen) {
     const vocab *voc = target ? m->tgt_vocab : m->src_vocab;
     int rc;
@@ -164,12 +164,12 @@ static int split_text(const marian_model *m, int target, const char *text, size_
     return 0;
 }
 
-static int encode_side(const marian_model *m, int target, int lang, const char *text, size_t len,
+static int encode_side(const s2s_model *m, int target, int lang, const char *text, size_t len,
                        int **ids_out, int *n_out, char ***pieces_out, int *truncated, char *err,
                        size_t errlen) {
     const vocab *voc = target ? m->tgt_vocab : m->src_vocab;
     const size_t full = len;
-    len = readable_bytes(text, len, (size_t)m->c.max_pos * MARIAN_BYTES_PER_POSITION);
+    len = readable_bytes(text, len, (size_t)m->c.max_pos * S2S_BYTES_PER_POSITION);
     char *buf = malloc(len + 1);
     if (!buf) goto oom0;
     memcpy(buf, text, len);
@@ -235,22 +235,22 @@ oom0:
     return -1;
 }
 
-int marian_encode_text(const marian_model *m, const char *text, size_t len, int **ids, int *n,
+int s2s_encode_text(const s2s_model *m, const char *text, size_t len, int **ids, int *n,
                        char ***pieces, int *truncated, char *err, size_t errlen) {
     return encode_side(m, 0, -1, text, len, ids, n, pieces, truncated, err, errlen);
 }
 
-int marian_encode_text_lang(const marian_model *m, int lang, const char *text, size_t len, int **ids,
+int s2s_encode_text_lang(const s2s_model *m, int lang, const char *text, size_t len, int **ids,
                             int *n, char ***pieces, int *truncated, char *err, size_t errlen) {
     return encode_side(m, 0, lang, text, len, ids, n, pieces, truncated, err, errlen);
 }
 
-int marian_encode_target(const marian_model *m, const char *text, size_t len, int **ids, int *n,
+int s2s_encode_target(const s2s_model *m, const char *text, size_t len, int **ids, int *n,
                          char ***pieces, int *truncated, char *err, size_t errlen) {
     return encode_side(m, 1, -1, text, len, ids, n, pieces, truncated, err, errlen);
 }
 
-int marian_encode_target_lang(const marian_model *m, int lang, const char *text, size_t len, int **ids,
+int s2s_encode_target_lang(const s2s_model *m, int lang, const char *text, size_t len, int **ids,
                               int *n, char ***pieces, int *truncated, char *err, size_t errlen) {
     return encode_side(m, 1, lang, text, len, ids, n, pieces, truncated, err, errlen);
 }
@@ -279,7 +279,7 @@ static int sb_add(strbuf *b, const char *s, size_t n) {
 }
 
 /* Decode the collected pieces with the target model and append. */
-static int flush_pieces(const marian_model *m, strbuf *out, const char **cur, int *n_cur) {
+static int flush_pieces(const s2s_model *m, strbuf *out, const char **cur, int *n_cur) {
     if (!*n_cur) return 0;
     if (m->nllb) { /* NllbTokenizer joins the pieces as they are ("▁" becomes a space below) */
         for (int k = 0; k < *n_cur; k++)
@@ -324,8 +324,8 @@ static void replace_all(char *s, const char *from, const char *to) {
 /* Is id a special token decoding skips: </s>, <pad>, <unk>, <s>, a language token, <mask>?
  * NllbTokenizer also skips an id without a piece (its fast tokenizer does; the slow one
  * fails on it). */
-static int skipped(const marian_model *m, int id) {
-    const marian_config *c = &m->c;
+static int skipped(const s2s_model *m, int id) {
+    const s2s_config *c = &m->c;
     if (id == c->eos_id || id == c->pad_id || id == c->unk_id || id == c->bos_id || id == m->c.mask_id) return 1;
     if (m->nllb) {
         const char *p = vocab_piece(m->tgt_vocab, id);
@@ -336,8 +336,8 @@ static int skipped(const marian_model *m, int id) {
     return 0;
 }
 
-char *marian_decode_text(const marian_model *m, const int *ids, int n) {
-    const marian_config *c = &m->c;
+char *s2s_decode_text(const s2s_model *m, const int *ids, int n) {
+    const s2s_config *c = &m->c;
     /* an id without a piece reads as <unk>, a special token: MarianTokenizer adds a space */
     const char *unk = c->family->unk_space ? "<unk> " : "<unk>";
     strbuf out = {0};

@@ -19,16 +19,16 @@ static double now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-int marian_max_length(const marian_model *m, const marian_opts *opts) {
+int s2s_max_length(const s2s_model *m, const s2s_opts *opts) {
     int ml = opts && opts->max_length > 0 ? opts->max_length : m->c.max_length;
     /* decoder inputs take positions 0 .. ml-2, which must exist */
     if (ml > m->c.max_pos + 1) ml = m->c.max_pos + 1;
     return ml < 2 ? 2 : ml;
 }
 
-marian_search marian_search_defaults(const marian_model *m) {
-    const marian_generation *g = &m->c.gen;
-    marian_search s = {0};
+s2s_search s2s_search_defaults(const s2s_model *m) {
+    const s2s_generation *g = &m->c.gen;
+    s2s_search s = {0};
     s.beams = g->recorded ? g->num_beams : 1;
     s.n_best = 1;
     s.length_penalty = g->length_penalty;
@@ -43,7 +43,7 @@ marian_search marian_search_defaults(const marian_model *m) {
     return s;
 }
 
-int marian_search_check(const marian_search *s, char *err, size_t errlen) {
+int s2s_search_check(const s2s_search *s, char *err, size_t errlen) {
     if (s->beams < 1 || s->beams > 1024)
         snprintf(err, errlen, "num_beams %d: must be 1..1024", s->beams);
     else if (s->sample && s->beams != 1)
@@ -70,7 +70,7 @@ int marian_search_check(const marian_search *s, char *err, size_t errlen) {
     return -1;
 }
 
-void marian_output_free(marian_output *o) {
+void s2s_output_free(s2s_output *o) {
     if (!o) return;
     free(o->ids);
     free(o->logits);
@@ -202,16 +202,16 @@ typedef struct {
 
 /* Build sentence i's output from its finished hypotheses recs[0..k) (best first) and their
  * scores. 0 or -1 (OOM). */
-static int make_output(const marian_model *m, const marian_opts *o, const trace *tr, const int *recs,
-                       const float *scores, int k, int S, marian_output *out) {
-    const marian_config *c = &m->c;
+static int make_output(const s2s_model *m, const s2s_opts *o, const trace *tr, const int *recs,
+                       const float *scores, int k, int S, s2s_output *out) {
+    const s2s_config *c = &m->c;
     const int L = c->dec_layers, H = c->dec_heads, V = c->decoder_vocab_size;
-    out->nbest = calloc((size_t)k, sizeof(marian_hyp));
+    out->nbest = calloc((size_t)k, sizeof(s2s_hyp));
     int *path = malloc(sizeof(int) * (size_t)trace_length(tr, recs[0]));
     if (!out->nbest || !path) goto oom;
     out->n_best = k;
     for (int h = 0; h < k; h++) {
-        marian_hyp *hy = &out->nbest[h];
+        s2s_hyp *hy = &out->nbest[h];
         hy->n = trace_length(tr, recs[h]);
         hy->ids = malloc(sizeof(int) * (size_t)hy->n);
         if (!hy->ids) goto oom;
@@ -265,7 +265,7 @@ oom:
 /* cands: each live beam's 2*beams best (from beam_candidates), beam-major. Appends the
  * records of the surviving candidates; fills the sentence's next live beams (with their
  * parents in parent[]) and its heap. Returns 0, or -1 (OOM). */
-static int beam_step(sent_search *ss, const marian_search *s, int eos, int V, trace *tr,
+static int beam_step(sent_search *ss, const s2s_search *s, int eos, int V, trace *tr,
                      const beam_cand *cands, const int *cand_run, int n_beams, int t, int max_length,
                      int *parent, beam_cand *merged) {
     const int B = s->beams, K = 2 * B;
@@ -329,10 +329,10 @@ static void fill_record_lp(trace *tr, int from, const float *logits_of_run0, int
 
 /* What choose_rows reads and where it writes: each row its own slots. */
 typedef struct {
-    const marian_config *c;
-    const marian_search *s;
-    const marian_opts *o;
-    const marian_source *src;
+    const s2s_config *c;
+    const s2s_search *s;
+    const s2s_opts *o;
+    const s2s_source *src;
     sent_search *ss;
     const row_ref *refs;
     trace *tr;
@@ -348,10 +348,10 @@ typedef struct {
 /* Rows [lo, hi): each row's choice (greedy, sampled, forced) or its beam candidates. */
 static void choose_rows(const void *ctx, int lo, int hi, int worker) {
     const choose_job *j = ctx;
-    const marian_config *c = j->c;
-    const marian_search *s = j->s;
-    const marian_opts *o = j->o;
-    const marian_source *src = j->src;
+    const s2s_config *c = j->c;
+    const s2s_search *s = j->s;
+    const s2s_opts *o = j->o;
+    const s2s_source *src = j->src;
     const int V = j->V, t = j->t, ml = j->ml;
     trace *tr = j->tr;
     float *wk = j->work + (size_t)worker * 2 * V;
@@ -383,22 +383,22 @@ static void choose_rows(const void *ctx, int lo, int hi, int worker) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * marian_translate_ids */
+ * s2s_translate_ids */
 
-int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
-                         const marian_opts *opts, marian_output *out, char *err, size_t errlen) {
-    static const marian_opts no_opts = {0};
-    const marian_opts *o = opts ? opts : &no_opts;
-    const marian_config *c = &m->c;
+int s2s_translate_ids(const s2s_model *m, const s2s_source *src, int n,
+                         const s2s_opts *opts, s2s_output *out, char *err, size_t errlen) {
+    static const s2s_opts no_opts = {0};
+    const s2s_opts *o = opts ? opts : &no_opts;
+    const s2s_config *c = &m->c;
     const int d = c->d_model, V = c->decoder_vocab_size, L = c->dec_layers, H = c->dec_heads;
-    const int ml = marian_max_length(m, o);
-    marian_search search = o->search ? *o->search : marian_search_defaults(m);
-    if (marian_search_check(&search, err, errlen)) return -1;
+    const int ml = s2s_max_length(m, o);
+    s2s_search search = o->search ? *o->search : s2s_search_defaults(m);
+    if (s2s_search_check(&search, err, errlen)) return -1;
     if (search.forced_bos >= c->decoder_vocab_size) {
         snprintf(err, errlen, "forced_bos %d: outside the target vocabulary", search.forced_bos);
         return -1;
     }
-    const marian_search *s = &search;
+    const s2s_search *s = &search;
     int total = 0, rc = -1;
     memset(out, 0, sizeof(*out) * (size_t)n);
     for (int i = 0; i < n; i++) {
@@ -692,7 +692,7 @@ int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
     goto cleanup;
 oom:
     snprintf(err, errlen, "out of memory translating a batch of %d sentences (%d source tokens)", n, total);
-    for (int i = 0; i < n; i++) marian_output_free(&out[i]);
+    for (int i = 0; i < n; i++) s2s_output_free(&out[i]);
 cleanup:
     for (int i = 0; ss && i < n; i++) {
         free(ss[i].live_slot);

@@ -8,21 +8,21 @@
 #ifndef ATTEND_TRANSLATE_H
 #define ATTEND_TRANSLATE_H
 
-#include "marian.h"
+#include "seq2seq.h"
 
 typedef struct {
     const int *ids; /* source ids, ending in </s>; at most max_position_embeddings */
     int n;
     const int *forced; /* if not NULL: decode exactly these target ids (teacher forcing) */
     int n_forced;
-} marian_source;
+} s2s_source;
 
-/* How to search, fully resolved (marian_search_defaults gives the model's). */
+/* How to search, fully resolved (s2s_search_defaults gives the model's). */
 typedef struct {
     int beams;                /* 1: greedy (or sampling); >= 2: beam search */
     int n_best;               /* hypotheses kept per sentence: <= beams, or samples drawn */
     float length_penalty;     /* beam score = sum of log-probs / length ^ length_penalty */
-    int early_stopping;       /* MARIAN_EARLY_FALSE, _TRUE or _NEVER (HF's False, True, "never") */
+    int early_stopping;       /* S2S_EARLY_FALSE, _TRUE or _NEVER (HF's False, True, "never") */
     int min_length;           /* </s> banned while fewer tokens (start token counted) */
     int no_repeat_ngram;      /* no n-gram of this size twice (0: off) */
     float repetition_penalty; /* HF's CTRL-style penalty on tokens already present (1: off) */
@@ -33,45 +33,45 @@ typedef struct {
     float temperature;        /* sampling: logits / temperature */
     unsigned long long seed;  /* sampling: with the sentence's ids, seeds its stream */
     int forced_bos;           /* the first generated token (a target language), or -1 */
-} marian_search;
+} s2s_search;
 
-enum { MARIAN_EARLY_FALSE = 0, MARIAN_EARLY_TRUE = 1, MARIAN_EARLY_NEVER = 2 };
+enum { S2S_EARLY_FALSE = 0, S2S_EARLY_TRUE = 1, S2S_EARLY_NEVER = 2 };
 
 /* The model's recorded generation defaults (greedy for files that record none). */
-marian_search marian_search_defaults(const marian_model *m);
+s2s_search s2s_search_defaults(const s2s_model *m);
 /* Check a search's values; 0, or -1 with a message naming the bad one. */
-int marian_search_check(const marian_search *s, char *err, size_t errlen);
+int s2s_search_check(const s2s_search *s, char *err, size_t errlen);
 
 typedef struct {
-    const marian_search *search; /* NULL: the model's defaults */
+    const s2s_search *search; /* NULL: the model's defaults */
     int max_length;     /* generation limit counting the start token; 0 = the model's */
     int want_logits;    /* keep raw logits of every step */
     int want_scores;    /* keep log-probability of every chosen token */
     int want_attention; /* keep every attention probability matrix */
     int ignore_eos;     /* never choose </s> before the limit: exactly max_length-1 tokens
                            (benchmarks; default off) */
-    struct marian_timing *timing; /* if not NULL: receives where the time went */
-} marian_opts;
+    struct s2s_timing *timing; /* if not NULL: receives where the time went */
+} s2s_opts;
 
-/* Wall-clock seconds of one marian_translate_ids call, by phase. */
-typedef struct marian_timing {
+/* Wall-clock seconds of one s2s_translate_ids call, by phase. */
+typedef struct s2s_timing {
     double encode; /* embeddings, encoder, cross-attention keys/values */
     double decode; /* the step loop */
     int steps;     /* decoder steps run */
-} marian_timing;
+} s2s_timing;
 
 /* One hypothesis of an n-best list. */
 typedef struct {
     int *ids, n;
     float score; /* beams: HF's sequence score; else the sum of the tokens' log-probabilities
                     (want_scores) */
-} marian_hyp;
+} s2s_hyp;
 
 typedef struct {
     int *ids; /* generated ids, ending in </s> unless cut by max_length without forced EOS */
     int n;
-    float score;      /* the output hypothesis's score (see marian_hyp) */
-    marian_hyp *nbest; /* [n_best] best first; nbest[0] is the output itself */
+    float score;      /* the output hypothesis's score (see s2s_hyp) */
+    s2s_hyp *nbest; /* [n_best] best first; nbest[0] is the output itself */
     int n_best;
     float *logits;   /* [n, decoder_vocab_size] raw logits (want_logits) */
     float *logprob;  /* [n] log-softmax of each token under the model (want_scores); with
@@ -79,21 +79,21 @@ typedef struct {
     float *enc_self; /* [enc_layers, enc_heads, S, S] (want_attention) */
     float *dec_self; /* [dec_layers, dec_heads, n, n], zero above the diagonal */
     float *cross;    /* [dec_layers, dec_heads, n, S] */
-} marian_output;
+} s2s_output;
 
-/* Translate n sources. out[i] receives sentence i's results (free with marian_output_free).
+/* Translate n sources. out[i] receives sentence i's results (free with s2s_output_free).
  * Returns 0, or -1 with err set (only for out-of-memory or invalid arguments). */
-int marian_translate_ids(const marian_model *m, const marian_source *src, int n,
-                         const marian_opts *opts, marian_output *out, char *err, size_t errlen);
-void marian_output_free(marian_output *o);
+int s2s_translate_ids(const s2s_model *m, const s2s_source *src, int n,
+                         const s2s_opts *opts, s2s_output *out, char *err, size_t errlen);
+void s2s_output_free(s2s_output *o);
 
 /* The effective generation limit for opts (counts the start token). */
-int marian_max_length(const marian_model *m, const marian_opts *opts);
+int s2s_max_length(const s2s_model *m, const s2s_opts *opts);
 
 /* The tokenizer reads at most this many bytes of a text per position of the model (cut
  * back to a UTF-8 character boundary), so a huge line costs no more than a long one; real
  * text averages under 10 bytes a token, so this cut comes after the positions' cut. */
-#define MARIAN_BYTES_PER_POSITION 32
+#define S2S_BYTES_PER_POSITION 32
 
 /* Text side. With a language token lang (>= 0; -1: none) the ids start with it, as
  * M2M100Tokenizer's src_lang / tgt_lang prefix. A multilingual family first splits the
@@ -101,20 +101,20 @@ int marian_max_length(const marian_model *m, const marian_opts *opts);
  * Source text -> ids (pieces mapped through the vocabulary, unknown -> <unk>,
  * </s> appended, a leading >>xx<< code kept whole), cut to model_max_length tokens with
  * *truncated set (also set when only the first max_position_embeddings *
- * MARIAN_BYTES_PER_POSITION bytes were read). pieces (optional) receives the source
+ * S2S_BYTES_PER_POSITION bytes were read). pieces (optional) receives the source
  * pieces, "</s>" last. */
-int marian_encode_text(const marian_model *m, const char *text, size_t len, int **ids, int *n,
+int s2s_encode_text(const s2s_model *m, const char *text, size_t len, int **ids, int *n,
                        char ***pieces, int *truncated, char *err, size_t errlen);
-int marian_encode_text_lang(const marian_model *m, int lang, const char *text, size_t len, int **ids,
+int s2s_encode_text_lang(const s2s_model *m, int lang, const char *text, size_t len, int **ids,
                             int *n, char ***pieces, int *truncated, char *err, size_t errlen);
 /* A given translation -> target ids (target model and vocabulary, </s> appended), for
  * forced decoding. */
-int marian_encode_target(const marian_model *m, const char *text, size_t len, int **ids, int *n,
+int s2s_encode_target(const s2s_model *m, const char *text, size_t len, int **ids, int *n,
                          char ***pieces, int *truncated, char *err, size_t errlen);
-int marian_encode_target_lang(const marian_model *m, int lang, const char *text, size_t len, int **ids,
+int s2s_encode_target_lang(const s2s_model *m, int lang, const char *text, size_t len, int **ids,
                               int *n, char ***pieces, int *truncated, char *err, size_t errlen);
 /* Target ids -> text, as HF's decode(skip_special_tokens=True) with its default clean-up
  * (language tokens and <s> are special tokens too). */
-char *marian_decode_text(const marian_model *m, const int *ids, int n);
+char *s2s_decode_text(const s2s_model *m, const int *ids, int n);
 
 #endif

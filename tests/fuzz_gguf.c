@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *buf = malloc(size ? size : 1);
     if (!buf) return 0;
     memcpy(buf, data, size);
-    marian_model *m = marian_load_buffer(buf, size, err, sizeof err);
+    s2s_model *m = s2s_load_buffer(buf, size, err, sizeof err);
     if (!m) {
         check_message(err);
         free(buf);
@@ -38,28 +38,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (p < buf || p + t->nbytes > buf + size) abort();
     }
     err[0] = 0;
-    if (marian_verify(m, err, sizeof err)) check_message(err);
+    if (s2s_verify(m, err, sizeof err)) check_message(err);
     /* odd sizes translate with packed weights, as attend_load does; even ones row-major */
-    if ((size & 1) && marian_pack(m, err, sizeof err)) check_message(err);
+    if ((size & 1) && s2s_pack(m, err, sizeof err)) check_message(err);
     /* the model loaded: its tokenizer and weights must survive a translation */
     const char *text = "Hallo Welt, wie geht es dir?";
     int *ids = NULL, n = 0, trunc = 0;
     char **pieces = NULL;
-    if (marian_encode_text(m, text, strlen(text), &ids, &n, &pieces, &trunc, err, sizeof err) == 0) {
-        marian_source src = {ids, n, NULL, 0};
-        marian_opts o = {.max_length = 8, .want_scores = 1, .want_attention = 1};
-        marian_output out;
+    if (s2s_encode_text(m, text, strlen(text), &ids, &n, &pieces, &trunc, err, sizeof err) == 0) {
+        s2s_source src = {ids, n, NULL, 0};
+        s2s_opts o = {.max_length = 8, .want_scores = 1, .want_attention = 1};
+        s2s_output out;
         at_set_threads(1);
-        if (marian_translate_ids(m, &src, 1, &o, &out, err, sizeof err) == 0) {
-            char *s = marian_decode_text(m, out.ids, out.n);
+        if (s2s_translate_ids(m, &src, 1, &o, &out, err, sizeof err) == 0) {
+            char *s = s2s_decode_text(m, out.ids, out.n);
             free(s);
-            marian_output_free(&out);
+            s2s_output_free(&out);
         }
         for (int i = 0; i < n; i++) free(pieces[i]);
         free(pieces);
         free(ids);
     }
-    marian_free(m);
+    s2s_free(m);
     free(buf);
     return 0;
 }

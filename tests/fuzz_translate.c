@@ -19,7 +19,7 @@
 #endif
 
 static attend_model *model;
-static marian_model *inner; /* the same file loaded for the internal text functions */
+static s2s_model *inner; /* the same file loaded for the internal text functions */
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
@@ -27,7 +27,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     if (!path) path = FUZZ_MODEL_DEFAULT;
     char err[512];
     model = attend_load(path, err, sizeof err);
-    inner = model ? marian_load(path, err, sizeof err) : NULL;
+    inner = model ? s2s_load(path, err, sizeof err) : NULL;
     if (!model || !inner) {
         fprintf(stderr, "fuzz_translate: %s: %s\n", path, err);
         exit(1);
@@ -89,7 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         int *ids = malloc(sizeof(int) * (size_t)(n + 1));
         if (ids) {
             for (int i = 0; i < n; i++) ids[i] = (int)((data[2 * i] | data[2 * i + 1] << 8) % 600) - 50;
-            free(marian_decode_text(inner, ids, n));
+            free(s2s_decode_text(inner, ids, n));
             free(ids);
         }
     }

@@ -30,8 +30,8 @@ static int loop_argmax(const float *x, int n) {
 
 /* HF's processors in their order, on a copy (what search.c's process does to a work row) */
 static void reference_process(const step_ctx *x, float *sc, const prefix *p) {
-    const marian_search *s = x->s;
-    const marian_config *c = x->c;
+    const s2s_search *s = x->s;
+    const s2s_config *c = x->c;
     const int V = c->decoder_vocab_size, cur_len = x->t + 1, last_step = cur_len == x->max_length - 1;
     if (s->repetition_penalty != 1.0f)
         for (int i = 0; i < p->n; i++) {
@@ -61,7 +61,7 @@ static void reference_process(const step_ctx *x, float *sc, const prefix *p) {
 
 /* release 1: the best of each stretch between <pad>s, an earlier stretch winning ties */
 static int reference_plain(const step_ctx *x, const float *lg) {
-    const marian_config *c = x->c;
+    const s2s_config *c = x->c;
     const int V = c->decoder_vocab_size, pad = c->pad_id;
     if (x->t + 1 == x->max_length - 1 && c->forced_eos) return c->eos_id;
     if (!c->family->ban_pad) return loop_argmax(lg, V);
@@ -76,7 +76,7 @@ static int reference_plain(const step_ctx *x, const float *lg) {
 
 /* a row: kind 0 random, 1 few values (ties), 2 NaN and infinities sprinkled, 3 the maximum
  * on an id the processors touch (a prefix id, </s> or <pad>), 4 NaN first or after <pad> */
-static void make_row(float *lg, int V, int kind, const prefix *p, const marian_config *c) {
+static void make_row(float *lg, int V, int kind, const prefix *p, const s2s_config *c) {
     for (int j = 0; j < V; j++) {
         const int r = (int)rnd(1000);
         lg[j] = kind == 1 ? (float)(r % 4) - 2.0f : (float)(r - 500) / 100.0f;
@@ -98,15 +98,15 @@ static int trial(const at_kernels *K, int V, int kind, int ban_pad) {
     (void)K;
     static float lg[5000], keep[5000], ref[5000], work[10000];
     static int ids[40];
-    marian_family fam = {0};
+    s2s_family fam = {0};
     fam.ban_pad = ban_pad;
-    marian_config c = {0};
+    s2s_config c = {0};
     c.family = &fam;
     c.decoder_vocab_size = V;
     c.pad_id = (int)rnd((unsigned)V);
     c.eos_id = (int)rnd((unsigned)V);
     c.forced_eos = (int)rnd(2);
-    marian_search s = {0};
+    s2s_search s = {0};
     s.beams = 1;
     const float pens[] = {1.0f, 1.0f, 1.3f, 0.7f};
     s.repetition_penalty = pens[rnd(4)];

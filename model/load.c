@@ -1,6 +1,6 @@
 /* Loading a checkpoint of any family: config from GGUF keys (the family's switches from
  * general.architecture), tensors checked and bound by name. */
-#include "marian.h"
+#include "seq2seq.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -64,9 +64,9 @@ static int opt_f32(const gguf_file *f, const char *key, float lo, float hi, floa
 
 /* The generation defaults (HF's class defaults where a key is absent) and the tokenizer's
  * source limit. */
-static int read_generation(const gguf_file *f, marian_config *c, char *err, size_t errlen) {
-    marian_generation *g = &c->gen;
-    *g = (marian_generation){0, 1, 0, 0, 0, 0, 1.0f, 1.0f};
+static int read_generation(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
+    s2s_generation *g = &c->gen;
+    *g = (s2s_generation){0, 1, 0, 0, 0, 0, 1.0f, 1.0f};
     g->recorded = gguf_find_kv(f, "generation.num_beams") != NULL;
     int lim = c->max_pos;
     if (opt_int(f, "generation.num_beams", 1, 1024, &g->num_beams, err, errlen) ||
@@ -85,27 +85,27 @@ static int read_generation(const gguf_file *f, marian_config *c, char *err, size
 }
 
 /* The families: Marian's switches keep its behaviour exactly as before families existed. */
-static const marian_family FAMILIES[] = {
+static const s2s_family FAMILIES[] = {
     /* name      pre  final emb_ln positions    bias ban_pad codes unk_sp langs mask */
     {"marian",   0,   0,    0,     POS_MARIAN,  1,   1,      1,    1,     0,    0},
     {"m2m_100",  1,   1,    0,     POS_FAIRSEQ, 0,   0,      0,    0,     1,    0},
     {"mbart",    1,   1,    1,     POS_LEARNED, 1,   0,      0,    0,     1,    1},
 };
 
-static const marian_family *find_family(gguf_str s) {
+static const s2s_family *find_family(gguf_str s) {
     for (size_t i = 0; i < sizeof FAMILIES / sizeof *FAMILIES; i++)
         if (s.len == strlen(FAMILIES[i].name) && !memcmp(s.ptr, FAMILIES[i].name, s.len)) return &FAMILIES[i];
     return NULL;
 }
 
 /* "<family>.<name>": the family's hyperparameter keys (GGUF's convention) */
-static const char *fkey(const marian_config *c, const char *name) {
+static const char *fkey(const s2s_config *c, const char *name) {
     static _Thread_local char buf[96];
     snprintf(buf, sizeof buf, "%s.%s", c->family->name, name);
     return buf;
 }
 
-static int read_config(const gguf_file *f, marian_config *c, char *err, size_t errlen) {
+static int read_config(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
     gguf_str s;
     uint32_t version;
     if (gguf_get_str(f, "general.architecture", &s, err, errlen)) return -1;
@@ -118,9 +118,9 @@ static int read_config(const gguf_file *f, marian_config *c, char *err, size_t e
     }
     const int marian = c->family->positions == POS_MARIAN;
     if (gguf_get_u32(f, "attend.format_version", &version, err, errlen)) return -1;
-    if (version == 0 || version > MARIAN_FORMAT_VERSION) {
+    if (version == 0 || version > S2S_FORMAT_VERSION) {
         fail(err, errlen, "attend format version %u; this attend reads versions 1..%d "
-             "(re-export the model or update attend)", version, MARIAN_FORMAT_VERSION);
+             "(re-export the model or update attend)", version, S2S_FORMAT_VERSION);
         return -1;
     }
     const int BIG = 1 << 24;
@@ -213,7 +213,7 @@ typedef struct {
     int any_f16;
     int any_i8;
     uint32_t version;  /* attend.format_version of the file */
-    marian_model *m;   /* owns the int8 row sums */
+    s2s_model *m;   /* owns the int8 row sums */
 } binder;
 
 /* Find tensor `name` with shape [rows, cols] (cols = 0: a vector of rows). */
@@ -288,16 +288,16 @@ static int bind_vector(binder *b, const float **v, const char *name, int n) {
         return -1;
     }
     *v = t->data;
-    marian_model *m = b->m;
-    if (m->n_vec_refs % 256 == 0) { /* marian_pack copies it out of the mapping */
-        marian_vector_ref *r = realloc(m->vec_refs, sizeof *r * (size_t)(m->n_vec_refs + 256));
+    s2s_model *m = b->m;
+    if (m->n_vec_refs % 256 == 0) { /* s2s_pack copies it out of the mapping */
+        s2s_vector_ref *r = realloc(m->vec_refs, sizeof *r * (size_t)(m->n_vec_refs + 256));
         if (!r) {
             fail(b->err, b->errlen, "out of memory");
             return -1;
         }
         m->vec_refs = r;
     }
-    m->vec_refs[m->n_vec_refs++] = (marian_vector_ref){v, n};
+    m->vec_refs[m->n_vec_refs++] = (s2s_vector_ref){v, n};
     return 0;
 }
 
@@ -328,8 +328,8 @@ static int bind_attn(binder *b, attn_weights *a, const char *prefix, int d) {
     return 0;
 }
 
-static int bind_all(marian_model *m, binder *b) {
-    const marian_config *c = &m->c;
+static int bind_all(s2s_model *m, binder *b) {
+    const s2s_config *c = &m->c;
     const int d = c->d_model;
     char p[96];
     if (bind_matrix(b, &m->enc_embed, "enc.embed.weight", c->vocab_size, d)) return -1;
@@ -337,7 +337,7 @@ static int bind_all(marian_model *m, binder *b) {
     else if (bind_matrix(b, &m->dec_embed, "dec.embed.weight", c->decoder_vocab_size, d)) return -1;
     if (c->tied_output) m->out_proj = m->dec_embed;
     else if (bind_matrix(b, &m->out_proj, "lm_head.weight", c->decoder_vocab_size, d)) return -1;
-    const marian_family *fam = c->family;
+    const s2s_family *fam = c->family;
     if (fam->logits_bias && bind_vector(b, &m->final_logits_bias, "final_logits_bias", c->decoder_vocab_size))
         return -1;
     if (fam->positions == POS_LEARNED &&
@@ -460,21 +460,21 @@ static void position_row_fairseq(float *row, int pos, int d, int pad) {
     if (d % 2) row[d - 1] = 0.0f;
 }
 
-static void position_row(const marian_config *c, float *row, int pos) {
+static void position_row(const s2s_config *c, float *row, int pos) {
     if (c->family->positions == POS_FAIRSEQ) position_row_fairseq(row, pos, c->d_model, c->pad_id);
     else position_row_marian(row, pos, c->d_model);
 }
 
 /* The first rows of the table, computed once: a file may declare up to 65,536 positions,
  * and a table that size would be out of proportion to a small model. */
-static float *make_positions(const marian_config *c, int n_pos) {
+static float *make_positions(const s2s_config *c, int n_pos) {
     float *p = malloc(sizeof(float) * (size_t)n_pos * c->d_model);
     if (!p) return NULL;
     for (int pos = 0; pos < n_pos; pos++) position_row(c, p + (size_t)pos * c->d_model, pos);
     return p;
 }
 
-const float *marian_position(const marian_model *m, int dec, int pos, float *buf) {
+const float *s2s_position(const s2s_model *m, int dec, int pos, float *buf) {
     if (m->c.family->positions == POS_LEARNED) { /* HF's offset of 2 rows */
         if (pos < 0 || pos >= m->c.max_pos) memset(buf, 0, sizeof(float) * (size_t)m->c.d_model);
         else at_matrix_row(buf, dec ? &m->dec_pos : &m->enc_pos, pos + 2);
@@ -485,7 +485,7 @@ const float *marian_position(const marian_model *m, int dec, int pos, float *buf
     return buf;
 }
 
-int marian_position_of(const marian_config *c, int id, int i, int pads_before) {
+int s2s_position_of(const s2s_config *c, int id, int i, int pads_before) {
     if (c->family->positions != POS_FAIRSEQ) return i;
     return id == c->pad_id ? c->pad_id : i - pads_before + c->pad_id + 1;
 }
@@ -495,7 +495,7 @@ int marian_position_of(const marian_config *c, int id, int i, int pads_before) {
 
 /* tokenizer.languages (codes) and tokenizer.language_ids (their tokens' ids): as many of
  * each, codes non-empty and distinct, ids inside both vocabularies and distinct. */
-static int load_languages(marian_model *m, char *err, size_t errlen) {
+static int load_languages(s2s_model *m, char *err, size_t errlen) {
     const gguf_kv *codes = gguf_get_array(m->file, "tokenizer.languages", GGUF_STRING, err, errlen);
     if (!codes) return -1;
     const gguf_kv *ids = gguf_get_array(m->file, "tokenizer.language_ids", GGUF_U32, err, errlen);
@@ -547,8 +547,8 @@ static int load_languages(marian_model *m, char *err, size_t errlen) {
 /* tokenizer.class (optional): whose rules the text follows. Absent, the family's own
  * tokenizer (MarianTokenizer, M2M100Tokenizer); m2m_100 files may name NllbTokenizer. Then
  * the added tokens of a multilingual family, which the source text is split on. */
-static int load_tokenizer(marian_model *m, char *err, size_t errlen) {
-    const marian_config *c = &m->c;
+static int load_tokenizer(s2s_model *m, char *err, size_t errlen) {
+    const s2s_config *c = &m->c;
     const int multi = c->family->languages;
     if (gguf_find_kv(m->file, "tokenizer.class")) {
         gguf_str s;
@@ -593,13 +593,13 @@ static int load_tokenizer(marian_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-int marian_language_id(const marian_model *m, const char *code, size_t len) {
+int s2s_language_id(const s2s_model *m, const char *code, size_t len) {
     for (int i = 0; i < m->n_langs; i++)
         if (strlen(m->lang_code[i]) == len && !memcmp(m->lang_code[i], code, len)) return m->lang_id[i];
     return -1;
 }
 
-char *marian_language_list(const marian_model *m) {
+char *s2s_language_list(const s2s_model *m) {
     size_t n = 1;
     for (int i = 0; i < m->n_langs; i++) n += strlen(m->lang_code[i]) + 2;
     char *out = m->n_langs ? malloc(n) : NULL;
@@ -613,10 +613,10 @@ char *marian_language_list(const marian_model *m) {
 }
 
 /* Everything after opening the container: config, tensors, tokenizer. Frees m on failure. */
-static marian_model *load_opened(marian_model *m, char *err, size_t errlen);
+static s2s_model *load_opened(s2s_model *m, char *err, size_t errlen);
 
-marian_model *marian_load(const char *path, char *err, size_t errlen) {
-    marian_model *m = calloc(1, sizeof *m);
+s2s_model *s2s_load(const char *path, char *err, size_t errlen) {
+    s2s_model *m = calloc(1, sizeof *m);
     if (!m) {
         fail(err, errlen, "out of memory");
         return NULL;
@@ -625,8 +625,8 @@ marian_model *marian_load(const char *path, char *err, size_t errlen) {
     return load_opened(m, err, errlen);
 }
 
-marian_model *marian_load_buffer(const void *buf, size_t len, char *err, size_t errlen) {
-    marian_model *m = calloc(1, sizeof *m);
+s2s_model *s2s_load_buffer(const void *buf, size_t len, char *err, size_t errlen) {
+    s2s_model *m = calloc(1, sizeof *m);
     if (!m) {
         fail(err, errlen, "out of memory");
         return NULL;
@@ -635,7 +635,7 @@ marian_model *marian_load_buffer(const void *buf, size_t len, char *err, size_t 
     return load_opened(m, err, errlen);
 }
 
-static marian_model *load_opened(marian_model *m, char *err, size_t errlen) {
+static s2s_model *load_opened(s2s_model *m, char *err, size_t errlen) {
     if (!m->file || read_config(m->file, &m->c, err, errlen)) goto fail;
     binder b = {m->file, err, errlen, NULL, 0, 0, 0, m};
     b.used = calloc(gguf_tensor_count(m->file) + 1, 1);
@@ -668,7 +668,7 @@ static marian_model *load_opened(marian_model *m, char *err, size_t errlen) {
     /* fairseq numbers positions from pad_id + 1; learned positions are stored, not computed */
     const int used = m->c.family->positions == POS_LEARNED ? 1
                      : m->c.max_pos + (m->c.family->positions == POS_FAIRSEQ ? m->c.pad_id + 1 : 0);
-    m->n_positions = used < MARIAN_POSITIONS_CACHED ? used : MARIAN_POSITIONS_CACHED;
+    m->n_positions = used < S2S_POSITIONS_CACHED ? used : S2S_POSITIONS_CACHED;
     m->positions = make_positions(&m->c, m->n_positions);
     if (!m->positions) {
         fail(err, errlen, "out of memory");
@@ -676,23 +676,23 @@ static marian_model *load_opened(marian_model *m, char *err, size_t errlen) {
     }
     return m;
 fail:
-    marian_free(m);
+    s2s_free(m);
     return NULL;
 }
 
-marian_model *marian_load_verified(const char *path, char *err, size_t errlen) {
-    marian_model *m = marian_load(path, err, errlen);
-    if (m && marian_verify(m, err, errlen)) {
-        marian_free(m);
+s2s_model *s2s_load_verified(const char *path, char *err, size_t errlen) {
+    s2s_model *m = s2s_load(path, err, errlen);
+    if (m && s2s_verify(m, err, errlen)) {
+        s2s_free(m);
         return NULL;
     }
     return m;
 }
 
 /* The linear layers' matrices into out (when not NULL), the output projection first:
- * packing the biggest first keeps the peak memory near the final size (see marian_pack).
+ * packing the biggest first keeps the peak memory near the final size (see s2s_pack).
  * Returns how many there are. */
-static int linear_matrices(marian_model *m, at_matrix **out) {
+static int linear_matrices(s2s_model *m, at_matrix **out) {
     int n = 0;
 #define PUT(x) (out ? (void)(out[n] = (x)) : (void)0, n++)
     PUT(&m->out_proj);
@@ -711,7 +711,7 @@ static int linear_matrices(marian_model *m, at_matrix **out) {
     return n;
 }
 
-static void release_matrix(const marian_model *m, const at_matrix *w) {
+static void release_matrix(const s2s_model *m, const at_matrix *w) {
     if (!w->packed) gguf_release(m->file, w->data, at_matrix_elems(w) * (uint64_t)at_dtype_size(w->dtype));
 }
 
@@ -720,8 +720,8 @@ static void release_matrix(const marian_model *m, const at_matrix *w) {
  * a few vectors maps whole page-cache folios around them (up to 2 MiB each with large
  * folios), and the file's pages stay resident beside the packed copy: 200 MiB of a 600 MB
  * int8 model. Vectors bound twice (tied embeddings' scales) are copied once. */
-static int pack_vectors(marian_model *m, char *err, size_t errlen) {
-    if (m->vectors) return 0; /* a marian_pack that failed later copied them already */
+static int pack_vectors(s2s_model *m, char *err, size_t errlen) {
+    if (m->vectors) return 0; /* a s2s_pack that failed later copied them already */
     const int n = m->n_vec_refs;
     const float **from = malloc(sizeof *from * (size_t)(n ? n : 1));
     float **to = malloc(sizeof *to * (size_t)(n ? n : 1));
@@ -736,7 +736,7 @@ static int pack_vectors(marian_model *m, char *err, size_t errlen) {
     }
     size_t off = 0;
     for (int i = 0; i < n; i++) {
-        const marian_vector_ref *r = &m->vec_refs[i];
+        const s2s_vector_ref *r = &m->vec_refs[i];
         from[i] = *r->ref;
         to[i] = NULL;
         for (int j = 0; j < i && !to[i]; j++)
@@ -756,7 +756,7 @@ static int pack_vectors(marian_model *m, char *err, size_t errlen) {
 
 /* Let go of the mapping's tensor bytes, from the first tensor to the end of the last
  * (re-reading a page comes from the page cache). */
-static void release_tensors(const marian_model *m) {
+static void release_tensors(const s2s_model *m) {
     const uint8_t *lo = NULL, *hi = NULL;
     for (uint64_t i = 0; i < gguf_tensor_count(m->file); i++) {
         const gguf_tensor *t = gguf_tensor_at(m->file, i);
@@ -767,7 +767,7 @@ static void release_tensors(const marian_model *m) {
     if (lo) gguf_release(m->file, lo, (uint64_t)(hi - lo));
 }
 
-int marian_pack(marian_model *m, char *err, size_t errlen) {
+int s2s_pack(s2s_model *m, char *err, size_t errlen) {
     if (m->packed) return 0;
     const int n = linear_matrices(m, NULL);
     at_matrix **mats = malloc(sizeof *mats * (size_t)n);
@@ -776,7 +776,7 @@ int marian_pack(marian_model *m, char *err, size_t errlen) {
         return -1;
     }
     linear_matrices(m, mats);
-    /* the vectors first, while marian_verify's reading keeps the mapping in */
+    /* the vectors first, while s2s_verify's reading keeps the mapping in */
     if (pack_vectors(m, err, errlen)) {
         free(mats);
         return -1;
@@ -790,7 +790,7 @@ int marian_pack(marian_model *m, char *err, size_t errlen) {
         return -1;
     }
     m->packed = block;
-    /* marian_verify read every page in: let them go first, so the peak is about one
+    /* s2s_verify read every page in: let them go first, so the peak is about one
      * model's size, not two (re-reading a page comes from the page cache) */
     release_tensors(m);
     const void *proj_rows = m->out_proj.data;
@@ -809,16 +809,16 @@ int marian_pack(marian_model *m, char *err, size_t errlen) {
     return 0;
 }
 
-marian_model *marian_load_for_inference(const char *path, char *err, size_t errlen) {
-    marian_model *m = marian_load_verified(path, err, errlen);
-    if (m && marian_pack(m, err, errlen)) {
-        marian_free(m);
+s2s_model *s2s_load_for_inference(const char *path, char *err, size_t errlen) {
+    s2s_model *m = s2s_load_verified(path, err, errlen);
+    if (m && s2s_pack(m, err, errlen)) {
+        s2s_free(m);
         return NULL;
     }
     return m;
 }
 
-void marian_free(marian_model *m) {
+void s2s_free(s2s_model *m) {
     if (!m) return;
     free(m->packed);
     free(m->vectors);
@@ -842,7 +842,7 @@ void marian_free(marian_model *m) {
 
 /* attend.metadata_crc32 (optional: older files lack it) must be the last key, a u32, and
  * match the bytes of every key/value pair before it. Returns 0, 1 if absent, -1 on error. */
-static int verify_metadata(const marian_model *m, char *err, size_t errlen) {
+static int verify_metadata(const s2s_model *m, char *err, size_t errlen) {
     const gguf_kv *kv = gguf_find_kv(m->file, "attend.metadata_crc32");
     if (!kv) return 1;
     if (kv->type != GGUF_U32) {
@@ -888,7 +888,7 @@ static int64_t first_non_finite(const gguf_tensor *t, uint64_t lo, uint64_t hi) 
     return -1;
 }
 
-/* marian_verify reads the tensors in pieces of at most VERIFY_PIECE bytes, on the pool's
+/* s2s_verify reads the tensors in pieces of at most VERIFY_PIECE bytes, on the pool's
  * threads: each piece's CRC-32 (combined in order per tensor: crc32_combine is exact) and
  * its first non-finite element. */
 #define VERIFY_PIECE ((uint64_t)1 << 20)
@@ -917,7 +917,7 @@ static void verify_pieces(const void *ctx, int lo, int hi, int worker) {
     }
 }
 
-int marian_verify(const marian_model *m, char *err, size_t errlen) {
+int s2s_verify(const s2s_model *m, char *err, size_t errlen) {
     if (verify_metadata(m, err, errlen) < 0) return -1;
     const gguf_kv *crc = gguf_get_array(m->file, "attend.tensor_crc32", GGUF_U32, err, errlen);
     if (!crc) return -1;

@@ -1,8 +1,8 @@
-/* marian: the encoder-decoder transformer of every family attend runs (MarianMT, M2M-100, mBART-50),
- * one forward pass with a few switches per family (weights, tokenizer, configuration).
- * Internal to libattend; the public API is attend.h. */
-#ifndef ATTEND_MARIAN_H
-#define ATTEND_MARIAN_H
+/* seq2seq: the encoder-decoder transformer of every family attend runs (MarianMT, M2M-100, NLLB-200,
+ * mBART-50): one model, one forward pass, a few switches per family (s2s_family: weights,
+ * tokenizer, configuration). Names are prefixed s2s_. Internal to libattend; the public API is attend.h. */
+#ifndef ATTEND_SEQ2SEQ_H
+#define ATTEND_SEQ2SEQ_H
 
 #include <stddef.h>
 
@@ -12,14 +12,14 @@
 #include "../weights/gguf.h"
 
 /* Version 2 adds int8 matrices (I8 + per-row F32 scales); f32/f16 files stay version 1. */
-#define MARIAN_FORMAT_VERSION 2
+#define S2S_FORMAT_VERSION 2
 
 /* The generation defaults a checkpoint records (the generation.* keys of FORMAT.md). */
 typedef struct {
     int recorded; /* 0: an older file without them: decode greedily */
     int num_beams, early_stopping, min_length, no_repeat_ngram, renormalize;
     float length_penalty, repetition_penalty;
-} marian_generation;
+} s2s_generation;
 
 /* How token positions become vectors. */
 typedef enum {
@@ -48,10 +48,10 @@ typedef struct {
                            text is split at added tokens typed in it (<s>, </s>, <pad>, <unk>,
                            <mask>, language codes), each its own id, as HF's tokenizers do */
     int mask;           /* a <mask> token: <family>.mask_id required, skipped when decoding */
-} marian_family;
+} s2s_family;
 
 typedef struct {
-    const marian_family *family;
+    const s2s_family *family;
     int vocab_size, decoder_vocab_size, d_model;
     int enc_layers, dec_layers, enc_heads, dec_heads, enc_ffn, dec_ffn, max_pos;
     at_activation act;
@@ -61,8 +61,8 @@ typedef struct {
     int bos_id; /* <s>, skipped when decoding text; -1 when the family has none (Marian) */
     int mask_id; /* <mask> (family->mask), skipped when decoding text; else -1 */
     int model_max_length; /* source tokens kept: tokenizer.model_max_length, at most max_pos */
-    marian_generation gen;
-} marian_config;
+    s2s_generation gen;
+} s2s_config;
 
 typedef struct {
     at_matrix w;
@@ -93,23 +93,23 @@ typedef struct {
     norm ffn_norm;
 } dec_layer;
 
-typedef struct marian_vector_ref {
+typedef struct s2s_vector_ref {
     const float **ref; /* the field that points at the vector */
     int n;             /* floats */
-} marian_vector_ref;
+} s2s_vector_ref;
 
-typedef struct marian_model {
-    marian_config c;
+typedef struct s2s_model {
+    s2s_config c;
     gguf_file *file;
     int dtype; /* of the matrices: AT_F32, AT_F16 or AT_I8 (mixed files report the smallest) */
     int32_t **i8_sums; /* owned row sums of the int8 matrices (at_matrix.wsum) */
     int n_i8_sums;
-    void *packed;      /* owned: the packed copies of the matrices, one block (marian_pack) */
+    void *packed;      /* owned: the packed copies of the matrices, one block (s2s_pack) */
     /* every vector bound to the file (biases, norms, int8 scales): where its pointer lives and
-     * its length, so marian_pack can copy them out of the mapping (marian_vector_ref) */
-    struct marian_vector_ref *vec_refs;
+     * its length, so s2s_pack can copy them out of the mapping (s2s_vector_ref) */
+    struct s2s_vector_ref *vec_refs;
     int n_vec_refs;
-    float *vectors;    /* owned: those copies, one block (marian_pack) */
+    float *vectors;    /* owned: those copies, one block (s2s_pack) */
     at_matrix enc_embed, dec_embed, out_proj;
     const float *final_logits_bias; /* NULL unless family->logits_bias */
     norm enc_final_norm, dec_final_norm; /* family->final_norms */
@@ -127,53 +127,53 @@ typedef struct marian_model {
     int added_start[257]; /* with byte b are added_id[added_start[b] .. added_start[b+1]) */
     enc_layer *enc;
     dec_layer *dec;
-    float *positions; /* [n_positions, d] sinusoids: marian_position() reads them */
-    int n_positions;  /* the rows cached: min(positions used, MARIAN_POSITIONS_CACHED) */
+    float *positions; /* [n_positions, d] sinusoids: s2s_position() reads them */
+    int n_positions;  /* the rows cached: min(positions used, S2S_POSITIONS_CACHED) */
     spm_model *src_spm, *tgt_spm;
     vocab *src_vocab, *tgt_vocab;
-} marian_model;
+} s2s_model;
 
 /* Position pos (as the family numbers them, pos_kind) of the encoder (dec 0) or decoder
- * (dec 1) as d floats. Sinusoids: a row of the table for the first MARIAN_POSITIONS_CACHED
+ * (dec 1) as d floats. Sinusoids: a row of the table for the first S2S_POSITIONS_CACHED
  * positions, else computed into buf (d floats), identically. Learned (POS_LEARNED): the
  * side's stored row pos + 2 copied into buf; callers keep pos < max_pos (a position
  * beyond the table reads as zeros, never outside it). */
-#ifndef MARIAN_POSITIONS_CACHED
-#define MARIAN_POSITIONS_CACHED 1024 /* tests build with fewer to run the computed path */
+#ifndef S2S_POSITIONS_CACHED
+#define S2S_POSITIONS_CACHED 1024 /* tests build with fewer to run the computed path */
 #endif
-const float *marian_position(const marian_model *m, int dec, int pos, float *buf);
+const float *s2s_position(const s2s_model *m, int dec, int pos, float *buf);
 /* The position number of token `id` at index i of its sequence, after pads_before <pad>
  * tokens: Marian and learned i (HF mBART counts every token, <pad> too); fairseq
  * i - pads_before + pad_id + 1, and pad_id for <pad> itself (HF M2M-100's cumulative count
  * of non-pad tokens; decoder steps pass 0: with a cache, HF counts every earlier step). */
-int marian_position_of(const marian_config *c, int id, int i, int pads_before);
+int s2s_position_of(const s2s_config *c, int id, int i, int pads_before);
 
 /* The id of language code `code` (len bytes), or -1. */
-int marian_language_id(const marian_model *m, const char *code, size_t len);
+int s2s_language_id(const s2s_model *m, const char *code, size_t len);
 /* The model's codes as one line, "de, en, fr" (malloc'd), or NULL (none / out of memory). */
-char *marian_language_list(const marian_model *m);
+char *s2s_language_list(const s2s_model *m);
 
 /* Load and check a checkpoint: every key, tensor name, dtype and shape against the config.
  * Returns NULL with a one-line message in err. */
-marian_model *marian_load(const char *path, char *err, size_t errlen);
-/* The same from a buffer the caller keeps until marian_free (used by the fuzzer). */
-marian_model *marian_load_buffer(const void *buf, size_t len, char *err, size_t errlen);
-/* marian_load, then marian_verify: what every command that uses a model's values loads
+s2s_model *s2s_load(const char *path, char *err, size_t errlen);
+/* The same from a buffer the caller keeps until s2s_free (used by the fuzzer). */
+s2s_model *s2s_load_buffer(const void *buf, size_t len, char *err, size_t errlen);
+/* s2s_load, then s2s_verify: what every command that uses a model's values loads
  * with (nothing in a model file is trusted). */
-marian_model *marian_load_verified(const char *path, char *err, size_t errlen);
-/* marian_load_verified, then marian_pack: what translating loads with. */
-marian_model *marian_load_for_inference(const char *path, char *err, size_t errlen);
+s2s_model *s2s_load_verified(const char *path, char *err, size_t errlen);
+/* s2s_load_verified, then s2s_pack: what translating loads with. */
+s2s_model *s2s_load_for_inference(const char *path, char *err, size_t errlen);
 /* Repack every matrix a linear layer reads into the packed layout (at_matrix_pack), which
  * batch-1 decoding reads much faster, and let the file's copies leave memory. The
  * embeddings are packed only where they are the output projection's matrix too. Call after
- * marian_verify (the checks read the file's bytes). Returns 0, or -1 if out of memory
+ * s2s_verify (the checks read the file's bytes). Returns 0, or -1 if out of memory
  * (the model stays usable, row-major). */
-int marian_pack(marian_model *m, char *err, size_t errlen);
-void marian_free(marian_model *m);
+int s2s_pack(s2s_model *m, char *err, size_t errlen);
+void s2s_free(s2s_model *m);
 
 /* Check the metadata's CRC-32 (when present), every tensor's CRC-32 and that every weight
  * is finite. Returns 0, or -1 naming the first bad tensor (and row and column of a
  * matrix's non-finite element). */
-int marian_verify(const marian_model *m, char *err, size_t errlen);
+int s2s_verify(const s2s_model *m, char *err, size_t errlen);
 
 #endif
