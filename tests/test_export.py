@@ -23,13 +23,14 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 TOOLS = os.path.join(REPO, "tools")
-DATA = os.path.join(os.path.dirname(REPO), "shared", "data", "tatoeba-deu-eng")
-# config and tokenizer files of three published OPUS-MT checkpoints, without weights
-REAL = os.path.join(os.path.dirname(REPO), "shared", "data", "opus-mt-real-files")
 PY = "/usr/bin/python3"
 EXPORT = os.path.join(TOOLS, "export_marian.py")
 ATTEND = os.environ.get("ATTEND_BIN", os.path.join(REPO, "build", "attend"))
 sys.path.insert(0, TOOLS)
+
+import data_paths as D  # noqa: E402
+
+DATA = os.path.join(D.data_dir(), "tatoeba-deu-eng")
 
 import gguf_io as G  # noqa: E402
 import reference as R  # noqa: E402
@@ -663,8 +664,8 @@ def real_opus_mt_files():
     rng = np.random.default_rng(7)
     pool = (rng.standard_normal(1 << 20, dtype=np.float32) * 0.05).astype(np.float16)
     for name, (beams, eos, forced, mml, renorm, V, dm) in want.items():
-        src = os.path.join(REAL, name)
-        assert os.path.isdir(src), f"missing {src} (the real OPUS-MT files in ../shared/data)"
+        # config and tokenizer files of three published OPUS-MT checkpoints, without weights
+        src = D.corpus("opus-mt-real-files", name)
         d = os.path.join(E.tmp, "real", name)
         os.makedirs(d)
         for f in os.listdir(src):   # a temporary copy: the weights are added beside
@@ -857,8 +858,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="attend_export_") as tmp:
         if not os.path.isdir(DATA):
             # one failure with the reason, not a traceback per test
-            print(f"FAIL setup: missing {DATA}: the tests train SentencePiece models on the "
-                  f"corpora in ../shared/data beside this checkout")
+            print(f"FAIL setup: {D.missing(DATA)} (the tests train SentencePiece models on it)")
             print("0 passed, 1 failed")
             return 1
         try:
@@ -872,7 +872,7 @@ def main():
             try:
                 with contextlib.redirect_stdout(buf):
                     fn()
-            except Exception:  # noqa: BLE001
+            except (Exception, D.MissingData):  # noqa: BLE001
                 failed += 1
                 print(f"FAIL {fn.__name__}")
                 sys.stdout.write(buf.getvalue())

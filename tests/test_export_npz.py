@@ -25,7 +25,6 @@ import safetensors_np  # noqa: E402
 
 NPZ_EXPORT = os.path.join(T.TOOLS, "export_marian_npz.py")
 HF_EXPORT = os.path.join(T.TOOLS, "export_marian.py")
-REAL = os.path.join(T.DATA, "opus-mt-real-files")
 
 
 class Env:
@@ -202,8 +201,7 @@ def real_vocabularies():
     vocab.json without <pad> as the vocab.yml) with small random weights: the pieces, <unk>,
     </s> and <pad> ids come out as in the published config.json and vocab.json."""
     for name in ("opus-mt-en-mg", "translation-en-pt", "LamTS72-translator-en-fr"):
-        d = os.path.join(REAL, name)
-        assert os.path.isdir(d), f"missing {d} (the real OPUS-MT files in ../shared/data)"
+        d = T.data_path("opus-mt-real-files", name)
         with open(os.path.join(d, "vocab.json"), encoding="utf-8") as f:
             vocab = json.load(f)
         with open(os.path.join(d, "config.json")) as f:

@@ -501,8 +501,7 @@ def hf_dir(name, activation="swish"):
     """The config and tokenizer of a real OPUS-MT checkpoint (opus-mt-en-mg, from
     ../shared/data) shrunk to d_model 16, one layer each side, random weights."""
     import safetensors_np
-    real = os.path.join(T.DATA, "opus-mt-real-files", "opus-mt-en-mg")
-    assert os.path.isdir(real), f"missing {real} (the shared data beside the repo)"
+    real = T.data_path("opus-mt-real-files", "opus-mt-en-mg")
     d = os.path.join(TMP, name)
     os.makedirs(d)
     for f in os.listdir(real):

@@ -11,9 +11,20 @@ import traceback
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOLS = os.path.join(REPO, "tools")
 ATTEND = os.path.join(REPO, "build", "attend")
-DATA = os.path.normpath(os.path.join(REPO, "..", "shared", "data"))
 PYTHON = sys.executable
 sys.path.insert(0, TOOLS)
+
+import data_paths  # noqa: E402  (tools/data_paths.py: the one place that finds the corpora)
+
+# the shared corpora: ../shared/data beside the checkout, or $ATTEND_DATA
+DATA = data_paths.data_dir()
+MissingData = data_paths.MissingData
+
+
+def data_path(*parts):
+    """A file or folder of the shared corpora, e.g. data_path("opus-mt-real-files"); one clear
+    MissingData error (the file, where it looked) when it is not there."""
+    return data_paths.corpus(*parts)
 
 
 def corpus_lines(name, side, n, skip=0):
@@ -22,9 +33,7 @@ def corpus_lines(name, side, n, skip=0):
         "tatoeba": f"tatoeba-deu-eng/tatoeba-deu-eng.train.{side}.gz",
         "multi30k": f"multi30k/train.{side}.gz",
     }
-    path = os.path.join(DATA, files[name])
-    if not os.path.exists(path):
-        raise SystemExit(f"missing {path}: the tests read ../shared/data beside the repo")
+    path = data_path(files[name])
     out = []
     with gzip.open(path, "rt", encoding="utf-8") as f:
         for i, line in enumerate(f):
@@ -115,6 +124,11 @@ class Runner:
             fn(*args)
             print(f"ok   {name}", flush=True)
             self.passed += 1
+        except MissingData as e:
+            # the corpora are not there: one failure that says so, not one per check after it
+            print(f"FAIL {name}: {e}", flush=True)
+            self.failed += 1
+            self.finish()
         except Exception:
             print(f"FAIL {name}", flush=True)
             traceback.print_exc()

@@ -49,6 +49,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
+import data_paths as D  # noqa: E402  (the shared corpora: ../shared/data or $ATTEND_DATA)
+
 SHAPE = {"d_model": 512, "encoder_layers": 6, "decoder_layers": 6, "encoder_attention_heads": 8,
          "decoder_attention_heads": 8, "encoder_ffn_dim": 2048, "decoder_ffn_dim": 2048,
          "activation_function": "swish", "share_encoder_decoder_embeddings": True,
@@ -71,22 +73,18 @@ def log(*a):
 
 def train_spm(work, lang, size=1000):
     """A small SentencePiece model in work/ (the benchmarks feed random ids; text is never
-    used): Tatoeba lines of lang when the data is here, else any text. Its path."""
+    used), trained on 5,000 Tatoeba lines of lang from the shared corpora (tools/data_paths.py;
+    a missing file stops here with its name). Its path."""
     import gzip
     import sentencepiece as spm
     prefix = os.path.join(work, f"spm.{lang}")
     if os.path.exists(prefix + ".model"):
         return prefix + ".model"
-    data = "/work/shared/data/tatoeba-deu-eng/tatoeba-deu-eng.train.%s.gz"
+    data = D.corpus("tatoeba-deu-eng", f"tatoeba-deu-eng.train.{lang}.gz")
     txt = os.path.join(work, f"spm.{lang}.txt")
-    if os.path.exists(data % lang):
-        with gzip.open(data % lang, "rt", encoding="utf-8") as f, open(txt, "w") as o:
-            for i, line in zip(range(5000), f):
-                o.write(line)
-    else:  # any text will do
-        with open(txt, "w") as o:
-            for i in range(3000):
-                o.write(f"sentence number {i} with words w{i % 97} x{i % 13} y{i % 31}\n")
+    with gzip.open(data, "rt", encoding="utf-8") as f, open(txt, "w") as o:
+        for i, line in zip(range(5000), f):
+            o.write(line)
     spm.SentencePieceTrainer.train(input=txt, model_prefix=prefix, vocab_size=size, minloglevel=2)
     return prefix + ".model"
 
@@ -381,15 +379,16 @@ def attend_bench(binary, model, B, S, T, threads, rounds, bandwidth=False, isa=N
 
 def quality(binary, model, work, threads=2):
     """int8 against f32 on the shipped model: BLEU on Multi30k test_2016_flickr and the share
-    of identical sentences. Returns Markdown, or None without the model or the data."""
+    of identical sentences. Returns Markdown, or None without the model; a missing test set
+    stops here with its name (tools/data_paths.py)."""
     import gzip
     import bleu
-    data = "/work/shared/data/multi30k/test_2016_flickr.%s.gz"
-    if not os.path.exists(model) or not os.path.exists(data % "de"):
+    if not os.path.exists(model):
         return None
-    with gzip.open(data % "de", "rt", encoding="utf-8") as f:
+    data = {lang: D.corpus("multi30k", f"test_2016_flickr.{lang}.gz") for lang in ("de", "en")}
+    with gzip.open(data["de"], "rt", encoding="utf-8") as f:
         src = f.read()
-    with gzip.open(data % "en", "rt", encoding="utf-8") as f:
+    with gzip.open(data["en"], "rt", encoding="utf-8") as f:
         refs = f.read().rstrip("\n").split("\n")
     q = os.path.join(work, "de-en-int8.gguf")
     subprocess.run([binary, "quantize", model, q], check=True)
@@ -1167,8 +1166,8 @@ def main(argv=None):
         if qmd:
             md.append(qmd)
         else:
-            md.append("## int8 quality on the shipped model\n\nNot measured: `models/de-en.gguf` or the "
-                      "Multi30k test set was missing when this ran.\n")
+            md.append("## int8 quality on the shipped model\n\nNot measured: `models/de-en.gguf` "
+                      "was missing when this ran.\n")
         if nmd:
             md += nmd
         md.extend(kept_sections(a.md, () if nmd else (NLLB_HEADING,)))

@@ -37,15 +37,17 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ATTEND = os.path.join(REPO, "build", "attend")
 PYDIR = os.path.join(REPO, "python")
-DATA = os.path.normpath(os.path.join(REPO, "..", "shared", "data", "tatoeba-deu-eng",
-                                     "tatoeba-deu-eng.train.de.gz"))
+sys.path.insert(0, os.path.join(REPO, "tools"))
+import data_paths as D  # noqa: E402  (the shared corpora: ../shared/data or $ATTEND_DATA)
 
 
 def corpus(path, n, skip):
-    if not os.path.exists(DATA):
-        sys.exit(f"bench_dask.py: missing {DATA}: pass --input FILE")
+    try:
+        data = D.corpus("tatoeba-deu-eng", "tatoeba-deu-eng.train.de.gz")
+    except D.MissingData as e:
+        sys.exit(f"bench_dask.py: {e}; or pass --input FILE")
     out = []
-    with gzip.open(DATA, "rt", encoding="utf-8") as f:
+    with gzip.open(data, "rt", encoding="utf-8") as f:
         for i, line in enumerate(f):
             if i >= skip + n:
                 break

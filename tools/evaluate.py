@@ -20,6 +20,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import bleu  # noqa: E402
+import data_paths as D  # noqa: E402
 import train  # noqa: E402
 
 
@@ -63,7 +64,8 @@ def main():
                    help="greedy (default), the file's own settings, or 4 beams")
     p.add_argument("-t", "--threads", type=int, default=2)
     p.add_argument("--attend", default=os.path.join(REPO, "build", "attend"))
-    p.add_argument("--data-dir", default=os.path.normpath(os.path.join(REPO, "..", "shared", "data")))
+    p.add_argument("--data-dir", default=D.data_dir(),
+                   help="the shared corpora (default ../shared/data beside the checkout, or $ATTEND_DATA)")
     p.add_argument("--seed", type=int, default=1234, help="train.py's --seed (1234)")
     p.add_argument("--heldout", type=int, default=1000, help="train.py's --heldout (1000)")
     p.add_argument("--save-dir", help="write each set's hypotheses to DIR/SET.hyp")

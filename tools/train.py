@@ -71,6 +71,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import bleu  # noqa: E402
+import data_paths as D  # noqa: E402
 import reference  # noqa: E402
 
 T0 = time.time()
@@ -151,16 +152,18 @@ def prepare_data(a):
     corpora = getattr(a, "corpora", "multi30k,tatoeba").split(",")
     counts = {"tatoeba": a.heldout, "anki": getattr(a, "heldout_anki", 2000),
               "news": getattr(a, "heldout_news", 500)}
-    v_de, v_en = read_gz(f"{d}/multi30k/val.de.gz"), read_gz(f"{d}/multi30k/val.en.gz")
-    s_de = read_gz(f"{d}/multi30k/test_2016_flickr.de.gz")
-    s_en = read_gz(f"{d}/multi30k/test_2016_flickr.en.gz")
+    def gz(rel):  # a missing file stops here with its name and where it was looked for
+        return read_gz(D.corpus(rel, base=d))
+    v_de, v_en = gz("multi30k/val.de.gz"), gz("multi30k/val.en.gz")
+    s_de = gz("multi30k/test_2016_flickr.de.gz")
+    s_en = gz("multi30k/test_2016_flickr.en.gz")
     assert len(v_de) == len(v_en) and len(s_de) == len(s_en)
     raw, held = {}, {}
     for name in dict.fromkeys(corpora + list(HELDOUT_SETS)):
         de_path, en_path = CORPORA[name]
         if name not in corpora and not os.path.exists(f"{d}/{de_path}"):
             continue              # a held-out set of a corpus that is neither used nor here
-        de, en = read_gz(f"{d}/{de_path}"), read_gz(f"{d}/{en_path}")
+        de, en = gz(de_path), gz(en_path)
         assert len(de) == len(en), name
         if name == "wmt10k":
             de, en = [detokenize(x) for x in de], [detokenize(x) for x in en]
@@ -642,7 +645,8 @@ def main(argv=None):
                                 epilog=__doc__.split("\n\n", 1)[1],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     g = p.add_argument_group("paths")
-    g.add_argument("--data-dir", default=os.path.normpath(os.path.join(REPO, "..", "shared", "data")))
+    g.add_argument("--data-dir", default=D.data_dir(),
+                   help="the shared corpora (default ../shared/data beside the checkout, or $ATTEND_DATA)")
     g.add_argument("--work", default=os.path.join(REPO, "build", "train-de-en", "work"),
                    help="checkpoints, spm models, prepared data (default build/train-de-en/work)")
     g.add_argument("--out", default=os.path.join(REPO, "build", "train-de-en", "hf"),

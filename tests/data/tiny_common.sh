@@ -1,7 +1,12 @@
 # Sourced by the make_tiny*.sh scripts (after set -eu): REPO, DATA (the shared Tatoeba
-# German-English data), PY, and T, a temporary folder removed on exit.
+# German-English data: ../shared/data beside the checkout, or $ATTEND_DATA, as
+# tools/data_paths.py finds it), PY, and T, a temporary folder removed on exit.
 REPO=$(cd "$(dirname "$0")/../.." && pwd)
-DATA="$REPO/../shared/data/tatoeba-deu-eng"
+DATA="${ATTEND_DATA:-$REPO/../shared/data}/tatoeba-deu-eng"
+if [ ! -d "$DATA" ]; then
+  echo "$0: missing corpus $DATA (../shared/data beside the checkout, or set ATTEND_DATA=DIR)" >&2
+  exit 1
+fi
 PY=/usr/bin/python3
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
