@@ -118,19 +118,30 @@ $(BUILD)/tests/bench_linear: tests/bench_linear.c tools/bench_peak.c $(BUILD)/li
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/bench_linear.c tools/bench_peak.c $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
-# make test ends with one line, every part's checks added up (tests/summarize.py)
+# make test ends with one line, every part's checks added up, each once (tests/summarize.py;
+# a failed stage without a failed check counts one), the failed stages listed above it
 test: deps
 	@mkdir -p $(BUILD)
 	@{ $(MAKE) test-all; echo $$? >$(BUILD)/test.status; } 2>&1 | tee $(BUILD)/test.log
 	@$(PYTHON) tests/summarize.py $(BUILD)/test.log "$$(cat $(BUILD)/test.status)"
 
+# make test-all: every stage runs, each even when one before it failed ("all" builds the
+# binaries and the C tests); each is framed by "== stage NAME" and "== stage NAME: ok" or
+# "FAILED (exit N)" lines, the failed ones are listed at the end, and the exit status is
+# non-zero when any failed.
+TEST_STAGES = all test-c test-py sanitize tsan valgrind fuzz-smoke
 test-all:
-	$(MAKE) all $(TEST_BINS)
-	$(MAKE) test-c test-py
-	$(MAKE) sanitize tsan valgrind fuzz-smoke
+	@failed=""; for s in $(TEST_STAGES); do echo "== stage $$s"; \
+	  if [ $$s = all ]; then $(MAKE) all $(TEST_BINS); else $(MAKE) $$s; fi; rc=$$?; \
+	  if [ $$rc -eq 0 ]; then echo "== stage $$s: ok"; \
+	  else echo "== stage $$s: FAILED (exit $$rc)"; failed="$$failed $$s"; fi; done; \
+	if [ -n "$$failed" ]; then echo "test-all: failed stages:$$failed"; exit 1; fi; \
+	echo "test-all: every stage passed"
 
+# every C test runs, each even when one before it failed; non-zero when any failed
 test-c: $(TEST_BINS)
-	@for t in $(TEST_BINS); do echo "== $$t"; $$t || exit 1; done
+	@failed=""; for t in $(TEST_BINS); do echo "== $$t"; $$t || failed="$$failed $$t"; done; \
+	if [ -n "$$failed" ]; then echo "test-c: failed:$$failed"; exit 1; fi
 
 test-py: $(BUILD)/attend
 	$(PYTHON) tests/run_python_tests.py
