@@ -102,7 +102,7 @@ static void bad_lines(attend_model *m, attend_params p) {
 }
 
 int main(int argc, char **argv) {
-    const char *path = argc > 1 ? argv[1] : "tests/data/tiny-v1.gguf";
+    const char *path = argc > 1 ? argv[1] : repo_path("tests/data/tiny-v1.gguf");
     char err[256];
     attend_model *m = attend_load(path, err, sizeof err);
     if (!m) {
