@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "forward.h"
+#include "layers.h"
 #include "search.h"
 
 static double now(void) {
