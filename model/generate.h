@@ -29,7 +29,8 @@ typedef struct {
     /* The sentence's rows b0 .. b0 + nb - 1 chose: record the tokens, set the next live
      * hypotheses and q->done. 0 or -1 (OOM). */
     int (*advance)(gen *g, sentence *q, int b0, int nb);
-    /* The finished hypotheses' last records and scores, best first; returns their count. */
+    /* The finished hypotheses' last records and scores, best first, into recs and scores
+     * (room for max(beams, n_best)); returns their count. */
     int (*finish)(const gen *g, sentence *q, int *recs, float *scores);
     void (*free)(sentence *q);
 } strategy;
@@ -52,14 +53,16 @@ typedef struct {
 struct sentence {
     const strategy *how;
     const s2s_source *src;
-    int rows;  /* rows it runs per step at most (beams, samples or 1) */
-    int slot0; /* its cache slots are slot0 .. slot0 + rows - 1 */
+    int rows;   /* rows it runs per step at most (beams, samples or 1) */
+    int slot0;  /* its cache slots are slot0 .. slot0 + rows - 1 */
     int n_live; /* hypotheses still growing */
-    int *live_slot, *live_rec, *live_done; /* [rows] */
+    /* [rows] each live hypothesis's cache slot, last record (-1: none yet), and whether it
+     * has ended (greedy, sampling, forced: rows end one by one) */
+    int *live_slot, *live_rec, *live_done;
     int limit; /* steps it may take */
     int done;
-    rows_state one;
-    beams_state beam;
+    rows_state one;   /* its strategy's own state: greedy, sampling, forced */
+    beams_state beam; /*   or beam search */
 };
 
 /* A row of this step: which sentence and live hypothesis it serves. */
