@@ -1,10 +1,68 @@
-/* Next-token choice: HF's logits processors, greedy, sampling, beam candidates and the
- * beam heap (transformers 4.36-4.44 generate(), BeamSearchScorer, decoder_prompt_len 1). */
+/* Next-token choice: the search's settings, HF's logits processors, greedy, sampling, beam
+ * candidates and the beam heap (transformers 4.36-4.44 generate(), BeamSearchScorer, decoder_prompt_len 1). */
 #include "search.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---------------------------------------------------------------------------------------
+ * The search's settings: the model's recorded defaults, and their checks */
+
+int s2s_max_length(const s2s_model *m, const s2s_opts *opts) {
+    int ml = opts && opts->max_length > 0 ? opts->max_length : m->c.max_length;
+    /* decoder inputs take positions 0 .. ml-2, which must exist */
+    if (ml > m->c.max_pos + 1) ml = m->c.max_pos + 1;
+    return ml < 2 ? 2 : ml;
+}
+
+s2s_search s2s_search_defaults(const s2s_model *m) {
+    const s2s_generation *g = &m->c.gen;
+    s2s_search s = {0};
+    s.beams = g->recorded ? g->num_beams : 1;
+    s.n_best = 1;
+    s.length_penalty = g->length_penalty;
+    s.early_stopping = g->early_stopping;
+    s.min_length = g->min_length;
+    s.no_repeat_ngram = g->no_repeat_ngram;
+    s.repetition_penalty = g->repetition_penalty;
+    s.renormalize = g->renormalize;
+    s.top_p = 1.0f;
+    s.temperature = 1.0f;
+    s.forced_bos = -1;
+    return s;
+}
+
+int s2s_search_check(const s2s_search *s, char *err, size_t errlen) {
+    if (s->beams < 1 || s->beams > 1024)
+        snprintf(err, errlen, "num_beams %d: must be 1..1024", s->beams);
+    else if (s->sample && s->beams != 1)
+        snprintf(err, errlen, "sampling draws one token at a time: num_beams must be 1, not %d", s->beams);
+    else if (s->n_best < 1 || (!s->sample && s->n_best > s->beams) || s->n_best > 1024)
+        snprintf(err, errlen, "n-best %d: must be 1..num_beams (%d)%s", s->n_best, s->beams,
+                 s->sample ? "" : ", or any count up to 1024 when sampling");
+    else if (!isfinite(s->length_penalty))
+        snprintf(err, errlen, "length_penalty must be finite");
+    else if (s->early_stopping < 0 || s->early_stopping > 2)
+        snprintf(err, errlen, "early_stopping %d: must be false, true or never", s->early_stopping);
+    else if (s->min_length < 0 || s->no_repeat_ngram < 0)
+        snprintf(err, errlen, "min_length and no_repeat_ngram_size must be >= 0");
+    else if (!(s->repetition_penalty > 0) || !isfinite(s->repetition_penalty))
+        snprintf(err, errlen, "repetition_penalty %g: must be > 0", s->repetition_penalty);
+    else if (s->sample && (!(s->temperature > 0) || !isfinite(s->temperature)))
+        snprintf(err, errlen, "temperature %g: must be > 0", s->temperature);
+    else if (s->sample && (s->top_k < 0 || !(s->top_p > 0 && s->top_p <= 1)))
+        snprintf(err, errlen, "top_k must be >= 0 and top_p in (0, 1]");
+    else if (s->forced_bos < -1)
+        snprintf(err, errlen, "forced_bos %d: must be a token id or -1", s->forced_bos);
+    else
+        return 0;
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Logits processors: is any on? */
 
 int search_has_processors(const s2s_search *s, int ignore_eos) {
     return s->min_length > 0 || s->no_repeat_ngram > 0 || s->repetition_penalty != 1.0f || ignore_eos ||

@@ -1,8 +1,8 @@
 /* search: turning one step's logits into next tokens, as Hugging Face's generate does.
  *
- * The pieces translate.c's step loop calls per row (choose a greedy token, draw a sampled
- * one, or list a beam's best candidates) and per sentence (a beam step over its rows'
- * candidates, the finished-hypothesis heap). Internal to libattend. */
+ * The pieces the strategies (generate.h) call per row (choose a greedy token, draw a sampled
+ * one, or list a beam's best candidates) and per sentence (the finished-hypothesis heap).
+ * Internal to libattend. */
 #ifndef ATTEND_SEARCH_H
 #define ATTEND_SEARCH_H
 

@@ -1,4 +1,4 @@
-/* translate: decoding a batch of sentences on top of forward.h: greedy, beam search (as
+/* translate: decoding a batch of sentences on top of layers.h: greedy, beam search (as
  * Hugging Face's generate), sampling, and forced decoding.
  *
  * Sentences of a batch are packed one after another (no padding), the weights are read once

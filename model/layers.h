@@ -1,5 +1,5 @@
-/* forward: the transformer's computation (every family, s2s_family's switches), with no
- * decoding policy in it.
+/* layers: the transformer's computation (every family, s2s_family's switches), with no
+ * decoding policy in it: encoder.c and decoder.c.
  *
  *   encode          source ids of a packed batch -> final encoder states   [total, d]
  *   cross_kv        encoder states -> each decoder layer's cross-attention keys/values,
@@ -10,8 +10,8 @@
  * Sentences are packed one after another without padding, and every row is computed
  * exactly as if it were alone, so results never depend on batch composition.
  * Internal to libattend. */
-#ifndef ATTEND_FORWARD_H
-#define ATTEND_FORWARD_H
+#ifndef ATTEND_LAYERS_H
+#define ATTEND_LAYERS_H
 
 #include "seq2seq.h"
 

@@ -1,0 +1,348 @@
+/* s2s_translate_ids: decoding a packed batch. Check the request, set up each sentence's
+ * strategy and slots, encode, then step: gather the live hypotheses' rows, run the decoder
+ * on them, let each row choose and each sentence advance, until every sentence is done;
+ * then build each sentence's output from the trace. The strategies (generate.h) hold every
+ * decision; this file holds only the life of the batch. */
+#include "generate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "outputs.h"
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The request */
+
+/* Sources and forced targets within the model's vocabularies and positions. 0, or -1 with
+ * err naming the sentence. */
+static int check_sources(const s2s_config *c, const s2s_source *src, int n, char *err, size_t errlen) {
+    for (int i = 0; i < n; i++) {
+        if (src[i].n < 1 || src[i].n > c->max_pos) {
+            snprintf(err, errlen, "sentence %d: %d source tokens (1..%d allowed)", i, src[i].n, c->max_pos);
+            return -1;
+        }
+        for (int j = 0; j < src[i].n; j++)
+            if (src[i].ids[j] < 0 || src[i].ids[j] >= c->vocab_size) {
+                snprintf(err, errlen, "sentence %d: source id %d outside the vocabulary", i, src[i].ids[j]);
+                return -1;
+            }
+        for (int j = 0; src[i].forced && j < src[i].n_forced; j++)
+            if (src[i].forced[j] < 0 || src[i].forced[j] >= c->decoder_vocab_size) {
+                snprintf(err, errlen, "sentence %d: target id %d outside the vocabulary", i, src[i].forced[j]);
+                return -1;
+            }
+        if (src[i].forced && (src[i].n_forced < 1 || src[i].n_forced > c->max_pos)) {
+            snprintf(err, errlen, "sentence %d: %d forced target tokens (1..%d allowed)", i,
+                     src[i].n_forced, c->max_pos);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The search to run (o's, or the model's defaults) into *s, checked. 0, or -1 with err. */
+static int check_search(const s2s_model *m, const s2s_opts *o, s2s_search *s, char *err, size_t errlen) {
+    *s = o->search ? *o->search : s2s_search_defaults(m);
+    if (s2s_search_check(s, err, errlen)) return -1;
+    if (s->forced_bos >= m->c.decoder_vocab_size) {
+        snprintf(err, errlen, "forced_bos %d: outside the target vocabulary", s->forced_bos);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Setting up */
+
+static const strategy *strategy_for(const s2s_search *s, const s2s_source *src) {
+    if (src->forced) return &forced_strategy;
+    if (s->sample) return &sample_strategy;
+    return s->beams > 1 ? &beam_strategy : &greedy_strategy;
+}
+
+/* Sentence i: its strategy, slots from *n_slots on, live hypotheses and step limit. */
+static int start_sentence(gen *g, int i, const s2s_source *src, int *n_slots) {
+    sentence *q = &g->sent[i];
+    q->src = src;
+    q->how = strategy_for(g->s, src);
+    if (q->how->start(g, q)) return -1;
+    q->slot0 = *n_slots;
+    *n_slots += q->rows;
+    q->limit = src->forced ? src->n_forced : g->ml - 1;
+    q->live_slot = malloc(sizeof(int) * (size_t)q->rows);
+    q->live_rec = malloc(sizeof(int) * (size_t)q->rows);
+    q->live_done = calloc((size_t)q->rows, sizeof(int));
+    if (!q->live_slot || !q->live_rec || !q->live_done) return -1;
+    for (int k = 0; k < q->rows; k++) {
+        q->live_slot[k] = q->slot0 + k;
+        q->live_rec[k] = -1;
+    }
+    return 0;
+}
+
+/* Encode the batch into g->mem (each sentence's encoder attention into out[i] when asked
+ * for). 0 or -1 (OOM). */
+static int encode_batch(gen *g, const s2s_source *src, int total, s2s_output *out) {
+    const int n = g->n;
+    const size_t x_bytes = sizeof(float) * (size_t)total * g->c->d_model;
+    const int **ids = malloc(sizeof(int *) * (size_t)n);
+    float **enc_self = calloc((size_t)n, sizeof(float *));
+    float *X = at_block_alloc(x_bytes); /* the encoder output, kept for the next batch */
+    int rc = -1;
+    if (!ids || !enc_self || !X) goto done;
+    for (int i = 0, o0 = 0; i < n; o0 += src[i].n, i++) {
+        g->off[i] = o0;
+        g->len[i] = src[i].n;
+        ids[i] = src[i].ids;
+        if (g->o->want_attention) {
+            const size_t L = (size_t)g->c->enc_layers * g->c->enc_heads;
+            enc_self[i] = out[i].enc_self = malloc(sizeof(float) * L * src[i].n * src[i].n);
+            if (!enc_self[i]) goto done;
+        }
+    }
+    if (encode(g->m, ids, g->off, g->len, n, total, X, g->o->want_attention ? enc_self : NULL)) goto done;
+    g->mem = (enc_memory){.n = n, .total = total, .off = g->off, .len = g->len};
+    rc = cross_kv(g->m, X, &g->mem);
+done:
+    at_block_free(X, x_bytes);
+    free(ids);
+    free(enc_self);
+    return rc;
+}
+
+/* Beam search's scratch, sized by beams. */
+static int beam_scratch_alloc(beam_scratch *w, int B) {
+    w->merged = malloc(sizeof(beam_cand) * (size_t)2 * B);
+    w->first = malloc(sizeof(beam_cand) * (size_t)B * 2 * B);
+    w->parent = malloc(sizeof(int) * (size_t)2 * B);
+    w->cand_run = malloc(sizeof(int) * (size_t)B);
+    w->old_slot = malloc(sizeof(int) * (size_t)B);
+    w->owner = malloc(sizeof(int) * (size_t)B);
+    w->used = malloc(sizeof(int) * (size_t)B);
+    return w->merged && w->first && w->parent && w->cand_run && w->old_slot && w->owner && w->used ? 0 : -1;
+}
+
+/* The decoder and one step's buffers for every slot, allocated once per batch: the step
+ * loop then allocates only when the caches or the trace grow. */
+static int alloc_step_buffers(gen *g, int rows, int expect) {
+    const int K2 = 2 * g->s->beams, V = g->V;
+    if (dec_init(&g->ds, g->m, &g->mem, rows, rows, expect)) return -1;
+    g->rows = malloc(sizeof(dec_row) * (size_t)rows);
+    g->refs = malloc(sizeof(row_ref) * (size_t)rows);
+    g->att_self = calloc((size_t)rows, sizeof(float *));
+    g->att_cross = calloc((size_t)rows, sizeof(float *));
+    g->cands = malloc(sizeof(beam_cand) * (size_t)rows * K2);
+    g->pathbuf = malloc(sizeof(int) * (size_t)rows * (g->ml + 1));
+    g->choice = malloc(sizeof(int) * (size_t)rows);
+    g->choice_lp = malloc(sizeof(float) * (size_t)rows);
+    g->work = malloc(sizeof(float) * (size_t)g->threads * 2 * V);
+    if (!g->rows || !g->refs || !g->att_self || !g->att_cross || !g->cands || !g->pathbuf || !g->choice ||
+        !g->choice_lp || !g->work || beam_scratch_alloc(&g->bs, g->s->beams))
+        return -1;
+    if (trace_reserve_runs(&g->tr, rows * expect, V, g->o->want_logits) ||
+        trace_reserve_recs(&g->tr, rows * expect * (g->s->beams > 1 && !g->s->sample ? 2 : 1)))
+        return -1;
+    return 0;
+}
+
+/* Sentences, encoder and decoder for the batch. 0 or -1 (OOM). */
+static int gen_setup(gen *g, const s2s_source *src, s2s_output *out) {
+    int total = 0, n_slots = 0, expect_max = 0;
+    g->max_limit = 1;
+    g->sent = calloc((size_t)g->n, sizeof(sentence));
+    g->off = malloc(sizeof(int) * (size_t)g->n);
+    g->len = malloc(sizeof(int) * (size_t)g->n);
+    if (!g->sent || !g->off || !g->len) return -1;
+    for (int i = 0; i < g->n; i++) {
+        if (start_sentence(g, i, &src[i], &n_slots)) return -1;
+        total += src[i].n;
+        /* caches sized before decoding for twice the source: the loop then allocates only
+         * for unusually long outputs, and a short sentence does not reserve the whole
+         * length limit (512 steps x 6 layers of keys and values for opus-mt) */
+        int expect = 2 * src[i].n + 8;
+        if (expect > g->sent[i].limit) expect = g->sent[i].limit;
+        if (expect > expect_max) expect_max = expect;
+        if (g->sent[i].limit > g->max_limit) g->max_limit = g->sent[i].limit;
+    }
+    if (encode_batch(g, src, total, out)) return -1;
+    return alloc_step_buffers(g, n_slots, expect_max);
+}
+
+static void gen_free(gen *g) {
+    for (int i = 0; g->sent && i < g->n; i++) {
+        sentence *q = &g->sent[i];
+        if (q->how) q->how->free(q);
+        free(q->live_slot);
+        free(q->live_rec);
+        free(q->live_done);
+    }
+    free(g->sent);
+    enc_memory_free(g->m, &g->mem);
+    dec_free(&g->ds);
+    trace_free(&g->tr);
+    free(g->off);
+    free(g->len);
+    free(g->rows);
+    free(g->refs);
+    free(g->att_self);
+    free(g->att_cross);
+    free(g->cands);
+    free(g->pathbuf);
+    free(g->choice);
+    free(g->choice_lp);
+    free(g->work);
+    beam_scratch *w = &g->bs;
+    free(w->merged);
+    free(w->first);
+    free(w->parent);
+    free(w->cand_run);
+    free(w->old_slot);
+    free(w->owner);
+    free(w->used);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * A step */
+
+/* This step's rows: every live hypothesis of every unfinished sentence, in order, reading
+ * its last token. Returns their count. */
+static int gather_rows(gen *g) {
+    int nr = 0;
+    for (int i = 0; i < g->n; i++) {
+        const sentence *q = &g->sent[i];
+        for (int k = 0; !q->done && k < q->n_live; k++) {
+            if (q->live_done[k]) continue;
+            const int rec = q->live_rec[k];
+            g->rows[nr] = (dec_row){i, q->live_slot[k], rec < 0 ? g->c->start_id : g->tr.rec_tok[rec]};
+            g->refs[nr++] = (row_ref){i, k};
+        }
+    }
+    return nr;
+}
+
+/* Room for step t: cache positions, the rows' runs in the trace and their attention
+ * captures (att_self / att_cross point into the trace). 0 or -1 (OOM). */
+static int open_runs(gen *g, int nr, int t) {
+    const int L = g->c->dec_layers, H = g->c->dec_heads;
+    trace *tr = &g->tr;
+    if (t + 1 > g->ds.cap) {
+        int cap = 2 * g->ds.cap > t + 1 ? 2 * g->ds.cap : t + 1;
+        if (cap > g->max_limit) cap = g->max_limit; /* the longest sentence's steps, forced ones included */
+        if (dec_reserve(&g->ds, cap)) return -1;
+    }
+    g->run0 = tr->n_run;
+    if (trace_reserve_runs(tr, g->run0 + nr, g->V, g->o->want_logits)) return -1;
+    size_t need = tr->n_att;
+    for (int b = 0; b < nr; b++) {
+        tr->run_prev[g->run0 + b] = g->sent[g->refs[b].sent].live_rec[g->refs[b].live];
+        tr->run_step[g->run0 + b] = t;
+        tr->run_att[g->run0 + b] = need;
+        if (g->o->want_attention) need += (size_t)L * H * (t + 1 + g->len[g->refs[b].sent]);
+    }
+    tr->n_run += nr;
+    if (!g->o->want_attention) return 0;
+    if (trace_reserve_att(tr, need)) return -1;
+    for (int b = 0; b < nr; b++) {
+        g->att_self[b] = tr->att + tr->run_att[g->run0 + b];
+        g->att_cross[b] = g->att_self[b] + (size_t)L * H * (t + 1);
+    }
+    tr->n_att = need;
+    return 0;
+}
+
+/* How many rows from b0 on (of nr) serve b0's sentence. */
+static int sentence_rows(const gen *g, int b0, int nr) {
+    int nb = 1;
+    while (b0 + nb < nr && g->refs[b0 + nb].sent == g->refs[b0].sent) nb++;
+    return nb;
+}
+
+/* Rows [lo, hi) choose, each through its sentence's strategy. */
+static void choose_rows(const void *ctx, int lo, int hi, int worker) {
+    const gen *g = ctx;
+    float *work = g->work + (size_t)worker * 2 * g->V;
+    for (int b = lo; b < hi; b++) g->sent[g->refs[b].sent].how->choose_row(g, b, work);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The loop */
+
+/* Step until every sentence is done. Returns the steps run, or -1 (OOM). */
+static int generate(gen *g) {
+    const int att = g->o->want_attention;
+    for (int t = 0;; t++) {
+        const int nr = gather_rows(g);
+        if (nr == 0) return t;
+        if (open_runs(g, nr, t)) return -1;
+        decoder_step(&g->ds, g->rows, nr, t, att ? g->att_self : NULL, att ? g->att_cross : NULL);
+        if (g->o->want_logits)
+            memcpy(g->tr.logits + (size_t)g->run0 * g->V, g->ds.logits, sizeof(float) * (size_t)nr * g->V);
+        g->x.t = t;
+        at_parallel_for(nr, g->threads, choose_rows, g);
+        for (int b0 = 0, nb; b0 < nr; b0 += nb) { /* each sentence over its rows */
+            sentence *q = &g->sent[g->refs[b0].sent];
+            nb = sentence_rows(g, b0, nr);
+            if (q->how->advance(g, q, b0, nb)) return -1;
+        }
+    }
+}
+
+/* Each sentence's finished hypotheses into its output. 0 or -1 (OOM). */
+static int build_outputs(gen *g, s2s_output *out) {
+    const int most = g->s->beams > g->s->n_best ? g->s->beams : g->s->n_best;
+    int *recs = malloc(sizeof(int) * (size_t)(most + 1));
+    float *scores = malloc(sizeof(float) * (size_t)(most + 1));
+    int rc = recs && scores ? 0 : -1;
+    for (int i = 0; rc == 0 && i < g->n; i++) {
+        sentence *q = &g->sent[i];
+        const int k = q->how->finish(g, q, recs, scores);
+        rc = output_build(g->m, g->o, &g->tr, recs, scores, k, g->len[i], &out[i]);
+    }
+    free(recs);
+    free(scores);
+    return rc;
+}
+
+int s2s_translate_ids(const s2s_model *m, const s2s_source *src, int n, const s2s_opts *opts, s2s_output *out,
+                      char *err, size_t errlen) {
+    static const s2s_opts no_opts = {0};
+    const s2s_opts *o = opts ? opts : &no_opts;
+    s2s_search search;
+    if (check_search(m, o, &search, err, errlen)) return -1;
+    memset(out, 0, sizeof(*out) * (size_t)n);
+    if (check_sources(&m->c, src, n, err, errlen)) return -1;
+    if (n == 0) return 0;
+
+    const double t_start = now();
+    gen g = {.m = m, .c = &m->c, .s = &search, .o = o, .n = n, .V = m->c.decoder_vocab_size,
+             .ml = s2s_max_length(m, o), .threads = at_threads() > 0 ? at_threads() : 1};
+    g.x = (step_ctx){g.c, g.s, 0, g.ml, o->ignore_eos};
+    int rc = -1;
+    if (!gen_setup(&g, src, out)) {
+        const double t_decode = now();
+        const int steps = generate(&g);
+        if (steps >= 0) rc = build_outputs(&g, out);
+        if (rc == 0 && o->timing) {
+            o->timing->encode = t_decode - t_start;
+            o->timing->decode = now() - t_decode;
+            o->timing->steps = steps;
+        }
+    }
+    gen_free(&g);
+    if (rc == 0) return 0;
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+        total += src[i].n;
+        s2s_output_free(&out[i]);
+    }
+    snprintf(err, errlen, "out of memory translating a batch of %d sentences (%d source tokens)", n, total);
+    return -1;
+}

@@ -1,0 +1,90 @@
+/* Outputs (outputs.h): the n-best ids of a sentence and, for its best hypothesis, what was
+ * captured along its path, copied out of the trace into s2s_output's own arrays. */
+#include "outputs.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void s2s_output_free(s2s_output *o) {
+    if (!o) return;
+    free(o->ids);
+    free(o->logits);
+    free(o->logprob);
+    free(o->enc_self);
+    free(o->dec_self);
+    free(o->cross);
+    for (int k = 0; o->nbest && k < o->n_best; k++) free(o->nbest[k].ids);
+    free(o->nbest);
+    memset(o, 0, sizeof *o);
+}
+
+/* out->nbest: each hypothesis's ids, walked back from its last record, and its score. */
+static int build_nbest(const trace *tr, const int *recs, const float *scores, int k, s2s_output *out) {
+    out->nbest = calloc((size_t)k, sizeof(s2s_hyp));
+    if (!out->nbest) return -1;
+    out->n_best = k;
+    for (int h = 0; h < k; h++) {
+        s2s_hyp *hy = &out->nbest[h];
+        hy->n = trace_length(tr, recs[h]);
+        hy->ids = malloc(sizeof(int) * (size_t)hy->n);
+        if (!hy->ids) return -1;
+        for (int t = hy->n - 1, rec = recs[h]; t >= 0; t--, rec = tr->run_prev[tr->rec_run[rec]])
+            hy->ids[t] = tr->rec_tok[rec];
+        hy->score = scores[h];
+    }
+    return 0;
+}
+
+/* The decoder's attention along path[0..n): step t's self-attention row (t + 1 wide, zero
+ * above the diagonal) and cross-attention row, per layer and head. */
+static int copy_attention(const s2s_config *c, const trace *tr, const int *path, int n, int S,
+                          s2s_output *out) {
+    const int L = c->dec_layers, H = c->dec_heads;
+    out->dec_self = calloc((size_t)L * H * n * n, sizeof(float));
+    out->cross = malloc(sizeof(float) * (size_t)L * H * n * S);
+    if (!out->dec_self || !out->cross) return -1;
+    for (int t = 0; t < n; t++) {
+        const float *self = tr->att + tr->run_att[tr->rec_run[path[t]]];
+        const float *cross = self + (size_t)L * H * (t + 1);
+        for (int lh = 0; lh < L * H; lh++) {
+            memcpy(out->dec_self + ((size_t)lh * n + t) * n, self + (size_t)lh * (t + 1),
+                   sizeof(float) * (size_t)(t + 1));
+            memcpy(out->cross + ((size_t)lh * n + t) * S, cross + (size_t)lh * S, sizeof(float) * (size_t)S);
+        }
+    }
+    return 0;
+}
+
+/* The output hypothesis's ids, log-probabilities, logits and attention along path[0..n). */
+static int copy_best(const s2s_model *m, const s2s_opts *o, const trace *tr, const int *path, int n,
+                     int S, s2s_output *out) {
+    const int V = m->c.decoder_vocab_size;
+    out->n = n;
+    out->score = out->nbest[0].score;
+    out->ids = malloc(sizeof(int) * (size_t)n);
+    if (!out->ids) return -1;
+    memcpy(out->ids, out->nbest[0].ids, sizeof(int) * (size_t)n);
+    if (o->want_scores) {
+        out->logprob = malloc(sizeof(float) * (size_t)n);
+        if (!out->logprob) return -1;
+        for (int t = 0; t < n; t++) out->logprob[t] = tr->rec_lp[path[t]];
+    }
+    if (o->want_logits) {
+        out->logits = malloc(sizeof(float) * (size_t)n * V);
+        if (!out->logits) return -1;
+        for (int t = 0; t < n; t++)
+            memcpy(out->logits + (size_t)t * V, tr->logits + (size_t)tr->rec_run[path[t]] * V,
+                   sizeof(float) * (size_t)V);
+    }
+    return o->want_attention ? copy_attention(&m->c, tr, path, n, S, out) : 0;
+}
+
+int output_build(const s2s_model *m, const s2s_opts *o, const trace *tr, const int *recs,
+                 const float *scores, int k, int S, s2s_output *out) {
+    int *path = malloc(sizeof(int) * (size_t)trace_length(tr, recs[0]));
+    int rc = -1;
+    if (path && !build_nbest(tr, recs, scores, k, out))
+        rc = copy_best(m, o, tr, path, trace_records(tr, recs[0], path), S, out);
+    free(path);
+    return rc;
+}

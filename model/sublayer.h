@@ -1,0 +1,48 @@
+/* sublayer: the pieces the encoder and the decoder are both built from (an embedded row,
+ * a sublayer's input and residual, a stack's extra LayerNorm), with s2s_family's switches
+ * (post-norm or pre-norm) in one place. Internal to encoder.c and decoder.c. */
+#ifndef ATTEND_SUBLAYER_H
+#define ATTEND_SUBLAYER_H
+
+#include <math.h>
+#include <string.h>
+
+#include "seq2seq.h"
+
+static inline void embed_row(float *dst, const at_matrix *e, int id, float scale, const float *pos, int d) {
+    at_matrix_row(dst, e, id);
+    for (int j = 0; j < d; j++) dst[j] = dst[j] * scale + pos[j];
+}
+
+static inline void scale_rows(float *x, size_t n, float s) {
+    for (size_t i = 0; i < n; i++) x[i] *= s;
+}
+
+static inline float embed_scale(const s2s_config *c) {
+    return c->scale_embedding ? sqrtf((float)c->d_model) : 1.0f;
+}
+
+/* A sublayer's input: x itself (post-norm), or LN(x) copied into h (pre-norm). */
+static inline const float *sublayer_in(const s2s_config *c, const float *x, float *h, const norm *n, int rows) {
+    if (!c->family->pre_norm) return x;
+    memcpy(h, x, sizeof(float) * (size_t)rows * c->d_model);
+    at_add_layernorm(h, NULL, n->g, n->b, rows, c->d_model, c->eps);
+    return h;
+}
+
+/* The residual around a sublayer with output y: x = LN(x + y) (post-norm), or x += y. */
+static inline void sublayer_out(const s2s_config *c, float *x, const float *y, const norm *n, int rows) {
+    if (!c->family->pre_norm) {
+        at_add_layernorm(x, y, n->g, n->b, rows, c->d_model, c->eps);
+        return;
+    }
+    const size_t all = (size_t)rows * c->d_model;
+    for (size_t i = 0; i < all; i++) x[i] += y[i];
+}
+
+/* A stack's optional LayerNorm (final or embedding), in place on rows of x. */
+static inline void norm_rows(const s2s_config *c, float *x, const norm *n, int rows) {
+    at_add_layernorm(x, NULL, n->g, n->b, rows, c->d_model, c->eps);
+}
+
+#endif
