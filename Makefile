@@ -12,7 +12,10 @@ ALL_CXXFLAGS = $(CXXFLAGS) -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden
 LDLIBS  = -pthread -lsentencepiece -lz -lm
 
 LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
-          model/load.c model/encoder.c model/decoder.c model/search.c model/trace.c model/outputs.c model/strategy.c model/beam.c model/generate.c model/text.c model/api.c model/align.c model/quantize.c
+          tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c \
+          model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c \
+          model/encoder.c model/decoder.c model/search.c model/trace.c model/outputs.c model/strategy.c \
+          model/beam.c model/generate.c model/api.c model/align.c model/quantize.c
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = tools/attend.c tools/cli.c tools/cmd_translate.c tools/cmd_info.c tools/cmd_bench.c tools/bench_peak.c tools/cmd_quantize.c tools/npz.c \
           tools/cmd_align.c tools/heatmap.c tools/cmd_explore.c tools/json.c

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../engine/isa.h"
+#include "../tokenizer/text.h"
 #include "translate.h"
 
 struct attend_model {

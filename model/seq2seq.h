@@ -148,11 +148,6 @@ const float *s2s_position(const s2s_model *m, int dec, int pos, float *buf);
  * of non-pad tokens; decoder steps pass 0: with a cache, HF counts every earlier step). */
 int s2s_position_of(const s2s_config *c, int id, int i, int pads_before);
 
-/* The id of language code `code` (len bytes), or -1. */
-int s2s_language_id(const s2s_model *m, const char *code, size_t len);
-/* The model's codes as one line, "de, en, fr" (malloc'd), or NULL (none / out of memory). */
-char *s2s_language_list(const s2s_model *m);
-
 /* Load and check a checkpoint: every key, tensor name, dtype and shape against the config.
  * Returns NULL with a one-line message in err. */
 s2s_model *s2s_load(const char *path, char *err, size_t errlen);

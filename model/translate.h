@@ -8,6 +8,7 @@
 #ifndef ATTEND_TRANSLATE_H
 #define ATTEND_TRANSLATE_H
 
+#include "../tokenizer/text.h"
 #include "seq2seq.h"
 
 typedef struct {
@@ -90,31 +91,7 @@ void s2s_output_free(s2s_output *o);
 /* The effective generation limit for opts (counts the start token). */
 int s2s_max_length(const s2s_model *m, const s2s_opts *opts);
 
-/* The tokenizer reads at most this many bytes of a text per position of the model (cut
- * back to a UTF-8 character boundary), so a huge line costs no more than a long one; real
- * text averages under 10 bytes a token, so this cut comes after the positions' cut. */
-#define S2S_BYTES_PER_POSITION 32
-
-/* Text side. With a language token lang (>= 0; -1: none) the ids start with it, as
- * M2M100Tokenizer's src_lang / tgt_lang prefix. A multilingual family first splits the
- * text at the added tokens typed in it, each its own id (HF's added-token split).
- * Source text -> ids (pieces mapped through the vocabulary, unknown -> <unk>,
- * </s> appended, a leading >>xx<< code kept whole), cut to model_max_length tokens with
- * *truncated set (also set when only the first max_position_embeddings *
- * S2S_BYTES_PER_POSITION bytes were read). pieces (optional) receives the source
- * pieces, "</s>" last. */
-int s2s_encode_text(const s2s_model *m, const char *text, size_t len, int **ids, int *n,
-                       char ***pieces, int *truncated, char *err, size_t errlen);
-int s2s_encode_text_lang(const s2s_model *m, int lang, const char *text, size_t len, int **ids,
-                            int *n, char ***pieces, int *truncated, char *err, size_t errlen);
-/* A given translation -> target ids (target model and vocabulary, </s> appended), for
- * forced decoding. */
-int s2s_encode_target(const s2s_model *m, const char *text, size_t len, int **ids, int *n,
-                         char ***pieces, int *truncated, char *err, size_t errlen);
-int s2s_encode_target_lang(const s2s_model *m, int lang, const char *text, size_t len, int **ids,
-                              int *n, char ***pieces, int *truncated, char *err, size_t errlen);
-/* Target ids -> text, as HF's decode(skip_special_tokens=True) with its default clean-up
- * (language tokens and <s> are special tokens too). */
-char *s2s_decode_text(const s2s_model *m, const int *ids, int n);
+/* Text <-> ids (s2s_encode_text*, s2s_decode_text) are tokenizer/text.h's, included above for
+ * the callers that translate text. */
 
 #endif

@@ -221,37 +221,59 @@ static int by_offset(const void *a, const void *b) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * Parsing */
+ * Parsing, in the file's order: header, key/value pairs, tensor infos, then where the
+ * tensors' bytes lie. Each step returns 0, or -1 with err set. */
 
-static gguf_file *parse(gguf_file *f, char *err, size_t errlen) {
-    cursor c = {f->base, f->size, 0};
+/* Magic, version and the two counts; allocates f->kv and f->tensors for them. */
+static int parse_header(gguf_file *f, cursor *c, char *err, size_t errlen) {
     const uint8_t *magic;
-    char name[80];
-    if (take(&c, 4, &magic) || memcmp(magic, GGUF_MAGIC, 4) != 0) {
+    if (take(c, 4, &magic) || memcmp(magic, GGUF_MAGIC, 4) != 0) {
         fail(err, errlen, "not a GGUF file (bad magic)");
-        return NULL;
+        return -1;
     }
-    if (read_u32(&c, &f->version) || read_u64(&c, &f->n_tensors) || read_u64(&c, &f->n_kv)) {
+    if (read_u32(c, &f->version) || read_u64(c, &f->n_tensors) || read_u64(c, &f->n_kv)) {
         fail(err, errlen, "truncated header (%llu bytes)", (unsigned long long)f->size);
-        return NULL;
+        return -1;
     }
     if (f->version != 3) {
         fail(err, errlen, "GGUF version %u not supported (attend reads version 3)", f->version);
-        return NULL;
+        return -1;
     }
     /* every key takes >= 12 bytes and every tensor info >= 24: reject absurd counts early */
     if (f->n_kv > f->size / 12 || f->n_tensors > f->size / 24) {
         fail(err, errlen, "header claims %llu keys and %llu tensors, more than a %llu-byte file holds",
              (unsigned long long)f->n_kv, (unsigned long long)f->n_tensors,
              (unsigned long long)f->size);
-        return NULL;
+        return -1;
     }
     f->kv = calloc(f->n_kv ? f->n_kv : 1, sizeof(gguf_kv));
     f->tensors = calloc(f->n_tensors ? f->n_tensors : 1, sizeof(gguf_tensor));
     if (!f->kv || !f->tensors) {
         fail(err, errlen, "out of memory");
-        return NULL;
+        return -1;
     }
+    return 0;
+}
+
+/* general.alignment's value into *alignment: a u32 power of two in 8..65536. */
+static int read_alignment(const gguf_kv *kv, uint64_t *alignment, char *err, size_t errlen) {
+    uint32_t a;
+    if (kv->type != GGUF_U32) {
+        fail(err, errlen, "key general.alignment: expected u32, found %s", gguf_type_name(kv->type));
+        return -1;
+    }
+    memcpy(&a, kv->data, 4);
+    if (a < 8 || a > 65536 || (a & (a - 1))) {
+        fail(err, errlen, "key general.alignment: %u is not a power of two in 8..65536", a);
+        return -1;
+    }
+    *alignment = a;
+    return 0;
+}
+
+/* Every key/value pair, each key once; general.alignment (if present) into *alignment. */
+static int parse_keys(gguf_file *f, cursor *c, uint64_t *alignment, char *err, size_t errlen) {
+    char name[80];
     /* key index for the duplicate check (a quadratic scan would let a file of many small
      * keys stall the loader) */
     uint64_t key_mask = 15;
@@ -259,101 +281,109 @@ static gguf_file *parse(gguf_file *f, char *err, size_t errlen) {
     uint64_t *key_slots = calloc(key_mask + 1, sizeof(uint64_t));
     if (!key_slots) {
         fail(err, errlen, "out of memory");
-        return NULL;
+        return -1;
     }
     f->key_slots = key_slots;
-    uint64_t alignment = GGUF_DEFAULT_ALIGNMENT;
     for (uint64_t i = 0; i < f->n_kv; i++) {
         gguf_kv *kv = &f->kv[i];
-        if (read_str(&c, &kv->key) || read_u32(&c, &kv->type)) {
+        if (read_str(c, &kv->key) || read_u32(c, &kv->type)) {
             fail(err, errlen, "key #%llu: file ends inside its name or type (%llu bytes)",
                  (unsigned long long)i, (unsigned long long)f->size);
-            return NULL;
+            return -1;
         }
         printable(name, sizeof name, kv->key);
-        if (read_value(&c, kv, name, err, errlen)) return NULL;
+        if (read_value(c, kv, name, err, errlen)) return -1;
         if (key_seen(key_slots, key_mask, f->kv, i)) {
             fail(err, errlen, "key %s: appears twice", name);
-            return NULL;
+            return -1;
         }
-        if (kv->key.len == 17 && memcmp(kv->key.ptr, "general.alignment", 17) == 0) {
-            uint32_t a;
-            if (kv->type != GGUF_U32) {
-                fail(err, errlen, "key general.alignment: expected u32, found %s",
-                     gguf_type_name(kv->type));
-                return NULL;
-            }
-            memcpy(&a, kv->data, 4);
-            if (a < 8 || a > 65536 || (a & (a - 1))) {
-                fail(err, errlen, "key general.alignment: %u is not a power of two in 8..65536", a);
-                return NULL;
-            }
-            alignment = a;
-        }
+        if (kv->key.len == 17 && memcmp(kv->key.ptr, "general.alignment", 17) == 0 &&
+            read_alignment(kv, alignment, err, errlen))
+            return -1;
     }
-    for (uint64_t i = 0; i < f->n_tensors; i++) {
-        gguf_tensor *t = &f->tensors[i];
-        gguf_str s;
-        if (read_str(&c, &s)) {
-            fail(err, errlen, "tensor #%llu: file ends inside its name (%llu bytes)",
-                 (unsigned long long)i, (unsigned long long)f->size);
-            return NULL;
-        }
-        printable(name, sizeof name, s);
-        int bad_byte = 0; /* control bytes would break one-line error messages */
-        for (uint64_t k = 0; k < s.len && k <= 256; k++)
-            if ((unsigned char)s.ptr[k] < 32 || s.ptr[k] == 127) bad_byte = 1;
-        if (s.len == 0 || s.len > 256 || bad_byte) {
-            fail(err, errlen, "tensor #%llu: invalid name '%s'", (unsigned long long)i, name);
-            return NULL;
-        }
-        t->name = malloc(s.len + 1);
-        if (!t->name) {
-            fail(err, errlen, "out of memory");
-            return NULL;
-        }
-        memcpy(t->name, s.ptr, s.len);
-        t->name[s.len] = 0;
-        if (read_u32(&c, &t->n_dims)) goto truncated;
-        if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS) {
-            fail(err, errlen, "tensor %s: %u dimensions (1..4 allowed)", name, t->n_dims);
-            return NULL;
-        }
-        uint64_t elems = 1;
-        for (uint32_t d = 0; d < t->n_dims; d++) {
-            if (read_u64(&c, &t->ne[d])) goto truncated;
-            /* elems <= 2^60, so nbytes = elems * (at most 4) cannot overflow */
-            if (t->ne[d] == 0 || t->ne[d] > (1ull << 40) || elems > (1ull << 60) / t->ne[d]) {
-                fail(err, errlen, "tensor %s: dimension %u is %llu, out of range", name, d,
-                     (unsigned long long)t->ne[d]);
-                return NULL;
-            }
-            elems *= t->ne[d];
-        }
-        for (uint32_t d = t->n_dims; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
-        if (read_u32(&c, &t->type) || read_u64(&c, &t->offset)) goto truncated;
-        uint64_t es = tensor_elem_size(t->type);
-        if (!es) {
-            fail(err, errlen, "tensor %s: tensor type %u not supported", name, t->type);
-            return NULL;
-        }
-        t->nbytes = elems * es;
-        if (t->offset % alignment) {
-            fail(err, errlen, "tensor %s: offset %llu not aligned to %llu", name,
-                 (unsigned long long)t->offset, (unsigned long long)alignment);
-            return NULL;
-        }
-        continue;
-    truncated:
-        fail(err, errlen, "tensor %s: file ends inside its tensor info (%llu bytes)", name,
-             (unsigned long long)f->size);
-        return NULL;
+    return 0;
+}
+
+/* Tensor #i's name: 1..256 bytes, no control bytes (they would break one-line error
+ * messages), copied into t->name; its printable form into name for messages. */
+static int read_tensor_name(gguf_file *f, cursor *c, uint64_t i, char *name, size_t namelen, char *err,
+                            size_t errlen) {
+    gguf_tensor *t = &f->tensors[i];
+    gguf_str s;
+    if (read_str(c, &s)) {
+        fail(err, errlen, "tensor #%llu: file ends inside its name (%llu bytes)",
+             (unsigned long long)i, (unsigned long long)f->size);
+        return -1;
     }
-    f->data_start = (c.pos + alignment - 1) / alignment * alignment;
+    printable(name, namelen, s);
+    int bad_byte = 0;
+    for (uint64_t k = 0; k < s.len && k <= 256; k++)
+        if ((unsigned char)s.ptr[k] < 32 || s.ptr[k] == 127) bad_byte = 1;
+    if (s.len == 0 || s.len > 256 || bad_byte) {
+        fail(err, errlen, "tensor #%llu: invalid name '%s'", (unsigned long long)i, name);
+        return -1;
+    }
+    t->name = malloc(s.len + 1);
+    if (!t->name) {
+        fail(err, errlen, "out of memory");
+        return -1;
+    }
+    memcpy(t->name, s.ptr, s.len);
+    t->name[s.len] = 0;
+    return 0;
+}
+
+/* Tensor #i's info: name, dimensions, type and offset (aligned; checked against the file's
+ * size later, in place_tensors). */
+static int parse_tensor_info(gguf_file *f, cursor *c, uint64_t i, uint64_t alignment, char *err,
+                             size_t errlen) {
+    gguf_tensor *t = &f->tensors[i];
+    char name[80];
+    if (read_tensor_name(f, c, i, name, sizeof name, err, errlen)) return -1;
+    if (read_u32(c, &t->n_dims)) goto truncated;
+    if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS) {
+        fail(err, errlen, "tensor %s: %u dimensions (1..4 allowed)", name, t->n_dims);
+        return -1;
+    }
+    uint64_t elems = 1;
+    for (uint32_t d = 0; d < t->n_dims; d++) {
+        if (read_u64(c, &t->ne[d])) goto truncated;
+        /* elems <= 2^60, so nbytes = elems * (at most 4) cannot overflow */
+        if (t->ne[d] == 0 || t->ne[d] > (1ull << 40) || elems > (1ull << 60) / t->ne[d]) {
+            fail(err, errlen, "tensor %s: dimension %u is %llu, out of range", name, d,
+                 (unsigned long long)t->ne[d]);
+            return -1;
+        }
+        elems *= t->ne[d];
+    }
+    for (uint32_t d = t->n_dims; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
+    if (read_u32(c, &t->type) || read_u64(c, &t->offset)) goto truncated;
+    uint64_t es = tensor_elem_size(t->type);
+    if (!es) {
+        fail(err, errlen, "tensor %s: tensor type %u not supported", name, t->type);
+        return -1;
+    }
+    t->nbytes = elems * es;
+    if (t->offset % alignment) {
+        fail(err, errlen, "tensor %s: offset %llu not aligned to %llu", name,
+             (unsigned long long)t->offset, (unsigned long long)alignment);
+        return -1;
+    }
+    return 0;
+truncated:
+    fail(err, errlen, "tensor %s: file ends inside its tensor info (%llu bytes)", name,
+         (unsigned long long)f->size);
+    return -1;
+}
+
+/* The data section starts at the first aligned byte after the infos (end): every tensor's
+ * bytes must lie inside the file; sets each t->data. */
+static int place_tensors(gguf_file *f, uint64_t end, uint64_t alignment, char *err, size_t errlen) {
+    f->data_start = (end + alignment - 1) / alignment * alignment;
     if (f->data_start > f->size) {
         fail(err, errlen, "file ends before its tensor data (%llu bytes)",
              (unsigned long long)f->size);
-        return NULL;
+        return -1;
     }
     uint64_t data_size = f->size - f->data_start;
     for (uint64_t i = 0; i < f->n_tensors; i++) {
@@ -363,45 +393,65 @@ static gguf_file *parse(gguf_file *f, char *err, size_t errlen) {
                  t->name, (unsigned long long)(f->data_start + t->offset),
                  (unsigned long long)(f->data_start + t->offset + t->nbytes),
                  (unsigned long long)f->size);
-            return NULL;
+            return -1;
         }
         t->data = f->base + f->data_start + t->offset;
     }
-    /* no two tensors may share bytes: sort by offset and compare neighbours */
-    if (f->n_tensors > 1) {
-        const gguf_tensor **order = malloc(f->n_tensors * sizeof *order);
-        if (!order) {
-            fail(err, errlen, "out of memory");
-            return NULL;
-        }
-        for (uint64_t i = 0; i < f->n_tensors; i++) order[i] = &f->tensors[i];
-        qsort(order, f->n_tensors, sizeof *order, by_offset);
-        for (uint64_t i = 1; i < f->n_tensors; i++)
-            if (order[i]->offset < order[i - 1]->offset + order[i - 1]->nbytes) {
-                fail(err, errlen, "tensor %s: data overlaps tensor %s", order[i]->name,
-                     order[i - 1]->name);
-                free(order);
-                return NULL;
-            }
-        free(order);
+    return 0;
+}
+
+/* No two tensors may share bytes: sort by offset and compare neighbours. */
+static int check_overlaps(const gguf_file *f, char *err, size_t errlen) {
+    if (f->n_tensors <= 1) return 0;
+    const gguf_tensor **order = malloc(f->n_tensors * sizeof *order);
+    if (!order) {
+        fail(err, errlen, "out of memory");
+        return -1;
     }
-    /* name index; also rejects duplicates */
+    for (uint64_t i = 0; i < f->n_tensors; i++) order[i] = &f->tensors[i];
+    qsort(order, f->n_tensors, sizeof *order, by_offset);
+    for (uint64_t i = 1; i < f->n_tensors; i++)
+        if (order[i]->offset < order[i - 1]->offset + order[i - 1]->nbytes) {
+            fail(err, errlen, "tensor %s: data overlaps tensor %s", order[i]->name,
+                 order[i - 1]->name);
+            free(order);
+            return -1;
+        }
+    free(order);
+    return 0;
+}
+
+/* The tensor name index (gguf_find_tensor); also rejects duplicate names. */
+static int index_tensor_names(gguf_file *f, char *err, size_t errlen) {
     f->n_slots = 16;
     while (f->n_slots < 2 * f->n_tensors) f->n_slots *= 2;
     f->tensor_slots = calloc(f->n_slots, sizeof(uint64_t));
     if (!f->tensor_slots) {
         fail(err, errlen, "out of memory");
-        return NULL;
+        return -1;
     }
     for (uint64_t i = 0; i < f->n_tensors; i++) {
         const char *nm = f->tensors[i].name;
         int64_t s = slot_of(f, nm, strlen(nm));
         if (s >= 0) {
             fail(err, errlen, "tensor %s: appears twice", nm);
-            return NULL;
+            return -1;
         }
         f->tensor_slots[-s - 1] = i + 1;
     }
+    return 0;
+}
+
+/* The whole container checked and indexed into f: f, or NULL with err set. */
+static gguf_file *parse(gguf_file *f, char *err, size_t errlen) {
+    cursor c = {f->base, f->size, 0};
+    uint64_t alignment = GGUF_DEFAULT_ALIGNMENT;
+    if (parse_header(f, &c, err, errlen) || parse_keys(f, &c, &alignment, err, errlen)) return NULL;
+    for (uint64_t i = 0; i < f->n_tensors; i++)
+        if (parse_tensor_info(f, &c, i, alignment, err, errlen)) return NULL;
+    if (place_tensors(f, c.pos, alignment, err, errlen) || check_overlaps(f, err, errlen) ||
+        index_tensor_names(f, err, errlen))
+        return NULL;
     return f;
 }
 

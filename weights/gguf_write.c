@@ -34,29 +34,26 @@ static uint64_t value_bytes(const gguf_kv *kv) {
     return scalar_bytes[kv->type];
 }
 
-int gguf_write_like(const char *path, const gguf_file *in, const gguf_out_tensor *t, int nt, char *err,
-                    size_t errlen) {
-    uint32_t align = 32;
-    const gguf_kv *akv = gguf_find_kv(in, "general.alignment");
-    if (akv && akv->type == GGUF_U32) memcpy(&align, akv->data, 4);
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    if (!f) {
-        snprintf(err, errlen, "cannot write %.400s", tmp);
-        return -1;
+/* attend.tensor_crc32's value: the element type, the count and each tensor's CRC-32. */
+static void put_tensor_crcs(FILE *f, const gguf_out_tensor *t, int nt) {
+    put_u32(f, GGUF_U32);
+    put_u64(f, (uint64_t)nt);
+    for (int j = 0; j < nt; j++) {
+        uLong c = crc32(0L, Z_NULL, 0);
+        const uint8_t *p = t[j].data;
+        for (uint64_t left = t[j].nbytes; left;) {
+            uInt n = left > (1u << 30) ? (1u << 30) : (uInt)left;
+            c = crc32(c, p, n);
+            p += n;
+            left -= n;
+        }
+        put_u32(f, (uint32_t)c);
     }
-    /* the keys go to memory first: the metadata CRC covers their bytes */
-    FILE *const file = f;
-    char *kvbuf = NULL;
-    size_t kvlen = 0;
-    f = open_memstream(&kvbuf, &kvlen);
-    if (!f) {
-        fclose(file);
-        remove(tmp);
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
+}
+
+/* in's key/value pairs, but attend.metadata_crc32 (written after them) left out and the
+ * format version and tensor CRC-32s made the new tensors'. Returns how many were written. */
+static uint64_t put_keys(FILE *f, const gguf_file *in, const gguf_out_tensor *t, int nt) {
     uint64_t n_kv = 0;
     for (uint64_t i = 0; i < gguf_kv_count(in); i++) {
         const gguf_kv *kv = gguf_kv_at(in, i);
@@ -67,19 +64,7 @@ int gguf_write_like(const char *path, const gguf_file *in, const gguf_out_tensor
         if (kv->key.len == 21 && !memcmp(kv->key.ptr, "attend.format_version", 21)) {
             put_u32(f, 2);
         } else if (kv->key.len == 19 && !memcmp(kv->key.ptr, "attend.tensor_crc32", 19)) {
-            put_u32(f, GGUF_U32);
-            put_u64(f, (uint64_t)nt);
-            for (int j = 0; j < nt; j++) {
-                uLong c = crc32(0L, Z_NULL, 0);
-                const uint8_t *p = t[j].data;
-                for (uint64_t left = t[j].nbytes; left;) {
-                    uInt n = left > (1u << 30) ? (1u << 30) : (uInt)left;
-                    c = crc32(c, p, n);
-                    p += n;
-                    left -= n;
-                }
-                put_u32(f, (uint32_t)c);
-            }
+            put_tensor_crcs(f, t, nt);
         } else {
             if (kv->type == GGUF_ARRAY) {
                 put_u32(f, kv->elem_type);
@@ -88,18 +73,11 @@ int gguf_write_like(const char *path, const gguf_file *in, const gguf_out_tensor
             put(f, kv->data, value_bytes(kv));
         }
     }
-    int bad = fclose(f) != 0;
-    f = file;
-    put(f, "GGUF", 4);
-    put_u32(f, 3);
-    put_u64(f, (uint64_t)nt);
-    put_u64(f, n_kv + 1);
-    if (kvbuf) put(f, kvbuf, kvlen);
-    static const char meta_key[] = "attend.metadata_crc32";
-    put_str(f, meta_key, sizeof meta_key - 1);
-    put_u32(f, GGUF_U32);
-    put_u32(f, (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)kvbuf, (uInt)kvlen));
-    free(kvbuf);
+    return n_kv;
+}
+
+/* The tensor infos, then the data section: each tensor at the next multiple of align. */
+static void put_tensors(FILE *f, const gguf_out_tensor *t, int nt, uint32_t align) {
     uint64_t off = 0;
     for (int j = 0; j < nt; j++) {
         put_str(f, t[j].name, strlen(t[j].name));
@@ -116,6 +94,43 @@ int gguf_write_like(const char *path, const gguf_file *in, const gguf_out_tensor
         put(f, t[j].data, t[j].nbytes);
         put(f, zeros, (size_t)((align - t[j].nbytes % align) % align));
     }
+}
+
+int gguf_write_like(const char *path, const gguf_file *in, const gguf_out_tensor *t, int nt, char *err,
+                    size_t errlen) {
+    uint32_t align = 32;
+    const gguf_kv *akv = gguf_find_kv(in, "general.alignment");
+    if (akv && akv->type == GGUF_U32) memcpy(&align, akv->data, 4);
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    if (!f) {
+        snprintf(err, errlen, "cannot write %.400s", tmp);
+        return -1;
+    }
+    /* the keys go to memory first: the metadata CRC covers their bytes */
+    char *kvbuf = NULL;
+    size_t kvlen = 0;
+    FILE *mem = open_memstream(&kvbuf, &kvlen);
+    if (!mem) {
+        fclose(f);
+        remove(tmp);
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    const uint64_t n_kv = put_keys(mem, in, t, nt);
+    int bad = fclose(mem) != 0;
+    put(f, "GGUF", 4);
+    put_u32(f, 3);
+    put_u64(f, (uint64_t)nt);
+    put_u64(f, n_kv + 1);
+    if (kvbuf) put(f, kvbuf, kvlen);
+    static const char meta_key[] = "attend.metadata_crc32";
+    put_str(f, meta_key, sizeof meta_key - 1);
+    put_u32(f, GGUF_U32);
+    put_u32(f, (uint32_t)crc32(crc32(0L, Z_NULL, 0), (const Bytef *)kvbuf, (uInt)kvlen));
+    free(kvbuf);
+    put_tensors(f, t, nt, align);
     bad |= ferror(f);
     bad |= fclose(f) != 0;
     if (bad || rename(tmp, path)) {
@@ -125,4 +140,3 @@ int gguf_write_like(const char *path, const gguf_file *in, const gguf_out_tensor
     }
     return 0;
 }
-

@@ -1,0 +1,211 @@
+/* A checkpoint's configuration: its GGUF keys into s2s_config, each value checked against a
+ * range and against the others. The family table lives here too: general.architecture picks
+ * a row (marian, m2m_100, mbart), whose switches say what that family does differently and
+ * whose name prefixes its hyperparameter keys. */
+#include "load.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------------------------------
+ * Typed, ranged keys */
+
+static int get_int(const gguf_file *f, const char *key, int lo, int hi, int *out, char *err,
+                   size_t errlen) {
+    uint32_t v;
+    if (gguf_get_u32(f, key, &v, err, errlen)) return -1;
+    if (v < (uint32_t)lo || v > (uint32_t)hi) {
+        s2s_fail(err, errlen, "key %s: value %u outside %d..%d", key, v, lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* Optional keys: absent leaves *out as it is. */
+static int opt_int(const gguf_file *f, const char *key, int lo, int hi, int *out, char *err, size_t errlen) {
+    return gguf_find_kv(f, key) ? get_int(f, key, lo, hi, out, err, errlen) : 0;
+}
+
+static int opt_f32(const gguf_file *f, const char *key, float lo, float hi, float *out, char *err,
+                   size_t errlen) {
+    if (!gguf_find_kv(f, key)) return 0;
+    float v;
+    if (gguf_get_f32(f, key, &v, err, errlen)) return -1;
+    if (!(v >= lo && v <= hi)) {
+        s2s_fail(err, errlen, "key %s: value %g outside %g..%g", key, v, lo, hi);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The families */
+
+/* Marian's switches keep its behaviour exactly as before families existed. */
+static const s2s_family FAMILIES[] = {
+    /* name      pre  final emb_ln positions    bias ban_pad codes unk_sp langs mask */
+    {"marian",   0,   0,    0,     POS_MARIAN,  1,   1,      1,    1,     0,    0},
+    {"m2m_100",  1,   1,    0,     POS_FAIRSEQ, 0,   0,      0,    0,     1,    0},
+    {"mbart",    1,   1,    1,     POS_LEARNED, 1,   0,      0,    0,     1,    1},
+};
+
+static const s2s_family *find_family(gguf_str s) {
+    for (size_t i = 0; i < sizeof FAMILIES / sizeof *FAMILIES; i++)
+        if (s.len == strlen(FAMILIES[i].name) && !memcmp(s.ptr, FAMILIES[i].name, s.len)) return &FAMILIES[i];
+    return NULL;
+}
+
+/* "<family>.<name>": the family's hyperparameter keys (GGUF's convention) */
+static const char *fkey(const s2s_config *c, const char *name) {
+    static _Thread_local char buf[96];
+    snprintf(buf, sizeof buf, "%s.%s", c->family->name, name);
+    return buf;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The configuration, step by step */
+
+/* general.architecture (the family) and attend.format_version. */
+static int read_family(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
+    gguf_str s;
+    uint32_t version;
+    if (gguf_get_str(f, "general.architecture", &s, err, errlen)) return -1;
+    c->family = find_family(s);
+    if (!c->family) {
+        char b[48];
+        s2s_fail(err, errlen, "key general.architecture: '%s' is not a family attend runs (marian, m2m_100, mbart)",
+                 s2s_shown(b, sizeof b, s));
+        return -1;
+    }
+    if (gguf_get_u32(f, "attend.format_version", &version, err, errlen)) return -1;
+    if (version == 0 || version > S2S_FORMAT_VERSION) {
+        s2s_fail(err, errlen, "attend format version %u; this attend reads versions 1..%d "
+                 "(re-export the model or update attend)", version, S2S_FORMAT_VERSION);
+        return -1;
+    }
+    return 0;
+}
+
+/* Vocabularies, widths, layers, heads, positions, the embedding switches and the
+ * LayerNorm epsilon. */
+static int read_sizes(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
+    const int BIG = 1 << 24;
+    /* fairseq positions divide by d/2 - 1: at least 4 columns */
+    const int min_d = c->family->positions == POS_FAIRSEQ ? 4 : 2;
+    if (get_int(f, fkey(c, "vocab_size"), 3, BIG, &c->vocab_size, err, errlen) ||
+        get_int(f, fkey(c, "decoder_vocab_size"), 3, BIG, &c->decoder_vocab_size, err, errlen) ||
+        get_int(f, fkey(c, "d_model"), min_d, 65536, &c->d_model, err, errlen) ||
+        get_int(f, fkey(c, "encoder_layers"), 1, 256, &c->enc_layers, err, errlen) ||
+        get_int(f, fkey(c, "decoder_layers"), 1, 256, &c->dec_layers, err, errlen) ||
+        get_int(f, fkey(c, "encoder_heads"), 1, 1024, &c->enc_heads, err, errlen) ||
+        get_int(f, fkey(c, "decoder_heads"), 1, 1024, &c->dec_heads, err, errlen) ||
+        get_int(f, fkey(c, "encoder_ffn_dim"), 1, 1 << 20, &c->enc_ffn, err, errlen) ||
+        get_int(f, fkey(c, "decoder_ffn_dim"), 1, 1 << 20, &c->dec_ffn, err, errlen) ||
+        get_int(f, fkey(c, "max_position_embeddings"), 2, 1 << 16, &c->max_pos, err, errlen) ||
+        get_int(f, fkey(c, "max_length"), 2, 1 << 20, &c->max_length, err, errlen) ||
+        gguf_get_bool(f, fkey(c, "scale_embedding"), &c->scale_embedding, err, errlen) ||
+        gguf_get_bool(f, fkey(c, "shared_embeddings"), &c->shared_embeddings, err, errlen) ||
+        gguf_get_bool(f, fkey(c, "tied_output"), &c->tied_output, err, errlen) ||
+        gguf_get_bool(f, fkey(c, "forced_eos"), &c->forced_eos, err, errlen) ||
+        gguf_get_f32(f, fkey(c, "layer_norm_eps"), &c->eps, err, errlen))
+        return -1;
+    if (c->family->positions == POS_MARIAN && c->d_model % 2) { /* Marian's position table needs pairs of columns */
+        s2s_fail(err, errlen, "key marian.d_model: %d is odd", c->d_model);
+        return -1;
+    }
+    if (c->d_model % c->enc_heads || c->d_model % c->dec_heads) {
+        s2s_fail(err, errlen, "key %s.encoder_heads/decoder_heads: %d/%d do not divide d_model %d",
+                 c->family->name, c->enc_heads, c->dec_heads, c->d_model);
+        return -1;
+    }
+    if (!(c->eps > 0 && c->eps < 1)) {
+        s2s_fail(err, errlen, "key %s: %g outside (0, 1)", fkey(c, "layer_norm_eps"), c->eps);
+        return -1;
+    }
+    if (c->shared_embeddings && c->vocab_size != c->decoder_vocab_size) {
+        s2s_fail(err, errlen, "shared embeddings but vocab_size %d != decoder_vocab_size %d",
+                 c->vocab_size, c->decoder_vocab_size);
+        return -1;
+    }
+    return 0;
+}
+
+/* The special tokens' ids: inside the vocabularies they are used in, pad and eos apart. */
+static int read_token_ids(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
+    int vt = c->decoder_vocab_size;
+    if (get_int(f, fkey(c, "pad_id"), 0, vt - 1, &c->pad_id, err, errlen) ||
+        get_int(f, fkey(c, "eos_id"), 0, vt - 1, &c->eos_id, err, errlen) ||
+        /* <unk> stands for unknown pieces on both sides (forced decoding encodes targets) */
+        get_int(f, fkey(c, "unk_id"), 0, (c->vocab_size < vt ? c->vocab_size : vt) - 1, &c->unk_id,
+                err, errlen) ||
+        get_int(f, fkey(c, "decoder_start_id"), 0, vt - 1, &c->start_id, err, errlen))
+        return -1;
+    c->bos_id = -1;
+    if (c->family->positions != POS_MARIAN && get_int(f, fkey(c, "bos_id"), 0, vt - 1, &c->bos_id, err, errlen))
+        return -1;
+    c->mask_id = -1;
+    if (c->family->mask && get_int(f, fkey(c, "mask_id"), 0, vt - 1, &c->mask_id, err, errlen)) return -1;
+    /* special tokens typed in a source become its ids: they must be source ids too */
+    const int specials[] = {c->bos_id, c->pad_id, c->mask_id};
+    const char *names[] = {"bos_id", "pad_id", "mask_id"};
+    for (int i = 0; c->family->languages && i < 3; i++)
+        if (specials[i] >= c->vocab_size) {
+            s2s_fail(err, errlen, "key %s: %d outside the source vocabulary", fkey(c, names[i]), specials[i]);
+            return -1;
+        }
+    if (c->eos_id >= c->vocab_size) {
+        s2s_fail(err, errlen, "key %s: %d outside the source vocabulary", fkey(c, "eos_id"), c->eos_id);
+        return -1;
+    }
+    if (c->pad_id == c->eos_id) {
+        s2s_fail(err, errlen, "key %s: equals eos_id %d", fkey(c, "pad_id"), c->eos_id);
+        return -1;
+    }
+    return 0;
+}
+
+static int read_activation(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
+    gguf_str s;
+    if (gguf_get_str(f, fkey(c, "activation"), &s, err, errlen)) return -1;
+    if (s.len == 5 && !memcmp(s.ptr, "swish", 5)) c->act = AT_ACT_SWISH;
+    else if (s.len == 4 && !memcmp(s.ptr, "relu", 4)) c->act = AT_ACT_RELU;
+    else if (s.len == 4 && !memcmp(s.ptr, "gelu", 4)) c->act = AT_ACT_GELU;
+    else {
+        char b[48];
+        s2s_fail(err, errlen, "key %s: '%s' not supported (swish, relu, gelu)", fkey(c, "activation"),
+                 s2s_shown(b, sizeof b, s));
+        return -1;
+    }
+    return 0;
+}
+
+/* The generation defaults (HF's class defaults where a key is absent) and the tokenizer's
+ * source limit. */
+static int read_generation(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
+    s2s_generation *g = &c->gen;
+    *g = (s2s_generation){0, 1, 0, 0, 0, 0, 1.0f, 1.0f};
+    g->recorded = gguf_find_kv(f, "generation.num_beams") != NULL;
+    int lim = c->max_pos;
+    if (opt_int(f, "generation.num_beams", 1, 1024, &g->num_beams, err, errlen) ||
+        opt_f32(f, "generation.length_penalty", -100.0f, 100.0f, &g->length_penalty, err, errlen) ||
+        opt_int(f, "generation.early_stopping", 0, 2, &g->early_stopping, err, errlen) ||
+        opt_int(f, "generation.min_length", 0, 1 << 20, &g->min_length, err, errlen) ||
+        opt_int(f, "generation.no_repeat_ngram_size", 0, 1 << 20, &g->no_repeat_ngram, err, errlen) ||
+        opt_f32(f, "generation.repetition_penalty", 1e-6f, 1e6f, &g->repetition_penalty, err, errlen) ||
+        opt_int(f, "tokenizer.model_max_length", 1, 1 << 30, &lim, err, errlen))
+        return -1;
+    if (gguf_find_kv(f, "generation.renormalize_logits") &&
+        gguf_get_bool(f, "generation.renormalize_logits", &g->renormalize, err, errlen))
+        return -1;
+    c->model_max_length = lim < c->max_pos ? lim : c->max_pos;
+    return 0;
+}
+
+int s2s_read_config(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
+    if (read_family(f, c, err, errlen) || read_sizes(f, c, err, errlen) || read_token_ids(f, c, err, errlen) ||
+        read_activation(f, c, err, errlen))
+        return -1;
+    return read_generation(f, c, err, errlen);
+}
