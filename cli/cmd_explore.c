@@ -13,7 +13,7 @@
 #include "cli.h"
 #include "json.h"
 
-extern const char explore_html[]; /* build/tools/explore_html.c, from python/attend/explore.html */
+extern const char explore_html[]; /* build/cli/explore_html.c, from python/attend/explore.html */
 
 /* A longer side makes a page no browser draws well (a 200-piece side is 40,000 cells per
  * head); such lines are refused, not cut. */
