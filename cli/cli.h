@@ -6,7 +6,6 @@
 #include <stdio.h>
 
 #include "../model/attend.h"
-#include "npz.h"
 
 /* Exit statuses (documented in README.md). */
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_IO = 4 };
@@ -46,10 +45,6 @@ int cli_unknown_option(const char *cmd, const char *opt);
 /* Flush standard output. On a write error print one line (only once, and nothing for a
  * closed pipe, where attend ends quietly) and return EXIT_IO; else 0. */
 int cli_flush_stdout(void);
-
-/* Add one result to a --dump-attention archive under s{idx}/ (layout in README.md). */
-void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const attend_result *r,
-                     int with_logits);
 
 int cmd_translate(int argc, char **argv);
 int cmd_info(int argc, char **argv);

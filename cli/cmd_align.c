@@ -12,7 +12,7 @@
 #include "cli.h"
 #include "heatmap.h"
 #include "json.h"
-#include "npz.h"
+#include "output.h"
 
 static void usage_align(FILE *f) {
     fprintf(f,
@@ -78,17 +78,6 @@ static void json_matrix(FILE *f, const float *m, int rows, int cols, const char 
         json_floats(f, m + (size_t)r * cols, cols);
     }
     fprintf(f, "\n%s]", indent);
-}
-
-/* ---------------------------------------------------------------------------------------
- * .npz: the same layout as attend translate --dump-attention */
-
-static int dump_npz(const char *path, const attend_config *c, const attend_result *r, char *err,
-                    size_t errlen) {
-    npz_writer *z = npz_open(path, err, errlen);
-    if (!z) return -1;
-    cli_dump_result(z, c, 0, r, 0);
-    return npz_close(z, err, errlen);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -456,7 +445,7 @@ int cmd_align(int argc, char **argv) {
             status = EXIT_IO;
         }
     }
-    if (a.dump && dump_npz(a.dump, c, &r, err, sizeof err)) {
+    if (a.dump && cli_dump_one(a.dump, c, &r, err, sizeof err)) {
         fprintf(stderr, "attend align: --dump-attention %s: %s\n", a.dump, err);
         status = EXIT_IO;
     }
