@@ -1,17 +1,15 @@
 /* attend align: translate (or force-decode a given translation of) one sentence and show
  * where the model looked: a heatmap of a cross-attention view, the hard word alignment,
- * and per-token log-probabilities; optionally as SVG, JSON or a full .npz dump. */
-#include <errno.h>
+ * and per-token log-probabilities; optionally as SVG, JSON or a full .npz dump. This file
+ * reads the options and computes what is drawn; align_print.c writes it. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "../model/align.h"
+#include "align_run.h"
 #include "cli.h"
-#include "heatmap.h"
-#include "json.h"
 #include "output.h"
 
 static void usage_align(FILE *f) {
@@ -63,32 +61,89 @@ static void usage_align(FILE *f) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * JSON */
+ * Options */
 
-static void json_floats(FILE *f, const float *x, int n) {
-    fputc('[', f);
-    for (int i = 0; i < n; i++) fprintf(f, "%s%.7g", i ? ", " : "", (double)x[i]);
-    fputc(']', f);
-}
-
-static void json_matrix(FILE *f, const float *m, int rows, int cols, const char *indent) {
-    fputc('[', f);
-    for (int r = 0; r < rows; r++) {
-        fprintf(f, "%s\n%s  ", r ? "," : "", indent);
-        json_floats(f, m + (size_t)r * cols, cols);
+static int take_format(cli_args *a, align_options *o) {
+    const char *v;
+    const int rc = cli_take_str(a, &v);
+    if (rc != CLI_OPT_TAKEN || !strcmp(v, "text")) return rc;
+    if (!strcmp(v, "json")) {
+        o->json = 1;
+        return CLI_OPT_TAKEN;
     }
-    fprintf(f, "\n%s]", indent);
+    fprintf(stderr, "attend align: --format is text or json, not '%s'\n", v);
+    return EXIT_USAGE;
 }
 
-/* ---------------------------------------------------------------------------------------
- * align */
+static int take_color(cli_args *a, align_options *o) {
+    const char *v;
+    const int rc = cli_take_str(a, &v);
+    if (rc != CLI_OPT_TAKEN || !strcmp(v, "auto")) return rc;
+    if (!strcmp(v, "always") || !strcmp(v, "never")) {
+        o->color = !strcmp(v, "always");
+        return CLI_OPT_TAKEN;
+    }
+    fprintf(stderr, "attend align: --color is auto, always or never, not '%s'\n", v);
+    return EXIT_USAGE;
+}
 
-static int terminal_width(void) {
-    struct winsize ws;
-    if (isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20) return ws.ws_col;
-    const char *cols = getenv("COLUMNS");
-    if (cols && atoi(cols) >= 20) return atoi(cols);
-    return 80;
+/* The options of align besides the model options. */
+static int take_align_option(cli_args *a, align_options *o) {
+    int rc = CLI_OPT_OTHER;
+    if (cli_is(a, NULL, "--target")) return cli_take_str(a, &o->target);
+    if (cli_is(a, NULL, "--preset")) return cli_take_str(a, &o->preset);
+    if (cli_is(a, NULL, "--svg")) return cli_take_str(a, &o->svg);
+    if (cli_is(a, NULL, "--dump-attention")) return cli_take_str(a, &o->dump);
+    if (cli_is(a, NULL, "--format")) return take_format(a, o);
+    if (cli_is(a, NULL, "--color")) return take_color(a, o);
+    if (cli_is(a, NULL, "--width")) return cli_take_int(a, 20, 10000, &o->width);
+    if (cli_is(a, NULL, "--layer")) {
+        rc = cli_take_int(a, 0, 1000, &o->layer);
+        o->has_layer = 1;
+    } else if (cli_is(a, NULL, "--head")) {
+        rc = cli_take_int(a, 0, 1000, &o->head);
+        o->has_head = 1;
+    } else if (cli_is(a, NULL, "--words")) {
+        o->words = 1, rc = CLI_OPT_TAKEN;
+    } else if (cli_is(a, NULL, "--all-heads")) {
+        o->all_heads = 1, rc = CLI_OPT_TAKEN;
+    }
+    return rc;
+}
+
+/* 0 or EXIT_USAGE. */
+static int parse_align(int argc, char **argv, align_options *o) {
+    memset(o, 0, sizeof *o);
+    o->color = -1;
+    cli_args a = {"align", argc, argv, 0};
+    for (a.i = 1; a.i < argc; a.i++) {
+        int rc = cli_model_option(&a, &o->common);
+        if (rc == CLI_OPT_OTHER) rc = take_align_option(&a, o);
+        if (rc == CLI_OPT_OTHER)
+            rc = cli_one_text(&a, &o->source, "one source sentence at a time (quote it); "
+                                              "for many lines use attend translate --alignment");
+        if (rc != CLI_OPT_TAKEN) return rc;
+    }
+    return 0;
+}
+
+/* The attention view: --preset, --layer/--head, or the default. 0 or EXIT_USAGE. */
+static int choose_view(const align_options *o, attend_view *view) {
+    char err[512];
+    if (o->preset && (o->has_layer || o->has_head)) {
+        fprintf(stderr, "attend align: use --preset or --layer/--head, not both\n");
+        return EXIT_USAGE;
+    }
+    if (o->preset) {
+        if (attend_view_parse(o->preset, view, err, sizeof err) == 0) return 0;
+        fprintf(stderr, "attend align: --preset: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (o->has_layer || o->has_head)
+        *view = attend_view_single(o->has_layer ? o->layer : ATTEND_LAYER_LAST, o->has_head ? o->head : ATTEND_HEAD_AVG);
+    else
+        attend_view_parse(ATTEND_DEFAULT_VIEW, view, err, sizeof err);
+    return 0;
 }
 
 /* Read one line of standard input into a malloc'd string without its newline. */
@@ -104,370 +159,247 @@ static char *read_stdin_line(void) {
     return line;
 }
 
-/* "label" padded to 13 columns, then text wrapped at spaces to fit width. */
-static void print_wrapped(const char *label, const char *text, int width) {
-    int col = printf("%-12s", label);
-    while (*text) {
-        const char *e = strchr(text, ' ');
-        int len = e ? (int)(e - text) : (int)strlen(text);
-        char word[4096];
-        snprintf(word, sizeof word, "%.*s", len < 4000 ? len : 4000, text);
-        int w = heatmap_text_width(word);
-        if (col + 1 + w > width && col > 12) col = printf("\n%12s", "");
-        col += printf(" %s", word) - (int)strlen(word) + w;
-        text += len;
-        while (*text == ' ') text++;
+/* ---------------------------------------------------------------------------------------
+ * The translation and what is drawn */
+
+static void *alloc_or_exit(size_t n) {
+    void *p = malloc(n);
+    if (!p) {
+        fprintf(stderr, "attend align: out of memory\n");
+        exit(EXIT_FAIL);
     }
-    printf("\n");
+    return p;
 }
 
-typedef struct {
-    const char *model, *target, *preset, *svg, *dump, *src_lang, *tgt_lang;
-    int layer, head, words, all_heads, json, color, width, threads, beams;
-    int has_layer, has_head;
-} align_args;
+/* Load the model, check the view and languages against it, and translate. 0 or an exit status. */
+static int translate_source(align_run *x) {
+    const align_options *o = x->o;
+    char err[512];
+    x->m = cli_load_model(o->common.model);
+    x->c = attend_get_config(x->m);
+    if (attend_view_check(&x->view, x->c->decoder_layers, x->c->decoder_heads, err, sizeof err)) {
+        fprintf(stderr, "attend align: %s\n", err);
+        return EXIT_USAGE;
+    }
+    if (cli_check_languages("align", x->m, o->common.src_lang, o->common.tgt_lang, 1)) return EXIT_USAGE;
+    attend_params p = cli_model_params(&o->common);
+    p.want_attention = p.want_scores = 1;
+    const char *targets[1] = {o->target};
+    if (attend_translate(x->m, &x->source, NULL, 1, o->target ? targets : NULL, &p, &x->r, err, sizeof err)) {
+        fprintf(stderr, "attend align: %s\n", err);
+        return EXIT_FAIL;
+    }
+    x->translated = 1;
+    if (x->r.status) {
+        fprintf(stderr, "attend align: %s\n", x->r.message);
+        return EXIT_FAIL;
+    }
+    x->T = x->r.n_tgt, x->S = x->r.n_src, x->Ld = x->c->decoder_layers, x->Hd = x->c->decoder_heads;
+    attend_view_name(&x->view, x->vname, sizeof x->vname);
+    return 0;
+}
+
+/* The chosen view, piece level, its hard alignment, and what is drawn. 0 or EXIT_USAGE. */
+static int reduce_view(align_run *x) {
+    const int T = x->T, S = x->S;
+    const attend_result *r = &x->r;
+    char err[512];
+    x->A = alloc_or_exit(sizeof(float) * ((size_t)T * S + 1));
+    x->best = alloc_or_exit(sizeof(int) * ((size_t)T + 1));
+    x->links = alloc_or_exit(sizeof(int) * (2 * (size_t)T + 1));
+    if (attend_words_from_pieces((const char *const *)r->src_pieces, S, &x->sw) ||
+        attend_words_from_pieces((const char *const *)r->tgt_pieces, T, &x->tw)) {
+        fprintf(stderr, "attend align: out of memory\n");
+        exit(EXIT_FAIL);
+    }
+    if (attend_view_reduce(&x->view, r->cross, x->Ld, x->Hd, T, S, x->A, err, sizeof err)) {
+        fprintf(stderr, "attend align: %s\n", err);
+        return EXIT_USAGE;
+    }
+    attend_align_argmax(x->A, T, S, &x->sw, &x->tw, x->best);
+    x->nl = attend_align_links(x->best, T, &x->sw, &x->tw, x->links);
+    x->pharaoh = attend_pharaoh(x->links, x->nl);
+    const int words = x->o->words;
+    x->rows = words ? x->tw.n_words : T, x->cols = words ? x->sw.n_words : S;
+    x->rl = words ? (const char *const *)x->tw.words : (const char *const *)r->tgt_pieces;
+    x->cl = words ? (const char *const *)x->sw.words : (const char *const *)r->src_pieces;
+    x->shown = x->A;
+    if (words) {
+        x->shown = malloc(sizeof(float) * ((size_t)x->rows * x->cols + 1));
+        attend_words_matrix(x->A, T, S, &x->sw, &x->tw, x->shown);
+    }
+    return 0;
+}
+
+/* --all-heads: every head of one layer as small multiples (the layer of --layer, else of the
+ * view, else the last). 0 or EXIT_USAGE. */
+static int head_panels(align_run *x) {
+    const align_options *o = x->o;
+    const int Ld = x->Ld, Hd = x->Hd, T = x->T, S = x->S;
+    char err[512];
+    x->hl = o->has_layer ? o->layer : Ld - 1;
+    if (!o->has_layer && attend_resolve_layer(x->view.layer[0], Ld) >= 0) x->hl = attend_resolve_layer(x->view.layer[0], Ld);
+    x->np = 1;
+    if (!o->all_heads) return 0;
+    if (x->hl >= Ld) {
+        fprintf(stderr, "attend align: --layer %d: the model has %d decoder layers (0..%d)\n", x->hl, Ld, Ld - 1);
+        return EXIT_USAGE;
+    }
+    x->np = Hd;
+    x->heads = malloc(sizeof(float) * ((size_t)Hd * (o->words ? x->rows * x->cols : T * S) + 1));
+    x->panels = calloc((size_t)Hd, sizeof *x->panels);
+    x->titles = calloc((size_t)Hd, sizeof *x->titles);
+    float *tmp = malloc(sizeof(float) * ((size_t)T * S + 1));
+    if (!x->heads || !x->panels || !x->titles || !tmp) {
+        fprintf(stderr, "attend align: out of memory\n");
+        exit(EXIT_FAIL);
+    }
+    for (int h = 0; h < Hd; h++) {
+        attend_view one = attend_view_single(x->hl, h);
+        one.shift = x->view.shift;
+        attend_view_reduce(&one, x->r.cross, Ld, Hd, T, S, tmp, err, sizeof err);
+        float *dst = x->heads + (size_t)h * x->rows * x->cols;
+        if (o->words) attend_words_matrix(tmp, T, S, &x->sw, &x->tw, dst);
+        else memcpy(dst, tmp, sizeof(float) * (size_t)T * S);
+        snprintf(x->titles[h], sizeof x->titles[h], "%d:%d%s", x->hl, h, x->view.shift ? "+s" : "");
+        x->panels[h].title = x->titles[h];
+        x->panels[h].m = dst;
+    }
+    free(tmp);
+    return 0;
+}
+
+/* Row i's note: what it aligns to (a piece, or the words linked), then its log-probability. */
+static void row_note(align_run *x, int i, char *nb, size_t n) {
+    size_t k = 0;
+    x->mark[i] = -1;
+    if (!x->o->words) {
+        if (x->best[i] >= 0) {
+            x->mark[i] = x->best[i];
+            k += (size_t)snprintf(nb, n, "%s %.20s", "->", x->r.src_pieces[x->best[i]]);
+        }
+    } else {
+        for (int q = 0; q < x->nl && k < n - 40; q++)
+            if (x->links[2 * q + 1] == i) {
+                if (x->mark[i] < 0) x->mark[i] = x->links[2 * q];
+                k += (size_t)snprintf(nb + k, n - k, "%s%.16s", k ? " " : "-> ", x->sw.words[x->links[2 * q]]);
+            }
+    }
+    snprintf(nb + k, n - k, "%s%.2f", k ? "  " : "", (double)x->rowlp[i]);
+}
+
+/* Per-row notes and marks, and the log-probabilities they show. */
+static void row_notes(align_run *x) {
+    x->notes = calloc((size_t)x->rows + 1, sizeof(char *));
+    x->mark = malloc(sizeof(int) * ((size_t)x->rows + 1));
+    x->rowlp = calloc((size_t)x->rows + 1, sizeof(float));
+    for (int t = 0; t < x->T; t++) x->total += x->r.logprob[t];
+    for (int t = 0; t < x->T; t++) {
+        int row = x->o->words ? x->tw.word_of[t] : t;
+        if (row >= 0) x->rowlp[row] += x->r.logprob[t];
+    }
+    for (int i = 0; i < x->rows; i++) {
+        char nb[256] = "";
+        row_note(x, i, nb, sizeof nb);
+        x->notes[i] = strdup(nb);
+    }
+}
+
+static int terminal_width(void) {
+    struct winsize ws;
+    if (isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20) return ws.ws_col;
+    const char *cols = getenv("COLUMNS");
+    if (cols && atoi(cols) >= 20) return atoi(cols);
+    return 80;
+}
+
+/* The heatmap's labels, marks and notes, width, and colours (--color; auto: Unicode on a
+ * terminal that is not dumb, colour too without NO_COLOR). */
+static void heatmap_options(align_run *x) {
+    heatmap_opts *ho = &x->ho;
+    *ho = heatmap_default_opts();
+    ho->rows = x->rows;
+    ho->cols = x->cols;
+    ho->row_labels = x->rl;
+    ho->col_labels = x->cl;
+    ho->mark = x->mark;
+    ho->row_notes = (const char *const *)x->notes;
+    ho->width = x->o->width ? x->o->width : terminal_width();
+    int tty = isatty(1), no_color = getenv("NO_COLOR") && *getenv("NO_COLOR");
+    const char *term = getenv("TERM");
+    int dumb = term && !strcmp(term, "dumb");
+    if (x->o->color >= 0) {
+        ho->color = ho->unicode = x->o->color;
+    } else {
+        ho->unicode = tty && !dumb;
+        ho->color = ho->unicode && !no_color;
+    }
+}
+
+/* ---------------------------------------------------------------------------------------
+ * align */
+
+/* The outputs: text or JSON, --svg, --dump-attention. The exit status. */
+static int write_outputs(align_run *x) {
+    const align_options *o = x->o;
+    int status = EXIT_OK;
+    char err[512];
+    if (o->json) align_print_json(x);
+    else align_print_text(x);
+    if (o->svg && align_write_svg(x, o->svg)) status = EXIT_IO;
+    if (o->dump && cli_dump_one(o->dump, x->c, &x->r, err, sizeof err)) {
+        fprintf(stderr, "attend align: --dump-attention %s: %s\n", o->dump, err);
+        status = EXIT_IO;
+    }
+    if (cli_flush_stdout()) status = EXIT_IO;
+    return status;
+}
+
+static void align_run_free(align_run *x) {
+    for (int i = 0; x->notes && i < x->rows; i++) free(x->notes[i]);
+    free(x->notes);
+    free(x->mark);
+    free(x->rowlp);
+    free(x->heads);
+    free(x->panels);
+    free(x->titles);
+    if (x->shown != x->A) free(x->shown);
+    free(x->pharaoh);
+    free(x->A);
+    free(x->best);
+    free(x->links);
+    attend_words_free(&x->sw);
+    attend_words_free(&x->tw);
+    if (x->translated) attend_result_free(&x->r);
+    if (x->m) attend_free(x->m);
+}
 
 int cmd_align(int argc, char **argv) {
-    align_args a = {0};
-    a.color = -1;
-    const char *source = NULL;
     if (cli_wants_help(argc, argv)) {
         usage_align(stdout);
         return EXIT_OK;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE CLI_NEED_VALUE("align", o, v, i)
-        if (!strcmp(o, "-m") || !strcmp(o, "--model")) {
-            NEED_VALUE a.model = v;
-        } else if (!strcmp(o, "--target")) {
-            NEED_VALUE a.target = v;
-        } else if (!strcmp(o, "--src-lang")) {
-            NEED_VALUE a.src_lang = v;
-        } else if (!strcmp(o, "--tgt-lang")) {
-            NEED_VALUE a.tgt_lang = v;
-        } else if (!strcmp(o, "--beam")) {
-            NEED_VALUE a.beams = cli_parse_int(o, v, 1, 1024);
-        } else if (!strcmp(o, "--greedy")) {
-            a.beams = 1;
-        } else if (!strcmp(o, "--preset")) {
-            NEED_VALUE a.preset = v;
-        } else if (!strcmp(o, "--layer")) {
-            NEED_VALUE a.layer = cli_parse_int(o, v, 0, 1000);
-            a.has_layer = 1;
-        } else if (!strcmp(o, "--head")) {
-            NEED_VALUE a.head = cli_parse_int(o, v, 0, 1000);
-            a.has_head = 1;
-        } else if (!strcmp(o, "--words")) {
-            a.words = 1;
-        } else if (!strcmp(o, "--all-heads")) {
-            a.all_heads = 1;
-        } else if (!strcmp(o, "--svg")) {
-            NEED_VALUE a.svg = v;
-        } else if (!strcmp(o, "--dump-attention")) {
-            NEED_VALUE a.dump = v;
-        } else if (!strcmp(o, "--format")) {
-            NEED_VALUE if (!strcmp(v, "json")) a.json = 1;
-            else if (strcmp(v, "text")) {
-                fprintf(stderr, "attend align: --format is text or json, not '%s'\n", v);
-                return EXIT_USAGE;
-            }
-        } else if (!strcmp(o, "--color")) {
-            NEED_VALUE if (!strcmp(v, "always")) a.color = 1;
-            else if (!strcmp(v, "never")) a.color = 0;
-            else if (strcmp(v, "auto")) {
-                fprintf(stderr, "attend align: --color is auto, always or never, not '%s'\n", v);
-                return EXIT_USAGE;
-            }
-        } else if (!strcmp(o, "--width")) {
-            NEED_VALUE a.width = cli_parse_int(o, v, 20, 10000);
-        } else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) {
-            NEED_VALUE a.threads = cli_parse_int(o, v, 1, 1024);
-        } else if (!strcmp(o, "--")) {
-            if (i + 1 < argc) source = argv[++i];
-            if (i + 1 < argc) goto extra;
-            break;
-        } else if (cli_is_option(o)) {
-            return cli_unknown_option("align", o);
-        } else if (!source) {
-            source = o;
-        } else {
-        extra:
-            fprintf(stderr, "attend align: one source sentence at a time (quote it); "
-                            "for many lines use attend translate --alignment\n");
-            return EXIT_USAGE;
-        }
-    }
-#undef NEED_VALUE
-    if (a.preset && (a.has_layer || a.has_head)) {
-        fprintf(stderr, "attend align: use --preset or --layer/--head, not both\n");
-        return EXIT_USAGE;
-    }
-    attend_view view;
-    char err[512];
-    if (a.preset) {
-        if (attend_view_parse(a.preset, &view, err, sizeof err)) {
-            fprintf(stderr, "attend align: --preset: %s\n", err);
-            return EXIT_USAGE;
-        }
-    } else if (a.has_layer || a.has_head) {
-        view = attend_view_single(a.has_layer ? a.layer : ATTEND_LAYER_LAST,
-                                  a.has_head ? a.head : ATTEND_HEAD_AVG);
-    } else {
-        attend_view_parse(ATTEND_DEFAULT_VIEW, &view, err, sizeof err);
-    }
+    align_options o;
+    align_run x = {0};
+    x.o = &o;
+    int status = parse_align(argc, argv, &o);
+    if (!status) status = choose_view(&o, &x.view);
+    if (status) return status;
     char *owned = NULL;
-    if (!source) {
-        source = owned = read_stdin_line();
-        if (!source) {
-            fprintf(stderr, "attend align: no source sentence (give one, or a line on stdin)\n");
-            return EXIT_USAGE;
-        }
-    }
-
-    attend_model *m = cli_load_model(a.model);
-    const attend_config *c = attend_get_config(m);
-    if (attend_view_check(&view, c->decoder_layers, c->decoder_heads, err, sizeof err)) {
-        fprintf(stderr, "attend align: %s\n", err);
-        attend_free(m);
-        free(owned);
+    x.source = o.source ? o.source : (owned = read_stdin_line());
+    if (!x.source) {
+        fprintf(stderr, "attend align: no source sentence (give one, or a line on stdin)\n");
         return EXIT_USAGE;
     }
-    if (cli_check_languages("align", m, a.src_lang, a.tgt_lang, 1)) {
-        attend_free(m);
-        free(owned);
-        return EXIT_USAGE;
+    status = translate_source(&x);
+    if (!status) status = reduce_view(&x);
+    if (!status) status = head_panels(&x);
+    if (!status) {
+        row_notes(&x);
+        heatmap_options(&x);
+        status = write_outputs(&x);
     }
-    attend_params p = attend_default_params();
-    p.threads = a.threads;
-    p.num_beams = a.beams;
-    p.want_attention = p.want_scores = 1;
-    p.src_lang = a.src_lang;
-    p.tgt_lang = a.tgt_lang;
-    attend_result r;
-    const char *targets[1] = {a.target};
-    int status = EXIT_OK;
-    if (attend_translate(m, &source, NULL, 1, a.target ? targets : NULL, &p, &r, err, sizeof err)) {
-        fprintf(stderr, "attend align: %s\n", err);
-        attend_free(m);
-        free(owned);
-        return EXIT_FAIL;
-    }
-    if (r.status) {
-        fprintf(stderr, "attend align: %s\n", r.message);
-        attend_result_free(&r);
-        attend_free(m);
-        free(owned);
-        return EXIT_FAIL;
-    }
-    const int T = r.n_tgt, S = r.n_src, Ld = c->decoder_layers, Hd = c->decoder_heads;
-    char vname[256];
-    attend_view_name(&view, vname, sizeof vname);
-
-    /* the chosen view, piece level, and its hard alignment */
-    float *A = malloc(sizeof(float) * ((size_t)T * S + 1));
-    int *best = malloc(sizeof(int) * ((size_t)T + 1)), *links = malloc(sizeof(int) * (2 * (size_t)T + 1));
-    attend_words sw = {0}, tw = {0};
-    if (!A || !best || !links || attend_words_from_pieces((const char *const *)r.src_pieces, S, &sw) ||
-        attend_words_from_pieces((const char *const *)r.tgt_pieces, T, &tw)) {
-        fprintf(stderr, "attend align: out of memory\n");
-        exit(EXIT_FAIL);
-    }
-    if (attend_view_reduce(&view, r.cross, Ld, Hd, T, S, A, err, sizeof err)) {
-        fprintf(stderr, "attend align: %s\n", err);
-        status = EXIT_USAGE;
-        goto done;
-    }
-    attend_align_argmax(A, T, S, &sw, &tw, best);
-    int nl = attend_align_links(best, T, &sw, &tw, links);
-    char *pharaoh = attend_pharaoh(links, nl);
-
-    /* what is drawn: pieces, or words (then the rows and columns are words) */
-    int rows = a.words ? tw.n_words : T, cols = a.words ? sw.n_words : S;
-    const char *const *rl = a.words ? (const char *const *)tw.words : (const char *const *)r.tgt_pieces;
-    const char *const *cl = a.words ? (const char *const *)sw.words : (const char *const *)r.src_pieces;
-    float *shown = A;
-    if (a.words) {
-        shown = malloc(sizeof(float) * ((size_t)rows * cols + 1));
-        attend_words_matrix(A, T, S, &sw, &tw, shown);
-    }
-    /* small multiples: every head of one layer */
-    int hl = a.has_layer ? a.layer : Ld - 1;
-    if (!a.has_layer && attend_resolve_layer(view.layer[0], Ld) >= 0)
-        hl = attend_resolve_layer(view.layer[0], Ld);
-    float *heads = NULL;
-    heatmap_panel *panels = NULL;
-    char (*titles)[32] = NULL;
-    int np = 1;
-    if (a.all_heads) {
-        if (hl >= Ld) {
-            fprintf(stderr, "attend align: --layer %d: the model has %d decoder layers (0..%d)\n", hl, Ld, Ld - 1);
-            status = EXIT_USAGE;
-            goto done2;
-        }
-        np = Hd;
-        heads = malloc(sizeof(float) * ((size_t)Hd * (a.words ? rows * cols : T * S) + 1));
-        panels = calloc((size_t)Hd, sizeof *panels);
-        titles = calloc((size_t)Hd, sizeof *titles);
-        float *tmp = malloc(sizeof(float) * ((size_t)T * S + 1));
-        if (!heads || !panels || !titles || !tmp) {
-            fprintf(stderr, "attend align: out of memory\n");
-            exit(EXIT_FAIL);
-        }
-        for (int h = 0; h < Hd; h++) {
-            attend_view one = attend_view_single(hl, h);
-            one.shift = view.shift;
-            attend_view_reduce(&one, r.cross, Ld, Hd, T, S, tmp, err, sizeof err);
-            float *dst = heads + (size_t)h * rows * cols;
-            if (a.words) attend_words_matrix(tmp, T, S, &sw, &tw, dst);
-            else memcpy(dst, tmp, sizeof(float) * (size_t)T * S);
-            snprintf(titles[h], sizeof titles[h], "%d:%d%s", hl, h, view.shift ? "+s" : "");
-            panels[h].title = titles[h];
-            panels[h].m = dst;
-        }
-        free(tmp);
-    }
-    heatmap_panel single = {NULL, shown};
-    const heatmap_panel *pp = a.all_heads ? panels : &single;
-
-    /* per-row notes: what the row aligns to, and the token's log-probability */
-    char **notes = calloc((size_t)rows + 1, sizeof(char *));
-    int *mark = malloc(sizeof(int) * ((size_t)rows + 1));
-    float *rowlp = calloc((size_t)rows + 1, sizeof(float));
-    double total = 0;
-    for (int t = 0; t < T; t++) total += r.logprob[t];
-    for (int t = 0; t < T; t++) {
-        int row = a.words ? tw.word_of[t] : t;
-        if (row >= 0) rowlp[row] += r.logprob[t];
-    }
-    for (int i = 0; i < rows; i++) {
-        char nb[256] = "";
-        size_t k = 0;
-        mark[i] = -1;
-        if (!a.words) {
-            if (best[i] >= 0) {
-                mark[i] = best[i];
-                k += (size_t)snprintf(nb, sizeof nb, "%s %.20s", "->", r.src_pieces[best[i]]);
-            }
-        } else {
-            for (int q = 0; q < nl && k < sizeof nb - 40; q++)
-                if (links[2 * q + 1] == i) {
-                    if (mark[i] < 0) mark[i] = links[2 * q];
-                    k += (size_t)snprintf(nb + k, sizeof nb - k, "%s%.16s", k ? " " : "-> ",
-                                          sw.words[links[2 * q]]);
-                }
-        }
-        snprintf(nb + k, sizeof nb - k, "%s%.2f", k ? "  " : "", (double)rowlp[i]);
-        notes[i] = strdup(nb);
-    }
-    heatmap_opts ho = heatmap_default_opts();
-    ho.rows = rows;
-    ho.cols = cols;
-    ho.row_labels = rl;
-    ho.col_labels = cl;
-    ho.mark = mark;
-    ho.row_notes = (const char *const *)notes;
-    ho.width = a.width ? a.width : terminal_width();
-    int tty = isatty(1), no_color = getenv("NO_COLOR") && *getenv("NO_COLOR");
-    const char *term = getenv("TERM");
-    int dumb = term && !strcmp(term, "dumb");
-    if (a.color == 1) ho.color = ho.unicode = 1;
-    else if (a.color == 0) ho.color = ho.unicode = 0;
-    else {
-        ho.unicode = tty && !dumb;
-        ho.color = ho.unicode && !no_color;
-    }
-
-    if (a.json) {
-        printf("{\n  \"source\": ");
-        json_str(stdout, source);
-        printf(",\n  \"translation\": ");
-        json_str(stdout, r.text);
-        printf(",\n  \"forced\": %s,\n  \"view\": ", a.target ? "true" : "false");
-        json_str(stdout, vname);
-        printf(",\n  \"level\": \"%s\",\n  \"source_pieces\": ", a.words ? "words" : "pieces");
-        json_strs(stdout, (const char *const *)r.src_pieces, S);
-        printf(",\n  \"target_pieces\": ");
-        json_strs(stdout, (const char *const *)r.tgt_pieces, T);
-        printf(",\n  \"source_words\": ");
-        json_strs(stdout, (const char *const *)sw.words, sw.n_words);
-        printf(",\n  \"target_words\": ");
-        json_strs(stdout, (const char *const *)tw.words, tw.n_words);
-        printf(",\n  \"target_logprob\": ");
-        json_floats(stdout, r.logprob, T);
-        printf(",\n  \"logprob\": %.7g,\n  \"matrix\": ", total);
-        json_matrix(stdout, shown, rows, cols, "  ");
-        printf(",\n  \"alignment\": ");
-        json_str(stdout, pharaoh ? pharaoh : "");
-        printf(",\n  \"links\": [");
-        for (int q = 0; q < nl; q++) printf("%s[%d, %d]", q ? ", " : "", links[2 * q], links[2 * q + 1]);
-        printf("]");
-        if (a.all_heads) {
-            printf(",\n  \"heads_layer\": %d,\n  \"heads\": [", hl);
-            for (int h = 0; h < Hd; h++) {
-                printf("%s\n    ", h ? "," : "");
-                json_matrix(stdout, panels[h].m, rows, cols, "    ");
-            }
-            printf("\n  ]");
-        }
-        printf("\n}\n");
-    } else {
-        print_wrapped("source:", source, ho.width);
-        print_wrapped(a.target ? "target:" : "translation:", r.text, ho.width);
-        printf("log-prob:    %.3f (%.3f per token, %d tokens with </s>)\n", total, T ? total / T : 0.0, T);
-        if (a.all_heads)
-            printf("view:        every head of decoder layer %d%s (layer:head); alignment from %s\n", hl,
-                   view.shift ? ", shifted" : "", vname);
-        else
-            printf("view:        %s (decoder layers 0..%d, heads 0..%d)%s\n", vname, Ld - 1, Hd - 1,
-                   a.words ? ", words" : "");
-        if (!a.svg) { /* with --svg the picture is in the file */
-            printf("\n");
-            heatmap_text(stdout, &ho, pp, np);
-        }
-        /* the alignment, wrapped at the heatmap's width */
-        int col = printf("\nalignment:  ") - 1;
-        for (const char *q = pharaoh ? pharaoh : ""; *q;) {
-            const char *e = strchr(q, ' ');
-            int len = e ? (int)(e - q) : (int)strlen(q);
-            if (col + 1 + len > ho.width && col > 12) col = printf("\n            ") - 1;
-            col += printf(" %.*s", len, q);
-            q += len + (e ? 1 : 0);
-        }
-        printf("\n");
-    }
-    if (a.svg) {
-        FILE *f = fopen(a.svg, "w");
-        char title[1024];
-        snprintf(title, sizeof title, "%s  \xe2\x86\x92  %s   [%s]", source, r.text, vname);
-        if (!f || heatmap_svg(f, &ho, pp, np, title) || fclose(f)) {
-            fprintf(stderr, "attend align: --svg %s: %s\n", a.svg, strerror(errno));
-            status = EXIT_IO;
-        }
-    }
-    if (a.dump && cli_dump_one(a.dump, c, &r, err, sizeof err)) {
-        fprintf(stderr, "attend align: --dump-attention %s: %s\n", a.dump, err);
-        status = EXIT_IO;
-    }
-    if (cli_flush_stdout()) status = EXIT_IO;
-    for (int i = 0; i < rows; i++) free(notes[i]);
-    free(notes);
-    free(mark);
-    free(rowlp);
-done2:
-    free(heads);
-    free(panels);
-    free(titles);
-    if (shown != A) free(shown);
-    free(pharaoh);
-done:
-    free(A);
-    free(best);
-    free(links);
-    attend_words_free(&sw);
-    attend_words_free(&tw);
-    attend_result_free(&r);
-    attend_free(m);
+    align_run_free(&x);
     free(owned);
     return status;
 }

@@ -10,5 +10,10 @@
 void json_str(FILE *f, const char *s);
 /* n strings as a JSON array. */
 void json_strs(FILE *f, const char *const *s, int n);
+/* n numbers as a JSON array, "%.7g" each. */
+void json_floats(FILE *f, const float *x, int n);
+/* A [rows, cols] matrix as an array of rows, one row a line, each indented by indent and two
+ * spaces; the closing bracket on its own line after indent. */
+void json_matrix(FILE *f, const float *m, int rows, int cols, const char *indent);
 
 #endif
