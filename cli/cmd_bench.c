@@ -14,6 +14,7 @@
 #include "../model/attend.h"
 #include "bench_peak.h"
 #include "cli.h"
+#include "options.h"
 
 static void usage_bench(FILE *f) {
     fprintf(f,
@@ -54,6 +55,7 @@ static void usage_bench(FILE *f) {
             "\n"
             "$ATTEND_ISA=generic|avx2|avx512 forces a kernel set; $ATTEND_AMX=0 keeps int8 off AMX.\n");
 }
+
 
 static double now(void) {
     struct timespec ts;
@@ -223,216 +225,309 @@ static void linear_macs(const attend_config *c, double *enc, double *dec) {
 
 
 /* ---------------------------------------------------------------------------------------
- * bench */
+ * Options */
 
-int cmd_bench(int argc, char **argv) {
-    const double unix_main = wall();
-    const char *path = NULL;
-    int B = 1, S = 20, T = 20, threads = 0, rounds = 5, seed = 1, want_bandwidth = 1, want_peak = 1, json = 0, beams = 1;
-    if (cli_wants_help(argc, argv)) {
-        usage_bench(stdout);
-        return EXIT_OK;
-    }
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define ARG(s, l) (!strcmp(a, s) || !strcmp(a, l))
-#define NEED_VALUE CLI_NEED_VALUE("bench", a, v, i)
-        if (ARG("-m", "--model")) {
-            NEED_VALUE path = v;
-        } else if (ARG("-b", "--batch")) {
-            NEED_VALUE B = cli_parse_int(a, v, 1, 100000);
-        } else if (ARG("-s", "--src-len")) {
-            NEED_VALUE S = cli_parse_int(a, v, 1, 100000);
-        } else if (ARG("-n", "--tgt-len")) {
-            NEED_VALUE T = cli_parse_int(a, v, 1, 100000);
-        } else if (ARG("-t", "--threads")) {
-            NEED_VALUE threads = cli_parse_int(a, v, 1, 4096);
-        } else if (ARG("-r", "--rounds")) {
-            NEED_VALUE rounds = cli_parse_int(a, v, 1, 100000);
-        } else if (!strcmp(a, "--beam")) {
-            NEED_VALUE beams = cli_parse_int(a, v, 1, 1024);
-        } else if (!strcmp(a, "--seed")) {
-            NEED_VALUE seed = cli_parse_int(a, v, 0, 1 << 30);
-        } else if (!strcmp(a, "--no-bandwidth")) {
-            want_bandwidth = 0;
-        } else if (!strcmp(a, "--no-peak")) {
-            want_peak = 0;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (cli_is_option(a)) {
-            return cli_unknown_option("bench", a);
+typedef struct {
+    const char *path;  /* -m (required) */
+    int B, S, T;       /* -b, -s, -n: sentences per batch, source and target tokens */
+    int threads;       /* -t: 0 for the default */
+    int rounds, seed, beams;
+    int want_bandwidth, want_peak, json;
+} bench_options;
+
+static int take_bench_option(cli_args *a, bench_options *o) {
+    if (cli_is(a, "-m", "--model")) return cli_take_str(a, &o->path);
+    if (cli_is(a, "-b", "--batch")) return cli_take_int(a, 1, 100000, &o->B);
+    if (cli_is(a, "-s", "--src-len")) return cli_take_int(a, 1, 100000, &o->S);
+    if (cli_is(a, "-n", "--tgt-len")) return cli_take_int(a, 1, 100000, &o->T);
+    if (cli_is(a, "-t", "--threads")) return cli_take_int(a, 1, 4096, &o->threads);
+    if (cli_is(a, "-r", "--rounds")) return cli_take_int(a, 1, 100000, &o->rounds);
+    if (cli_is(a, NULL, "--beam")) return cli_take_int(a, 1, 1024, &o->beams);
+    if (cli_is(a, NULL, "--seed")) return cli_take_int(a, 0, 1 << 30, &o->seed);
+    if (cli_is(a, NULL, "--no-bandwidth")) o->want_bandwidth = 0;
+    else if (cli_is(a, NULL, "--no-peak")) o->want_peak = 0;
+    else if (cli_is(a, NULL, "--json")) o->json = 1;
+    else return CLI_OPT_OTHER;
+    return CLI_OPT_TAKEN;
+}
+
+/* 0 or EXIT_USAGE. */
+static int parse_bench(int argc, char **argv, bench_options *o) {
+    *o = (bench_options){NULL, 1, 20, 20, 0, 5, 1, 1, 1, 1, 0};
+    cli_args a = {"bench", argc, argv, 0};
+    for (a.i = 1; a.i < argc; a.i++) {
+        const char *arg = argv[a.i];
+        const int rc = take_bench_option(&a, o);
+        if (rc != CLI_OPT_OTHER) {
+            if (rc) return rc;
+        } else if (cli_is_option(arg)) {
+            return cli_unknown_option("bench", arg);
         } else {
-            fprintf(stderr, "attend bench: unexpected argument '%s'; the model goes after -m (see --help)\n", a);
+            fprintf(stderr, "attend bench: unexpected argument '%s'; the model goes after -m (see --help)\n", arg);
             return EXIT_USAGE;
         }
-#undef NEED_VALUE
-#undef ARG
     }
-    if (!path) {
+    if (!o->path) {
         fprintf(stderr, "attend bench: -m MODEL.gguf is required (see --help)\n");
         return EXIT_USAGE;
     }
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The timed rounds */
+
+typedef struct {
+    const bench_options *o;
+    int threads;
+    attend_model *m;
+    const attend_config *c;
+    double unix_main, load_s, unix_loaded; /* process start, the model's opening */
+    int *ids;                              /* [B, S] the random sources */
+    const int **src;
+    int *lens;
+    int lang;                              /* the sources' language token, or -1 */
+    attend_result *out;
+    double *t_round, *t_enc, *t_dec;       /* [rounds] seconds */
+    int produced;                          /* target tokens of a round */
+    long long steps;                       /* decoder steps of a round */
+    double first_s, unix_first;            /* the warm-up round: the model's first translation */
+} bench_run;
+
+/* Select the kernels and open the model, timed. 0 or an exit status. */
+static int open_model(bench_run *x) {
     char err[512];
     if (attend_select_isa(err, sizeof err)) {
         fprintf(stderr, "attend bench: %s\n", err);
         return EXIT_USAGE;
     }
-    if (threads == 0) threads = attend_default_threads();
+    x->threads = x->o->threads ? x->o->threads : attend_default_threads();
     const double t_load = now();
-    attend_model *m = attend_load(path, err, sizeof err);
-    const double load_s = now() - t_load, unix_loaded = wall();
-    if (!m) {
-        fprintf(stderr, "attend bench: %s: %s\n", path, err);
+    x->m = attend_load(x->o->path, err, sizeof err);
+    x->load_s = now() - t_load, x->unix_loaded = wall();
+    if (!x->m) {
+        fprintf(stderr, "attend bench: %s: %s\n", x->o->path, err);
         return EXIT_MODEL;
     }
-    const attend_config *c = attend_get_config(m);
-    if (S > c->max_position_embeddings || T > c->max_position_embeddings) {
-        fprintf(stderr, "attend bench: lengths must fit the model's %d positions\n", c->max_position_embeddings);
-        attend_free(m);
+    x->c = attend_get_config(x->m);
+    if (x->o->S > x->c->max_position_embeddings || x->o->T > x->c->max_position_embeddings) {
+        fprintf(stderr, "attend bench: lengths must fit the model's %d positions\n", x->c->max_position_embeddings);
         return EXIT_USAGE;
     }
+    return 0;
+}
 
-    /* random sources: ordinary ids (not </s>, <unk>, pad or a language token), </s> last; a
-     * multilingual model's sources start with its first language's token, and that language
-     * is the target too (forced as the first output token) */
-    const int lang = c->n_languages > 0 ? c->language_ids[0] : -1;
-    int *ids = malloc(sizeof(int) * (size_t)B * S);
-    const int **src = calloc((size_t)B, sizeof *src);
-    int *lens = calloc((size_t)B, sizeof *lens);
-    attend_result *out = calloc((size_t)B, sizeof *out);
-    double *t_round = malloc(sizeof(double) * rounds), *t_enc = malloc(sizeof(double) * rounds);
-    double *t_dec = malloc(sizeof(double) * rounds);
-    if (!ids || !src || !lens || !out || !t_round || !t_enc || !t_dec) {
+/* Random sources: ordinary ids (not </s>, <unk>, pad or a language token), </s> last; a
+ * multilingual model's sources start with its first language's token, and that language
+ * is the target too (forced as the first output token). 0 or EXIT_FAIL. */
+static int make_sources(bench_run *x) {
+    const attend_config *c = x->c;
+    const int B = x->o->B, S = x->o->S, rounds = x->o->rounds;
+    const int lang = x->lang = c->n_languages > 0 ? c->language_ids[0] : -1;
+    x->ids = malloc(sizeof(int) * (size_t)B * S);
+    x->src = calloc((size_t)B, sizeof *x->src);
+    x->lens = calloc((size_t)B, sizeof *x->lens);
+    x->out = calloc((size_t)B, sizeof *x->out);
+    x->t_round = malloc(sizeof(double) * rounds), x->t_enc = malloc(sizeof(double) * rounds);
+    x->t_dec = malloc(sizeof(double) * rounds);
+    if (!x->ids || !x->src || !x->lens || !x->out || !x->t_round || !x->t_enc || !x->t_dec) {
         fprintf(stderr, "attend bench: out of memory\n");
         return EXIT_FAIL;
     }
-    srand((unsigned)seed);
+    srand((unsigned)x->o->seed);
     for (int i = 0; i < B; i++) {
         for (int j = 0; j < S - 1; j++) {
             int id;
             do id = rand() % c->vocab_size;
             while (id == c->eos_id || id == c->pad_id || id == c->unk_id || is_language(c, id));
-            ids[(size_t)i * S + j] = id;
+            x->ids[(size_t)i * S + j] = id;
         }
-        if (lang >= 0 && S > 1) ids[(size_t)i * S] = lang;
-        ids[(size_t)i * S + S - 1] = c->eos_id;
-        src[i] = ids + (size_t)i * S;
-        lens[i] = S;
+        if (lang >= 0 && S > 1) x->ids[(size_t)i * S] = lang;
+        x->ids[(size_t)i * S + S - 1] = c->eos_id;
+        x->src[i] = x->ids + (size_t)i * S;
+        x->lens[i] = S;
     }
+    return 0;
+}
+
+/* One warm-up round, then the timed ones. 0 or EXIT_FAIL. */
+static int run_rounds(bench_run *x) {
+    const bench_options *o = x->o;
+    char err[512];
     /* always an explicit search, so a file's recorded num_beams never turns greedy runs into
      * beam runs: greedy (beams 1) or N beams. </s> is banned until the last step (min_length
      * T: the start token counts), so every row, every beam too, decodes T tokens */
     attend_stats st;
     attend_params p = attend_default_params();
-    p.threads = threads;
-    p.num_beams = beams;
+    p.threads = x->threads;
+    p.num_beams = o->beams;
     p.n_best = 1;
-    p.max_length = T + 1;
+    p.max_length = o->T + 1;
     p.set_min_length = 1;
-    p.min_length = T;
+    p.min_length = o->T;
     p.stats = &st;
-    if (lang >= 0) p.tgt_lang = c->languages[0];
-    int produced = 0;
-    long long steps = 0;
-    double first_s = 0, unix_first = 0; /* the warm-up round: the model's first translation */
-    for (int r = -1; r < rounds; r++) { /* round -1 warms caches and page tables */
+    if (x->lang >= 0) p.tgt_lang = x->c->languages[0];
+    for (int r = -1; r < o->rounds; r++) { /* round -1 warms caches and page tables */
         double t0 = now();
-        if (attend_translate_ids(m, src, lens, B, NULL, NULL, &p, out, err, sizeof err)) {
+        if (attend_translate_ids(x->m, x->src, x->lens, o->B, NULL, NULL, &p, x->out, err, sizeof err)) {
             fprintf(stderr, "attend bench: %s\n", err);
             return EXIT_FAIL;
         }
         double dt = now() - t0;
-        produced = 0;
-        for (int i = 0; i < B; i++) {
-            produced += out[i].n_tgt;
-            attend_result_free(&out[i]);
+        x->produced = 0;
+        for (int i = 0; i < o->B; i++) {
+            x->produced += x->out[i].n_tgt;
+            attend_result_free(&x->out[i]);
         }
-        steps = st.steps;
-        if (r < 0) first_s = dt, unix_first = wall();
+        x->steps = st.steps;
+        if (r < 0) x->first_s = dt, x->unix_first = wall();
         if (r >= 0) {
-            t_round[r] = dt;
-            t_enc[r] = st.encode_seconds;
-            t_dec[r] = st.decode_seconds;
+            x->t_round[r] = dt;
+            x->t_enc[r] = st.encode_seconds;
+            x->t_dec[r] = st.decode_seconds;
         }
     }
-    const double rss_mib = peak_rss_mib();
-    double best = t_round[0];
-    for (int r = 1; r < rounds; r++) best = t_round[r] < best ? t_round[r] : best;
-    const double med = median(t_round, rounds), enc = median(t_enc, rounds), dec = median(t_dec, rounds);
-    const double tok_s = produced / med, tok_s_max = produced / best;
-    const double wbytes = step_bytes(c);
-    const double step_s = dec / T;
-    const double achieved = wbytes / step_s / 1e9;
-    const bandwidth bws = want_bandwidth ? measure_bandwidth(threads) : (bandwidth){0, 0};
-    const double bw = bws.triad;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * The figures */
+
+typedef struct {
+    double rss_mib, best, med, enc, dec;  /* MiB; seconds a round: min, median, encoder, decoder */
+    double tok_s, tok_s_max;              /* target tokens per second: median, max */
+    double wbytes, step_s, achieved;      /* a decoder step: weight bytes, seconds, GB/s */
+    bandwidth bws;                        /* the machine's */
+    double run_ops, run_rate, dec_rate;   /* the linear layers: ops a round, G/s over it, in the decoder */
+    int int8, amx;                        /* int8 model; its layers on AMX */
+    compute_peak pk;                      /* the machine's */
+    double peak;                          /* the peak of the model's dtype */
+} bench_figures;
+
+/* The timings reduced, and the machine measured (bandwidth, multiply-add peak). */
+static bench_figures figures(const bench_run *x) {
+    const bench_options *o = x->o;
+    const attend_config *c = x->c;
+    bench_figures f;
+    f.rss_mib = peak_rss_mib();
+    f.best = x->t_round[0];
+    for (int r = 1; r < o->rounds; r++) f.best = x->t_round[r] < f.best ? x->t_round[r] : f.best;
+    f.med = median(x->t_round, o->rounds), f.enc = median(x->t_enc, o->rounds), f.dec = median(x->t_dec, o->rounds);
+    f.tok_s = x->produced / f.med, f.tok_s_max = x->produced / f.best;
+    f.wbytes = step_bytes(c);
+    f.step_s = f.dec / o->T;
+    f.achieved = f.wbytes / f.step_s / 1e9;
+    f.bws = o->want_bandwidth ? measure_bandwidth(x->threads) : (bandwidth){0, 0};
     /* the linear layers' ops (2 per multiply-add) per round, against the peak of their dtype */
     double enc_macs, dec_macs;
     linear_macs(c, &enc_macs, &dec_macs);
-    const double dec_ops = 2.0 * dec_macs * steps * B * beams, run_ops = 2.0 * enc_macs * B * S + dec_ops;
-    const double run_rate = run_ops / med / 1e9, dec_rate = dec > 0 ? dec_ops / dec / 1e9 : 0;
-    const int int8 = !strcmp(c->dtype, "int8"), amx = int8 && !strcmp(attend_isa_int8(), "amx");
-    const compute_peak pk =
-        want_peak ? measure_compute_peak(attend_isa(), amx, threads) : (compute_peak){0, 0, "none", "none", 0};
-    const double peak = int8 ? pk.i8_gops : pk.f32_gflops;
+    const double dec_ops = 2.0 * dec_macs * x->steps * o->B * o->beams;
+    f.run_ops = 2.0 * enc_macs * o->B * o->S + dec_ops;
+    f.run_rate = f.run_ops / f.med / 1e9, f.dec_rate = f.dec > 0 ? dec_ops / f.dec / 1e9 : 0;
+    f.int8 = !strcmp(c->dtype, "int8"), f.amx = f.int8 && !strcmp(attend_isa_int8(), "amx");
+    f.pk = o->want_peak ? measure_compute_peak(attend_isa(), f.amx, x->threads) : (compute_peak){0, 0, "none", "none", 0};
+    f.peak = f.int8 ? f.pk.i8_gops : f.pk.f32_gflops;
+    return f;
+}
 
-    if (json) {
-        printf("{\"model\": \"%s\", \"dtype\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"batch\": %d, "
-               "\"beam\": %d, \"src_len\": %d, \"tgt_len\": %d, \"rounds\": %d, \"tokens\": %d, \"steps\": %d, "
-               "\"ms_per_sentence\": %.3f, \"ms_per_sentence_min\": %.3f, \"tok_s\": %.2f, \"tok_s_max\": %.2f, "
-               "\"encode_ms\": %.3f, \"decode_ms\": %.3f, \"step_ms\": %.4f, \"peak_rss_mib\": %.1f, "
-               "\"step_weight_mb\": %.3f, \"step_gbps\": %.3f, \"triad_gbps\": %.3f, \"bw_fraction\": %.4f, "
-               "\"read_gbps\": %.3f, \"read_fraction\": %.4f, \"peak_f32_gflops\": %.2f, \"peak_i8_gops\": %.2f, "
-               "\"linear_gop\": %.4f, \"linear_gops\": %.2f, \"decoder_linear_gops\": %.2f, \"peak_fraction\": %.4f, "
-               "\"decoder_peak_fraction\": %.4f, \"int8_path\": \"%s\", \"peak_amx_gops\": %.2f, "
-               "\"amx_peak_fraction\": %.4f, \"load_ms\": %.3f, \"first_round_ms\": %.3f, \"unix_main\": %.6f, "
-               "\"unix_loaded\": %.6f, \"unix_first_round\": %.6f}\n",
-               path, c->dtype, attend_isa(), threads, B, beams, S, T, rounds, produced, (int)steps,
-               1e3 * med / B, 1e3 * best / B, tok_s, tok_s_max, 1e3 * enc, 1e3 * dec, 1e3 * step_s, rss_mib,
-               wbytes / 1e6, achieved, bw, bw > 0 ? achieved / bw : 0.0, bws.read, bws.read > 0 ? achieved / bws.read : 0.0,
-               pk.f32_gflops, pk.i8_gops, run_ops / 1e9, run_rate, dec_rate, peak > 0 ? run_rate / peak : 0.0,
-               peak > 0 ? dec_rate / peak : 0.0, attend_isa_int8(), pk.amx_gops,
-               pk.amx_gops > 0 ? run_rate / pk.amx_gops : 0.0, 1e3 * load_s, 1e3 * first_s, unix_main, unix_loaded, unix_first);
-    } else {
-        printf("model               %s (%s, kernels %s%s%s, %d threads)\n", path, c->dtype, attend_isa(),
-               int8 ? ", int8 on " : "", int8 ? attend_isa_int8() : "", threads);
-        printf("shape               batch %d, %d source tokens, %d target tokens, %d rounds\n", B, S, T, rounds);
-        if (beams > 1) printf("search              beam %d (%d decoder rows a step)\n", beams, B * beams);
-        else printf("search              greedy\n");
-        printf("time per sentence   %.2f ms median, %.2f ms min\n", 1e3 * med / B, 1e3 * best / B);
-        printf("target tokens/s     %.1f median, %.1f max\n", tok_s, tok_s_max);
-        printf("encoder / decoder   %.2f ms / %.2f ms per batch (median)\n", 1e3 * enc, 1e3 * dec);
-        printf("peak RSS            %.1f MiB\n", rss_mib);
-        printf("load / first round  %.1f ms to open the model, %.1f ms for its first (warm-up) round\n", 1e3 * load_s,
-               1e3 * first_s);
-        printf("decoder step        %.3f ms, %.1f MB of weights -> %.2f GB/s%s\n", 1e3 * step_s, wbytes / 1e6, achieved,
-               B == 1 && beams == 1 ? "" : " (several rows a step: the weights are shared by them)");
-        if (bw > 0)
-            printf("memory bandwidth    %.2f GB/s triad (%d threads); step reaches %.0f%% of it\n", bw, threads,
-                   100 * achieved / bw);
-        if (bws.read > 0)
-            printf("read bandwidth      %.2f GB/s, reading only (%d threads); step reaches %.0f%% of it\n", bws.read,
-                   threads, 100 * achieved / bws.read);
-        const char *unit = int8 ? "GOP/s" : "GFLOP/s";
-        if (pk.f32_gflops > 0 || pk.i8_gops > 0)
-            printf("multiply-add peak   %.1f GFLOP/s f32 (%s), %.1f GOP/s int8 (%s), %d threads\n", pk.f32_gflops,
-                   pk.f32_how, pk.i8_gops, pk.i8_how, threads);
-        if (pk.amx_gops > 0) printf("AMX peak            %.1f GOP/s int8 (tdpbusd tiles), %d threads\n", pk.amx_gops, threads);
-        printf("linear layers       %.2f G%s per round -> %.1f %s over the run, %.1f %s in the decoder", run_ops / 1e9,
-               int8 ? "OP" : "FLOP", run_rate, unit, dec_rate, unit);
-        if (peak > 0) printf(" (%.0f%% / %.0f%% of the %s peak", 100 * run_rate / peak, 100 * dec_rate / peak,
-                             int8 ? "int8" : "f32");
-        if (peak > 0 && pk.amx_gops > 0)
-            printf("; %.0f%% / %.0f%% of the AMX peak", 100 * run_rate / pk.amx_gops, 100 * dec_rate / pk.amx_gops);
-        if (peak > 0) printf(")");
-        printf("\n");
+static void print_json(const bench_run *x, const bench_figures *f) {
+    const bench_options *o = x->o;
+    const double bw = f->bws.triad, B = o->B;
+    printf("{\"model\": \"%s\", \"dtype\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"batch\": %d, "
+           "\"beam\": %d, \"src_len\": %d, \"tgt_len\": %d, \"rounds\": %d, \"tokens\": %d, \"steps\": %d, "
+           "\"ms_per_sentence\": %.3f, \"ms_per_sentence_min\": %.3f, \"tok_s\": %.2f, \"tok_s_max\": %.2f, "
+           "\"encode_ms\": %.3f, \"decode_ms\": %.3f, \"step_ms\": %.4f, \"peak_rss_mib\": %.1f, "
+           "\"step_weight_mb\": %.3f, \"step_gbps\": %.3f, \"triad_gbps\": %.3f, \"bw_fraction\": %.4f, "
+           "\"read_gbps\": %.3f, \"read_fraction\": %.4f, \"peak_f32_gflops\": %.2f, \"peak_i8_gops\": %.2f, "
+           "\"linear_gop\": %.4f, \"linear_gops\": %.2f, \"decoder_linear_gops\": %.2f, \"peak_fraction\": %.4f, "
+           "\"decoder_peak_fraction\": %.4f, \"int8_path\": \"%s\", \"peak_amx_gops\": %.2f, "
+           "\"amx_peak_fraction\": %.4f, \"load_ms\": %.3f, \"first_round_ms\": %.3f, \"unix_main\": %.6f, "
+           "\"unix_loaded\": %.6f, \"unix_first_round\": %.6f}\n",
+           o->path, x->c->dtype, attend_isa(), x->threads, o->B, o->beams, o->S, o->T, o->rounds, x->produced,
+           (int)x->steps, 1e3 * f->med / B, 1e3 * f->best / B, f->tok_s, f->tok_s_max, 1e3 * f->enc, 1e3 * f->dec,
+           1e3 * f->step_s, f->rss_mib, f->wbytes / 1e6, f->achieved, bw, bw > 0 ? f->achieved / bw : 0.0,
+           f->bws.read, f->bws.read > 0 ? f->achieved / f->bws.read : 0.0, f->pk.f32_gflops, f->pk.i8_gops,
+           f->run_ops / 1e9, f->run_rate, f->dec_rate, f->peak > 0 ? f->run_rate / f->peak : 0.0,
+           f->peak > 0 ? f->dec_rate / f->peak : 0.0, attend_isa_int8(), f->pk.amx_gops,
+           f->pk.amx_gops > 0 ? f->run_rate / f->pk.amx_gops : 0.0, 1e3 * x->load_s, 1e3 * x->first_s, x->unix_main,
+           x->unix_loaded, x->unix_first);
+}
+
+/* The table's lines on the machine: bandwidth, peaks, and the linear layers against them. */
+static void print_machine(const bench_run *x, const bench_figures *f) {
+    const int threads = x->threads, int8 = f->int8;
+    const double bw = f->bws.triad, peak = f->peak, amx = f->pk.amx_gops;
+    if (bw > 0)
+        printf("memory bandwidth    %.2f GB/s triad (%d threads); step reaches %.0f%% of it\n", bw, threads,
+               100 * f->achieved / bw);
+    if (f->bws.read > 0)
+        printf("read bandwidth      %.2f GB/s, reading only (%d threads); step reaches %.0f%% of it\n", f->bws.read,
+               threads, 100 * f->achieved / f->bws.read);
+    const char *unit = int8 ? "GOP/s" : "GFLOP/s";
+    if (f->pk.f32_gflops > 0 || f->pk.i8_gops > 0)
+        printf("multiply-add peak   %.1f GFLOP/s f32 (%s), %.1f GOP/s int8 (%s), %d threads\n", f->pk.f32_gflops,
+               f->pk.f32_how, f->pk.i8_gops, f->pk.i8_how, threads);
+    if (amx > 0) printf("AMX peak            %.1f GOP/s int8 (tdpbusd tiles), %d threads\n", amx, threads);
+    printf("linear layers       %.2f G%s per round -> %.1f %s over the run, %.1f %s in the decoder", f->run_ops / 1e9,
+           int8 ? "OP" : "FLOP", f->run_rate, unit, f->dec_rate, unit);
+    if (peak > 0) printf(" (%.0f%% / %.0f%% of the %s peak", 100 * f->run_rate / peak, 100 * f->dec_rate / peak,
+                         int8 ? "int8" : "f32");
+    if (peak > 0 && amx > 0) printf("; %.0f%% / %.0f%% of the AMX peak", 100 * f->run_rate / amx, 100 * f->dec_rate / amx);
+    if (peak > 0) printf(")");
+    printf("\n");
+}
+
+static void print_table(const bench_run *x, const bench_figures *f) {
+    const bench_options *o = x->o;
+    const int B = o->B, beams = o->beams;
+    printf("model               %s (%s, kernels %s%s%s, %d threads)\n", o->path, x->c->dtype, attend_isa(),
+           f->int8 ? ", int8 on " : "", f->int8 ? attend_isa_int8() : "", x->threads);
+    printf("shape               batch %d, %d source tokens, %d target tokens, %d rounds\n", B, o->S, o->T, o->rounds);
+    if (beams > 1) printf("search              beam %d (%d decoder rows a step)\n", beams, B * beams);
+    else printf("search              greedy\n");
+    printf("time per sentence   %.2f ms median, %.2f ms min\n", 1e3 * f->med / B, 1e3 * f->best / B);
+    printf("target tokens/s     %.1f median, %.1f max\n", f->tok_s, f->tok_s_max);
+    printf("encoder / decoder   %.2f ms / %.2f ms per batch (median)\n", 1e3 * f->enc, 1e3 * f->dec);
+    printf("peak RSS            %.1f MiB\n", f->rss_mib);
+    printf("load / first round  %.1f ms to open the model, %.1f ms for its first (warm-up) round\n", 1e3 * x->load_s,
+           1e3 * x->first_s);
+    printf("decoder step        %.3f ms, %.1f MB of weights -> %.2f GB/s%s\n", 1e3 * f->step_s, f->wbytes / 1e6,
+           f->achieved, B == 1 && beams == 1 ? "" : " (several rows a step: the weights are shared by them)");
+    print_machine(x, f);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * bench */
+
+static void bench_run_free(bench_run *x) {
+    free(x->ids);
+    free(x->src);
+    free(x->out);
+    free(x->t_round);
+    free(x->t_enc);
+    free(x->t_dec);
+    free(x->lens);
+    if (x->m) attend_free(x->m);
+}
+
+int cmd_bench(int argc, char **argv) {
+    bench_run x = {0};
+    x.unix_main = wall();
+    if (cli_wants_help(argc, argv)) {
+        usage_bench(stdout);
+        return EXIT_OK;
     }
-    free(ids);
-    free(src);
-    free(out);
-    free(t_round);
-    free(t_enc);
-    free(t_dec);
-    free(lens);
-    attend_free(m);
-    return EXIT_OK;
+    bench_options o;
+    int status = parse_bench(argc, argv, &o);
+    x.o = &o;
+    if (!status) status = open_model(&x);
+    if (!status) status = make_sources(&x);
+    if (!status) status = run_rounds(&x);
+    if (!status) {
+        const bench_figures f = figures(&x);
+        if (o.json) print_json(&x, &f);
+        else print_table(&x, &f);
+    }
+    bench_run_free(&x);
+    return status;
 }
