@@ -34,14 +34,6 @@ int cli_is_option(const char *a);
 int cli_check_languages(const char *cmd, const attend_model *m, const char *src, const char *tgt, int need_src);
 /* Print "attend CMD: unknown option OPT (see --help)" and return EXIT_USAGE. */
 int cli_unknown_option(const char *cmd, const char *opt);
-/* In an option loop (index i over argv, option text opt, the next argument v or NULL): a
- * missing value is a usage error, else step i past the value. Expands to statements. */
-#define CLI_NEED_VALUE(cmd, opt, v, i)                                               \
-    if (!(v)) {                                                                      \
-        fprintf(stderr, "attend %s: %s needs a value (see --help)\n", (cmd), (opt)); \
-        return EXIT_USAGE;                                                           \
-    }                                                                                \
-    (i)++;
 /* Flush standard output. On a write error print one line (only once, and nothing for a
  * closed pipe, where attend ends quietly) and return EXIT_IO; else 0. */
 int cli_flush_stdout(void);
