@@ -201,17 +201,24 @@ static void column_labels_down(FILE *f, const heatmap_opts *o, int c0, int c1, i
     }
 }
 
-static void text_single(FILE *f, const heatmap_opts *o, const heatmap_panel *p) {
-    const int R = o->rows, C = o->cols;
+/* Cells the widest row label takes (at least 1), cut to LABEL_MAX. */
+static int row_label_width(const heatmap_opts *o) {
     char buf[256];
-    int labw = 1, notew = 0;
-    for (int r = 0; r < R; r++) {
+    int labw = 1;
+    for (int r = 0; r < o->rows; r++) {
         int w = fit(o->row_labels[r], LABEL_MAX, o->unicode, buf, sizeof buf);
         labw = w > labw ? w : labw;
-        if (o->row_notes) {
-            w = fit(o->row_notes[r], NOTE_MAX, o->unicode, buf, sizeof buf);
-            notew = w > notew ? w : notew;
-        }
+    }
+    return labw;
+}
+
+static void text_single(FILE *f, const heatmap_opts *o, const heatmap_panel *p) {
+    const int R = o->rows, C = o->cols, labw = row_label_width(o);
+    char buf[256];
+    int notew = 0;
+    for (int r = 0; o->row_notes && r < R; r++) {
+        int w = fit(o->row_notes[r], NOTE_MAX, o->unicode, buf, sizeof buf);
+        notew = w > notew ? w : notew;
     }
     const float mx = matrix_max(p->m, R * C);
     int avail = o->width - labw - 1 - (notew ? notew + 1 : 0);
@@ -262,13 +269,9 @@ static void column_key(FILE *f, const heatmap_opts *o) {
 }
 
 static void text_multi(FILE *f, const heatmap_opts *o, const heatmap_panel *p, int n) {
-    const int R = o->rows, C = o->cols;
+    const int R = o->rows, C = o->cols, labw = row_label_width(o);
     char buf[256];
-    int labw = 1, titlew = 1;
-    for (int r = 0; r < R; r++) {
-        int w = fit(o->row_labels[r], LABEL_MAX, o->unicode, buf, sizeof buf);
-        labw = w > labw ? w : labw;
-    }
+    int titlew = 1;
     for (int i = 0; i < n; i++)
         if (p[i].title) {
             int w = heatmap_text_width(p[i].title);
