@@ -63,6 +63,14 @@ static void usage_align(FILE *f) {
 /* ---------------------------------------------------------------------------------------
  * Options */
 
+/* The defaults: the model's settings, the default view, text, --color auto, the terminal's width. */
+static align_options align_default_options(void) {
+    align_options o;
+    memset(&o, 0, sizeof o);
+    o.color = -1;
+    return o;
+}
+
 static int take_format(cli_args *a, align_options *o) {
     const char *v;
     const int rc = cli_take_str(a, &v);
@@ -113,8 +121,7 @@ static int take_align_option(cli_args *a, align_options *o) {
 
 /* 0 or EXIT_USAGE. */
 static int parse_align(int argc, char **argv, align_options *o) {
-    memset(o, 0, sizeof *o);
-    o->color = -1;
+    *o = align_default_options();
     cli_args a = {"align", argc, argv, 0};
     for (a.i = 1; a.i < argc; a.i++) {
         int rc = cli_model_option(&a, &o->common);

@@ -143,6 +143,15 @@ typedef struct {
     int want_bandwidth, want_peak, json;
 } bench_options;
 
+/* The defaults: batch 1, 20 source and 20 target tokens, 5 rounds, seed 1, greedy, the
+ * default thread count, bandwidth and peak measured, a table. */
+static bench_options bench_default_options(void) {
+    bench_options o = {0};
+    o.B = 1, o.S = 20, o.T = 20, o.rounds = 5, o.seed = 1, o.beams = 1;
+    o.want_bandwidth = o.want_peak = 1;
+    return o;
+}
+
 static int take_bench_option(cli_args *a, bench_options *o) {
     if (cli_is(a, "-m", "--model")) return cli_take_str(a, &o->path);
     if (cli_is(a, "-b", "--batch")) return cli_take_int(a, 1, 100000, &o->B);
@@ -161,7 +170,7 @@ static int take_bench_option(cli_args *a, bench_options *o) {
 
 /* 0 or EXIT_USAGE. */
 static int parse_bench(int argc, char **argv, bench_options *o) {
-    *o = (bench_options){NULL, 1, 20, 20, 0, 5, 1, 1, 1, 1, 0};
+    *o = bench_default_options();
     cli_args a = {"bench", argc, argv, 0};
     for (a.i = 1; a.i < argc; a.i++) {
         const char *arg = argv[a.i];

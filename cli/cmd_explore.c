@@ -183,9 +183,16 @@ typedef struct {
     const char *preset;       /* --preset: the view listed first */
 } explore_options;
 
+/* The defaults: the model's settings, explore.html, the default view first. */
+static explore_options explore_default_options(void) {
+    explore_options o;
+    memset(&o, 0, sizeof o);
+    return o;
+}
+
 /* 0 or EXIT_USAGE. */
 static int parse_explore(int argc, char **argv, explore_options *o) {
-    memset(o, 0, sizeof *o);
+    *o = explore_default_options();
     cli_args a = {"explore", argc, argv, 0};
     for (a.i = 1; a.i < argc; a.i++) {
         int rc = cli_model_option(&a, &o->common);

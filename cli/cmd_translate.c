@@ -87,6 +87,15 @@ typedef struct {
     int n_texts;
 } translate_options;
 
+/* The defaults: the model's own search settings, its default thread count and model,
+ * DEFAULT_BATCH sentences a batch (set when the run starts: --batch-tokens alone lifts it). */
+static translate_options translate_default_options(void) {
+    translate_options o;
+    memset(&o, 0, sizeof o);
+    o.p = attend_default_params();
+    return o;
+}
+
 static int take_early_stopping(cli_args *a, attend_params *p) {
     const char *v;
     const int rc = cli_take_str(a, &v);
@@ -157,8 +166,7 @@ static int take_output_option(cli_args *a, translate_options *o) {
 /* Options go anywhere before "--"; the TEXT arguments are gathered in place at the front of
  * argv (each slot written has already been read). 0 or EXIT_USAGE. */
 static int parse_translate(int argc, char **argv, translate_options *o) {
-    memset(o, 0, sizeof *o);
-    o->p = attend_default_params();
+    *o = translate_default_options();
     o->texts = argv + 1;
     cli_args a = {"translate", argc, argv, 0};
     for (a.i = 1; a.i < argc; a.i++) {
