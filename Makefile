@@ -14,9 +14,9 @@ LDLIBS  = -pthread -lsentencepiece -lz -lm
 LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
           model/load.c model/forward.c model/search.c model/translate.c model/text.c model/api.c model/align.c model/quantize.c
 LIB_CXX = tokenizer/spm.cc
-CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/line_reader.c cli/cmd_translate.c cli/cmd_info.c \
-          cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c cli/cmd_quantize.c cli/npz.c cli/cmd_align.c cli/align_print.c cli/heatmap.c \
-          cli/cmd_explore.c cli/json.c
+CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c cli/heatmap.c \
+          cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/cmd_info.c cli/cmd_quantize.c \
+          cli/cmd_align.c cli/align_print.c cli/cmd_explore.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/explore_html.o
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h)
