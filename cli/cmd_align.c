@@ -147,7 +147,8 @@ static int choose_view(const align_options *o, attend_view *view) {
         return EXIT_USAGE;
     }
     if (o->has_layer || o->has_head)
-        *view = attend_view_single(o->has_layer ? o->layer : ATTEND_LAYER_LAST, o->has_head ? o->head : ATTEND_HEAD_AVG);
+        *view = attend_view_single(o->has_layer ? o->layer : ATTEND_LAYER_LAST,
+                                   o->has_head ? o->head : ATTEND_HEAD_AVG);
     else
         attend_view_parse(ATTEND_DEFAULT_VIEW, view, err, sizeof err);
     return 0;
@@ -245,7 +246,8 @@ static int head_panels(align_run *x) {
     const int Ld = x->Ld, Hd = x->Hd, T = x->T, S = x->S;
     char err[512];
     x->hl = o->has_layer ? o->layer : Ld - 1;
-    if (!o->has_layer && attend_resolve_layer(x->view.layer[0], Ld) >= 0) x->hl = attend_resolve_layer(x->view.layer[0], Ld);
+    if (!o->has_layer && attend_resolve_layer(x->view.layer[0], Ld) >= 0)
+        x->hl = attend_resolve_layer(x->view.layer[0], Ld);
     x->np = 1;
     if (!o->all_heads) return 0;
     if (x->hl >= Ld) {

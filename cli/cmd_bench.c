@@ -342,7 +342,8 @@ static bench_figures figures(const bench_run *x) {
     f.run_ops = 2.0 * enc_macs * o->B * o->S + dec_ops;
     f.run_rate = f.run_ops / f.med / 1e9, f.dec_rate = f.dec > 0 ? dec_ops / f.dec / 1e9 : 0;
     f.int8 = !strcmp(c->dtype, "int8"), f.amx = f.int8 && !strcmp(attend_isa_int8(), "amx");
-    f.pk = o->want_peak ? measure_compute_peak(attend_isa(), f.amx, x->threads) : (compute_peak){0, 0, "none", "none", 0};
+    f.pk = o->want_peak ? measure_compute_peak(attend_isa(), f.amx, x->threads)
+                        : (compute_peak){0, 0, "none", "none", 0};
     f.peak = f.int8 ? f.pk.i8_gops : f.pk.f32_gflops;
     return f;
 }
@@ -389,7 +390,8 @@ static void print_machine(const bench_run *x, const bench_figures *f) {
            int8 ? "OP" : "FLOP", f->run_rate, unit, f->dec_rate, unit);
     if (peak > 0) printf(" (%.0f%% / %.0f%% of the %s peak", 100 * f->run_rate / peak, 100 * f->dec_rate / peak,
                          int8 ? "int8" : "f32");
-    if (peak > 0 && amx > 0) printf("; %.0f%% / %.0f%% of the AMX peak", 100 * f->run_rate / amx, 100 * f->dec_rate / amx);
+    if (peak > 0 && amx > 0)
+        printf("; %.0f%% / %.0f%% of the AMX peak", 100 * f->run_rate / amx, 100 * f->dec_rate / amx);
     if (peak > 0) printf(")");
     printf("\n");
 }

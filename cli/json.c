@@ -1,4 +1,5 @@
-/* JSON strings, numbers and matrices for the CLI's outputs (attend align --format json, attend explore). */
+/* JSON strings, numbers and matrices for the CLI's outputs (attend align --format json,
+ * attend explore). */
 #include "json.h"
 
 #include <stddef.h>
