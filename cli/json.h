@@ -1,6 +1,7 @@
-/* json: strings for JSON written by the CLI. Safe inside an HTML <script> block too:
- * '<', '>' and '&' come out as \u escapes (no "</script>" or "<!--" can appear), U+2028 and
- * U+2029 escaped, and invalid UTF-8 replaced by U+FFFD, so any input gives valid JSON. */
+/* json: strings, numbers and matrices for JSON written by the CLI. Strings are safe inside an
+ * HTML <script> block too: '<', '>' and '&' come out as \u escapes (no "</script>" or "<!--"
+ * can appear), U+2028 and U+2029 escaped, and invalid UTF-8 replaced by U+FFFD, so any input
+ * gives valid JSON. */
 #ifndef ATTEND_JSON_H
 #define ATTEND_JSON_H
 

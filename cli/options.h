@@ -6,6 +6,7 @@
  *   for (a.i = 1; a.i < argc; a.i++) {
  *       int rc = cli_model_option(&a, &o->common);
  *       if (rc == CLI_OPT_OTHER) rc = take_align_option(&a, o);
+ *       if (rc == CLI_OPT_OTHER) rc = cli_one_text(&a, &o->source, "one sentence at a time");
  *       if (rc != CLI_OPT_TAKEN) return rc;
  *   }
  *
