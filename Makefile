@@ -17,11 +17,12 @@ LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/
           model/encoder.c model/decoder.c model/search.c model/trace.c model/outputs.c model/strategy.c \
           model/beam.c model/generate.c model/api.c model/align.c model/quantize.c
 LIB_CXX = tokenizer/spm.cc
-CLI_C   = tools/attend.c tools/cli.c tools/cmd_translate.c tools/cmd_info.c tools/cmd_bench.c tools/bench_peak.c tools/cmd_quantize.c tools/npz.c \
-          tools/cmd_align.c tools/heatmap.c tools/cmd_explore.c tools/json.c
+CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c cli/heatmap.c \
+          cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/cmd_info.c cli/cmd_quantize.c \
+          cli/cmd_align.c cli/align_print.c cli/cmd_explore.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
-CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/tools/explore_html.o
-HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h tools/*.h)
+CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/explore_html.o
+HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h)
 
 # Debian packages the build (and make demo) needs, and those the tests add.
 BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev
@@ -63,12 +64,12 @@ $(BUILD)/libattend.so: $(LIB_OBJ) model/attend.map
 
 # attend explore's page, compiled in as one C string (each line quoted, \ and " escaped).
 # It lives in the Python package, which fills the same page (pip installs it from there).
-$(BUILD)/tools/explore_html.c: python/attend/explore.html
+$(BUILD)/cli/explore_html.c: python/attend/explore.html
 	@mkdir -p $(dir $@)
 	{ echo 'const char explore_html[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } >$@
 
-$(BUILD)/tools/explore_html.o: $(BUILD)/tools/explore_html.c
+$(BUILD)/cli/explore_html.o: $(BUILD)/cli/explore_html.c
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/attend: $(CLI_OBJ) $(BUILD)/libattend.a
@@ -105,21 +106,21 @@ TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests
 $(TEST_BINS): tests/check.h
 
 # test_npz compiles the writer itself, with a lowered zip64 threshold
-$(BUILD)/tests/test_npz: tools/npz.c tools/npz.h
+$(BUILD)/tests/test_npz: cli/npz.c cli/npz.h
 
 # the heatmap test links the CLI's drawing code
-$(BUILD)/tests/test_heatmap: tests/test_heatmap.c $(BUILD)/tools/heatmap.o $(BUILD)/libattend.a
+$(BUILD)/tests/test_heatmap: tests/test_heatmap.c $(BUILD)/cli/heatmap.o $(BUILD)/libattend.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/tools/heatmap.o $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/cli/heatmap.o $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libattend.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
 # a probe, not a test: one linear layer against the FMA peak (BENCHMARKS.md)
-$(BUILD)/tests/bench_linear: tests/bench_linear.c tools/bench_peak.c $(BUILD)/libattend.a
+$(BUILD)/tests/bench_linear: tests/bench_linear.c cli/bench_peak.c $(BUILD)/libattend.a
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -o $@ tests/bench_linear.c tools/bench_peak.c $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) -o $@ tests/bench_linear.c cli/bench_peak.c $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
 # make test ends with one line, every part's checks added up, each once (tests/summarize.py;
 # a failed stage without a failed check counts one), the failed stages listed above it

@@ -1,6 +1,6 @@
 /* One linear layer timed alone: at_k()->linear on a packed random matrix, best of repeated
  * calls for 1.5 s, against the register-only FMA peak measured on the same threads
- * (tools/bench_peak.c). Not a test: a probe for BENCHMARKS.md's kernel figures.
+ * (cli/bench_peak.c). Not a test: a probe for BENCHMARKS.md's kernel figures.
  *
  *   make build/tests/bench_linear
  *   build/tests/bench_linear ROWS IN OUT [f32|f16|i8] [THREADS]    # e.g. 640 512 2048 f32 1
@@ -14,7 +14,7 @@
 
 #include "../engine/isa.h"
 #include "../engine/kernels.h"
-#include "../tools/bench_peak.h"
+#include "../cli/bench_peak.h"
 
 static double now(void) {
     struct timespec t;

@@ -1,4 +1,4 @@
-/* Unit tests of tools/heatmap.c: a known matrix draws the expected shades in ASCII, and
+/* Unit tests of cli/heatmap.c: a known matrix draws the expected shades in ASCII, and
  * matrices a hostile or broken model can produce (NaN, infinity, negative weights, all
  * zeros) draw in every mode (ASCII, Unicode, colour, several panels, SVG) without reading
  * outside the shade tables; NaN draws as the empty shade.
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../tools/heatmap.h"
+#include "../cli/heatmap.h"
 
 #include "check.h"
 

@@ -102,15 +102,15 @@ def inspect_only_load():
 
 
 def cli_uses_public_headers():
-    """The commands are clients of the library: tools/*.c include attend.h and align.h (and
+    """The commands are clients of the library: cli/*.c include attend.h and align.h (and
     the CLI's own files), never engine/, model/ internals, weights/ or tokenizer/."""
-    tools = os.path.join(T.REPO, "tools")
-    own = {f for f in os.listdir(tools) if f.endswith(".h")}
+    cli = os.path.join(T.REPO, "cli")
+    own = {f for f in os.listdir(cli) if f.endswith(".h")}
     bad = []
-    for f in sorted(os.listdir(tools)):
+    for f in sorted(os.listdir(cli)):
         if not f.endswith(".c"):
             continue
-        with open(os.path.join(tools, f)) as fh:
+        with open(os.path.join(cli, f)) as fh:
             for line in fh:
                 m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
                 if m and m.group(1) not in own and m.group(1) not in ("../model/attend.h", "../model/align.h"):

@@ -1,10 +1,10 @@
-/* Tests of tools/npz.c, built with the zip64 threshold lowered to 4 KiB so that the zip64
+/* Tests of cli/npz.c, built with the zip64 threshold lowered to 4 KiB so that the zip64
  * paths (entry offsets past the limit, a directory past it, more than 65,535 entries) run
  * on small files. Each archive is checked by numpy.load (Python's zipfile) and unzip -t:
  * array names, shapes and values come back exactly.
  * Run: build/tests/test_npz (needs /usr/bin/python3 with numpy, and unzip). */
 #define NPZ_ZIP64_LIMIT 4096u
-#include "../tools/npz.c"
+#include "../cli/npz.c"
 
 #include <unistd.h>
 

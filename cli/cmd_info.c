@@ -30,6 +30,25 @@ static int parse_model_arg(const char *cmd, const char *help, int argc, char **a
     return -1;
 }
 
+/* The generation settings the file records (HF's generation_config), as translate uses them. */
+static void print_generation(const attend_config *c) {
+    static const char *const early[] = {"false", "true", "never"};
+    if (c->generation_recorded) {
+        printf("decoding            %s", c->num_beams > 1 ? "beam search" : "greedy");
+        if (c->num_beams > 1)
+            printf(", %d beams, length penalty %g, early stopping %s", c->num_beams, c->length_penalty,
+                   early[c->early_stopping]);
+        printf("\n");
+        if (c->min_length || c->no_repeat_ngram_size || c->repetition_penalty != 1.0f || c->renormalize_logits)
+            printf("logits processors   min length %d, no repeat n-gram %d, repetition penalty %g, "
+                   "renormalize %s\n", c->min_length, c->no_repeat_ngram_size, c->repetition_penalty,
+                   c->renormalize_logits ? "yes" : "no");
+    } else {
+        printf("decoding            greedy (the file records no generation settings: re-export it to "
+               "decode as its generation_config says)\n");
+    }
+}
+
 int cmd_info(int argc, char **argv) {
     const char *path;
     int rc = parse_model_arg("info", "Print the model's configuration, vocabulary sizes, tensor count, dtype\n"
@@ -57,21 +76,7 @@ int cmd_info(int argc, char **argv) {
     printf("max length          %d (forced </s>: %s)\n", c->max_length, c->forced_eos ? "yes" : "no");
     if (c->model_max_length < c->max_position_embeddings)
         printf("source tokens       at most %d (the tokenizer's model_max_length)\n", c->model_max_length);
-    static const char *const early[] = {"false", "true", "never"};
-    if (c->generation_recorded) {
-        printf("decoding            %s", c->num_beams > 1 ? "beam search" : "greedy");
-        if (c->num_beams > 1)
-            printf(", %d beams, length penalty %g, early stopping %s", c->num_beams, c->length_penalty,
-                   early[c->early_stopping]);
-        printf("\n");
-        if (c->min_length || c->no_repeat_ngram_size || c->repetition_penalty != 1.0f || c->renormalize_logits)
-            printf("logits processors   min length %d, no repeat n-gram %d, repetition penalty %g, "
-                   "renormalize %s\n", c->min_length, c->no_repeat_ngram_size, c->repetition_penalty,
-                   c->renormalize_logits ? "yes" : "no");
-    } else {
-        printf("decoding            greedy (the file records no generation settings: re-export it to "
-               "decode as its generation_config says)\n");
-    }
+    print_generation(c);
     printf("special ids         eos %d, unk %d, pad %d, decoder start %d\n", c->eos_id, c->unk_id, c->pad_id,
            c->decoder_start_id);
     if (c->n_languages) { /* the codes --src-lang / --tgt-lang take */

@@ -61,10 +61,17 @@ npz_writer *npz_open(const char *path, char *err, size_t errlen) {
     return z;
 }
 
-/* Add one file to the zip: npy header + raw bytes, deflated in one go. */
-static int add_entry(npz_writer *z, const char *name, const char *descr, int ndim, const int *shape,
-                     const void *data, size_t nbytes) {
-    if (z->failed) return -1;
+/* Mark the archive failed with a message; returns -1. */
+static int fail(npz_writer *z, const char *msg, const char *what) {
+    z->failed = 1;
+    snprintf(z->msg, sizeof z->msg, msg, what);
+    return -1;
+}
+
+/* The .npy file of one array: the npy v1.0 header, then the raw bytes. Sets *usize; NULL
+ * after fail() when the array is too large or memory runs out. */
+static uint8_t *npy_file(npz_writer *z, const char *name, const char *descr, int ndim, const int *shape,
+                         const void *data, size_t nbytes, size_t *usize) {
     char header[256];
     int hl = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
     for (int i = 0; i < ndim; i++) hl += snprintf(header + hl, sizeof header - (size_t)hl, "%d%s", shape[i], ndim == 1 ? "," : (i + 1 < ndim ? ", " : ""));
@@ -73,48 +80,47 @@ static int add_entry(npz_writer *z, const char *name, const char *descr, int ndi
     int total = 10 + hl + 1;
     int pad = (64 - total % 64) % 64;
     size_t hdr_len = (size_t)(hl + pad + 1);
-    size_t usize = 10 + hdr_len + nbytes;
-    if (usize > 0xffffffffu - 1024) { /* one array; the archive itself may pass 4 GiB */
-        z->failed = 1;
-        snprintf(z->msg, sizeof z->msg, "array %s: over 4 GiB", name);
-        return -1;
+    *usize = 10 + hdr_len + nbytes;
+    if (*usize > 0xffffffffu - 1024) { /* one array; the archive itself may pass 4 GiB */
+        fail(z, "array %s: over 4 GiB", name);
+        return NULL;
     }
-    uint8_t *raw = malloc(usize);
-    if (!raw) goto oom;
+    uint8_t *raw = malloc(*usize);
+    if (!raw) {
+        fail(z, "out of memory writing array %s", name);
+        return NULL;
+    }
     memcpy(raw, "\x93NUMPY\x01\x00", 8);
     put16(raw + 8, (uint16_t)hdr_len);
     memcpy(raw + 10, header, (size_t)hl);
     memset(raw + 10 + hl, ' ', (size_t)pad);
     raw[10 + hdr_len - 1] = '\n';
     if (nbytes) memcpy(raw + 10 + hdr_len, data, nbytes);
+    return raw;
+}
+
+/* raw[0..usize) deflated in one go (raw deflate, as zip wants); sets *csize. NULL when out of memory. */
+static uint8_t *deflate_all(const uint8_t *raw, size_t usize, uint32_t *csize) {
     uLong bound = compressBound((uLong)usize);
     uint8_t *comp = malloc(bound);
-    if (!comp) {
-        free(raw);
-        goto oom;
-    }
+    if (!comp) return NULL;
     z_stream s = {0};
-    deflateInit2(&s, 1, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY); /* raw deflate, as zip wants */
-    s.next_in = raw;
+    deflateInit2(&s, 1, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY);
+    s.next_in = (Bytef *)raw;
     s.avail_in = (uInt)usize;
     s.next_out = comp;
     s.avail_out = (uInt)bound;
     deflate(&s, Z_FINISH);
-    uint32_t csize = (uint32_t)s.total_out;
+    *csize = (uint32_t)s.total_out;
     deflateEnd(&s);
-    uint32_t crc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), raw, (uInt)usize);
-    free(raw);
-    char fname[300];
-    const size_t fnl = (size_t)snprintf(fname, sizeof fname, "%s.npy", name);
-    if (fnl >= sizeof fname) {
-        free(comp);
-        z->failed = 1;
-        snprintf(z->msg, sizeof z->msg, "array name too long: %.40s...", name);
-        return -1;
-    }
-    const uint64_t offset = z->pos;
+    return comp;
+}
+
+/* The entry's central directory record, spilled to z->cd, with the offset in a zip64 extra
+ * field when it is past NPZ_ZIP64_LIMIT. 0, or -1 after fail(). */
+static int write_cd_record(npz_writer *z, const char *fname, size_t fnl, uint32_t crc, uint32_t csize,
+                           size_t usize, uint64_t offset) {
     const int far = offset >= NPZ_ZIP64_LIMIT;
-    /* central directory record, with the offset in a zip64 extra field when far */
     uint8_t ch[46 + 12] = {0};
     put32(ch, 0x02014b50);
     put16(ch + 4, far ? 45 : 20); /* made by / needed: 4.5 for zip64 */
@@ -127,15 +133,23 @@ static int add_entry(npz_writer *z, const char *name, const char *descr, int ndi
     put16(ch + 28, (uint16_t)fnl);
     put16(ch + 30, far ? 12 : 0);
     put32(ch + 42, far ? 0xffffffffu : (uint32_t)offset);
-    if (fwrite(ch, 1, 46, z->cd) != 46 || fwrite(fname, 1, fnl, z->cd) != fnl) goto cd_failed;
+    if (fwrite(ch, 1, 46, z->cd) != 46 || fwrite(fname, 1, fnl, z->cd) != fnl)
+        return fail(z, "temporary file for the zip directory: %s", strerror(errno));
     if (far) {
         put16(ch + 46, 0x0001); /* zip64 extended information: the offset alone */
         put16(ch + 48, 8);
         put64(ch + 50, offset);
-        if (fwrite(ch + 46, 1, 12, z->cd) != 12) goto cd_failed;
+        if (fwrite(ch + 46, 1, 12, z->cd) != 12)
+            return fail(z, "temporary file for the zip directory: %s", strerror(errno));
     }
     z->cd_bytes += 46 + fnl + (far ? 12 : 0);
     z->n++;
+    return 0;
+}
+
+/* The local header, the name and the deflated bytes, into the archive. */
+static void write_local(npz_writer *z, const char *fname, size_t fnl, uint32_t crc, uint32_t csize, size_t usize,
+                        const uint8_t *comp) {
     uint8_t lh[30] = {0};
     put32(lh, 0x04034b50);
     put16(lh + 4, 20);
@@ -149,17 +163,32 @@ static int add_entry(npz_writer *z, const char *name, const char *descr, int ndi
     out(z, lh, 30);
     out(z, fname, fnl);
     out(z, comp, csize);
+}
+
+/* Add one file to the zip: npy header + raw bytes, deflated in one go. */
+static int add_entry(npz_writer *z, const char *name, const char *descr, int ndim, const int *shape,
+                     const void *data, size_t nbytes) {
+    if (z->failed) return -1;
+    size_t usize;
+    uint8_t *raw = npy_file(z, name, descr, ndim, shape, data, nbytes, &usize);
+    if (!raw) return -1;
+    uint32_t csize;
+    uint8_t *comp = deflate_all(raw, usize, &csize);
+    const uint32_t crc = comp ? (uint32_t)crc32(crc32(0L, Z_NULL, 0), raw, (uInt)usize) : 0;
+    free(raw);
+    if (!comp) return fail(z, "out of memory writing array %s", name);
+    char fname[300];
+    const size_t fnl = (size_t)snprintf(fname, sizeof fname, "%s.npy", name);
+    int rc = -1;
+    if (fnl >= sizeof fname) {
+        z->failed = 1;
+        snprintf(z->msg, sizeof z->msg, "array name too long: %.40s...", name);
+    } else if (write_cd_record(z, fname, fnl, crc, csize, usize, z->pos) == 0) {
+        write_local(z, fname, fnl, crc, csize, usize, comp);
+        rc = z->failed ? -1 : 0;
+    }
     free(comp);
-    return z->failed ? -1 : 0;
-cd_failed:
-    free(comp);
-    z->failed = 1;
-    snprintf(z->msg, sizeof z->msg, "temporary file for the zip directory: %s", strerror(errno));
-    return -1;
-oom:
-    z->failed = 1;
-    snprintf(z->msg, sizeof z->msg, "out of memory writing array %s", name);
-    return -1;
+    return rc;
 }
 
 int npz_add_f32(npz_writer *z, const char *name, const float *data, int ndim, const int *shape) {

@@ -6,7 +6,6 @@
 #include <stdio.h>
 
 #include "../model/attend.h"
-#include "npz.h"
 
 /* Exit statuses (documented in README.md). */
 enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_IO = 4 };
@@ -35,21 +34,9 @@ int cli_is_option(const char *a);
 int cli_check_languages(const char *cmd, const attend_model *m, const char *src, const char *tgt, int need_src);
 /* Print "attend CMD: unknown option OPT (see --help)" and return EXIT_USAGE. */
 int cli_unknown_option(const char *cmd, const char *opt);
-/* In an option loop (index i over argv, option text opt, the next argument v or NULL): a
- * missing value is a usage error, else step i past the value. Expands to statements. */
-#define CLI_NEED_VALUE(cmd, opt, v, i)                                               \
-    if (!(v)) {                                                                      \
-        fprintf(stderr, "attend %s: %s needs a value (see --help)\n", (cmd), (opt)); \
-        return EXIT_USAGE;                                                           \
-    }                                                                                \
-    (i)++;
 /* Flush standard output. On a write error print one line (only once, and nothing for a
  * closed pipe, where attend ends quietly) and return EXIT_IO; else 0. */
 int cli_flush_stdout(void);
-
-/* Add one result to a --dump-attention archive under s{idx}/ (layout in README.md). */
-void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const attend_result *r,
-                     int with_logits);
 
 int cmd_translate(int argc, char **argv);
 int cmd_info(int argc, char **argv);

@@ -163,17 +163,62 @@ static void legend(FILE *f, const heatmap_opts *o, float mx) {
 #define COL_LABEL_MAX 10
 #define NOTE_MAX 26
 
-static void text_single(FILE *f, const heatmap_opts *o, const heatmap_panel *p) {
-    const int R = o->rows, C = o->cols;
+/* The labels of columns c0..c1, written downwards, one glyph per line, after labw + 1 cells. */
+static void column_labels_down(FILE *f, const heatmap_opts *o, int c0, int c1, int labw) {
     char buf[256];
-    int labw = 1, notew = 0, colh = 1;
-    for (int r = 0; r < R; r++) {
+    int colh = 1;
+    for (int c = c0; c < c1; c++) {
+        int w = fit(o->col_labels[c], COL_LABEL_MAX, o->unicode, buf, sizeof buf);
+        colh = w > colh ? w : colh;
+    }
+    for (int k = 0; k < colh; k++) {
+        spaces(f, labw + 1);
+        int pending = 0; /* spaces owed, so lines carry no trailing blanks */
+        for (int c = c0; c < c1; c++) {
+            fit(o->col_labels[c], COL_LABEL_MAX, o->unicode, buf, sizeof buf);
+            const char *s = buf;
+            uint32_t cp = 0;
+            int i = 0, got = 0;
+            while (*s) {
+                s += utf8_next(s, &cp);
+                if (cp_width(cp) == 0) continue;
+                if (i++ == k) {
+                    got = 1;
+                    break;
+                }
+            }
+            if (!got) {
+                pending += 2;
+                continue;
+            }
+            spaces(f, pending);
+            char g[8];
+            g[put_utf8(g, cp)] = 0;
+            fputs(g, f);
+            pending = cp_width(cp) == 2 ? 0 : 1;
+        }
+        fputc('\n', f);
+    }
+}
+
+/* Cells the widest row label takes (at least 1), cut to LABEL_MAX. */
+static int row_label_width(const heatmap_opts *o) {
+    char buf[256];
+    int labw = 1;
+    for (int r = 0; r < o->rows; r++) {
         int w = fit(o->row_labels[r], LABEL_MAX, o->unicode, buf, sizeof buf);
         labw = w > labw ? w : labw;
-        if (o->row_notes) {
-            w = fit(o->row_notes[r], NOTE_MAX, o->unicode, buf, sizeof buf);
-            notew = w > notew ? w : notew;
-        }
+    }
+    return labw;
+}
+
+static void text_single(FILE *f, const heatmap_opts *o, const heatmap_panel *p) {
+    const int R = o->rows, C = o->cols, labw = row_label_width(o);
+    char buf[256];
+    int notew = 0;
+    for (int r = 0; o->row_notes && r < R; r++) {
+        int w = fit(o->row_notes[r], NOTE_MAX, o->unicode, buf, sizeof buf);
+        notew = w > notew ? w : notew;
     }
     const float mx = matrix_max(p->m, R * C);
     int avail = o->width - labw - 1 - (notew ? notew + 1 : 0);
@@ -183,40 +228,7 @@ static void text_single(FILE *f, const heatmap_opts *o, const heatmap_panel *p) 
     for (int c0 = 0; c0 < C; c0 += per) {
         int c1 = c0 + per < C ? c0 + per : C;
         if (c0 > 0 || c1 < C) fprintf(f, "%scolumns %d-%d of %d:\n", c0 ? "\n" : "", c0, c1 - 1, C);
-        colh = 1;
-        for (int c = c0; c < c1; c++) {
-            int w = fit(o->col_labels[c], COL_LABEL_MAX, o->unicode, buf, sizeof buf);
-            colh = w > colh ? w : colh;
-        }
-        /* column labels, written downwards, one glyph per line */
-        for (int k = 0; k < colh; k++) {
-            spaces(f, labw + 1);
-            int pending = 0; /* spaces owed, so lines carry no trailing blanks */
-            for (int c = c0; c < c1; c++) {
-                fit(o->col_labels[c], COL_LABEL_MAX, o->unicode, buf, sizeof buf);
-                const char *s = buf;
-                uint32_t cp = 0;
-                int i = 0, got = 0;
-                while (*s) {
-                    s += utf8_next(s, &cp);
-                    if (cp_width(cp) == 0) continue;
-                    if (i++ == k) {
-                        got = 1;
-                        break;
-                    }
-                }
-                if (!got) {
-                    pending += 2;
-                    continue;
-                }
-                spaces(f, pending);
-                char g[8];
-                g[put_utf8(g, cp)] = 0;
-                fputs(g, f);
-                pending = cp_width(cp) == 2 ? 0 : 1;
-            }
-            fputc('\n', f);
-        }
+        column_labels_down(f, o, c0, c1, labw);
         for (int r = 0; r < R; r++) {
             int w = fit(o->row_labels[r], LABEL_MAX, o->unicode, buf, sizeof buf);
             fputs(buf, f);
@@ -237,14 +249,29 @@ static void text_single(FILE *f, const heatmap_opts *o, const heatmap_panel *p) 
 /* ---------------------------------------------------------------------------------------
  * Terminal: small multiples */
 
-static void text_multi(FILE *f, const heatmap_opts *o, const heatmap_panel *p, int n) {
-    const int R = o->rows, C = o->cols;
+/* Which column is which source piece, wrapped to the width. */
+static void column_key(FILE *f, const heatmap_opts *o) {
     char buf[256];
-    int labw = 1, titlew = 1;
-    for (int r = 0; r < R; r++) {
-        int w = fit(o->row_labels[r], LABEL_MAX, o->unicode, buf, sizeof buf);
-        labw = w > labw ? w : labw;
+    int col = fprintf(f, "columns:");
+    for (int c = 0; c < o->cols; c++) {
+        char item[300];
+        fit(o->col_labels[c], 20, o->unicode, buf, sizeof buf);
+        snprintf(item, sizeof item, " %d %s", c, buf);
+        int w = heatmap_text_width(item);
+        if (col + w > o->width) {
+            fputs("\n        ", f);
+            col = 8;
+        }
+        fputs(item, f);
+        col += w;
     }
+    fputc('\n', f);
+}
+
+static void text_multi(FILE *f, const heatmap_opts *o, const heatmap_panel *p, int n) {
+    const int R = o->rows, C = o->cols, labw = row_label_width(o);
+    char buf[256];
+    int titlew = 1;
     for (int i = 0; i < n; i++)
         if (p[i].title) {
             int w = heatmap_text_width(p[i].title);
@@ -296,21 +323,7 @@ static void text_multi(FILE *f, const heatmap_opts *o, const heatmap_panel *p, i
             }
         }
     }
-    /* which column is which source piece, wrapped to the width */
-    int col = fprintf(f, "columns:");
-    for (int c = 0; c < C; c++) {
-        char item[300];
-        fit(o->col_labels[c], 20, o->unicode, buf, sizeof buf);
-        snprintf(item, sizeof item, " %d %s", c, buf);
-        int w = heatmap_text_width(item);
-        if (col + w > o->width) {
-            fputs("\n        ", f);
-            col = 8;
-        }
-        fputs(item, f);
-        col += w;
-    }
-    fputc('\n', f);
+    column_key(f, o);
     legend(f, o, mx);
 }
 
@@ -355,7 +368,16 @@ static void viridis(float x, int rgb[3]) {
 #define CELL 22
 #define CHAR_W 7.5 /* rough width of a 12px label character */
 
-int heatmap_svg(FILE *f, const heatmap_opts *o, const heatmap_panel *p, int n, const char *title) {
+/* Where an SVG's parts go: label room, each panel's size, the grid of panels. */
+typedef struct {
+    int left, top;    /* the grid's corner inside a panel: room for row and column labels */
+    int pw, ph;       /* a panel's size */
+    int per;          /* panels per row */
+    int head;         /* room above the panels (the title) */
+    float mx;         /* the largest weight drawn */
+} svg_layout;
+
+static svg_layout svg_layout_of(const heatmap_opts *o, const heatmap_panel *p, int n, const char *title) {
     const int R = o->rows, C = o->cols;
     int labw = 1, colh = 1;
     for (int r = 0; r < R; r++) {
@@ -366,17 +388,78 @@ int heatmap_svg(FILE *f, const heatmap_opts *o, const heatmap_panel *p, int n, c
         int w = heatmap_text_width(o->col_labels[c]);
         colh = w > colh ? w : colh;
     }
-    float mx = 0;
+    svg_layout l;
+    l.mx = 0;
     for (int i = 0; i < n; i++) {
         float m = matrix_max(p[i].m, R * C);
-        mx = m > mx ? m : mx;
+        l.mx = m > l.mx ? m : l.mx;
     }
-    const int left = (int)(labw * CHAR_W) + 12, top = (int)(colh * CHAR_W) + 34;
-    const int pw = left + C * CELL + 24, ph = top + R * CELL + 16;
-    const int per = n < 4 ? n : 4, prow = (n + per - 1) / per;
-    const int head = title ? 30 : 8, scale_w = 90;
-    int W = per * pw + scale_w;
-    const int Hh = head + prow * ph + 10;
+    l.left = (int)(labw * CHAR_W) + 12, l.top = (int)(colh * CHAR_W) + 34;
+    l.pw = l.left + C * CELL + 24, l.ph = l.top + R * CELL + 16;
+    l.per = n < 4 ? n : 4;
+    l.head = title ? 30 : 8;
+    return l;
+}
+
+/* One panel at (ox, oy): its title, the labels, the cells, and with marked (one panel) the
+ * marked cells outlined. */
+static void svg_panel(FILE *f, const heatmap_opts *o, const heatmap_panel *p, const svg_layout *l, int ox, int oy,
+                      int marked) {
+    const int R = o->rows, C = o->cols, left = l->left, top = l->top;
+    fprintf(f, "<g transform=\"translate(%d,%d)\">\n", ox, oy);
+    if (p->title) {
+        fprintf(f, "<text x=\"%d\" y=\"14\" font-weight=\"bold\">", left);
+        xml_text(f, p->title);
+        fputs("</text>\n", f);
+    }
+    for (int c = 0; c < C; c++) { /* source labels, rotated, ending just above the grid */
+        fprintf(f, "<text transform=\"translate(%d,%d) rotate(-90)\" dominant-baseline=\"middle\">",
+                left + c * CELL + CELL / 2, top - 6);
+        xml_text(f, o->col_labels[c]);
+        fputs("</text>\n", f);
+    }
+    for (int r = 0; r < R; r++) {
+        fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" dominant-baseline=\"middle\">",
+                left - 6, top + r * CELL + CELL / 2);
+        xml_text(f, o->row_labels[r]);
+        fputs("</text>\n", f);
+        for (int c = 0; c < C; c++) {
+            float v = p->m[(size_t)r * C + c];
+            int rgb[3];
+            viridis(v / l->mx, rgb);
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#%02x%02x%02x\">"
+                       "<title>%.4f</title></rect>\n",
+                    left + c * CELL, top + r * CELL, CELL, CELL, rgb[0], rgb[1], rgb[2], v);
+        }
+    }
+    if (marked && o->mark)
+        for (int r = 0; r < R; r++)
+            if (o->mark[r] >= 0 && o->mark[r] < C)
+                fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+                           "stroke=\"#e8112d\" stroke-width=\"2\"/>\n",
+                        left + o->mark[r] * CELL + 1, top + r * CELL + 1, CELL - 2, CELL - 2);
+    fputs("</g>\n", f);
+}
+
+/* The colour scale right of the panels: 10 steps from 0 to the largest weight. */
+static void svg_scale(FILE *f, const svg_layout *l) {
+    const int sx = l->per * l->pw + 10, sy = l->head + l->top;
+    for (int k = 0; k < 10; k++) {
+        int rgb[3];
+        viridis((9 - k) / 9.0f, rgb);
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"16\" fill=\"#%02x%02x%02x\"/>\n",
+                sx, sy + k * 16, rgb[0], rgb[1], rgb[2]);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" dominant-baseline=\"middle\">%.2f</text>\n", sx + 24, sy + 8, l->mx);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" dominant-baseline=\"middle\">0</text>\n", sx + 24, sy + 152);
+    fprintf(f, "<text x=\"%d\" y=\"%d\">weight</text>\n", sx, sy - 8);
+}
+
+int heatmap_svg(FILE *f, const heatmap_opts *o, const heatmap_panel *p, int n, const char *title) {
+    const svg_layout l = svg_layout_of(o, p, n, title);
+    const int prow = (n + l.per - 1) / l.per, scale_w = 90;
+    int W = l.per * l.pw + scale_w;
+    const int Hh = l.head + prow * l.ph + 10;
     if (title && W < (int)(heatmap_text_width(title) * 9.5) + 20) W = (int)(heatmap_text_width(title) * 9.5) + 20;
     fprintf(f,
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
@@ -389,53 +472,8 @@ int heatmap_svg(FILE *f, const heatmap_opts *o, const heatmap_panel *p, int n, c
         xml_text(f, title);
         fputs("</text>\n", f);
     }
-    for (int i = 0; i < n; i++) {
-        const int ox = (i % per) * pw, oy = head + (i / per) * ph;
-        fprintf(f, "<g transform=\"translate(%d,%d)\">\n", ox, oy);
-        if (p[i].title) {
-            fprintf(f, "<text x=\"%d\" y=\"14\" font-weight=\"bold\">", left);
-            xml_text(f, p[i].title);
-            fputs("</text>\n", f);
-        }
-        for (int c = 0; c < C; c++) { /* source labels, rotated, ending just above the grid */
-            fprintf(f, "<text transform=\"translate(%d,%d) rotate(-90)\" dominant-baseline=\"middle\">",
-                    left + c * CELL + CELL / 2, top - 6);
-            xml_text(f, o->col_labels[c]);
-            fputs("</text>\n", f);
-        }
-        for (int r = 0; r < R; r++) {
-            fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" dominant-baseline=\"middle\">",
-                    left - 6, top + r * CELL + CELL / 2);
-            xml_text(f, o->row_labels[r]);
-            fputs("</text>\n", f);
-            for (int c = 0; c < C; c++) {
-                float v = p[i].m[(size_t)r * C + c];
-                int rgb[3];
-                viridis(v / mx, rgb);
-                fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#%02x%02x%02x\">"
-                           "<title>%.4f</title></rect>\n",
-                        left + c * CELL, top + r * CELL, CELL, CELL, rgb[0], rgb[1], rgb[2], v);
-            }
-        }
-        if (n == 1 && o->mark)
-            for (int r = 0; r < R; r++)
-                if (o->mark[r] >= 0 && o->mark[r] < C)
-                    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
-                               "stroke=\"#e8112d\" stroke-width=\"2\"/>\n",
-                            left + o->mark[r] * CELL + 1, top + r * CELL + 1, CELL - 2, CELL - 2);
-        fputs("</g>\n", f);
-    }
-    /* colour scale: 10 steps from 0 to the largest weight */
-    const int sx = per * pw + 10, sy = head + top;
-    for (int k = 0; k < 10; k++) {
-        int rgb[3];
-        viridis((9 - k) / 9.0f, rgb);
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"16\" fill=\"#%02x%02x%02x\"/>\n",
-                sx, sy + k * 16, rgb[0], rgb[1], rgb[2]);
-    }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" dominant-baseline=\"middle\">%.2f</text>\n", sx + 24, sy + 8, mx);
-    fprintf(f, "<text x=\"%d\" y=\"%d\" dominant-baseline=\"middle\">0</text>\n", sx + 24, sy + 152);
-    fprintf(f, "<text x=\"%d\" y=\"%d\">weight</text>\n", sx, sy - 8);
+    for (int i = 0; i < n; i++) svg_panel(f, o, &p[i], &l, (i % l.per) * l.pw, l.head + (i / l.per) * l.ph, n == 1);
+    svg_scale(f, &l);
     fputs("</svg>\n", f);
     return ferror(f) ? -1 : 0;
 }

@@ -1,5 +1,6 @@
-/* attend: the command-line tool. A thin client of the public API in model/attend.h; each
- * subcommand lives in its own cmd_*.c file. */
+/* attend: the command-line tool. A thin client of the public API in model/attend.h and
+ * model/align.h; each subcommand lives in its own cmd_*.c file, and reads its options into
+ * its own *_options struct (the shared ones through options.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,7 +14,8 @@ static void usage(FILE *f) {
     fprintf(f,
             "usage: attend COMMAND [options]\n"
             "\n"
-            "Translate with MarianMT / OPUS-MT checkpoints exported to .gguf.\n"
+            "Translate with MarianMT / OPUS-MT, M2M-100, NLLB-200 and mBART-50 checkpoints\n"
+            "exported to .gguf.\n"
             "\n"
             "commands:\n"
             "  translate   translate arguments or standard input, one line per line\n"

@@ -12,8 +12,9 @@
 #include "../model/align.h"
 #include "cli.h"
 #include "json.h"
+#include "options.h"
 
-extern const char explore_html[]; /* build/tools/explore_html.c, from python/attend/explore.html */
+extern const char explore_html[]; /* build/cli/explore_html.c, from python/attend/explore.html */
 
 /* A longer side makes a page no browser draws well (a 200-piece side is 40,000 cells per
  * head); such lines are refused, not cut. */
@@ -58,14 +59,10 @@ static void json_weights(FILE *f, const float *x, size_t n) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * one sentence */
-typedef struct {
-    const char *model, *output, *target, *preset, *src_lang, *tgt_lang;
-    int beams, threads;
-} explore_args;
+ * One sentence */
 
 /* The alignment of r under each preset view, as {"view": [[src word, tgt word], ...]}. */
-static int json_alignments(FILE *f, const attend_result *r, const attend_config *c, char **presets, int np,
+static int json_alignments(FILE *f, const attend_result *r, const attend_config *c, char *const *presets, int np,
                            char *err, size_t errlen) {
     fputc('{', f);
     for (int k = 0; k < np; k++) {
@@ -90,7 +87,7 @@ static int json_alignments(FILE *f, const attend_result *r, const attend_config 
 }
 
 static int json_sentence(FILE *f, const char *source, const attend_result *r, const attend_config *c,
-                         int forced, char **presets, int np, char *err, size_t errlen) {
+                         int forced, char *const *presets, int np, char *err, size_t errlen) {
     const size_t S = (size_t)r->n_src, T = (size_t)r->n_tgt;
     attend_words sw = {0}, tw = {0};
     if (attend_words_from_pieces((const char *const *)r->src_pieces, r->n_src, &sw) ||
@@ -175,104 +172,171 @@ static int make_presets(const char *first, int L, char **out) {
     return n;
 }
 
-int cmd_explore(int argc, char **argv) {
-    explore_args a = {0};
-    const char *source = NULL;
-    if (cli_wants_help(argc, argv)) {
-        usage_explore(stdout);
-        return EXIT_OK;
+/* ---------------------------------------------------------------------------------------
+ * Options */
+
+typedef struct {
+    cli_model_options common; /* -m, -t, --beam, --greedy, --src-lang, --tgt-lang */
+    const char *source;       /* the sentence (NULL: the lines of standard input) */
+    const char *output;       /* -o: the page (NULL: explore.html) */
+    const char *target;       /* --target: force-decode this translation */
+    const char *preset;       /* --preset: the view listed first */
+} explore_options;
+
+/* The defaults: the model's settings, explore.html, the default view first. */
+static explore_options explore_default_options(void) {
+    explore_options o;
+    memset(&o, 0, sizeof o);
+    return o;
+}
+
+/* 0 or EXIT_USAGE. */
+static int parse_explore(int argc, char **argv, explore_options *o) {
+    *o = explore_default_options();
+    cli_args a = {"explore", argc, argv, 0};
+    for (a.i = 1; a.i < argc; a.i++) {
+        int rc = cli_model_option(&a, &o->common);
+        if (rc == CLI_OPT_OTHER && cli_is(&a, "-o", "--output")) rc = cli_take_str(&a, &o->output);
+        if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--target")) rc = cli_take_str(&a, &o->target);
+        if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--preset")) rc = cli_take_str(&a, &o->preset);
+        if (rc == CLI_OPT_OTHER)
+            rc = cli_one_text(&a, &o->source, "one source sentence as an argument (quote it); several come "
+                                              "one per line on standard input");
+        if (rc != CLI_OPT_TAKEN) return rc;
     }
-    for (int i = 1; i < argc; i++) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEED_VALUE CLI_NEED_VALUE("explore", o, v, i)
-        if (!strcmp(o, "-m") || !strcmp(o, "--model")) {
-            NEED_VALUE a.model = v;
-        } else if (!strcmp(o, "-o") || !strcmp(o, "--output")) {
-            NEED_VALUE a.output = v;
-        } else if (!strcmp(o, "--target")) {
-            NEED_VALUE a.target = v;
-        } else if (!strcmp(o, "--src-lang")) {
-            NEED_VALUE a.src_lang = v;
-        } else if (!strcmp(o, "--tgt-lang")) {
-            NEED_VALUE a.tgt_lang = v;
-        } else if (!strcmp(o, "--beam")) {
-            NEED_VALUE a.beams = cli_parse_int(o, v, 1, 1024);
-        } else if (!strcmp(o, "--greedy")) {
-            a.beams = 1;
-        } else if (!strcmp(o, "--preset")) {
-            NEED_VALUE a.preset = v;
-        } else if (!strcmp(o, "-t") || !strcmp(o, "--threads")) {
-            NEED_VALUE a.threads = cli_parse_int(o, v, 1, 1024);
-        } else if (!strcmp(o, "--")) {
-            if (i + 1 < argc) source = argv[++i];
-            if (i + 1 < argc) goto extra;
-            break;
-        } else if (cli_is_option(o)) {
-            return cli_unknown_option("explore", o);
-        } else if (!source) {
-            source = o;
-        } else {
-        extra:
-            fprintf(stderr, "attend explore: one source sentence as an argument (quote it); several come "
-                            "one per line on standard input\n");
-            return EXIT_USAGE;
-        }
-    }
-#undef NEED_VALUE
-    if (a.target && !source) {
+    return 0;
+}
+
+/* Options that do not go together, before anything is read. 0 or EXIT_USAGE. */
+static int check_options(const explore_options *o) {
+    char err[512];
+    attend_view check;
+    if (o->target && !o->source) {
         fprintf(stderr, "attend explore: --target needs the source sentence as an argument\n");
         return EXIT_USAGE;
     }
-    char err[512];
-    attend_view check;
-    if (a.preset && attend_view_parse(a.preset, &check, err, sizeof err)) {
+    if (o->preset && attend_view_parse(o->preset, &check, err, sizeof err)) {
         fprintf(stderr, "attend explore: --preset: %s\n", err);
         return EXIT_USAGE;
     }
-    int n = 1;
-    char **lines = NULL;
-    const char **sources = &source;
-    if (!source) {
-        lines = read_lines(&n);
-        sources = (const char **)lines;
-        if (n == 0) {
-            fprintf(stderr, "attend explore: no source sentence (give one, or lines on standard input)\n");
-            return EXIT_USAGE;
-        }
-    }
+    return 0;
+}
 
-    attend_model *m = cli_load_model(a.model);
-    const attend_config *c = attend_get_config(m);
-    if (cli_check_languages("explore", m, a.src_lang, a.tgt_lang, 1)) {
-        attend_free(m);
-        return EXIT_USAGE;
-    }
-    char *presets[4];
-    int np = make_presets(a.preset, c->decoder_layers, presets);
-    for (int k = 0; k < np; k++) {
+/* ---------------------------------------------------------------------------------------
+ * The page */
+
+typedef struct {
+    const explore_options *o;
+    const char **sources; /* [n] the sentences */
+    int n;
+    attend_model *m;
+    const attend_config *c;
+    attend_params p;
+    char *presets[4];     /* the alignment views offered */
+    int np;
+} explore_run;
+
+/* The model, its languages and the presets checked against it, the parameters. 0 or EXIT_USAGE. */
+static int load_model(explore_run *x) {
+    const explore_options *o = x->o;
+    char err[512];
+    x->m = cli_load_model(o->common.model);
+    x->c = attend_get_config(x->m);
+    if (cli_check_languages("explore", x->m, o->common.src_lang, o->common.tgt_lang, 1)) return EXIT_USAGE;
+    x->np = make_presets(o->preset, x->c->decoder_layers, x->presets);
+    for (int k = 0; k < x->np; k++) {
         attend_view v;
-        attend_view_parse(presets[k], &v, err, sizeof err);
-        if (attend_view_check(&v, c->decoder_layers, c->decoder_heads, err, sizeof err)) {
+        attend_view_parse(x->presets[k], &v, err, sizeof err);
+        if (attend_view_check(&v, x->c->decoder_layers, x->c->decoder_heads, err, sizeof err)) {
             fprintf(stderr, "attend explore: --preset: %s\n", err);
-            attend_free(m);
             return EXIT_USAGE;
         }
     }
-    attend_params p = attend_default_params();
-    p.threads = a.threads;
-    p.src_lang = a.src_lang;
-    p.tgt_lang = a.tgt_lang;
-    p.num_beams = a.beams;
-    p.want_attention = p.want_scores = 1;
-    int beams = a.beams ? a.beams : c->num_beams;
+    x->p = cli_model_params(&o->common);
+    x->p.want_attention = x->p.want_scores = 1;
+    return 0;
+}
+
+/* The page up to its sentences: the template up to the data, then the model's name, the
+ * search settings, the shape and the presets. Returns where the template goes on. */
+static const char *write_page_head(FILE *f, const explore_run *x) {
+    const explore_options *o = x->o;
+    const int beams = o->common.beams ? o->common.beams : x->c->num_beams;
     char settings[128];
-    if (a.target) snprintf(settings, sizeof settings, "forced decoding of the given target");
+    if (o->target) snprintf(settings, sizeof settings, "forced decoding of the given target");
     else if (beams > 1) snprintf(settings, sizeof settings, "beam search, %d beams", beams);
     else snprintf(settings, sizeof settings, "greedy search");
+    const char *mark = strstr(explore_html, "@@DATA@@");
+    fwrite(explore_html, 1, (size_t)(mark - explore_html), f);
+    const char *env = getenv("ATTEND_MODEL");
+    const char *mp = o->common.model ? o->common.model : env && *env ? env : "de-en.gguf", *slash = strrchr(mp, '/');
+    fputs("{\"model\":", f);
+    json_str(f, slash ? slash + 1 : mp);
+    fputs(",\"settings\":", f);
+    json_str(f, settings);
+    fprintf(f, ",\"config\":{\"encoder_layers\":%d,\"encoder_heads\":%d,\"decoder_layers\":%d,\"decoder_heads\":%d}",
+            x->c->encoder_layers, x->c->encoder_heads, x->c->decoder_layers, x->c->decoder_heads);
+    fputs(",\"presets\":", f);
+    json_strs(f, (const char *const *)x->presets, x->np);
+    fputs(",\"sentences\":[\n", f);
+    return mark + strlen("@@DATA@@");
+}
 
-    /* the page is written to a temporary file and renamed, so a failure leaves no half page */
-    const char *path = a.output ? a.output : "explore.html";
-    int to_stdout = !strcmp(path, "-");
+/* Sentence i (0-based) translated and written. The exit status: EXIT_FAIL stops the page. */
+static int write_sentence(FILE *f, const explore_run *x, int i) {
+    const char *source = x->sources[i], *target = x->o->target;
+    char err[512];
+    if (blank(source)) { /* as attend translate: an empty line, not translated */
+        fputs("{\"source\":", f);
+        json_str(f, source);
+        fputs(",\"translation\":\"\",\"empty\":true,\"forced\":false,\"score\":0,\"src\":[],\"tgt\":[],"
+              "\"src_words\":[],\"tgt_words\":[],\"logprob\":[],\"align\":{},\"enc\":[],\"dec\":[],\"cross\":[]}",
+              f);
+        return EXIT_OK;
+    }
+    attend_result r;
+    const char *targets[1] = {target};
+    if (attend_translate(x->m, &source, NULL, 1, target ? targets : NULL, &x->p, &r, err, sizeof err)) {
+        fprintf(stderr, "attend explore: line %d: %s\n", i + 1, err);
+        return EXIT_FAIL;
+    }
+    int status = EXIT_OK;
+    if (r.status) {
+        fprintf(stderr, "attend explore: line %d: %s\n", i + 1, r.message);
+        status = EXIT_FAIL;
+    } else if (r.n_src > EXPLORE_MAX_PIECES || r.n_tgt > EXPLORE_MAX_PIECES) {
+        fprintf(stderr, "attend explore: line %d is too long for the page: %d source and %d target pieces "
+                        "(at most %d each); shorten or split it\n", i + 1, r.n_src, r.n_tgt, EXPLORE_MAX_PIECES);
+        status = EXIT_USAGE;
+    } else if (json_sentence(f, source, &r, x->c, target != NULL, x->presets, x->np, err, sizeof err)) {
+        fprintf(stderr, "attend explore: line %d: %s\n", i + 1, err);
+        status = EXIT_FAIL;
+    }
+    attend_result_free(&r);
+    return status;
+}
+
+/* The whole page to f; the exit status. */
+static int write_page(FILE *f, const explore_run *x) {
+    const char *rest = write_page_head(f, x);
+    int status = EXIT_OK;
+    for (int i = 0; i < x->n && status == EXIT_OK; i++) {
+        if (i) fputs(",\n", f);
+        status = write_sentence(f, x, i);
+    }
+    fputs("\n]}", f);
+    fputs(rest, f);
+    return status;
+}
+
+/* The page to -o's file, through a temporary file renamed at the end so that a failure
+ * leaves no half page; or to standard output. The exit status. */
+static int write_page_file(const explore_run *x) {
+    const char *path = x->o->output ? x->o->output : "explore.html";
+    if (!strcmp(path, "-")) {
+        const int status = write_page(stdout, x);
+        return cli_flush_stdout() && status == EXIT_OK ? EXIT_IO : status;
+    }
     size_t plen = strlen(path) + 16;
     char *tmp = malloc(plen);
     if (!tmp) {
@@ -280,80 +344,56 @@ int cmd_explore(int argc, char **argv) {
         exit(EXIT_FAIL);
     }
     snprintf(tmp, plen, "%s.tmp", path);
-    FILE *f = to_stdout ? stdout : fopen(tmp, "w");
+    FILE *f = fopen(tmp, "w");
     if (!f) {
         fprintf(stderr, "attend explore: %s: %s\n", tmp, strerror(errno));
-        attend_free(m);
         free(tmp);
         return EXIT_IO;
     }
-    const char *mark = strstr(explore_html, "@@DATA@@");
-    fwrite(explore_html, 1, (size_t)(mark - explore_html), f);
-    const char *env = getenv("ATTEND_MODEL");
-    const char *mp = a.model ? a.model : env && *env ? env : "de-en.gguf", *slash = strrchr(mp, '/');
-    fputs("{\"model\":", f);
-    json_str(f, slash ? slash + 1 : mp);
-    fputs(",\"settings\":", f);
-    json_str(f, settings);
-    fprintf(f, ",\"config\":{\"encoder_layers\":%d,\"encoder_heads\":%d,\"decoder_layers\":%d,\"decoder_heads\":%d}",
-            c->encoder_layers, c->encoder_heads, c->decoder_layers, c->decoder_heads);
-    fputs(",\"presets\":", f);
-    json_strs(f, (const char *const *)presets, np);
-    fputs(",\"sentences\":[\n", f);
-    int status = EXIT_OK;
-    for (int i = 0; i < n && status == EXIT_OK; i++) {
-        if (i) fputs(",\n", f);
-        if (blank(sources[i])) { /* as attend translate: an empty line, not translated */
-            fputs("{\"source\":", f);
-            json_str(f, sources[i]);
-            fputs(",\"translation\":\"\",\"empty\":true,\"forced\":false,\"score\":0,\"src\":[],\"tgt\":[],"
-                  "\"src_words\":[],\"tgt_words\":[],\"logprob\":[],\"align\":{},\"enc\":[],\"dec\":[],\"cross\":[]}",
-                  f);
-            continue;
-        }
-        attend_result r;
-        const char *targets[1] = {a.target};
-        if (attend_translate(m, &sources[i], NULL, 1, a.target ? targets : NULL, &p, &r, err, sizeof err)) {
-            fprintf(stderr, "attend explore: line %d: %s\n", i + 1, err);
-            status = EXIT_FAIL;
-            break;
-        }
-        if (r.status) {
-            fprintf(stderr, "attend explore: line %d: %s\n", i + 1, r.message);
-            status = EXIT_FAIL;
-        } else if (r.n_src > EXPLORE_MAX_PIECES || r.n_tgt > EXPLORE_MAX_PIECES) {
-            fprintf(stderr, "attend explore: line %d is too long for the page: %d source and %d target pieces "
-                            "(at most %d each); shorten or split it\n", i + 1, r.n_src, r.n_tgt, EXPLORE_MAX_PIECES);
-            status = EXIT_USAGE;
-        } else {
-            if (json_sentence(f, sources[i], &r, c, a.target != NULL, presets, np, err, sizeof err)) {
-                fprintf(stderr, "attend explore: line %d: %s\n", i + 1, err);
-                status = EXIT_FAIL;
-            }
-        }
-        attend_result_free(&r);
-    }
-    fputs("\n]}", f);
-    fputs(mark + strlen("@@DATA@@"), f);
-    if (to_stdout) {
-        if (cli_flush_stdout() && status == EXIT_OK) status = EXIT_IO;
-    } else if (fclose(f) != 0) {
+    int status = write_page(f, x);
+    if (fclose(f) != 0) {
         fprintf(stderr, "attend explore: %s: %s\n", tmp, strerror(errno));
         if (status == EXIT_OK) status = EXIT_IO;
     }
-    if (!to_stdout) {
-        if (status == EXIT_OK && rename(tmp, path) != 0) {
-            fprintf(stderr, "attend explore: %s: %s\n", path, strerror(errno));
-            status = EXIT_IO;
-        }
-        if (status != EXIT_OK) remove(tmp);
-        else fprintf(stderr, "attend explore: wrote %s (%d sentence%s)\n", path, n, n == 1 ? "" : "s");
+    if (status == EXIT_OK && rename(tmp, path) != 0) {
+        fprintf(stderr, "attend explore: %s: %s\n", path, strerror(errno));
+        status = EXIT_IO;
     }
+    if (status != EXIT_OK) remove(tmp);
+    else fprintf(stderr, "attend explore: wrote %s (%d sentence%s)\n", path, x->n, x->n == 1 ? "" : "s");
     free(tmp);
-    if (lines) {
-        for (int i = 0; i < n; i++) free(lines[i]);
-        free(lines);
+    return status;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * explore */
+
+int cmd_explore(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) {
+        usage_explore(stdout);
+        return EXIT_OK;
     }
-    attend_free(m);
+    explore_options o;
+    int status = parse_explore(argc, argv, &o);
+    if (!status) status = check_options(&o);
+    if (status) return status;
+    explore_run x = {0};
+    x.o = &o;
+    x.n = 1;
+    char **lines = NULL;
+    x.sources = &o.source;
+    if (!o.source) {
+        lines = read_lines(&x.n);
+        x.sources = (const char **)lines;
+        if (x.n == 0) {
+            fprintf(stderr, "attend explore: no source sentence (give one, or lines on standard input)\n");
+            return EXIT_USAGE;
+        }
+    }
+    status = load_model(&x);
+    if (!status) status = write_page_file(&x);
+    for (int i = 0; lines && i < x.n; i++) free(lines[i]);
+    free(lines);
+    attend_free(x.m);
     return status;
 }

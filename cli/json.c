@@ -1,6 +1,8 @@
-/* JSON strings for the CLI's outputs (attend align --format json, attend explore). */
+/* JSON strings, numbers and matrices for the CLI's outputs (attend align --format json,
+ * attend explore). */
 #include "json.h"
 
+#include <stddef.h>
 #include <stdio.h>
 
 static int utf8_len(const unsigned char *p) {
@@ -49,3 +51,18 @@ void json_strs(FILE *f, const char *const *s, int n) {
     fputc(']', f);
 }
 
+
+void json_floats(FILE *f, const float *x, int n) {
+    fputc('[', f);
+    for (int i = 0; i < n; i++) fprintf(f, "%s%.7g", i ? ", " : "", (double)x[i]);
+    fputc(']', f);
+}
+
+void json_matrix(FILE *f, const float *m, int rows, int cols, const char *indent) {
+    fputc('[', f);
+    for (int r = 0; r < rows; r++) {
+        fprintf(f, "%s\n%s  ", r ? "," : "", indent);
+        json_floats(f, m + (size_t)r * cols, cols);
+    }
+    fprintf(f, "\n%s]", indent);
+}

@@ -1,0 +1,295 @@
+/* attend translate: one line in, one line out, in order, flushed as soon as ready. The options
+ * are read into a translate_options (translate_options.c), the lines translated in chunks
+ * (the library sorts each chunk by length into batches) and written by output.c. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "line_reader.h"
+#include "npz.h"
+#include "output.h"
+#include "translate.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Writing: a chunk's lines go out in input order, each as soon as it and every line before
+ * it are translated, so output follows each batch rather than each chunk. */
+
+typedef struct {
+    const translate_options *o;
+    attend_model *m;
+    attend_params p;  /* o->p with what the outputs need (attention, scores, logits) */
+    npz_writer *dump; /* --dump-attention */
+    long long n_done; /* lines written so far */
+    long long failed; /* lines the library could not translate (attend_result.status) */
+} translate_ctx;
+
+typedef struct {
+    int n;                /* lines in the chunk */
+    const int *slot;      /* line i -> its index among the lines translated, -1 if blank */
+    attend_result *res;   /* [k] translations, by slot (text set once translated); freed
+                           * once written */
+    int written;          /* lines 0..written are out */
+} chunk_output;
+
+static int is_blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\f' && s[i] != '\v' && s[i] != 0)
+            return 0; /* NUL reads as a space (model/text.c) */
+    return 1;
+}
+
+/* Write one input line's output: the translation r (NULL for a blank line). Returns 0 or an
+ * exit status. */
+static int write_line(translate_ctx *cx, attend_result *r) {
+    const translate_options *o = cx->o;
+    const long long idx = ++cx->n_done; /* 1-based input line */
+    if (r && r->status) { /* reported, and an empty line keeps the output in step */
+        fprintf(stderr, "attend: line %lld: %s\n", idx, r->message ? r->message : "not translated");
+        cx->failed++;
+        r = NULL;
+    }
+    if (!r) {
+        cli_write_empty(idx - 1, o->nbest, o->align);
+        return 0;
+    }
+    const attend_config *c = attend_get_config(cx->m);
+    cli_warn_truncated(c, idx, r);
+    int status = 0;
+    if (o->nbest) cli_write_nbest(idx - 1, r); /* Marian's n-best layout */
+    else status = cli_write_translation(r, c, o->align ? &o->view : NULL);
+    if (!status && cx->dump) cli_dump_result(cx->dump, c, idx - 1, r, o->dump_logits);
+    return status;
+}
+
+/* Write the lines that are ready and in order, and flush them. Returns 0 or an exit status. */
+static int write_ready(translate_ctx *cx, chunk_output *o) {
+    const int from = o->written;
+    while (o->written < o->n) {
+        const int k = o->slot[o->written];
+        if (k >= 0 && !o->res[k].text) break; /* not translated yet */
+        int status = write_line(cx, k >= 0 ? &o->res[k] : NULL);
+        if (k >= 0) attend_result_free(&o->res[k]); /* attention results are big */
+        o->written++;
+        if (status) return status;
+    }
+    return o->written > from ? cli_flush_stdout() : 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Batching is the library's (attend_params.batch_size / batch_tokens: sorted by length, cut
+ * into batches); after each batch it hands the finished lines over, and those that are
+ * next in input order go out at once. */
+
+typedef struct {
+    translate_ctx *cx;
+    chunk_output *o;
+    int status;
+} batch_ctx;
+
+static int batch_done(void *user, const int *index, int n) {
+    batch_ctx *b = user;
+    if (b->cx->o->verbose) {
+        long long sum = 0;
+        int lo = 0, hi = 0;
+        for (int j = 0; j < n; j++) {
+            const int t = b->o->res[index[j]].n_src;
+            sum += t;
+            lo = j == 0 || t < lo ? t : lo;
+            hi = t > hi ? t : hi;
+        }
+        fprintf(stderr, "attend: batch of %d sentence%s, %lld source tokens, lengths %d-%d\n", n,
+                n == 1 ? "" : "s", sum, lo, hi);
+    }
+    b->status = write_ready(b->cx, b->o);
+    return b->status;
+}
+
+/* Translate the k non-blank lines todo[0..k), writing what is ready after each batch.
+ * Returns 0 or an exit status. */
+static int translate_sorted(translate_ctx *cx, const char **todo, const size_t *todo_len, int k,
+                            chunk_output *o) {
+    batch_ctx b = {cx, o, 0};
+    attend_params p = cx->p;
+    p.on_batch = batch_done;
+    p.user = &b;
+    char err[512];
+    if (attend_translate(cx->m, todo, todo_len, k, NULL, &p, o->res, err, sizeof err)) {
+        if (b.status) return b.status; /* a write failed: already reported */
+        fprintf(stderr, "attend: %s\n", err);
+        return EXIT_FAIL;
+    }
+    return 0;
+}
+
+/* Translate a chunk and write one line per input, in order. Blank lines give blank lines
+ * without running the model. Returns 0 or an exit status. */
+static int translate_chunk(translate_ctx *cx, char **lines, size_t *lens, int n) {
+    const char **todo = malloc(sizeof(char *) * (size_t)n);
+    size_t *todo_len = malloc(sizeof(size_t) * (size_t)n);
+    int *slot = malloc(sizeof(int) * (size_t)n);
+    attend_result *res = calloc((size_t)n, sizeof *res);
+    int status = 0, k = 0;
+    if (!todo || !todo_len || !slot || !res) {
+        fprintf(stderr, "attend: out of memory\n");
+        status = EXIT_FAIL;
+    }
+    for (int i = 0; !status && i < n; i++) {
+        slot[i] = -1;
+        if (!is_blank(lines[i], lens[i])) {
+            slot[i] = k;
+            todo[k] = lines[i];
+            todo_len[k++] = lens[i];
+        }
+    }
+    if (!status && cx->o->verbose) fprintf(stderr, "attend: %d line%s, %d to translate\n", n, n == 1 ? "" : "s", k);
+    chunk_output o = {n, slot, res, 0};
+    if (!status && k) status = translate_sorted(cx, todo, todo_len, k, &o);
+    if (!status) status = write_ready(cx, &o); /* blank lines after the last translation */
+    for (int i = 0; res && i < k; i++) attend_result_free(&res[i]); /* those not written */
+    free(res);
+    free(todo);
+    free(todo_len);
+    free(slot);
+    return status;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Input: the TEXT arguments, or standard input */
+
+/* The TEXT arguments, chunk lines at a time. */
+static int translate_texts(translate_ctx *cx, int chunk) {
+    int status = 0;
+    for (int i = 0; !status && i < cx->o->n_texts; i += chunk) {
+        int n = cx->o->n_texts - i < chunk ? cx->o->n_texts - i : chunk;
+        size_t *lens = malloc(sizeof(size_t) * (size_t)n);
+        if (!lens) {
+            fprintf(stderr, "attend: out of memory\n");
+            return EXIT_FAIL;
+        }
+        for (int j = 0; j < n; j++) lens[j] = strlen(cx->o->texts[i + j]);
+        status = translate_chunk(cx, cx->o->texts + i, lens, n);
+        free(lens);
+    }
+    return status;
+}
+
+/* Up to chunk lines of r, copied out (the buffer moves when refilled) into lines and lens:
+ * block for the first, then take whatever else has already arrived. Sets *n (0 at the end of
+ * the input); returns 0 or an exit status. */
+static int read_chunk(line_reader *r, char **lines, size_t *lens, int chunk, int *n) {
+    for (*n = 0;;) {
+        char *s;
+        size_t l;
+        if (*n < chunk && line_reader_take(r, &s, &l)) {
+            lines[*n] = malloc(l + 1);
+            if (!lines[*n]) {
+                fprintf(stderr, "attend: out of memory for a %zu-byte line\n", l);
+                return EXIT_FAIL;
+            }
+            memcpy(lines[*n], s, l);
+            lines[*n][l] = 0;
+            lens[(*n)++] = l;
+            continue;
+        }
+        if (*n == chunk || r->eof) return 0;
+        if (*n > 0 && !line_reader_waiting(r)) return 0;
+        if (line_reader_fill(r) < 0) {
+            fprintf(stderr, "attend: reading input: %s\n", strerror(errno));
+            return EXIT_IO;
+        }
+    }
+}
+
+/* Standard input, a chunk of the lines already waiting at a time. */
+static int translate_stdin(translate_ctx *cx, int chunk) {
+    line_reader r = {0};
+    /* one byte more than the tokenizer reads, so that it sees the line was cut */
+    r.max_line = (size_t)attend_get_config(cx->m)->max_line_bytes + 1;
+    char **lines = malloc(sizeof(char *) * (size_t)chunk);
+    size_t *lens = malloc(sizeof(size_t) * (size_t)chunk);
+    if (!lines || !lens) {
+        fprintf(stderr, "attend: out of memory\n");
+        return EXIT_FAIL;
+    }
+    int status = 0;
+    while (!status) {
+        int n = 0;
+        status = read_chunk(&r, lines, lens, chunk, &n);
+        if (n == 0) break;
+        if (!status) status = translate_chunk(cx, lines, lens, n);
+        for (int j = 0; j < n; j++) free(lines[j]);
+    }
+    free(lines);
+    free(lens);
+    free(r.buf);
+    return status;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * translate */
+
+/* The parameters of the run, and --dump-attention's archive opened. 0 or EXIT_IO. */
+static int prepare(translate_ctx *cx) {
+    const translate_options *o = cx->o;
+    cx->p = o->p;
+    cx->p.want_attention = o->align;
+    if (o->dump_path) {
+        char err[512];
+        cx->dump = npz_open(o->dump_path, err, sizeof err);
+        if (!cx->dump) {
+            fprintf(stderr, "attend: --dump-attention: %s\n", err);
+            return EXIT_IO;
+        }
+        cx->p.want_attention = cx->p.want_scores = 1;
+        cx->p.want_logits = o->dump_logits;
+    }
+    cx->p.batch_size = o->batch || o->batch_tokens ? o->batch : DEFAULT_BATCH;
+    cx->p.batch_tokens = o->batch_tokens;
+    return 0;
+}
+
+/* Lines read at once: several batches, to sort them by length (a --batch-tokens batch
+ * guessed at 16 tokens a sentence); attention results are big, so then about one batch. */
+static int chunk_lines(const attend_params *p) {
+    const int several = p->want_attention ? 1 : 8;
+    const long long want = p->batch_size ? (long long)p->batch_size * several
+                                         : (long long)p->batch_tokens * several / 16;
+    return want < 1 ? 1 : want > 100000 ? 100000 : (int)want;
+}
+
+/* Close the archive and report lines not translated; the exit status. */
+static int finish(translate_ctx *cx, int status) {
+    char err[512];
+    if (cx->dump && npz_close(cx->dump, err, sizeof err)) {
+        fprintf(stderr, "attend: --dump-attention %s: %s\n", cx->o->dump_path, err);
+        if (!status) status = EXIT_IO;
+    }
+    attend_free(cx->m);
+    if (!status && cx->failed) {
+        fprintf(stderr, "attend: %lld line%s not translated (empty output lines)\n", cx->failed,
+                cx->failed == 1 ? "" : "s");
+        status = EXIT_FAIL;
+    }
+    return status;
+}
+
+int cmd_translate(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) {
+        translate_usage(stdout);
+        return EXIT_OK;
+    }
+    translate_options o;
+    int status = translate_parse(argc, argv, &o);
+    if (!status) status = translate_check_options(&o);
+    if (status) return status;
+    translate_ctx cx = {&o, cli_load_model(o.common.model), {0}, NULL, 0, 0};
+    status = translate_check_with_model(&o, cx.m);
+    if (!status) status = prepare(&cx);
+    if (!status) {
+        const int chunk = chunk_lines(&cx.p);
+        status = o.n_texts > 0 ? translate_texts(&cx, chunk) : translate_stdin(&cx, chunk);
+    }
+    return finish(&cx, status);
+}

@@ -1,0 +1,73 @@
+/* The option loop's steps that the commands share (options.h). */
+#include "options.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cli_is(const cli_args *a, const char *short_name, const char *long_name) {
+    const char *arg = a->argv[a->i];
+    return (short_name && !strcmp(arg, short_name)) || !strcmp(arg, long_name);
+}
+
+int cli_take_str(cli_args *a, const char **out) {
+    if (a->i + 1 >= a->argc) {
+        fprintf(stderr, "attend %s: %s needs a value (see --help)\n", a->cmd, a->argv[a->i]);
+        return EXIT_USAGE;
+    }
+    a->i++;
+    *out = a->argv[a->i];
+    return CLI_OPT_TAKEN;
+}
+
+int cli_take_int(cli_args *a, int lo, int hi, int *out) {
+    const char *opt = a->argv[a->i], *v;
+    const int rc = cli_take_str(a, &v);
+    if (rc == CLI_OPT_TAKEN) *out = cli_parse_int(opt, v, lo, hi);
+    return rc;
+}
+
+int cli_take_float(cli_args *a, double lo, double hi, float *out) {
+    const char *opt = a->argv[a->i], *v;
+    const int rc = cli_take_str(a, &v);
+    if (rc == CLI_OPT_TAKEN) *out = cli_parse_float(opt, v, lo, hi);
+    return rc;
+}
+
+int cli_model_option(cli_args *a, cli_model_options *o) {
+    if (cli_is(a, "-m", "--model")) return cli_take_str(a, &o->model);
+    if (cli_is(a, "-t", "--threads")) return cli_take_int(a, 1, 1024, &o->threads);
+    if (cli_is(a, NULL, "--src-lang")) return cli_take_str(a, &o->src_lang);
+    if (cli_is(a, NULL, "--tgt-lang")) return cli_take_str(a, &o->tgt_lang);
+    if (cli_is(a, NULL, "--beam")) return cli_take_int(a, 1, 1024, &o->beams);
+    if (cli_is(a, NULL, "--greedy")) {
+        o->beams = 1;
+        return CLI_OPT_TAKEN;
+    }
+    return CLI_OPT_OTHER;
+}
+
+attend_params cli_model_params(const cli_model_options *o) {
+    attend_params p = attend_default_params();
+    p.threads = o->threads;
+    p.num_beams = o->beams;
+    p.src_lang = o->src_lang;
+    p.tgt_lang = o->tgt_lang;
+    return p;
+}
+
+int cli_one_text(cli_args *a, const char **text, const char *too_many) {
+    const char *arg = a->argv[a->i];
+    if (!strcmp(arg, "--")) {
+        if (a->i + 1 < a->argc) *text = a->argv[++a->i];
+        if (a->i + 1 >= a->argc) return CLI_OPT_TAKEN; /* nothing after: the loop ends */
+    } else if (cli_is_option(arg)) {
+        return cli_unknown_option(a->cmd, arg);
+    } else if (!*text) {
+        *text = arg;
+        return CLI_OPT_TAKEN;
+    }
+    fprintf(stderr, "attend %s: %s\n", a->cmd, too_many);
+    return EXIT_USAGE;
+}

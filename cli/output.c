@@ -1,0 +1,114 @@
+/* Writers of attend translate's output lines and of --dump-attention archives (output.h). */
+#include "output.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Output lines */
+
+void cli_write_empty(long long idx, int nbest, int with_alignment) {
+    if (nbest)
+        for (int k = 0; k < nbest; k++) printf("%lld |||  ||| 0.000000\n", idx);
+    else
+        fputs(with_alignment ? " ||| \n" : "\n", stdout);
+}
+
+void cli_warn_truncated(const attend_config *c, long long idx, const attend_result *r) {
+    const size_t max_bytes = (size_t)c->max_line_bytes;
+    if (r->truncated && r->n_src >= c->model_max_length && c->model_max_length < c->max_position_embeddings)
+        fprintf(stderr, "attend: line %lld: longer than the tokenizer's %d tokens (model_max_length); "
+                "translated its first %d\n", idx, c->model_max_length, r->n_src);
+    else if (r->truncated && r->n_src >= c->max_position_embeddings)
+        fprintf(stderr, "attend: line %lld: longer than the model's %d positions; "
+                "translated its first %d tokens\n", idx, c->max_position_embeddings, r->n_src);
+    else if (r->truncated) /* many bytes, few tokens (runs of spaces, say) */
+        fprintf(stderr, "attend: line %lld: longer than %zu bytes; translated its first %zu (%d tokens)\n",
+                idx, max_bytes, max_bytes, r->n_src);
+}
+
+/* One line out, whatever the vocabulary holds: newlines become spaces. */
+static void one_line(char *t) {
+    for (; *t; t++)
+        if (*t == '\n' || *t == '\r') *t = ' ';
+}
+
+void cli_write_nbest(long long idx, attend_result *r) {
+    for (int k = 0; k < r->n_best; k++) { /* fewer hypotheses than asked cannot happen */
+        one_line(r->nbest[k].text);
+        printf("%lld ||| %s ||| %.6f\n", idx, r->nbest[k].text, r->nbest[k].score);
+    }
+}
+
+int cli_write_translation(attend_result *r, const attend_config *c, const attend_view *view) {
+    one_line(r->text);
+    fputs(r->text, stdout);
+    if (view) {
+        char err[512];
+        char *al = attend_alignment(r, c, view, err, sizeof err);
+        if (!al) {
+            fprintf(stderr, "attend: --alignment: %s\n", err);
+            return EXIT_USAGE;
+        }
+        printf(" ||| %s", al);
+        free(al);
+    }
+    fputc('\n', stdout);
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * --dump-attention */
+
+/* One layer's attention a [heads, rows, cols] as the array s{idx}/{kind}/l{layer}. */
+static void dump_layer(npz_writer *z, long long idx, const char *kind, int layer, const float *a, int heads,
+                       int rows, int cols) {
+    char name[96];
+    const int shape[3] = {heads, rows, cols};
+    snprintf(name, sizeof name, "s%lld/%s/l%d", idx, kind, layer);
+    npz_add_f32(z, name, a, 3, shape);
+}
+
+/* One sentence's ids, pieces, text, scores and attention as s{idx}/... arrays (README). */
+void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const attend_result *r,
+                     int with_logits) {
+    char name[96];
+    int S = r->n_src, T = r->n_tgt;
+    snprintf(name, sizeof name, "s%lld/src_ids", idx);
+    npz_add_i32(z, name, r->src_ids, 1, &S);
+    snprintf(name, sizeof name, "s%lld/tgt_ids", idx);
+    npz_add_i32(z, name, r->tgt_ids, 1, &T);
+    snprintf(name, sizeof name, "s%lld/src_pieces", idx);
+    npz_add_str(z, name, (const char *const *)r->src_pieces, S);
+    snprintf(name, sizeof name, "s%lld/tgt_pieces", idx);
+    npz_add_str(z, name, (const char *const *)r->tgt_pieces, T);
+    const char *text = r->text;
+    snprintf(name, sizeof name, "s%lld/text", idx);
+    npz_add_str(z, name, &text, 1);
+    snprintf(name, sizeof name, "s%lld/logprob", idx);
+    npz_add_f32(z, name, r->logprob, 1, &T);
+    const int one = 1;
+    snprintf(name, sizeof name, "s%lld/score", idx);
+    npz_add_f32(z, name, &r->score, 1, &one);
+    if (with_logits) {
+        const int shape[2] = {T, c->decoder_vocab_size};
+        snprintf(name, sizeof name, "s%lld/logits", idx);
+        npz_add_f32(z, name, r->logits, 2, shape);
+    }
+    const int He = c->encoder_heads, Hd = c->decoder_heads;
+    for (int l = 0; l < c->encoder_layers; l++)
+        dump_layer(z, idx, "enc_self", l, r->enc_self + (size_t)l * He * S * S, He, S, S);
+    for (int l = 0; l < c->decoder_layers; l++) {
+        dump_layer(z, idx, "dec_self", l, r->dec_self + (size_t)l * Hd * T * T, Hd, T, T);
+        dump_layer(z, idx, "cross", l, r->cross + (size_t)l * Hd * T * S, Hd, T, S);
+    }
+}
+
+int cli_dump_one(const char *path, const attend_config *c, const attend_result *r, char *err, size_t errlen) {
+    npz_writer *z = npz_open(path, err, errlen);
+    if (!z) return -1;
+    cli_dump_result(z, c, 0, r, 0);
+    return npz_close(z, err, errlen);
+}

@@ -1,0 +1,28 @@
+/* output: what attend translate writes for one input line (its translation, n-best lines,
+ * --alignment, the warnings about cut lines) and the --dump-attention archive that translate
+ * and align write. Standard output is flushed and checked by the caller. */
+#ifndef ATTEND_CLI_OUTPUT_H
+#define ATTEND_CLI_OUTPUT_H
+
+#include "../model/align.h"
+#include "../model/attend.h"
+#include "npz.h"
+
+/* The line for an input that gave no translation (blank, or failed): an empty line, " ||| "
+ * with --alignment, or nbest lines "i |||  ||| 0.000000" (idx counts lines from 0). */
+void cli_write_empty(long long idx, int nbest, int with_alignment);
+/* On stderr: why line idx (1-based) was cut, if r was truncated. */
+void cli_warn_truncated(const attend_config *c, long long idx, const attend_result *r);
+/* r's hypotheses in Marian's n-best layout, "idx ||| text ||| score", best first. */
+void cli_write_nbest(long long idx, attend_result *r);
+/* r's translation on one line; with view, then " ||| " and the Pharaoh word alignment of that
+ * attention view. 0, or EXIT_USAGE after a message when the alignment fails. */
+int cli_write_translation(attend_result *r, const attend_config *c, const attend_view *view);
+
+/* Add one result to a --dump-attention archive under s{idx}/ (layout in README.md). */
+void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const attend_result *r,
+                     int with_logits);
+/* A whole archive of one result as sentence s0 (attend align). 0, or -1 with err set. */
+int cli_dump_one(const char *path, const attend_config *c, const attend_result *r, char *err, size_t errlen);
+
+#endif
