@@ -36,7 +36,7 @@ typedef struct {
 static int is_blank(const char *s, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\f' && s[i] != '\v' && s[i] != 0)
-            return 0; /* NUL reads as a space (model/text.c) */
+            return 0; /* NUL reads as a space (tokenizer/encode.c) */
     return 1;
 }
 

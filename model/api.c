@@ -1,4 +1,4 @@
-/* The public API (attend.h) over the Marian model. */
+/* The public API (attend.h) over the seq2seq model (seq2seq.h). */
 #include "attend.h"
 
 #include <stdio.h>

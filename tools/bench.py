@@ -1087,6 +1087,7 @@ def main(argv=None):
         md.append("# Benchmarks\n")
         md.append(f"Written by `make bench` (tools/bench.py) on {datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} "
                   f"in {(time.time() - t_start) / 60:.1f} min. Regenerate with `make bench`.\n")
+        md.append(INTRO)
         md.append("## Machine\n")
         md.append(f"- CPU: {mc['cpu']}, {mc['cpus']} logical CPUs ({mc['threads_per_core']} thread(s) per core); "
                   f"L2 {mc['l2']}, L3 {mc['l3']}; memory {mc['mem']}; Linux {mc['kernel']}")
@@ -1179,8 +1180,15 @@ def main(argv=None):
 
 # Hand-written sections of BENCHMARKS.md that a regeneration keeps (measured by other means
 # than this script), each from its heading to the next "## " heading.
-KEPT_HEADINGS = ("## Batch throughput against the peak (issue 15)", "## Busy machine (issue 15)",
-                 "## Corpus translation on Dask (issue 13)")
+KEPT_HEADINGS = ("## Batch throughput against the peak (issue 15)", "## Other measurements")
+
+# What the report is, above its first table (written each time, so a regeneration keeps it).
+INTRO = ("What holds now, and the commands that measured it. The sections from \"Machine\" to the "
+         "NLLB one are written by `make bench` and replaced whole by its next run (the NLLB one "
+         "alone by `make bench-nllb`); the last two are measured by hand with the commands they "
+         "name, and `make bench` keeps them. Their per-configuration tables: "
+         "[docs/benchmarks.md](docs/benchmarks.md). Earlier measurements and what each change did: "
+         "`git log -p BENCHMARKS.md`.\n")
 
 
 def kept_sections(path, extra=()):

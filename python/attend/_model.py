@@ -356,7 +356,7 @@ class Result:
 
     def view(self, view: str = C.ATTEND_DEFAULT_VIEW) -> np.ndarray:
         """The cross-attention reduced to one float32 [T, S] matrix by a view ("last:0",
-        "penultimate:avg", "L:avg,shift", "all:avg", "L:H[,L:H...]"; see README), computed
+        "penultimate:avg", "L:avg,shift", "all:avg", "L:H[,L:H...]"; see docs/alignment-and-attention.md), computed
         by the library's attend_view_reduce."""
         cross = self._need_cross()
         v = self._c_view(view)
