@@ -36,8 +36,11 @@ def make_library(build_dir):
     jobs = str(max(1, min(os.cpu_count() or 1, 8)))
     cmd = ["make", "-C", REPO, "-j" + jobs, "BUILD=" + build_dir, build_dir + "/" + LIB_NAME]
     print("attend: building " + LIB_NAME + ": " + " ".join(cmd), flush=True)
+    # pip run under make (make test) must not hand the outer make's variables to this build
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
     try:
-        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           env=env)
     except FileNotFoundError:
         raise SystemExit("attend: cannot build " + LIB_NAME + ": `make` is not installed. "
                          "Install the build packages (Debian: sudo apt-get install " + BUILD_PKGS
@@ -63,11 +66,12 @@ class BuildPyWithLibrary(build_py):
         if not in_checkout():
             if os.path.isfile(shipped):
                 return  # a prebuilt copy in attend/: package data, already copied
-            raise SystemExit("attend: no " + LIB_NAME + " to ship: this package is not inside an "
-                             "attend checkout (" + REPO + " has no Makefile and model/attend.h), so "
-                             "the C library cannot be built. Install from a checkout: git clone the "
-                             "repository, install the build packages (Debian: sudo apt-get install "
-                             + BUILD_PKGS + "), then pip install ./python from its root.")
+            raise SystemExit("attend: no " + LIB_NAME + " to ship: this package is not inside "
+                             "an attend checkout (" + REPO + " has no Makefile and "
+                             "model/attend.h), so the C library cannot be built. Install from a "
+                             "checkout: git clone the repository, install the build packages "
+                             "(Debian: sudo apt-get install " + BUILD_PKGS + "), then pip "
+                             "install ./python from its root.")
         build_temp = os.path.abspath(self.get_finalized_command("build").build_temp)
         built = make_library(os.path.join(build_temp, "attend-c"))
         os.makedirs(os.path.dirname(dest), exist_ok=True)
