@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The Python package as a new user installs it (issue 27): a clean copy of the checkout
-(its tracked files as they are in the working tree, no build/), a fresh venv, `pip install --no-build-isolation
---no-index <copy>/python`, which compiles libattend.so into the package; then, from another
+(its tracked files as they are in the working tree, no build/), a fresh venv, `pip install
+--no-build-isolation --no-index <copy>/python`, which compiles libattend.so into the
+package; then, from another
 directory and with no ATTEND_* variable, the package loads its own library and translates
 as the CLI does; $ATTEND_LIBRARY still overrides; Model() without a path says what to pass;
 and pip run on python/ alone (no checkout to build from) stops with the packages to install.
