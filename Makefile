@@ -28,7 +28,7 @@ HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h)
 BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev
 DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unzip clang \
              libclang-rt-dev valgrind chromium chromium-driver time \
-             python3-distributed python3-matplotlib
+             python3-distributed python3-matplotlib python3-venv python3-pip
 
 .PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py install clean help
 

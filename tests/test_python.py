@@ -580,7 +580,11 @@ print(m.translate(["Ich habe Hunger."], greedy=True, attention=True)[0].alignmen
 
 
 def pip_install_offline():
+    """python/ alone (no checkout around it to compile in) with a prebuilt libattend.so in
+    attend/: pip ships that copy as it is (python/setup.py); tests/test_python_install.py
+    installs from a whole checkout, which compiles the library."""
     src = copy_package(os.path.join(TMP, "pkgsrc"))
+    shutil.copyfile(LIBRARY, os.path.join(src, "attend", "libattend.so"))
     target = os.path.join(TMP, "site")
     cmd = [sys.executable, "-m", "pip", "install", "--no-build-isolation", "--no-index", "--no-deps",
            "--target", target, src]
@@ -588,6 +592,7 @@ def pip_install_offline():
                        env=dict(os.environ, PIP_DISABLE_PIP_VERSION_CHECK="1"))
     assert p.returncode == 0, p.stdout + p.stderr
     assert os.path.isfile(os.path.join(target, "attend", "py.typed"))
+    assert os.path.isfile(os.path.join(target, "attend", "libattend.so"))
     assert any(x.startswith("attend-") and x.endswith(".dist-info") for x in os.listdir(target))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTEND_")}
     env.update(PYTHONPATH=target, ATTEND_LIBRARY=LIBRARY, NO_MODEL_CHECK="1")
@@ -596,6 +601,12 @@ def pip_install_offline():
     assert p.returncode == 0, p.stdout + p.stderr
     out = p.stdout.splitlines()
     assert out[0] == LIBRARY and out[2] == "Where's the station?", out
+    # without it, the package's own copy
+    del env["ATTEND_LIBRARY"]
+    p = subprocess.run([sys.executable, "-c", CHECK_INSTALLED, os.path.join(target, "attend"), MODEL],
+                       capture_output=True, text=True, cwd=TMP, env=env, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert p.stdout.splitlines()[0] == os.path.join(target, "attend", "libattend.so"), p.stdout
     # $ATTEND_LIBRARY wins, and must exist
     env["ATTEND_LIBRARY"] = os.path.join(TMP, "nope.so")
     p = subprocess.run([sys.executable, "-c", CHECK_INSTALLED, os.path.join(target, "attend"), MODEL],
@@ -699,7 +710,7 @@ def main():
                      ("export: runs tools/export_marian.py (f16 identical, int8 loads, refusals)",
                       export_runs_the_exporter),
                      ("default model: $ATTEND_MODEL, else models/de-en.gguf", default_model_found),
-                     ("pip install offline into a directory; imports and translates with ATTEND_LIBRARY",
+                     ("pip install offline into a directory; its own library, or ATTEND_LIBRARY's",
                       pip_install_offline),
                      ("make-install layout: library, model and exporter found under PREFIX",
                       prefix_install_layout)]:

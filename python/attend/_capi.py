@@ -240,8 +240,8 @@ def find_library() -> str:
     """Where libattend.so is loaded from.
 
     Order: ``$ATTEND_LIBRARY`` when set (it must exist: it is never silently passed over);
-    ``attend/libattend.so`` next to this package (a wheel that bundles it); the build tree
-    ``<repo>/build/libattend.so`` (this package run from ``<repo>/python``); for a package
+    ``attend/libattend.so`` next to this package (where pip install puts it, python/setup.py);
+    the build tree ``<repo>/build/libattend.so`` (this package run from ``<repo>/python``); for a package
     installed under a prefix, ``PREFIX/lib/libattend.so`` (where ``make install`` puts the
     library); last, ``libattend.so`` on the dynamic loader's search path.
     """
