@@ -364,4 +364,4 @@ install: all
 	  $(DESTDIR)$(PREFIX)/share/attend/tools/
 
 clean:
-	rm -rf $(BUILD) $(SAN_DIR) $(FUZZ_DIR) $(TSAN_DIR)
+	rm -rf $(BUILD) $(SAN_DIR) $(FUZZ_DIR) $(TSAN_DIR) python/build
