@@ -5,6 +5,7 @@ import ctypes
 import dataclasses
 import math
 import os
+import signal
 import sys
 import threading
 import warnings
@@ -521,6 +522,43 @@ _EARLY = {None: C.ATTEND_EARLY_MODEL, False: C.ATTEND_EARLY_FALSE, True: C.ATTEN
 
 
 # ---------------------------------------------------------------------------------------
+# Ctrl-C during a library call
+
+
+class _CtrlC:
+    """Holds Ctrl-C back while the library works, so that it stops the call cleanly.
+
+    ctypes releases the GIL during attend_translate; a SIGINT then only sets CPython's
+    flag, and Python's handler runs when Python code next runs: at the first instruction
+    of the on_batch callback, before any ``try`` in it could catch the KeyboardInterrupt
+    (ctypes would print "Exception ignored" and hand the library an undefined return
+    value). So while the call runs, in the main thread and when SIGINT has Python's
+    default handler, a handler that only notes the signal takes its place: on_batch sees
+    ``pending`` and asks the library to stop, and the caller raises KeyboardInterrupt
+    once the call has returned. Anywhere else (other threads, a handler of the user's)
+    nothing changes."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self._old: Any = None
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.pending = True
+
+    def __enter__(self) -> "_CtrlC":
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._old = signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._old is not None:
+            # signal.signal runs a signal still pending through _note first
+            signal.signal(signal.SIGINT, self._old)
+            self._old = None
+
+
+# ---------------------------------------------------------------------------------------
 # Model
 
 
@@ -850,13 +888,15 @@ class Model:
         out = (C.attend_result * max(n, 1))()
         failure: List[BaseException] = []
         warn: List[str] = []
+        ctrl_c = _CtrlC()
 
         def on_batch(user: Any, index: Any, k: int) -> int:
-            # called by the library, in this thread, with the GIL held by ctypes
+            # called by the library, in this thread, with the GIL held by ctypes; a Ctrl-C
+            # that came while the library worked has just run ctrl_c's handler (see _CtrlC)
             try:
                 try:
                     total = lo = hi = 0
-                    for j in range(k):
+                    for j in range(k if not ctrl_c.pending else 0):
                         x = index[j]
                         i = todo[x]
                         r = _result_from_c(out[x], cfg, items[i][0],
@@ -871,6 +911,8 @@ class Model:
                 finally:
                     for j in range(k):
                         C.lib().attend_result_free(ctypes.byref(out[index[j]]))
+                if ctrl_c.pending:
+                    return 1
                 if verbose:
                     print(f"attend: batch of {k} sentence{'' if k == 1 else 's'}, {total} source tokens, "
                           f"lengths {lo}-{hi}", file=sys.stderr, flush=True)
@@ -882,14 +924,17 @@ class Model:
         callback = C.ON_BATCH(on_batch)
         p.on_batch = callback
         p.batch_size, p.batch_tokens = batch, batch_tokens
-        h = self._enter()
-        try:
-            err = C.err_buffer()
-            # n = 0 too: the library then still checks the settings
-            rc = C.lib().attend_translate(h, arr, lens, n, tg, ctypes.byref(p), out, err, C.ERR_LEN)
-        finally:
-            self._leave()
-            p.on_batch = C.ON_BATCH()
+        with ctrl_c:
+            h = self._enter()
+            try:
+                err = C.err_buffer()
+                # n = 0 too: the library then still checks the settings
+                rc = C.lib().attend_translate(h, arr, lens, n, tg, ctypes.byref(p), out, err, C.ERR_LEN)
+            finally:
+                self._leave()
+                p.on_batch = C.ON_BATCH()
+        if ctrl_c.pending:
+            raise KeyboardInterrupt
         if failure:
             raise failure[0]
         if rc:
