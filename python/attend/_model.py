@@ -15,6 +15,7 @@ from typing import (Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, T
 import numpy as np
 
 from . import _capi as C
+from ._options import hint_keywords
 
 PathLike = Union[str, "os.PathLike[str]"]
 Text = Union[str, bytes]
@@ -289,6 +290,8 @@ class Result:
     _config: Optional[Config] = None
     _src_raw: List[bytes] = dataclasses.field(default_factory=list)
     _tgt_raw: List[bytes] = dataclasses.field(default_factory=list)
+    _model_name: str = ""  # the model file's name and the decoding, for explore's header
+    _decoding: str = ""
 
     # -- aliases in the README's words
     @property
@@ -573,6 +576,7 @@ class Model:
     "Where's the station?"
     """
 
+    @hint_keywords
     def __init__(self, path: Optional[PathLike] = None, threads: int = 0) -> None:
         """Load ``path`` (default: default_model_path()). ``threads``: threads per call
         (0: attend_default_threads(), the physical cores or $OMP_NUM_THREADS). Raises
@@ -772,6 +776,7 @@ class Model:
     @overload
     def translate(self, lines: Iterable[Text], **options: Any) -> List[Result]: ...
 
+    @hint_keywords
     def translate(self, lines: Union[Text, Iterable[Text]], *, beam: Optional[int] = None,
                   greedy: bool = False, n_best: Optional[int] = None,
                   length_penalty: Optional[float] = None, early_stopping: Any = None,
@@ -835,6 +840,7 @@ class Model:
     @overload
     def score(self, source: Iterable[Text], target: Iterable[Text], **options: Any) -> List[Result]: ...
 
+    @hint_keywords
     def score(self, source: Union[Text, Iterable[Text]], target: Union[Text, Iterable[Text]], *,
               attention: bool = True, logits: bool = False, max_length: Optional[int] = None,
               threads: Optional[int] = None, src_lang: Optional[str] = None,
@@ -941,7 +947,21 @@ class Model:
             raise AttendError(C.decode(err.value))
         for w in warn:
             warnings.warn(w, AttendWarning, stacklevel=3)
-        return [r for r in results if r is not None]
+        name, decoding = os.path.basename(self.path), _decoding(cfg, p, targets is not None)
+        done = [r for r in results if r is not None]
+        for r in done:
+            r._model_name, r._decoding = name, decoding
+        return done
+
+
+def _decoding(cfg: Config, p: C.attend_params, forced: bool) -> str:
+    """The search in attend explore's words (its page header)."""
+    if forced:
+        return "forced decoding of the given target"
+    if p.sample:
+        return "sampling"
+    beams = p.num_beams or cfg.default_beams
+    return f"beam search, {beams} beams" if beams > 1 else "greedy search"
 
 
 def _truncation_message(c: Config, line: int, n_src: int) -> str:
