@@ -6,11 +6,12 @@ from __future__ import annotations
 import html
 import json
 import os
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _capi as C
+from ._options import hint_keywords
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "explore.html")
 DEFAULT_PRESETS = (C.ATTEND_DEFAULT_VIEW, "penultimate:avg", "all:avg")
@@ -37,8 +38,6 @@ def _sentence(r: Any, presets: Sequence[str]) -> Dict[str, Any]:
         return {"source": r.source, "translation": "", "empty": True, "forced": False, "score": 0,
                 "src": [], "tgt": [], "src_words": [], "tgt_words": [], "logprob": [], "align": {},
                 "enc": [], "dec": [], "cross": []}
-    if r.cross is None or r.logprob is None:
-        raise ValueError("explore needs results translated with attention=True (and scores)")
     if len(r.src_tokens) > MAX_PIECES or len(r.tgt_tokens) > MAX_PIECES:
         raise ValueError(f"{r.source[:40]!r}... is too long for the page: {len(r.src_tokens)} source and "
                          f"{len(r.tgt_tokens)} target pieces (at most {MAX_PIECES} each)")
@@ -59,14 +58,47 @@ def _script_safe(text: str) -> str:
     return text
 
 
-def page_data(results: Sequence[Any], model: str = "model", settings: str = "",
-              preset: Optional[str] = None) -> Dict[str, Any]:
-    """The page's JSON object (what `attend explore` embeds) for these results."""
+def _check(results: Sequence[Any]) -> None:
+    """ValueError, before any work, when a result cannot go on the page: not made by a
+    Model, or translated without attention=True (or with scores=False)."""
     if not results:
         raise ValueError("explore needs at least one result")
-    cfg = next((r._config for r in results if r._config is not None), None)
-    if cfg is None:
-        raise ValueError("explore needs Results made by Model.translate or Model.score")
+    for i, r in enumerate(results):
+        if getattr(r, "_config", None) is None:
+            raise ValueError(f"explore needs Results made by Model.translate or Model.score "
+                             f"(item {i} is {type(r).__name__})")
+        if not r.src_tokens:  # a blank line: shown empty
+            continue
+        call = "score" if r.forced else "translate"
+        if r.cross is None:
+            raise ValueError(f"explore needs results made with attention=True: result {i} "
+                             f"({r.source[:40]!r}) holds no attention; call "
+                             f"Model.{call}(..., attention=True)")
+        if r.logprob is None:
+            raise ValueError(f"explore needs results with scores: result {i} ({r.source[:40]!r}) "
+                             f"holds none; call Model.{call}(..., attention=True) without scores=False")
+
+
+def _header(results: Sequence[Any], model: Optional[str], settings: Optional[str]) -> Tuple[str, str]:
+    """The page header's model name and settings: the ones given, else the results' own
+    (the model file's name; the search, as attend explore words it)."""
+    def joined(values: Sequence[str], fallback: str) -> str:
+        distinct = [v for i, v in enumerate(values) if v and v not in values[:i]]
+        return "; ".join(distinct) if distinct else fallback
+    if model is None:
+        model = joined([getattr(r, "_model_name", "") for r in results], "model")
+    if settings is None:
+        settings = joined([getattr(r, "_decoding", "") for r in results], "")
+    return model, settings
+
+
+def page_data(results: Sequence[Any], model: Optional[str] = None, settings: Optional[str] = None,
+              preset: Optional[str] = None) -> Dict[str, Any]:
+    """The page's JSON object (what `attend explore` embeds) for these results; model and
+    settings (the header) default to the results' model file name and search."""
+    _check(results)
+    cfg = results[0]._config
+    model, settings = _header(results, model, settings)
     presets = _presets(preset, cfg.decoder_layers)
     return {"model": model, "settings": settings,
             "config": {"encoder_layers": cfg.encoder_layers, "encoder_heads": cfg.encoder_heads,
@@ -95,12 +127,16 @@ class Page:
         return f"Page({len(self.html)} bytes)"
 
 
+@hint_keywords
 def explore(results: Union[Any, Sequence[Any]], path: Union[str, os.PathLike, None] = None,
-            model: str = "model", settings: str = "", preset: Optional[str] = None) -> Page:
-    """The `attend explore` page for one Result or a list (translated with attention=True):
-    head view, matrix view, every layer x head, word alignment of `preset` (then
-    penultimate:avg and all:avg) with log-probs. Written to `path` when given; shown inline
-    in Jupyter. `model` and `settings` go in the page's header."""
+            model: Optional[str] = None, settings: Optional[str] = None,
+            preset: Optional[str] = None) -> Page:
+    """The `attend explore` page for one Result or a list (translated with attention=True;
+    ValueError up front otherwise): head view, matrix view, every layer x head, word
+    alignment of `preset` (then penultimate:avg and all:avg) with log-probs. Written to
+    `path` when given; shown inline in Jupyter. `model` and `settings` go in the page's
+    header; by default the model file's name and the search the results were made with
+    (e.g. "de-en.gguf", "beam search, 4 beams"), as attend explore writes them."""
     rs = [results] if hasattr(results, "src_tokens") else list(results)
     data = json.dumps(page_data(rs, model, settings, preset), ensure_ascii=False, separators=(",", ":"))
     with open(TEMPLATE, encoding="utf-8") as f:

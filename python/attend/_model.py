@@ -5,6 +5,7 @@ import ctypes
 import dataclasses
 import math
 import os
+import signal
 import sys
 import threading
 import warnings
@@ -14,6 +15,7 @@ from typing import (Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, T
 import numpy as np
 
 from . import _capi as C
+from ._options import hint_keywords
 
 PathLike = Union[str, "os.PathLike[str]"]
 Text = Union[str, bytes]
@@ -288,6 +290,8 @@ class Result:
     _config: Optional[Config] = None
     _src_raw: List[bytes] = dataclasses.field(default_factory=list)
     _tgt_raw: List[bytes] = dataclasses.field(default_factory=list)
+    _model_name: str = ""  # the model file's name and the decoding, for explore's header
+    _decoding: str = ""
 
     # -- aliases in the README's words
     @property
@@ -521,6 +525,43 @@ _EARLY = {None: C.ATTEND_EARLY_MODEL, False: C.ATTEND_EARLY_FALSE, True: C.ATTEN
 
 
 # ---------------------------------------------------------------------------------------
+# Ctrl-C during a library call
+
+
+class _CtrlC:
+    """Holds Ctrl-C back while the library works, so that it stops the call cleanly.
+
+    ctypes releases the GIL during attend_translate; a SIGINT then only sets CPython's
+    flag, and Python's handler runs when Python code next runs: at the first instruction
+    of the on_batch callback, before any ``try`` in it could catch the KeyboardInterrupt
+    (ctypes would print "Exception ignored" and hand the library an undefined return
+    value). So while the call runs, in the main thread and when SIGINT has Python's
+    default handler, a handler that only notes the signal takes its place: on_batch sees
+    ``pending`` and asks the library to stop, and the caller raises KeyboardInterrupt
+    once the call has returned. Anywhere else (other threads, a handler of the user's)
+    nothing changes."""
+
+    def __init__(self) -> None:
+        self.pending = False
+        self._old: Any = None
+
+    def _note(self, signum: int, frame: Any) -> None:
+        self.pending = True
+
+    def __enter__(self) -> "_CtrlC":
+        if (threading.current_thread() is threading.main_thread()
+                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
+            self._old = signal.signal(signal.SIGINT, self._note)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._old is not None:
+            # signal.signal runs a signal still pending through _note first
+            signal.signal(signal.SIGINT, self._old)
+            self._old = None
+
+
+# ---------------------------------------------------------------------------------------
 # Model
 
 
@@ -535,6 +576,7 @@ class Model:
     "Where's the station?"
     """
 
+    @hint_keywords
     def __init__(self, path: Optional[PathLike] = None, threads: int = 0) -> None:
         """Load ``path`` (default: default_model_path()). ``threads``: threads per call
         (0: attend_default_threads(), the physical cores or $OMP_NUM_THREADS). Raises
@@ -734,6 +776,7 @@ class Model:
     @overload
     def translate(self, lines: Iterable[Text], **options: Any) -> List[Result]: ...
 
+    @hint_keywords
     def translate(self, lines: Union[Text, Iterable[Text]], *, beam: Optional[int] = None,
                   greedy: bool = False, n_best: Optional[int] = None,
                   length_penalty: Optional[float] = None, early_stopping: Any = None,
@@ -797,6 +840,7 @@ class Model:
     @overload
     def score(self, source: Iterable[Text], target: Iterable[Text], **options: Any) -> List[Result]: ...
 
+    @hint_keywords
     def score(self, source: Union[Text, Iterable[Text]], target: Union[Text, Iterable[Text]], *,
               attention: bool = True, logits: bool = False, max_length: Optional[int] = None,
               threads: Optional[int] = None, src_lang: Optional[str] = None,
@@ -850,13 +894,15 @@ class Model:
         out = (C.attend_result * max(n, 1))()
         failure: List[BaseException] = []
         warn: List[str] = []
+        ctrl_c = _CtrlC()
 
         def on_batch(user: Any, index: Any, k: int) -> int:
-            # called by the library, in this thread, with the GIL held by ctypes
+            # called by the library, in this thread, with the GIL held by ctypes; a Ctrl-C
+            # that came while the library worked has just run ctrl_c's handler (see _CtrlC)
             try:
                 try:
                     total = lo = hi = 0
-                    for j in range(k):
+                    for j in range(k if not ctrl_c.pending else 0):
                         x = index[j]
                         i = todo[x]
                         r = _result_from_c(out[x], cfg, items[i][0],
@@ -871,6 +917,8 @@ class Model:
                 finally:
                     for j in range(k):
                         C.lib().attend_result_free(ctypes.byref(out[index[j]]))
+                if ctrl_c.pending:
+                    return 1
                 if verbose:
                     print(f"attend: batch of {k} sentence{'' if k == 1 else 's'}, {total} source tokens, "
                           f"lengths {lo}-{hi}", file=sys.stderr, flush=True)
@@ -882,21 +930,38 @@ class Model:
         callback = C.ON_BATCH(on_batch)
         p.on_batch = callback
         p.batch_size, p.batch_tokens = batch, batch_tokens
-        h = self._enter()
-        try:
-            err = C.err_buffer()
-            # n = 0 too: the library then still checks the settings
-            rc = C.lib().attend_translate(h, arr, lens, n, tg, ctypes.byref(p), out, err, C.ERR_LEN)
-        finally:
-            self._leave()
-            p.on_batch = C.ON_BATCH()
+        with ctrl_c:
+            h = self._enter()
+            try:
+                err = C.err_buffer()
+                # n = 0 too: the library then still checks the settings
+                rc = C.lib().attend_translate(h, arr, lens, n, tg, ctypes.byref(p), out, err, C.ERR_LEN)
+            finally:
+                self._leave()
+                p.on_batch = C.ON_BATCH()
+        if ctrl_c.pending:
+            raise KeyboardInterrupt
         if failure:
             raise failure[0]
         if rc:
             raise AttendError(C.decode(err.value))
         for w in warn:
             warnings.warn(w, AttendWarning, stacklevel=3)
-        return [r for r in results if r is not None]
+        name, decoding = os.path.basename(self.path), _decoding(cfg, p, targets is not None)
+        done = [r for r in results if r is not None]
+        for r in done:
+            r._model_name, r._decoding = name, decoding
+        return done
+
+
+def _decoding(cfg: Config, p: C.attend_params, forced: bool) -> str:
+    """The search in attend explore's words (its page header)."""
+    if forced:
+        return "forced decoding of the given target"
+    if p.sample:
+        return "sampling"
+    beams = p.num_beams or cfg.default_beams
+    return f"beam search, {beams} beams" if beams > 1 else "greedy search"
 
 
 def _truncation_message(c: Config, line: int, n_src: int) -> str:
