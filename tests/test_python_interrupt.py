@@ -25,7 +25,10 @@ LIMIT = 10.0  # seconds from the signal to KeyboardInterrupt
 # the child: translate 2,000 lines in batches of 2 (minutes of work), report how it ended,
 # then translate one more line and compare it with the same line translated before
 CHILD = r"""
-import sys, time
+import signal, sys, time
+# a shell that starts a job in the background (make test &) ignores SIGINT for it, and the
+# ignore is inherited; put back Python's own handler, as an interactive session has it
+signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, sys.argv[1])
 import attend
 m = attend.Model(sys.argv[2], threads=1)
