@@ -292,6 +292,10 @@ _FUNCTIONS = {
                          c_int_p, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int, False),
     # malloc'd string: a raw pointer, so that it can be freed
     "attend_detokenize": ([ctypes.c_void_p, c_int_p, ctypes.c_int], ctypes.c_void_p, False),
+    "attend_translate_ids": ([ctypes.c_void_p, ctypes.POINTER(c_int_p), c_int_p, ctypes.c_int,
+                              ctypes.POINTER(c_int_p), c_int_p, ctypes.POINTER(attend_params),
+                              ctypes.POINTER(attend_result), ctypes.c_char_p, ctypes.c_size_t],
+                             ctypes.c_int, False),
     "attend_count_tokens": ([ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
                              ctypes.c_size_t], ctypes.c_int, True),
     "attend_select_isa": ([ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int, True),

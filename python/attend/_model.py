@@ -9,13 +9,14 @@ import signal
 import sys
 import threading
 import warnings
-from typing import (Any, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union,
+from typing import (Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union,
                     overload)
 
 import numpy as np
 
 from . import _capi as C
 from ._options import hint_keywords
+from . import _stream
 
 PathLike = Union[str, "os.PathLike[str]"]
 Text = Union[str, bytes]
@@ -787,8 +788,8 @@ class Model:
                   attention: bool = False, scores: bool = True, logits: bool = False,
                   threads: Optional[int] = None, batch_size: Optional[int] = None,
                   batch_tokens: Optional[int] = None, verbose: bool = False,
-                  src_lang: Optional[str] = None, tgt_lang: Optional[str] = None
-                  ) -> Union[Result, List[Result]]:
+                  src_lang: Optional[str] = None, tgt_lang: Optional[str] = None,
+                  progress: bool = False) -> Union[Result, List[Result]]:
         """Translate one line (a str: returns one Result) or several (a list or any
         iterable of str: returns a list of Results, in order).
 
@@ -808,7 +809,9 @@ class Model:
           ``batch_tokens`` (--batch-tokens): how lines are grouped into library calls (the
           results never depend on it), ``verbose`` (-v: one line per batch on stderr);
         - ``src_lang``, ``tgt_lang`` (--src-lang, --tgt-lang): required by multilingual
-          models (M2M-100, mBART-50), codes of Config.languages.
+          models (M2M-100, mBART-50), codes of Config.languages;
+        - ``progress``: a progress line on stderr (lines done, lines/s), rewritten in place
+          on a terminal, every 10 s elsewhere, and a final count.
 
         Blank lines (spaces, tabs, \\r, \\n, \\f, \\v, NUL only) give an empty Result without
         running the model. Bad arguments raise TypeError / ValueError; settings the library
@@ -827,12 +830,88 @@ class Model:
             batch_tokens = _int("batch_tokens", batch_tokens, 1)
         if batch_size is None and batch_tokens is None:
             batch_size = 32
-        out = self._run(items, None, p, n_best or 0, batch_size or 0, batch_tokens or 0, verbose)
+        out = self._run(items, None, p, n_best or 0, batch_size or 0, batch_tokens or 0, verbose,
+                        progress=progress)
         return out[0] if single else out
 
     def __call__(self, lines: Union[Text, Iterable[Text]], **options: Any) -> Union[Result, List[Result]]:
         """The same as translate()."""
         return self.translate(lines, **options)
+
+    def translate_iter(self, lines: Iterable[Text], *, batch_size: Optional[int] = None,
+                       lookahead: Optional[int] = None, progress: bool = False,
+                       **options: Any) -> Iterator[Result]:
+        """Translate an iterable of lines (a list, an open file, a generator) lazily: yields
+        one Result per line, in input order, as each group of lines is translated; at most
+        ``lookahead`` lines (default: batch_size, 32) are read ahead of what has been
+        yielded, so a huge file is never held in memory. Each group is one translate() call
+        (the library sorts it by length into batches): the Results equal translate()'s of
+        the whole list bit for bit. A trailing newline (and \r before it) is dropped from
+        each line, as ``attend translate`` reads lines. ``progress``: as translate()'s,
+        counting every line so far. The other options are translate()'s (checked when
+        translate_iter is called, before any line is read). CTranslate2 calls this
+        translate_iterable."""
+        _stream.check_iterable(lines)
+        if "batch_tokens" in options and batch_size is None and lookahead is None:
+            lookahead = 32
+        size = _int("lookahead", lookahead if lookahead is not None else batch_size or 32, 1)
+        if batch_size is not None:
+            options["batch_size"] = _int("batch_size", batch_size, 1)
+        self.translate([], **options)  # the options' errors now, not at the first next()
+        return self._iter(lines, size, progress, options)
+
+    def _iter(self, lines: Iterable[Text], size: int, progress: bool,
+              options: Dict[str, Any]) -> Iterator[Result]:
+        shown = _stream.as_progress(progress, None)
+        try:
+            for chunk in _stream.chunks(lines, size):
+                yield from self.translate(chunk, progress=shown or False, **options)
+        finally:
+            if shown is not None:
+                shown.close()
+
+    @hint_keywords
+    def translate_ids(self, ids: Any, *, beam: Optional[int] = None, greedy: bool = False,
+                      n_best: Optional[int] = None, length_penalty: Optional[float] = None,
+                      early_stopping: Any = None, min_length: Optional[int] = None,
+                      no_repeat_ngram_size: Optional[int] = None,
+                      repetition_penalty: Optional[float] = None, max_length: Optional[int] = None,
+                      sample: bool = False, top_k: Optional[int] = None,
+                      top_p: Optional[float] = None, temperature: Optional[float] = None,
+                      seed: Optional[int] = None, attention: bool = False, scores: bool = True,
+                      logits: bool = False, threads: Optional[int] = None,
+                      batch_size: Optional[int] = None, batch_tokens: Optional[int] = None,
+                      tgt_lang: Optional[str] = None, progress: bool = False
+                      ) -> Union[Result, List[Result]]:
+        """Translate from source token ids (attend_translate_ids): one sentence (a flat list
+        or 1-D array of ints: returns one Result) or several (a list of them, or a 2-D
+        array: a list of Results). Each sentence's ids are as tokenize() gives them,
+        ``</s>`` last, each in 0..vocab_size-1; a multilingual model's source-language id
+        goes first (an id of Config.language_ids), so src_lang is not taken. The options
+        are translate()'s; the Results equal translate()'s of the same text, with
+        Result.source "". An empty sentence, an id outside the source vocabulary or a
+        sentence longer than the model's positions raises AttendError."""
+        single, arrays = _stream.id_lists(ids)
+        bad = _stream.check_ids(arrays, self.config.vocab_size)
+        if bad:
+            raise AttendError(bad)
+        p = self._params(beam=beam, greedy=greedy, n_best=n_best, length_penalty=length_penalty,
+                         early_stopping=early_stopping, min_length=min_length,
+                         no_repeat_ngram_size=no_repeat_ngram_size,
+                         repetition_penalty=repetition_penalty, max_length=max_length,
+                         sample=sample, top_k=top_k, top_p=top_p, temperature=temperature,
+                         seed=seed, attention=attention, scores=scores, logits=logits,
+                         threads=threads, tgt_lang=tgt_lang)
+        if batch_size is not None:
+            batch_size = _int("batch_size", batch_size, 1)
+        if batch_tokens is not None:
+            batch_tokens = _int("batch_tokens", batch_tokens, 1)
+        if batch_size is None and batch_tokens is None:
+            batch_size = 32
+        items = [("", b"")] * len(arrays)
+        out = self._run(items, None, p, n_best or 0, batch_size or 0, batch_tokens or 0, False,
+                        progress=progress, src_ids=arrays)
+        return out[0] if single else out
 
     @overload
     def score(self, source: Text, target: Text, **options: Any) -> Result: ...
@@ -870,15 +949,19 @@ class Model:
 
     def _run(self, items: List[Tuple[str, bytes]], targets: Optional[List[Tuple[str, bytes]]],
              p: C.attend_params, n_best: int, batch: int, batch_tokens: int,
-             verbose: bool) -> List[Result]:
+             verbose: bool, progress: Any = False,
+             src_ids: Optional[List[np.ndarray]] = None) -> List[Result]:
         """One attend_translate call for every line that needs the model. The library sorts
         and batches them (batch_size / batch_tokens); after each batch on_batch copies the
         batch's results into Python objects and frees them, so memory holds one batch of
         attention matrices at a time. The GIL is released while the library works and taken
-        back for each on_batch."""
+        back for each on_batch. progress: see _stream.as_progress. src_ids: the sources as
+        ids (translate_ids; items then only give Result.source), each sentence through
+        attend_translate_ids, a per-sentence failure raising AttendError."""
         cfg = self.config
         results: List[Optional[Result]] = [None] * len(items)
-        todo = [i for i, (_, b) in enumerate(items) if targets is not None or not _is_blank(b)]
+        todo = [i for i, (_, b) in enumerate(items)
+                if targets is not None or src_ids is not None or not _is_blank(b)]
         todo_set = set(todo)
         for i, (text, _) in enumerate(items):
             if i not in todo_set:
@@ -894,7 +977,12 @@ class Model:
         out = (C.attend_result * max(n, 1))()
         failure: List[BaseException] = []
         warn: List[str] = []
+        refused: List[str] = []
         ctrl_c = _CtrlC()
+        shown = _stream.as_progress(progress, len(items))
+        own_progress = shown is not None and shown is not progress
+        if shown is not None:
+            shown.add(len(items) - n)  # blank lines: done already
 
         def on_batch(user: Any, index: Any, k: int) -> int:
             # called by the library, in this thread, with the GIL held by ctypes; a Ctrl-C
@@ -914,11 +1002,14 @@ class Model:
                             warn.append(_truncation_message(cfg, i + 1, S))
                         if r.error:
                             warn.append(f"line {i + 1}: {r.error}")
+                            refused.append(f"ids {i}: {r.error}")
                 finally:
                     for j in range(k):
                         C.lib().attend_result_free(ctypes.byref(out[index[j]]))
                 if ctrl_c.pending:
                     return 1
+                if shown is not None:
+                    shown.add(k)
                 if verbose:
                     print(f"attend: batch of {k} sentence{'' if k == 1 else 's'}, {total} source tokens, "
                           f"lengths {lo}-{hi}", file=sys.stderr, flush=True)
@@ -935,16 +1026,24 @@ class Model:
             try:
                 err = C.err_buffer()
                 # n = 0 too: the library then still checks the settings
-                rc = C.lib().attend_translate(h, arr, lens, n, tg, ctypes.byref(p), out, err, C.ERR_LEN)
+                if src_ids is None:
+                    rc = C.lib().attend_translate(h, arr, lens, n, tg, ctypes.byref(p), out, err,
+                                                  C.ERR_LEN)
+                else:
+                    rc = _translate_ids_call(h, src_ids, p, out, err)
             finally:
                 self._leave()
                 p.on_batch = C.ON_BATCH()
+                if own_progress:
+                    shown.close()
         if ctrl_c.pending:
             raise KeyboardInterrupt
         if failure:
             raise failure[0]
         if rc:
             raise AttendError(C.decode(err.value))
+        if src_ids is not None and refused:  # translate_ids: a refused sentence is an error
+            raise AttendError(refused[0])
         for w in warn:
             warnings.warn(w, AttendWarning, stacklevel=3)
         name, decoding = os.path.basename(self.path), _decoding(cfg, p, targets is not None)
@@ -952,6 +1051,19 @@ class Model:
         for r in done:
             r._model_name, r._decoding = name, decoding
         return done
+
+
+def _translate_ids_call(h: int, src_ids: List[np.ndarray], p: C.attend_params,
+                        out: ctypes.Array, err: ctypes.Array) -> int:
+    """attend_translate_ids over int32 copies of src_ids (kept alive for the call)."""
+    if not C.has("attend_translate_ids"):
+        raise AttendError(f"{C.library_path()} has no attend_translate_ids: rebuild it")
+    n = len(src_ids)
+    arrays = [np.ascontiguousarray(a, dtype=np.int32) for a in src_ids]
+    ptrs = (C.c_int_p * max(n, 1))(*[a.ctypes.data_as(C.c_int_p) for a in arrays])
+    lens = (ctypes.c_int * max(n, 1))(*[int(a.size) for a in arrays])
+    return C.lib().attend_translate_ids(h, ptrs, lens, n, None, None, ctypes.byref(p), out, err,
+                                        C.ERR_LEN)
 
 
 def _decoding(cfg: Config, p: C.attend_params, forced: bool) -> str:
