@@ -357,10 +357,14 @@ install: all
 	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lattend' \
 	  'Libs.private: -lsentencepiece -lz -lstdc++ -lm -pthread' >$(DESTDIR)$(LIBDIR)/pkgconfig/attend.pc
 	if [ -f models/de-en.gguf ]; then install -m 644 models/de-en.gguf $(DESTDIR)$(PREFIX)/share/attend/; fi
-	install -d $(DESTDIR)$(PYTHON_SITE)/attend $(DESTDIR)$(PREFIX)/share/attend/tools
+	install -d $(DESTDIR)$(PYTHON_SITE)/attend/export $(DESTDIR)$(PREFIX)/share/attend/tools
 	install -m 644 python/attend/*.py python/attend/py.typed python/attend/explore.html \
 	  $(DESTDIR)$(PYTHON_SITE)/attend/
-	install -m 644 tools/export_marian.py tools/export_marian_npz.py tools/gguf_io.py tools/safetensors_np.py \
+	install -m 644 python/attend/export/*.py $(DESTDIR)$(PYTHON_SITE)/attend/export/
+	# the exporters' scripts: wrappers over attend.export (tools/attend_package.py finds it)
+	install -m 755 tools/export_marian.py tools/export_marian_npz.py tools/export_m2m100.py \
+	  tools/export_mbart.py tools/gguf_io.py $(DESTDIR)$(PREFIX)/share/attend/tools/
+	install -m 644 tools/attend_package.py tools/safetensors_np.py tools/nllb_languages.py \
 	  $(DESTDIR)$(PREFIX)/share/attend/tools/
 
 clean:

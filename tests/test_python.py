@@ -555,7 +555,7 @@ def export_runs_the_exporter():
         raise AssertionError("a tanh model was exported")
     except attend.AttendError as e:
         assert "activation_function" in str(e) and "tanh" in str(e) and e.returncode == 2, e
-    assert os.path.samefile(attend.find_exporter(), os.path.join(T.TOOLS, "export_marian.py"))
+    assert os.path.samefile(attend.find_exporter(), os.path.join(PYDIR, "attend", "export", "__main__.py"))
 
 
 # ---------------------------------------------------------------------------------------
@@ -617,18 +617,15 @@ def pip_install_offline():
 def prefix_install_layout():
     """`make install`'s layout (see the package README): PREFIX/lib/libattend.so,
     PREFIX/lib/python3.X/dist-packages/attend, PREFIX/share/attend/de-en.gguf and
-    share/attend/tools/: the package finds the library, the model and the exporter
+    share/attend/tools/: the package finds the library, the model and its own exporter
     without any environment variable."""
     prefix = os.path.join(TMP, "prefix")
     site = os.path.join(prefix, "lib", "python%d.%d" % sys.version_info[:2], "dist-packages")
     copy_package(os.path.join(TMP, "pfx"))
     shutil.copytree(os.path.join(TMP, "pfx", "attend"), os.path.join(site, "attend"))
     shutil.copyfile(LIBRARY, os.path.join(prefix, "lib", "libattend.so"))
-    tools = os.path.join(prefix, "share", "attend", "tools")
-    os.makedirs(tools)
+    os.makedirs(os.path.join(prefix, "share", "attend"))
     os.symlink(MODEL, os.path.join(prefix, "share", "attend", "de-en.gguf"))
-    for f in ("export_marian.py", "gguf_io.py", "safetensors_np.py"):
-        os.symlink(os.path.join(T.TOOLS, f), os.path.join(tools, f))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ATTEND_")}
     env["PYTHONPATH"] = site
     code = CHECK_INSTALLED + "print(attend.find_exporter())\n"
@@ -639,7 +636,8 @@ def prefix_install_layout():
     out = p.stdout.splitlines()
     assert out[0] == os.path.join(prefix, "lib", "libattend.so"), out
     assert out[1] == os.path.join(prefix, "share", "attend", "de-en.gguf"), out
-    assert out[2] == "Where's the station?" and out[4] == os.path.join(tools, "export_marian.py"), out
+    assert out[2] == "Where's the station?", out
+    assert out[4] == os.path.join(site, "attend", "export", "__main__.py"), out
 
 
 def page_json(path):
@@ -707,7 +705,7 @@ def main():
                      ("attend.explore: the CLI's page with the same data; inline in Jupyter",
                       explore_page_equals_cli),
                      ("plot: labelled heatmap; ImportError without matplotlib", plot_heatmap),
-                     ("export: runs tools/export_marian.py (f16 identical, int8 loads, refusals)",
+                     ("export: the package's exporter = tools/export_marian.py (f16 identical, int8 loads, refusals)",
                       export_runs_the_exporter),
                      ("default model: $ATTEND_MODEL, else models/de-en.gguf", default_model_found),
                      ("pip install offline into a directory; its own library, or ATTEND_LIBRARY's",

@@ -5,8 +5,11 @@
 package; then, from another
 directory and with no ATTEND_* variable, the package loads its own library and translates
 as the CLI does; $ATTEND_LIBRARY still overrides; Model() without a path says what to pass;
-and pip run on python/ alone (no checkout to build from) stops with the packages to install.
+the exporters come with it (the `attend-export` console script, `python -m attend.export`
+and attend.export() write the bytes tools/export_marian.py writes, and the venv translates
+with the file as the CLI does); and pip run on python/ alone (no checkout to build from) stops with the packages to install.
 Needs `make` first (the CLI to compare with). Run: /usr/bin/python3 tests/test_python_install.py"""
+import json
 import os
 import shutil
 import subprocess
@@ -105,6 +108,52 @@ def model_without_path_says_what_to_pass():
     assert "pass a path" in p.stdout and "ATTEND_MODEL" in p.stdout, p.stdout
 
 
+def exporters_come_with_the_package():
+    """A small random MarianMT checkpoint (an HF directory, tools/export_marian.py's file
+    beside it), exported three ways from ELSEWHERE with no ATTEND_* and no checkout on the
+    path: byte-identical files, and the venv's package translates with one as the CLI."""
+    work = os.path.join(TMP, "export")
+    os.makedirs(work)
+    ref = T.random_gguf(work, seed=4, d_model=16, encoder_layers=1, decoder_layers=1,
+                        encoder_attention_heads=2, decoder_attention_heads=2,
+                        encoder_ffn_dim=32, decoder_ffn_dim=32, max_length=12)
+    hf = ref[:-len(".gguf")]
+    outs = {"console": os.path.join(ELSEWHERE, "console.gguf"),
+            "module": os.path.join(ELSEWHERE, "module.gguf"),
+            "call": os.path.join(ELSEWHERE, "call.gguf")}
+    script = os.path.join(VENV, "bin", "attend-export")
+    assert os.access(script, os.X_OK), f"{script}: no console script"
+    for cmd in ([script, hf, outs["console"], "--name", "test"],
+                [VPY, "-m", "attend.export", hf, outs["module"], "--name", "test"],
+                [VPY, "-c", "import sys, attend; attend.export(sys.argv[1], sys.argv[2], "
+                            "dtype='f32', name='test'); print(attend.find_exporter())",
+                 hf, outs["call"]]):
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=ELSEWHERE, env=clean_env(),
+                           timeout=300)
+        assert p.returncode == 0, (cmd, p.stdout + p.stderr)
+    assert p.stdout.strip().startswith(VENV), f"exporter not the venv's: {p.stdout}"
+    want = open(ref, "rb").read()
+    for how, path in outs.items():
+        assert open(path, "rb").read() == want, f"{how}: differs from tools/export_marian.py's"
+    p = subprocess.run([VPY, "-c", CHECK, outs["console"], SENTENCE], capture_output=True,
+                       text=True, cwd=ELSEWHERE, env=clean_env(), timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    cli = T.run_attend(["translate", "-m", ref, SENTENCE]).stdout.strip()
+    assert p.stdout.splitlines()[2] == cli, (p.stdout, cli)
+    # a refusal: exit status 2 and one line naming the key
+    bad = os.path.join(TMP, "bad")
+    shutil.copytree(hf, bad)
+    with open(os.path.join(bad, "config.json")) as f:
+        cfg = json.load(f)
+    cfg["model_type"] = "gpt2"
+    with open(os.path.join(bad, "config.json"), "w") as f:
+        json.dump(cfg, f)
+    p = subprocess.run([script, bad, os.path.join(ELSEWHERE, "x.gguf")], capture_output=True,
+                       text=True, cwd=ELSEWHERE, env=clean_env(), timeout=120)
+    assert p.returncode == 2 and "model_type" in p.stderr and "gpt2" in p.stderr, p.stderr
+    print(f"   3 exports identical to tools/export_marian.py's; {cli!r} as the CLI")
+
+
 def no_checkout_says_what_to_install():
     alone = os.path.join(TMP, "alone")
     shutil.copytree(os.path.join(COPY, "python"), alone,
@@ -128,6 +177,8 @@ def main():
     r.check("$ATTEND_LIBRARY overrides the package's copy (and must exist)", attend_library_overrides)
     r.check("Model() without a path: an AttendError naming what to pass",
             model_without_path_says_what_to_pass)
+    r.check("attend-export, python -m attend.export, attend.export(): the exporter's bytes; "
+            "the venv translates with them", exporters_come_with_the_package)
     r.check("pip on python/ alone (no checkout): fails naming the packages to install",
             no_checkout_says_what_to_install)
     shutil.rmtree(TMP, ignore_errors=True)

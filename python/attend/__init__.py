@@ -10,7 +10,7 @@ Pure Python over the shared library libattend.so (ctypes; numpy is the only depe
 >>> r[1].alignment("penultimate:avg")     # [(source word, target word), ...]
 >>> m.score("Ich habe Hunger.", "I am hungry.").logprob
 >>> attend.explore(r, "page.html")        # attend explore's page (inline in Jupyter)
->>> attend.export("opus-mt-de-en/", "de-en.gguf", dtype="int8")
+>>> attend.export("opus-mt-de-en/", "de-en.gguf", dtype="int8")   # python -m attend.export
 
 translate() of one str returns one Result; of a list (any iterable) a list of Results.
 
@@ -24,7 +24,8 @@ from __future__ import annotations
 from ._capi import ATTEND_DEFAULT_VIEW, find_library, library_path
 from ._display import heatmap_svg, plot
 from ._explore import Page, explore
-from ._export import export, find_exporter
+from . import export  # the exporters' package, callable as export() (attend/export/)
+from .export import find_exporter
 from ._model import (AttendError, AttendWarning, Config, Hypothesis, Model, Result,
                      default_model_path, default_threads, isa, isa_available, library_version,
                      parse_view, save_npz, view_name)
