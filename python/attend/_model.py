@@ -9,8 +9,8 @@ import signal
 import sys
 import threading
 import warnings
-from typing import (Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, Union,
-                    overload)
+from typing import (Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple,
+                    Union, overload)
 
 import numpy as np
 
@@ -846,7 +846,7 @@ class Model:
         ``lookahead`` lines (default: batch_size, 32) are read ahead of what has been
         yielded, so a huge file is never held in memory. Each group is one translate() call
         (the library sorts it by length into batches): the Results equal translate()'s of
-        the whole list bit for bit. A trailing newline (and \r before it) is dropped from
+        the whole list bit for bit. A trailing newline (and \\r before it) is dropped from
         each line, as ``attend translate`` reads lines. ``progress``: as translate()'s,
         counting every line so far. The other options are translate()'s (checked when
         translate_iter is called, before any line is read). CTranslate2 calls this
