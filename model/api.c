@@ -131,6 +131,8 @@ void attend_result_free(attend_result *r) {
     for (int k = 0; r->nbest && k < r->n_best; k++) {
         attend_hypothesis *h = &r->nbest[k];
         free(h->text);
+        for (int i = 0; h->pieces && i < h->n; i++) free(h->pieces[i]);
+        free(h->pieces);
         free(h->ids);
         if (h->logprob != r->logprob) free(h->logprob); /* nbest[0]'s are r's own */
         if (h->dec_self != r->dec_self) free(h->dec_self);
@@ -276,7 +278,8 @@ static int translate_sources(attend_model *am, s2s_source *src, int n, const att
             res[i].nbest[k].ids = NULL;
             res[i].nbest[k].logprob = res[i].nbest[k].dec_self = res[i].nbest[k].cross = NULL;
             h->text = s2s_decode_text(m, h->ids, h->n);
-            if (!h->text) {
+            h->pieces = pieces_of(m->tgt_vocab, h->ids, h->n);
+            if (!h->text || !h->pieces) {
                 snprintf(err, errlen, "out of memory");
                 goto fail;
             }

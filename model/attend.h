@@ -165,6 +165,7 @@ typedef struct {
     float *logprob;     /* [n] log-probability of each token (want_scores or n_best) */
     float *dec_self;    /* [decoder_layers, decoder_heads, n, n] (want_attention) */
     float *cross;       /* [decoder_layers, decoder_heads, n, n_src] (want_attention) */
+    char **pieces;      /* n target pieces (its own copy, also for nbest[0]) */
 } attend_hypothesis;
 
 typedef struct {
