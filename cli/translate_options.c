@@ -37,6 +37,11 @@ void translate_usage(FILE *f) {
             "                          NumPy archive F (.npz; its keys: see\n"
             "                          docs/alignment-and-attention.md)\n"
             "      --dump-logits       with --dump-attention: also the raw logits per step\n"
+            "      --prefix TEXT       every translation starts with TEXT (its target pieces,\n"
+            "                          no </s>); the search continues after it, as HF's\n"
+            "                          generate(decoder_input_ids=[start, *prefix])\n"
+            "      --prefix-file FILE  line i of FILE is the prefix of input line i (blank\n"
+            "                          lines too; an empty line: no prefix)\n"
             "      --alignment[=VIEW]  append ' ||| ' and the word alignment (Pharaoh i-j,\n"
             "                          0-based source-target) from attention VIEW (default\n"
             "                          " ATTEND_DEFAULT_VIEW "; see attend align --help)\n"
@@ -134,6 +139,8 @@ static int take_output_option(cli_args *a, translate_options *o) {
     if (cli_is(a, "-b", "--batch-size")) return cli_take_int(a, 1, 100000, &o->batch);
     if (cli_is(a, NULL, "--batch-tokens")) return cli_take_int(a, 1, 10000000, &o->batch_tokens);
     if (cli_is(a, NULL, "--dump-attention")) return cli_take_str(a, &o->dump_path);
+    if (cli_is(a, NULL, "--prefix")) return cli_take_str(a, &o->prefix);
+    if (cli_is(a, NULL, "--prefix-file")) return cli_take_str(a, &o->prefix_file);
     if (cli_is(a, NULL, "--alignment") || !strncmp(arg, "--alignment=", 12)) return take_alignment(arg, o);
     if (cli_is(a, "-v", "--verbose")) o->verbose = 1;
     else if (cli_is(a, NULL, "--dump-logits")) o->dump_logits = 1;
@@ -181,6 +188,10 @@ int translate_check_options(const translate_options *o) {
     }
     if (p->sample && p->num_beams > 1) {
         fprintf(stderr, "attend translate: --sample draws one token at a time: not with --beam %d\n", p->num_beams);
+        return EXIT_USAGE;
+    }
+    if (o->prefix && o->prefix_file) {
+        fprintf(stderr, "attend translate: --prefix and --prefix-file: give one of them\n");
         return EXIT_USAGE;
     }
     if (o->dump_logits && !o->dump_path) {
