@@ -59,9 +59,12 @@ static int write_line(translate_ctx *cx, attend_result *r) {
     const attend_config *c = attend_get_config(cx->m);
     cli_warn_truncated(c, idx, r);
     int status = 0;
-    if (o->nbest) cli_write_nbest(idx - 1, r); /* Marian's n-best layout */
+    if (o->nbest) status = cli_write_nbest(idx - 1, r, c, o->align ? &o->view : NULL); /* Marian's n-best layout */
     else status = cli_write_translation(r, c, o->align ? &o->view : NULL);
-    if (!status && cx->dump) cli_dump_result(cx->dump, c, idx - 1, r, o->dump_logits);
+    if (!status && cx->dump) {
+        cli_dump_result(cx->dump, c, idx - 1, r, o->dump_logits);
+        cli_dump_nbest(cx->dump, c, idx - 1, r);
+    }
     return status;
 }
 

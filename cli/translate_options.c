@@ -53,7 +53,9 @@ void translate_usage(FILE *f) {
             "      --length-penalty X  beam score = sum of log-probs / length^X\n"
             "      --early-stopping V  true, false or never (HF's early_stopping)\n"
             "      --n-best K          K lines per input line, best first:\n"
-            "                          'i ||| translation ||| score' (i counts lines from 0)\n"
+            "                          'i ||| translation ||| score' (i counts lines from 0);\n"
+            "                          with --alignment, ' ||| ' and each one's own alignment;\n"
+            "                          --dump-attention adds each one's under s{i}/nbest{k}/\n"
             "      --min-length N      no </s> before N tokens (the start token counted)\n"
             "      --no-repeat-ngram-size N  no n-gram of this size twice\n"
             "      --repetition-penalty X    HF's penalty on tokens already generated\n"
@@ -178,10 +180,6 @@ int translate_parse(int argc, char **argv, translate_options *o) {
 /* Options that do not go together, before the model is loaded. 0 or EXIT_USAGE. */
 int translate_check_options(const translate_options *o) {
     const attend_params *p = &o->p;
-    if (o->nbest && o->align) {
-        fprintf(stderr, "attend translate: --alignment describes one translation: not with --n-best\n");
-        return EXIT_USAGE;
-    }
     if (!p->sample && (p->top_k || p->top_p > 0 || p->temperature > 0 || p->seed)) {
         fprintf(stderr, "attend translate: --top-k, --top-p, --temperature and --seed need --sample\n");
         return EXIT_USAGE;

@@ -263,6 +263,39 @@ def check_cli(gguf, m, lines, work):
     model.close()
 
 
+def check_cli_nbest(gguf, m, lines, work):
+    """--n-best with --alignment: each line's alignment is its own hypothesis's (Python's
+    hypothesis(k).pharaoh()); --dump-attention adds s{i}/nbest{k}/ equal to Python's arrays."""
+    model = attend.Model(gguf, threads=1)
+    text = "".join(s + "\n" for s in lines)
+    want = model.translate(lines, beam=4, n_best=3, attention=True, target_prefix="A")
+    npz = os.path.join(work, "nbest.npz")
+    p = T.run_attend(["translate", "-m", gguf, "--beam", "4", "--n-best", "3", "--prefix", "A",
+                      "--alignment=penultimate:avg", "--dump-attention", npz], text)
+    got = [ln.split(" ||| ") for ln in p.stdout.split("\n")[:-1]]
+    assert len(got) == 3 * len(lines), p.stdout
+    differ = 0
+    z = np.load(npz)
+    for i, r in enumerate(want):
+        for k in range(3):
+            row = got[3 * i + k]
+            h = r.hypothesis(k)
+            assert row[0] == str(i) and row[1] == h.text, (row, h.text)
+            assert row[3] == h.pharaoh("penultimate:avg"), (row, h.pharaoh("penultimate:avg"))
+            differ += k > 0 and row[3] != got[3 * i][3]
+            key = f"s{i}/" + (f"nbest{k}/" if k else "")
+            assert z[key + "tgt_ids"].tolist() == h.tgt_ids.tolist()
+            assert list(z[key + "tgt_pieces"]) == h.tgt_tokens
+            assert abs(float(z[key + "score"][0]) - h.score) == 0
+            assert np.array_equal(z[key + "logprob"], h.logprob)
+            for layer in range(h.cross.shape[0]):
+                assert np.array_equal(z[f"{key}cross/l{layer}"], h.cross[layer])
+                assert np.array_equal(z[f"{key}dec_self/l{layer}"], h.dec_self[layer])
+        assert f"s{i}/nbest3/text" not in z.files
+    assert differ > 0, "every hypothesis had the best one's alignment: not their own?"
+    model.close()
+
+
 def want_text(model, line, pre):
     return model.translate(line, target_prefix=pre).text
 
@@ -296,6 +329,8 @@ def main():
     run.check("one prefix per line; a prefix too long fails its line only", check_per_line_and_refusals,
               gguf, m, lines)
     run.check("attend translate --prefix / --prefix-file", check_cli, gguf, m, lines, work)
+    run.check("attend translate --n-best with --alignment and --dump-attention", check_cli_nbest,
+              gguf, m, lines, work)
     print(f"   ({time.time() - t0:.0f} s)")
     run.finish()
 
