@@ -19,9 +19,14 @@ prompt, scores and length penalties count only what follows):
   (Model.score, where its text re-tokenizes into the same ids) within 1e-5 / 1e-6: the
   beam's log-probability is the raw logit minus the step's log-sum-exp, forced decoding's a
   log-softmax of the same floats, so they may differ in the last bits;
-- attend translate --prefix / --prefix-file equal the Python results; the refusals.
+- attend translate --prefix / --prefix-file equal the Python results; the refusals;
+  --n-best with --alignment and --dump-attention give each hypothesis's own;
+- M2M-100: the target-language token stays forced first, the prefix after it (HF's
+  decoder_input_ids = [start, lang, *prefix], tools/reference_m2m100.py), greedy and beams;
+  attend_translate_ids with target_prefix_ids gives the same.
 
 Run: /usr/bin/python3 tests/test_prefix.py"""
+import ctypes
 import os
 import sys
 import time
@@ -296,6 +301,77 @@ def check_cli_nbest(gguf, m, lines, work):
     model.close()
 
 
+def translate_ids_prefix(gguf, src, prefix, **params):
+    """attend_translate_ids with attend_params.target_prefix_ids (through ctypes): the
+    result's (tgt_ids, score)."""
+    from attend import _capi as C
+    lib = C.lib()
+    ip = ctypes.POINTER(ctypes.c_int)
+    ipp = ctypes.POINTER(ip)
+    f = lib.attend_translate_ids
+    f.argtypes = [ctypes.c_void_p, ipp, ip, ctypes.c_int, ipp, ip, ctypes.POINTER(C.attend_params),
+                  ctypes.POINTER(C.attend_result), ctypes.c_char_p, ctypes.c_size_t]
+    f.restype = ctypes.c_int
+    err = C.err_buffer()
+    h = lib.attend_load(gguf.encode(), err, C.ERR_LEN)
+    assert h, err.value
+    try:
+        s_arr, p_arr = (ctypes.c_int * len(src))(*src), (ctypes.c_int * max(len(prefix), 1))(*prefix)
+        s_ptr, p_ptr = (ip * 1)(ctypes.cast(s_arr, ip)), (ip * 1)(ctypes.cast(p_arr, ip))
+        lens, plens = (ctypes.c_int * 1)(len(src)), (ctypes.c_int * 1)(len(prefix))
+        p = lib.attend_default_params()
+        p.threads = 1
+        for k, v in params.items():
+            setattr(p, k, v)
+        p.target_prefix_ids, p.target_prefix_lens = p_ptr, plens
+        out = (C.attend_result * 1)()
+        assert f(h, s_ptr, lens, 1, None, None, ctypes.byref(p), out, err, C.ERR_LEN) == 0, err.value
+        r = out[0]
+        assert r.status == 0, r.message
+        got = ([r.tgt_ids[i] for i in range(r.n_tgt)], r.score)
+        lib.attend_result_free(ctypes.byref(out[0]))
+        return got
+    finally:
+        lib.attend_free(h)
+
+
+def check_m2m(work):
+    """M2M-100: the target-language token is still forced first and the prefix follows it:
+    HF's generate(decoder_input_ids=[start, lang, *prefix]) (the reference, greedy and 3
+    beams); the id API (prefix ids without the language token) gives the same."""
+    import test_m2m100 as M
+    spms = M.build_spms(work)
+    name, over, opts = M.CONFIGS[0]
+    hf, m = M.make_model(work, "m2m-" + name, over, opts, spms, 11)
+    gguf = M.export(hf, os.path.join(work, "m2m.gguf"), opts["exporter"])
+    model = attend.Model(gguf, threads=1)
+    lang = m.tok.lang_id["en"]
+    done = 0
+    for line in M.sentences("de")[:6]:
+        src = m.tok.encode(line, "de")
+        for text in ("A", "Two men are"):
+            pre = m.tok.tokens(text)
+            ref = M.R.m2m_greedy(m, src, lang, prompt=[lang] + pre)
+            top2 = np.sort(ref.logits, axis=1)[:, -2:]
+            got = model.translate(line, greedy=True, src_lang="de", tgt_lang="en", target_prefix=text)
+            if (top2[:, 1] - top2[:, 0]).min() >= TIE_GAP:
+                assert got.tgt_ids.tolist() == ref.ids, (line, text, got.tgt_ids.tolist(), ref.ids)
+                done += 1
+            assert got.tgt_ids.tolist()[:1 + len(pre)] == [lang] + pre
+            ids, score = translate_ids_prefix(gguf, src, pre, num_beams=1, tgt_lang=b"en")
+            assert ids == got.tgt_ids.tolist(), (ids, got.tgt_ids.tolist())
+            refb = M.R.m2m_beam_search(m, src, lang, 3, num_return_sequences=2, prompt=[lang] + pre)
+            gotb = model.translate(line, beam=3, n_best=2, src_lang="de", tgt_lang="en", target_prefix=text)
+            if refb.near_tie >= TIE_GAP:
+                for hyp, r in zip(gotb.nbest, refb):
+                    assert hyp.ids.tolist() == r.ids and abs(hyp.score - r.score) <= SCORE_TOL, (line, text)
+                done += 1
+            ids, score = translate_ids_prefix(gguf, src, pre, num_beams=3, tgt_lang=b"en")
+            assert ids == gotb.tgt_ids.tolist() and score == gotb.score, (ids, gotb.tgt_ids.tolist())
+    assert done >= 16, f"only {done} runs without near ties"
+    model.close()
+
+
 def want_text(model, line, pre):
     return model.translate(line, target_prefix=pre).text
 
@@ -331,6 +407,7 @@ def main():
     run.check("attend translate --prefix / --prefix-file", check_cli, gguf, m, lines, work)
     run.check("attend translate --n-best with --alignment and --dump-attention", check_cli_nbest,
               gguf, m, lines, work)
+    run.check("m2m_100: the prefix follows the forced target-language token", check_m2m, work)
     print(f"   ({time.time() - t0:.0f} s)")
     run.finish()
 
