@@ -12,7 +12,8 @@ prompt, scores and length penalties count only what follows):
   n-best entry, scores within 1e-4; prefixes of one piece, of several, the reference's own
   whole translation (a prefix after which </s> is the likely next token), and one per line;
 - an empty prefix (and None entries) gives the same Result, bit for bit, as no prefix;
-- a prefix too long for max_length fails its line only (Result.error);
+- a prefix too long for max_length fails its line only (Result.error); samples start with
+  the prefix and their scores leave its log-probabilities out;
 - n-best 3 with attention: each hypothesis's per-token log-probabilities and every
   attention matrix equal forced decoding of its ids by the reference (log-probs 1e-4,
   attention 1e-5, the parity tolerances), and the engine's own forced decoding
@@ -178,6 +179,14 @@ def check_per_line_and_refusals(gguf, m, lines):
         assert r.text == one.text and r.score == one.score, (line, pre)
         if pre:
             assert r.tgt_ids.tolist()[:len(target_ids(m, pre))] == target_ids(m, pre)
+    # sampling continues the prefix too: every sample starts with it, reproducibly
+    pre = target_ids(m, "Two men are")
+    a = model.translate(lines, sample=True, seed=5, n_best=3, target_prefix="Two men are")
+    b = model.translate(lines, sample=True, seed=5, n_best=3, target_prefix="Two men are")
+    for x, y in zip(a, b):
+        assert [h.ids.tolist() for h in x.nbest] == [h.ids.tolist() for h in y.nbest]
+        assert all(h.ids.tolist()[:len(pre)] == pre for h in x.nbest), x.nbest
+        assert all(abs(h.score - float(h.logprob[len(pre):].sum())) < 1e-4 for h in x.nbest)
     # too long for max_length: that line fails, the others are translated
     long = " ".join(["dog"] * ml)
     import warnings
