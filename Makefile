@@ -187,6 +187,9 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 12
 	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY) --sample --top-k 5 --n-best 2 >$(BUILD)/e2e.out
 	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 12
+	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY) -b 2 --beam 3 --n-best 2 --prefix "Two" --alignment \
+	  --dump-attention $(BUILD)/e2e.npz >$(BUILD)/e2e.out
+	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 12
 	$(SAN_ENV) $(BUILD)/attend translate -m $(TINY) "$$(head -c 3000 /dev/zero | tr '\0' a)" >/dev/null 2>&1
 	@# the m2m_100 family: pre-norm, fairseq positions past the 4 cached, language tokens
 	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY_M2M) --src-lang de --tgt-lang en -b 2 \
@@ -245,6 +248,8 @@ valgrind: $(BUILD)/attend
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 --beam 4 --n-best 3 --min-length 3 \
 	  --repetition-penalty 1.2 --dump-attention $(BUILD)/vg.npz --dump-logits >/dev/null
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 --sample --top-p 0.9 --n-best 2 >/dev/null
+	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 --beam 3 --n-best 2 --prefix "Two" \
+	  --alignment --dump-attention $(BUILD)/vg.npz >/dev/null
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(VALGRIND) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
 	@echo "valgrind: ok"

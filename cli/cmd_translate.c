@@ -23,6 +23,8 @@ typedef struct {
     npz_writer *dump; /* --dump-attention */
     long long n_done; /* lines written so far */
     long long failed; /* lines the library could not translate (attend_result.status) */
+    FILE *prefixes;   /* --prefix-file, read one line per input line */
+    long long n_read; /* input lines given a prefix line so far */
 } translate_ctx;
 
 typedef struct {
@@ -57,9 +59,12 @@ static int write_line(translate_ctx *cx, attend_result *r) {
     const attend_config *c = attend_get_config(cx->m);
     cli_warn_truncated(c, idx, r);
     int status = 0;
-    if (o->nbest) cli_write_nbest(idx - 1, r); /* Marian's n-best layout */
+    if (o->nbest) status = cli_write_nbest(idx - 1, r, c, o->align ? &o->view : NULL); /* Marian's n-best layout */
     else status = cli_write_translation(r, c, o->align ? &o->view : NULL);
-    if (!status && cx->dump) cli_dump_result(cx->dump, c, idx - 1, r, o->dump_logits);
+    if (!status && cx->dump) {
+        cli_dump_result(cx->dump, c, idx - 1, r, o->dump_logits);
+        cli_dump_nbest(cx->dump, c, idx - 1, r);
+    }
     return status;
 }
 
@@ -108,10 +113,11 @@ static int batch_done(void *user, const int *index, int n) {
 
 /* Translate the k non-blank lines todo[0..k), writing what is ready after each batch.
  * Returns 0 or an exit status. */
-static int translate_sorted(translate_ctx *cx, const char **todo, const size_t *todo_len, int k,
-                            chunk_output *o) {
+static int translate_sorted(translate_ctx *cx, const char **todo, const size_t *todo_len,
+                            const char *const *todo_prefix, int k, chunk_output *o) {
     batch_ctx b = {cx, o, 0};
     attend_params p = cx->p;
+    p.target_prefix = todo_prefix;
     p.on_batch = batch_done;
     p.user = &b;
     char err[512];
@@ -123,34 +129,65 @@ static int translate_sorted(translate_ctx *cx, const char **todo, const size_t *
     return 0;
 }
 
+/* The prefixes of a chunk's n lines into pre[0..n): --prefix for each, or the next n lines
+ * of --prefix-file (malloc'd, *owned set; a blank input line takes its line too, so the
+ * two files stay in step), or NULLs. 0 or an exit status. */
+static int read_prefixes(translate_ctx *cx, char **pre, int n, int *owned) {
+    *owned = cx->prefixes != NULL;
+    for (int i = 0; i < n; i++) {
+        pre[i] = (char *)cx->o->prefix;
+        if (!cx->prefixes) continue;
+        size_t cap = 0;
+        ssize_t got = getline(&pre[i], &cap, cx->prefixes);
+        if (got < 0) {
+            free(pre[i]);
+            pre[i] = NULL;
+            fprintf(stderr, "attend: --prefix-file %s: no line for input line %lld (it has %lld)\n",
+                    cx->o->prefix_file, cx->n_read + 1, cx->n_read);
+            return EXIT_USAGE;
+        }
+        while (got > 0 && (pre[i][got - 1] == '\n' || pre[i][got - 1] == '\r')) pre[i][--got] = 0;
+        cx->n_read++;
+    }
+    return 0;
+}
+
 /* Translate a chunk and write one line per input, in order. Blank lines give blank lines
  * without running the model. Returns 0 or an exit status. */
 static int translate_chunk(translate_ctx *cx, char **lines, size_t *lens, int n) {
     const char **todo = malloc(sizeof(char *) * (size_t)n);
     size_t *todo_len = malloc(sizeof(size_t) * (size_t)n);
+    char **pre = calloc((size_t)n, sizeof(char *));
+    const char **todo_pre = calloc((size_t)n, sizeof(char *));
     int *slot = malloc(sizeof(int) * (size_t)n);
     attend_result *res = calloc((size_t)n, sizeof *res);
-    int status = 0, k = 0;
-    if (!todo || !todo_len || !slot || !res) {
+    int status = 0, k = 0, owned = 0;
+    if (!todo || !todo_len || !pre || !todo_pre || !slot || !res) {
         fprintf(stderr, "attend: out of memory\n");
         status = EXIT_FAIL;
     }
+    if (!status) status = read_prefixes(cx, pre, n, &owned);
     for (int i = 0; !status && i < n; i++) {
         slot[i] = -1;
         if (!is_blank(lines[i], lens[i])) {
             slot[i] = k;
+            todo_pre[k] = pre[i];
             todo[k] = lines[i];
             todo_len[k++] = lens[i];
         }
     }
     if (!status && cx->o->verbose) fprintf(stderr, "attend: %d line%s, %d to translate\n", n, n == 1 ? "" : "s", k);
     chunk_output o = {n, slot, res, 0};
-    if (!status && k) status = translate_sorted(cx, todo, todo_len, k, &o);
+    const int any_prefix = cx->o->prefix || cx->prefixes;
+    if (!status && k) status = translate_sorted(cx, todo, todo_len, any_prefix ? todo_pre : NULL, k, &o);
     if (!status) status = write_ready(cx, &o); /* blank lines after the last translation */
     for (int i = 0; res && i < k; i++) attend_result_free(&res[i]); /* those not written */
+    for (int i = 0; owned && i < n; i++) free(pre[i]);
     free(res);
     free(todo);
     free(todo_len);
+    free(pre);
+    free(todo_pre);
     free(slot);
     return status;
 }
@@ -245,6 +282,10 @@ static int prepare(translate_ctx *cx) {
         cx->p.want_attention = cx->p.want_scores = 1;
         cx->p.want_logits = o->dump_logits;
     }
+    if (o->prefix_file && !(cx->prefixes = fopen(o->prefix_file, "r"))) {
+        fprintf(stderr, "attend: --prefix-file %s: %s\n", o->prefix_file, strerror(errno));
+        return EXIT_IO;
+    }
     cx->p.batch_size = o->batch || o->batch_tokens ? o->batch : DEFAULT_BATCH;
     cx->p.batch_tokens = o->batch_tokens;
     return 0;
@@ -267,6 +308,17 @@ static int finish(translate_ctx *cx, int status) {
         if (!status) status = EXIT_IO;
     }
     attend_free(cx->m);
+    if (cx->prefixes) {
+        char *extra = NULL;
+        size_t cap = 0;
+        if (!status && getline(&extra, &cap, cx->prefixes) >= 0) {
+            fprintf(stderr, "attend: --prefix-file %s: more lines than the input's %lld\n", cx->o->prefix_file,
+                    cx->n_read);
+            status = EXIT_USAGE;
+        }
+        free(extra);
+        fclose(cx->prefixes);
+    }
     if (!status && cx->failed) {
         fprintf(stderr, "attend: %lld line%s not translated (empty output lines)\n", cx->failed,
                 cx->failed == 1 ? "" : "s");
@@ -284,7 +336,7 @@ int cmd_translate(int argc, char **argv) {
     int status = translate_parse(argc, argv, &o);
     if (!status) status = translate_check_options(&o);
     if (status) return status;
-    translate_ctx cx = {&o, cli_load_model(o.common.model), {0}, NULL, 0, 0};
+    translate_ctx cx = {&o, cli_load_model(o.common.model), {0}, NULL, 0, 0, NULL, 0};
     status = translate_check_with_model(&o, cx.m);
     if (!status) status = prepare(&cx);
     if (!status) {

@@ -11,7 +11,7 @@
 
 void cli_write_empty(long long idx, int nbest, int with_alignment) {
     if (nbest)
-        for (int k = 0; k < nbest; k++) printf("%lld |||  ||| 0.000000\n", idx);
+        for (int k = 0; k < nbest; k++) printf("%lld |||  ||| 0.000000%s\n", idx, with_alignment ? " ||| " : "");
     else
         fputs(with_alignment ? " ||| \n" : "\n", stdout);
 }
@@ -35,11 +35,41 @@ static void one_line(char *t) {
         if (*t == '\n' || *t == '\r') *t = ' ';
 }
 
-void cli_write_nbest(long long idx, attend_result *r) {
+attend_result cli_hypothesis_result(const attend_result *r, int k) {
+    const attend_hypothesis *h = &r->nbest[k];
+    attend_result x = *r;
+    x.text = h->text;
+    x.n_tgt = h->n;
+    x.tgt_ids = h->ids;
+    x.tgt_pieces = h->pieces;
+    x.score = h->score;
+    x.logprob = h->logprob;
+    x.dec_self = h->dec_self;
+    x.cross = h->cross;
+    x.logits = k == 0 ? r->logits : NULL;
+    x.n_best = 1;
+    x.nbest = r->nbest + k;
+    return x;
+}
+
+int cli_write_nbest(long long idx, attend_result *r, const attend_config *c, const attend_view *view) {
     for (int k = 0; k < r->n_best; k++) { /* fewer hypotheses than asked cannot happen */
         one_line(r->nbest[k].text);
-        printf("%lld ||| %s ||| %.6f\n", idx, r->nbest[k].text, r->nbest[k].score);
+        printf("%lld ||| %s ||| %.6f", idx, r->nbest[k].text, r->nbest[k].score);
+        if (view) { /* each hypothesis's own attention */
+            char err[512];
+            const attend_result h = cli_hypothesis_result(r, k);
+            char *al = attend_alignment(&h, c, view, err, sizeof err);
+            if (!al) {
+                fprintf(stderr, "attend: --alignment: %s\n", err);
+                return EXIT_USAGE;
+            }
+            printf(" ||| %s", al);
+            free(al);
+        }
+        fputc('\n', stdout);
     }
+    return 0;
 }
 
 int cli_write_translation(attend_result *r, const attend_config *c, const attend_view *view) {
@@ -103,6 +133,35 @@ void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const
     for (int l = 0; l < c->decoder_layers; l++) {
         dump_layer(z, idx, "dec_self", l, r->dec_self + (size_t)l * Hd * T * T, Hd, T, T);
         dump_layer(z, idx, "cross", l, r->cross + (size_t)l * Hd * T * S, Hd, T, S);
+    }
+}
+
+void cli_dump_nbest(npz_writer *z, const attend_config *c, long long idx, const attend_result *r) {
+    char name[112];
+    const int Hd = c->decoder_heads, S = r->n_src, one = 1;
+    for (int k = 1; k < r->n_best; k++) {
+        const attend_hypothesis *h = &r->nbest[k];
+        int T = h->n;
+        snprintf(name, sizeof name, "s%lld/nbest%d/tgt_ids", idx, k);
+        npz_add_i32(z, name, h->ids, 1, &T);
+        snprintf(name, sizeof name, "s%lld/nbest%d/tgt_pieces", idx, k);
+        npz_add_str(z, name, (const char *const *)h->pieces, T);
+        const char *text = h->text;
+        snprintf(name, sizeof name, "s%lld/nbest%d/text", idx, k);
+        npz_add_str(z, name, &text, 1);
+        snprintf(name, sizeof name, "s%lld/nbest%d/score", idx, k);
+        npz_add_f32(z, name, &h->score, 1, &one);
+        if (h->logprob) {
+            snprintf(name, sizeof name, "s%lld/nbest%d/logprob", idx, k);
+            npz_add_f32(z, name, h->logprob, 1, &T);
+        }
+        for (int l = 0; h->cross && l < c->decoder_layers; l++) {
+            char kind[40];
+            snprintf(kind, sizeof kind, "nbest%d/dec_self", k);
+            dump_layer(z, idx, kind, l, h->dec_self + (size_t)l * Hd * T * T, Hd, T, T);
+            snprintf(kind, sizeof kind, "nbest%d/cross", k);
+            dump_layer(z, idx, kind, l, h->cross + (size_t)l * Hd * T * S, Hd, T, S);
+        }
     }
 }
 

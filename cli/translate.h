@@ -22,6 +22,8 @@ typedef struct {
     int batch_tokens;         /* --batch-tokens: at most this many source tokens per batch (0: no limit) */
     int verbose;              /* -v: one line per chunk and per batch on stderr */
     int nbest;                /* --n-best K: K lines per input line (0: one plain line) */
+    const char *prefix;       /* --prefix TEXT: every translation starts with it */
+    const char *prefix_file;  /* --prefix-file FILE: line i's prefix is its line i */
     char **texts;             /* the TEXT arguments (gathered in place at the front of argv) */
     int n_texts;
 } translate_options;

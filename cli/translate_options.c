@@ -37,6 +37,11 @@ void translate_usage(FILE *f) {
             "                          NumPy archive F (.npz; its keys: see\n"
             "                          docs/alignment-and-attention.md)\n"
             "      --dump-logits       with --dump-attention: also the raw logits per step\n"
+            "      --prefix TEXT       every translation starts with TEXT (its target pieces,\n"
+            "                          no </s>); the search continues after it, as HF's\n"
+            "                          generate(decoder_input_ids=[start, *prefix])\n"
+            "      --prefix-file FILE  line i of FILE is the prefix of input line i (blank\n"
+            "                          lines too; an empty line: no prefix)\n"
             "      --alignment[=VIEW]  append ' ||| ' and the word alignment (Pharaoh i-j,\n"
             "                          0-based source-target) from attention VIEW (default\n"
             "                          " ATTEND_DEFAULT_VIEW "; see attend align --help)\n"
@@ -48,7 +53,9 @@ void translate_usage(FILE *f) {
             "      --length-penalty X  beam score = sum of log-probs / length^X\n"
             "      --early-stopping V  true, false or never (HF's early_stopping)\n"
             "      --n-best K          K lines per input line, best first:\n"
-            "                          'i ||| translation ||| score' (i counts lines from 0)\n"
+            "                          'i ||| translation ||| score' (i counts lines from 0);\n"
+            "                          with --alignment, ' ||| ' and each one's own alignment;\n"
+            "                          --dump-attention adds each one's under s{i}/nbest{k}/\n"
             "      --min-length N      no </s> before N tokens (the start token counted)\n"
             "      --no-repeat-ngram-size N  no n-gram of this size twice\n"
             "      --repetition-penalty X    HF's penalty on tokens already generated\n"
@@ -134,6 +141,8 @@ static int take_output_option(cli_args *a, translate_options *o) {
     if (cli_is(a, "-b", "--batch-size")) return cli_take_int(a, 1, 100000, &o->batch);
     if (cli_is(a, NULL, "--batch-tokens")) return cli_take_int(a, 1, 10000000, &o->batch_tokens);
     if (cli_is(a, NULL, "--dump-attention")) return cli_take_str(a, &o->dump_path);
+    if (cli_is(a, NULL, "--prefix")) return cli_take_str(a, &o->prefix);
+    if (cli_is(a, NULL, "--prefix-file")) return cli_take_str(a, &o->prefix_file);
     if (cli_is(a, NULL, "--alignment") || !strncmp(arg, "--alignment=", 12)) return take_alignment(arg, o);
     if (cli_is(a, "-v", "--verbose")) o->verbose = 1;
     else if (cli_is(a, NULL, "--dump-logits")) o->dump_logits = 1;
@@ -171,16 +180,16 @@ int translate_parse(int argc, char **argv, translate_options *o) {
 /* Options that do not go together, before the model is loaded. 0 or EXIT_USAGE. */
 int translate_check_options(const translate_options *o) {
     const attend_params *p = &o->p;
-    if (o->nbest && o->align) {
-        fprintf(stderr, "attend translate: --alignment describes one translation: not with --n-best\n");
-        return EXIT_USAGE;
-    }
     if (!p->sample && (p->top_k || p->top_p > 0 || p->temperature > 0 || p->seed)) {
         fprintf(stderr, "attend translate: --top-k, --top-p, --temperature and --seed need --sample\n");
         return EXIT_USAGE;
     }
     if (p->sample && p->num_beams > 1) {
         fprintf(stderr, "attend translate: --sample draws one token at a time: not with --beam %d\n", p->num_beams);
+        return EXIT_USAGE;
+    }
+    if (o->prefix && o->prefix_file) {
+        fprintf(stderr, "attend translate: --prefix and --prefix-file: give one of them\n");
         return EXIT_USAGE;
     }
     if (o->dump_logits && !o->dump_path) {

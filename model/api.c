@@ -128,16 +128,22 @@ void attend_result_free(attend_result *r) {
     for (int i = 0; r->tgt_pieces && i < r->n_tgt; i++) free(r->tgt_pieces[i]);
     free(r->src_pieces);
     free(r->tgt_pieces);
+    for (int k = 0; r->nbest && k < r->n_best; k++) {
+        attend_hypothesis *h = &r->nbest[k];
+        free(h->text);
+        for (int i = 0; h->pieces && i < h->n; i++) free(h->pieces[i]);
+        free(h->pieces);
+        free(h->ids);
+        if (h->logprob != r->logprob) free(h->logprob); /* nbest[0]'s are r's own */
+        if (h->dec_self != r->dec_self) free(h->dec_self);
+        if (h->cross != r->cross) free(h->cross);
+    }
+    free(r->nbest);
     free(r->logprob);
     free(r->logits);
     free(r->enc_self);
     free(r->dec_self);
     free(r->cross);
-    for (int k = 0; r->nbest && k < r->n_best; k++) {
-        free(r->nbest[k].text);
-        free(r->nbest[k].ids);
-    }
-    free(r->nbest);
     free(r->message);
     memset(r, 0, sizeof *r);
 }
@@ -251,6 +257,11 @@ static int translate_sources(attend_model *am, s2s_source *src, int n, const att
         r->cross = res[i].cross;
         r->score = res[i].score;
         r->n_best = res[i].n_best;
+        /* r owns them now (freed once, by attend_result_free, on any failure below) */
+        res[i].logits = res[i].logprob = res[i].enc_self = res[i].dec_self = res[i].cross = NULL;
+        res[i].ids = NULL;
+        if (res[i].n_best > 0) /* nbest[0]'s arrays are those just taken */
+            res[i].nbest[0].logprob = res[i].nbest[0].dec_self = res[i].nbest[0].cross = NULL;
         r->nbest = calloc((size_t)r->n_best + 1, sizeof *r->nbest);
         if (!r->nbest) {
             snprintf(err, errlen, "out of memory");
@@ -261,15 +272,18 @@ static int translate_sources(attend_model *am, s2s_source *src, int n, const att
             h->ids = res[i].nbest[k].ids;
             h->n = res[i].nbest[k].n;
             h->score = res[i].nbest[k].score;
+            h->logprob = k == 0 ? r->logprob : res[i].nbest[k].logprob; /* nbest[0]: the result's */
+            h->dec_self = k == 0 ? r->dec_self : res[i].nbest[k].dec_self;
+            h->cross = k == 0 ? r->cross : res[i].nbest[k].cross;
             res[i].nbest[k].ids = NULL;
+            res[i].nbest[k].logprob = res[i].nbest[k].dec_self = res[i].nbest[k].cross = NULL;
             h->text = s2s_decode_text(m, h->ids, h->n);
-            if (!h->text) {
+            h->pieces = pieces_of(m->tgt_vocab, h->ids, h->n);
+            if (!h->text || !h->pieces) {
                 snprintf(err, errlen, "out of memory");
                 goto fail;
             }
         }
-        res[i].logits = res[i].logprob = res[i].enc_self = res[i].dec_self = res[i].cross = NULL;
-        res[i].ids = NULL;
         s2s_output_free(&res[i]);
         r->text = s2s_decode_text(m, r->tgt_ids, r->n_tgt);
         r->tgt_pieces = pieces_of(m->tgt_vocab, r->tgt_ids, r->n_tgt);
@@ -427,9 +441,63 @@ static int resolve_languages(const s2s_model *m, const attend_params *p, int nee
     return search->forced_bos < 0 ? -1 : 0;
 }
 
+/* src's target prefix: the target language's token first (lang >= 0), then ids[0..n), in
+ * a copy src owns (n 0: no prefix, as without one). 0; 1 when it leaves no room for a token
+ * within the length limit (msg says so: the line fails); -1 out of memory. */
+static int set_prefix(const s2s_model *m, const attend_params *p, int lang, const int *ids, int n,
+                      s2s_source *src, char *msg, size_t msglen) {
+    if (n <= 0) return 0;
+    const s2s_opts o = {.max_length = p->max_length};
+    const int ml = s2s_max_length(m, &o), total = n + (lang >= 0);
+    if (total > ml - 2) {
+        snprintf(msg, msglen, "target prefix: %d tokens leave no room for a token within max_length %d", total, ml);
+        return 1;
+    }
+    int *copy = malloc(sizeof(int) * (size_t)total);
+    if (!copy) return -1;
+    if (lang >= 0) copy[0] = lang;
+    memcpy(copy + (lang >= 0), ids, sizeof(int) * (size_t)n);
+    src->prefix = copy;
+    src->n_prefix = total;
+    return 0;
+}
+
+/* A forced target text into src (a multilingual target starts with its language token,
+ * HF's tgt_lang prefix). 0, 1 (the line fails: msg) or -1 (out of memory). */
+static int text_target(const s2s_model *m, int lang, const char *text, s2s_source *src, char *msg,
+                       size_t msglen) {
+    int *ids, n, truncated;
+    char inner[200];
+    /* its pieces are not needed (the result's come from the translation) */
+    if (s2s_encode_target_lang(m, lang, text, strlen(text), &ids, &n, NULL, &truncated, inner, sizeof inner)) {
+        snprintf(msg, msglen, "target: %.200s", inner);
+        return 1;
+    }
+    src->forced = ids;
+    src->n_forced = n;
+    return 0;
+}
+
+/* Line i's text prefix (p->target_prefix[i]) into src as set_prefix does: tokenized as a
+ * target, without its </s>. 0, 1 (the line fails: msg) or -1 (out of memory). */
+static int text_prefix(const s2s_model *m, const attend_params *p, int lang, int i, s2s_source *src, char *msg,
+                       size_t msglen) {
+    const char *text = p->target_prefix ? p->target_prefix[i] : NULL;
+    if (!text) return 0;
+    int *ids = NULL, n = 0, truncated = 0;
+    char inner[200];
+    if (s2s_encode_target(m, text, strlen(text), &ids, &n, NULL, &truncated, inner, sizeof inner)) {
+        snprintf(msg, msglen, "target prefix: %.200s", inner);
+        return 1;
+    }
+    const int rc = set_prefix(m, p, lang, ids, n - 1, src, msg, msglen); /* </s> left out */
+    free(ids);
+    return rc;
+}
+
 /* Checks shared by both entry points; sets the search. 0 or -1 with err. */
-static int check_call(const attend_model *am, int n, const attend_params *p, s2s_search *search, char *err,
-                      size_t errlen) {
+static int check_call(const attend_model *am, int n, const attend_params *p, int forced, s2s_search *search,
+                      char *err, size_t errlen) {
     if (n < 0) {
         snprintf(err, errlen, "negative sentence count");
         return -1;
@@ -443,6 +511,10 @@ static int check_call(const attend_model *am, int n, const attend_params *p, s2s
         snprintf(err, errlen, "max_length %d: must be 0 (the model's) or at least 2", p->max_length);
         return -1;
     }
+    if (forced && (p->target_prefix || p->target_prefix_ids)) {
+        snprintf(err, errlen, "forced targets and a target prefix do not go together");
+        return -1;
+    }
     return resolve_search(am->m, p, search, err, errlen);
 }
 
@@ -454,7 +526,7 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
     if (!p) p = &defaults;
     s2s_search search;
     int src_lang;
-    if (check_call(am, n, p, &search, err, errlen) ||
+    if (check_call(am, n, p, targets != NULL, &search, err, errlen) ||
         resolve_languages(m, p, 1, &src_lang, &search, err, errlen))
         return -1;
     /* this call's threads, on this thread only; the caller's own setting comes back after */
@@ -492,21 +564,12 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
         }
         src[i].ids = out[i].src_ids;
         src[i].n = out[i].n_src;
-        if (targets && targets[i]) {
-            int *tids, tn, tt;
-            /* a multilingual target starts with its language token (HF's tgt_lang prefix);
-             * its pieces are not needed (the result's come from the translation) */
-            if (s2s_encode_target_lang(m, search.forced_bos, targets[i], strlen(targets[i]), &tids, &tn,
-                                          NULL, &tt, inner, sizeof inner)) {
-                char msg[300];
-                snprintf(msg, sizeof msg, "target: %s", inner);
-                src[i].n = 0;
-                if (fail_line(&out[i], ATTEND_E_MEMORY, msg)) goto oom;
-                continue;
-            }
-            src[i].forced = tids;
-            src[i].n_forced = tn;
-        }
+        int status = 0; /* a target, or a prefix, the line cannot have fails it */
+        int pr = targets && targets[i] ? text_target(m, search.forced_bos, targets[i], &src[i], inner, sizeof inner)
+                                       : text_prefix(m, p, search.forced_bos, i, &src[i], inner, sizeof inner);
+        if (pr > 0) status = targets && targets[i] ? ATTEND_E_MEMORY : ATTEND_E_INPUT;
+        if (pr < 0 || (status && fail_line(&out[i], status, inner))) goto oom;
+        if (status) src[i].n = 0;
     }
     rc = run_batched(am, src, n, p, &search, out, err, errlen);
     goto done;
@@ -514,7 +577,10 @@ oom:
     snprintf(err, errlen, "out of memory");
     for (int i = 0; i < n; i++) attend_result_free(&out[i]);
 done:
-    for (int i = 0; src && i < n; i++) free((void *)src[i].forced);
+    for (int i = 0; src && i < n; i++) {
+        free((void *)src[i].forced);
+        free((void *)src[i].prefix);
+    }
     free(src);
     at_set_threads(caller_threads);
     return rc;
@@ -536,6 +602,17 @@ static int check_ids(const int *ids, int n, int vocab, int limit, const char *wh
     return 0;
 }
 
+/* Line i's id prefix (p->target_prefix_ids[i], p->target_prefix_lens[i] of them) into src
+ * as set_prefix does. 0, 1 (the line fails: msg) or -1 (out of memory). */
+static int ids_prefix(const s2s_model *m, const attend_params *p, int lang, int i, s2s_source *src, char *msg,
+                      size_t msglen) {
+    const int *ids = p->target_prefix_ids ? p->target_prefix_ids[i] : NULL;
+    const int n = ids && p->target_prefix_lens ? p->target_prefix_lens[i] : 0;
+    if (n == 0) return 0;
+    if (check_ids(ids, n, m->c.decoder_vocab_size, m->c.max_pos, "target prefix", i, msg, msglen)) return 1;
+    return set_prefix(m, p, lang, ids, n, src, msg, msglen);
+}
+
 int attend_translate_ids(attend_model *am, const int *const *ids, const int *lens, int n,
                          const int *const *target_ids, const int *target_lens, const attend_params *p,
                          attend_result *out, char *err, size_t errlen) {
@@ -544,7 +621,7 @@ int attend_translate_ids(attend_model *am, const int *const *ids, const int *len
     if (!p) p = &defaults;
     s2s_search search;
     int src_lang;
-    if (check_call(am, n, p, &search, err, errlen) ||
+    if (check_call(am, n, p, target_ids != NULL, &search, err, errlen) ||
         resolve_languages(m, p, 0, &src_lang, &search, err, errlen))
         return -1;
     if (n > 0 && (!ids || !lens)) {
@@ -588,9 +665,20 @@ int attend_translate_ids(attend_model *am, const int *const *ids, const int *len
             src[i].forced = target_ids[i];
             src[i].n_forced = target_lens[i];
         }
+        int pr = ids_prefix(m, p, search.forced_bos, i, &src[i], msg, sizeof msg);
+        if (pr > 0) {
+            src[i].n = 0;
+            if (fail_line(&out[i], ATTEND_E_INPUT, msg)) pr = -1;
+        }
+        if (pr < 0) {
+            snprintf(err, errlen, "out of memory");
+            for (int k = 0; k <= i; k++) attend_result_free(&out[k]);
+            goto done;
+        }
     }
     rc = run_batched(am, src, n, p, &search, out, err, errlen);
 done:
+    for (int i = 0; src && i < n; i++) free((void *)src[i].prefix);
     free(src);
     at_set_threads(caller_threads);
     return rc;

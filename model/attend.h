@@ -45,7 +45,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 4
+#define ATTEND_ABI 5
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */
@@ -130,6 +130,19 @@ typedef struct {
     const char *tgt_lang;
     /* If not NULL: where this call's time went, summed over its batches (attend bench). */
     struct attend_stats *stats;
+    /* Prefix-constrained decoding (not with forced targets): sentence i's translation
+     * starts with its prefix, then the search (greedy, beams or sampling) continues from it,
+     * exactly as HF's generate(decoder_input_ids=[start, *prefix]). A multilingual model's
+     * target-language token still comes first: [start, language, *prefix]. The prefix's
+     * tokens are in tgt_ids and logprob, but not in the score (HF's sequences_scores leave
+     * the prompt out). A NULL array, a NULL entry, an empty (or all-space) text and a zero
+     * length are no prefix: the same output, bit for bit, as without one. A prefix that
+     * leaves no room for one more token within max_length fails its line
+     * (attend_result.status ATTEND_E_INPUT). */
+    const char *const *target_prefix;    /* attend_translate: n texts, tokenized as targets
+                                          * are (without the </s> a target ends with) */
+    const int *const *target_prefix_ids; /* attend_translate_ids: n arrays of target ids */
+    const int *target_prefix_lens;       /*   and their lengths */
 } attend_params;
 
 /* attend_params.stats: wall-clock seconds of one call by phase. */
@@ -144,7 +157,15 @@ typedef struct {
     char *text;
     int *ids, n;        /* target ids */
     float score;        /* beams: HF's sequence score (sum of log-probs / length ^ penalty);
-                         * greedy and samples: the sum of the tokens' log-probabilities */
+                         * greedy and samples: the sum of the tokens' log-probabilities
+                         * (a target prefix's left out) */
+    /* Along this hypothesis's own path, as attend_result's fields are for the best one (the
+     * same arrays: nbest[0]'s pointers are the result's own; attend_result_free frees each
+     * once). NULL unless asked for. */
+    float *logprob;     /* [n] log-probability of each token (want_scores or n_best) */
+    float *dec_self;    /* [decoder_layers, decoder_heads, n, n] (want_attention) */
+    float *cross;       /* [decoder_layers, decoder_heads, n, n_src] (want_attention) */
+    char **pieces;      /* n target pieces (its own copy, also for nbest[0]) */
 } attend_hypothesis;
 
 typedef struct {

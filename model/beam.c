@@ -59,6 +59,7 @@ static int beam_step(gen *g, sentence *q, const beam_cand *cands, int n_beams) {
     beam_scratch *w = &g->bs;
     const s2s_search *s = g->s;
     const int B = s->beams, t = g->x.t, eos = g->c->eos_id;
+    const int gen_len = t + 1 - q->src->n_prefix; /* HF's generated_len: the prefix is prompt */
     const int n = merge_candidates(cands, n_beams, B, g->V, w->merged, w->parent);
     /* in rank order: </s> among the first beams-many finishes a hypothesis, any other token
      * continues one; parent[] is rewritten in place to map new beam -> old beam (live <= r,
@@ -70,7 +71,7 @@ static int beam_step(gen *g, sentence *q, const beam_cand *cands, int n_beams) {
         const int rec = trace_add_record(&g->tr, w->cand_run[w->parent[r]], cd.token, 0);
         if (rec < 0) return -1;
         if (cd.token == eos) {
-            heap_add(&q->beam.heap, s, cd.score, t + 1, rec);
+            heap_add(&q->beam.heap, s, cd.score, gen_len, rec);
         } else {
             w->parent[live] = w->parent[r];
             q->beam.score[live] = cd.score;
@@ -78,7 +79,7 @@ static int beam_step(gen *g, sentence *q, const beam_cand *cands, int n_beams) {
             live++;
         }
     }
-    if (heap_is_done(&q->beam.heap, s, w->merged[0].score, t + 2, g->ml)) q->done = 1;
+    if (heap_is_done(&q->beam.heap, s, w->merged[0].score, t + 2, 1 + q->src->n_prefix, g->ml)) q->done = 1;
     q->n_live = live;
     return 0;
 }
@@ -93,9 +94,9 @@ static void fill_record_lp(gen *g, int from) {
     }
 }
 
-/* Step 0 runs beam 0 alone (row b0); beams 1..B-1 start at -1e9 with its state, so they
- * can only place when beam 0 has fewer than 2 * beams finite candidates. Every beam's
- * candidates into bs->first. */
+/* The first searched step (0, or the one after a target prefix) runs beam 0 alone (row b0);
+ * beams 1..B-1 start at -1e9 with its state, so they can only place when beam 0 has fewer
+ * than 2 * beams finite candidates. Every beam's candidates into bs->first. */
 static const beam_cand *first_step_candidates(gen *g, sentence *q, int b0) {
     beam_scratch *w = &g->bs;
     const int B = g->s->beams, K2 = 2 * B;
@@ -108,8 +109,7 @@ static const beam_cand *first_step_candidates(gen *g, sentence *q, int b0) {
         if (isfinite(c0[K2 - 1].score)) {
             for (int j = 0; j < K2; j++) ck[j] = (beam_cand){-INFINITY, c0[j].token};
         } else {
-            const prefix p = {g->pathbuf, 1};
-            g->pathbuf[0] = g->c->start_id;
+            const prefix p = row_prefix(g, b0, 1); /* beam 0's path: the start token and prefix */
             float lse;
             beam_candidates(&g->x, g->ds.logits + (size_t)b0 * g->V, &p, -1e9f, g->work, ck, &lse);
         }
@@ -142,7 +142,7 @@ static void beam_reorder_slots(dec_state *ds, sentence *q, beam_scratch *w, int 
 
 static int beam_start(const gen *g, sentence *q) {
     q->rows = g->s->beams;
-    q->n_live = 1; /* step 0 runs beam 0 alone (first_step_candidates) */
+    q->n_live = 1; /* the prefix and the first searched step run beam 0 alone */
     q->beam.score = calloc((size_t)q->rows, sizeof(float));
     q->beam.heap_store = malloc(sizeof(beam_hyp) * (size_t)(q->rows + 1));
     if (!q->beam.score || !q->beam.heap_store) return -1;
@@ -152,21 +152,23 @@ static int beam_start(const gen *g, sentence *q) {
 
 static int beam_advance(gen *g, sentence *q, int b0, int nb) {
     beam_scratch *w = &g->bs;
-    const int t = g->x.t, from = g->tr.n_rec;
+    const int t = g->x.t, from = g->tr.n_rec, first = t == q->src->n_prefix;
     const beam_cand *cands = g->cands + (size_t)b0 * 2 * g->s->beams;
     for (int k = 0; k < nb; k++) {
         w->cand_run[k] = g->run0 + b0 + k;
         w->old_slot[k] = q->live_slot[k];
     }
-    if (t == 0) cands = first_step_candidates(g, q, b0);
-    if (beam_step(g, q, cands, t == 0 ? g->s->beams : nb)) return -1;
+    if (first) cands = first_step_candidates(g, q, b0);
+    if (beam_step(g, q, cands, first ? g->s->beams : nb)) return -1;
     if (g->o->want_scores) fill_record_lp(g, from);
     if (q->done) return 0;
     if (t + 2 < g->ml) {
         beam_reorder_slots(&g->ds, q, w, t);
     } else {
-        /* the length limit: finalize adds the open beams (generated_len = t + 1) */
-        for (int j = 0; j < q->n_live; j++) heap_add(&q->beam.heap, g->s, q->beam.score[j], t + 1, q->live_rec[j]);
+        /* the length limit: finalize adds the open beams (generated_len: the
+         * steps after the prefix) */
+        for (int j = 0; j < q->n_live; j++)
+            heap_add(&q->beam.heap, g->s, q->beam.score[j], t + 1 - q->src->n_prefix, q->live_rec[j]);
         q->done = 1;
     }
     return 0;

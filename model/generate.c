@@ -48,6 +48,25 @@ static int check_sources(const s2s_config *c, const s2s_source *src, int n, char
     return 0;
 }
 
+/* Target prefixes: target ids, not with forced decoding, leaving room for one token within
+ * the length limit ml. 0, or -1 with err naming the sentence. */
+static int check_prefixes(const s2s_config *c, const s2s_source *src, int n, int ml, char *err, size_t errlen) {
+    for (int i = 0; i < n; i++) {
+        if (src[i].n_prefix == 0) continue;
+        if (!src[i].prefix || src[i].forced || src[i].n_prefix < 0 || src[i].n_prefix > ml - 2) {
+            snprintf(err, errlen, "sentence %d: %s", i, src[i].forced ? "a target prefix and a forced target"
+                     : "a target prefix must leave room for one token within max_length");
+            return -1;
+        }
+        for (int j = 0; j < src[i].n_prefix; j++)
+            if (src[i].prefix[j] < 0 || src[i].prefix[j] >= c->decoder_vocab_size) {
+                snprintf(err, errlen, "sentence %d: prefix id %d outside the vocabulary", i, src[i].prefix[j]);
+                return -1;
+            }
+    }
+    return 0;
+}
+
 /* The search to run (o's, or the model's defaults) into *s, checked. 0, or -1 with err. */
 static int check_search(const s2s_model *m, const s2s_opts *o, s2s_search *s, char *err, size_t errlen) {
     *s = o->search ? *o->search : s2s_search_defaults(m);
@@ -269,7 +288,11 @@ static int sentence_rows(const gen *g, int b0, int nr) {
 static void choose_rows(const void *ctx, int lo, int hi, int worker) {
     const gen *g = ctx;
     float *work = g->work + (size_t)worker * 2 * g->V;
-    for (int b = lo; b < hi; b++) g->sent[g->refs[b].sent].how->choose_row(g, b, work);
+    for (int b = lo; b < hi; b++) {
+        const sentence *q = &g->sent[g->refs[b].sent];
+        if (g->x.t < q->src->n_prefix) prefix_row(g, b);
+        else q->how->choose_row(g, b, work);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -290,7 +313,7 @@ static int generate(gen *g) {
         for (int b0 = 0, nb; b0 < nr; b0 += nb) { /* each sentence over its rows */
             sentence *q = &g->sent[g->refs[b0].sent];
             nb = sentence_rows(g, b0, nr);
-            if (q->how->advance(g, q, b0, nb)) return -1;
+            if (t < q->src->n_prefix ? prefix_advance(g, q, b0, nb) : q->how->advance(g, q, b0, nb)) return -1;
         }
     }
 }
@@ -318,7 +341,9 @@ int s2s_translate_ids(const s2s_model *m, const s2s_source *src, int n, const s2
     s2s_search search;
     if (check_search(m, o, &search, err, errlen)) return -1;
     memset(out, 0, sizeof(*out) * (size_t)n);
-    if (check_sources(&m->c, src, n, err, errlen)) return -1;
+    if (check_sources(&m->c, src, n, err, errlen) ||
+        check_prefixes(&m->c, src, n, s2s_max_length(m, o), err, errlen))
+        return -1;
     if (n == 0) return 0;
 
     const double t_start = now();

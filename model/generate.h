@@ -37,6 +37,12 @@ typedef struct {
 
 extern const strategy greedy_strategy, sample_strategy, forced_strategy, beam_strategy;
 
+/* A target prefix (s2s_source.prefix): while x.t < n_prefix every live row takes the
+ * prefix's next token, whatever the sentence's strategy, with the model's log-probability
+ * of it (want_scores); the strategy's choose_row and advance take over after it. */
+void prefix_row(const gen *g, int b);
+int prefix_advance(gen *g, sentence *q, int b0, int nb);
+
 /* Greedy, sampling, forced: each row a hypothesis of its own until it ends. */
 typedef struct {
     int *fin_rec;  /* [rows] each row's last record */

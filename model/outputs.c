@@ -1,5 +1,6 @@
-/* Outputs (outputs.h): the n-best ids of a sentence and, for its best hypothesis, what was
- * captured along its path, copied out of the trace into s2s_output's own arrays. */
+/* Outputs (outputs.h): the n-best ids of a sentence and what was captured along each
+ * hypothesis's path (the logits for the best only), copied out of the trace into
+ * s2s_output's own arrays. */
 #include "outputs.h"
 
 #include <stdlib.h>
@@ -7,14 +8,20 @@
 
 void s2s_output_free(s2s_output *o) {
     if (!o) return;
+    for (int k = 0; o->nbest && k < o->n_best; k++) {
+        s2s_hyp *h = &o->nbest[k];
+        free(h->ids);
+        if (h->logprob != o->logprob) free(h->logprob); /* nbest[0]'s are o's own */
+        if (h->dec_self != o->dec_self) free(h->dec_self);
+        if (h->cross != o->cross) free(h->cross);
+    }
+    free(o->nbest);
     free(o->ids);
     free(o->logits);
     free(o->logprob);
     free(o->enc_self);
     free(o->dec_self);
     free(o->cross);
-    for (int k = 0; o->nbest && k < o->n_best; k++) free(o->nbest[k].ids);
-    free(o->nbest);
     memset(o, 0, sizeof *o);
 }
 
@@ -38,18 +45,17 @@ static int build_nbest(const trace *tr, const int *recs, const float *scores, in
 /* The decoder's attention along path[0..n): step t's self-attention row (t + 1 wide, zero
  * above the diagonal) and cross-attention row, per layer and head. */
 static int copy_attention(const s2s_config *c, const trace *tr, const int *path, int n, int S,
-                          s2s_output *out) {
+                          float **dec_self, float **cross_out) {
     const int L = c->dec_layers, H = c->dec_heads;
-    out->dec_self = calloc((size_t)L * H * n * n, sizeof(float));
-    out->cross = malloc(sizeof(float) * (size_t)L * H * n * S);
-    if (!out->dec_self || !out->cross) return -1;
+    float *const ds = *dec_self = calloc((size_t)L * H * n * n, sizeof(float));
+    float *const cs = *cross_out = malloc(sizeof(float) * (size_t)L * H * n * S);
+    if (!ds || !cs) return -1;
     for (int t = 0; t < n; t++) {
         const float *self = tr->att + tr->run_att[tr->rec_run[path[t]]];
         const float *cross = self + (size_t)L * H * (t + 1);
         for (int lh = 0; lh < L * H; lh++) {
-            memcpy(out->dec_self + ((size_t)lh * n + t) * n, self + (size_t)lh * (t + 1),
-                   sizeof(float) * (size_t)(t + 1));
-            memcpy(out->cross + ((size_t)lh * n + t) * S, cross + (size_t)lh * S, sizeof(float) * (size_t)S);
+            memcpy(ds + ((size_t)lh * n + t) * n, self + (size_t)lh * (t + 1), sizeof(float) * (size_t)(t + 1));
+            memcpy(cs + ((size_t)lh * n + t) * S, cross + (size_t)lh * S, sizeof(float) * (size_t)S);
         }
     }
     return 0;
@@ -76,15 +82,37 @@ static int copy_best(const s2s_model *m, const s2s_opts *o, const trace *tr, con
             memcpy(out->logits + (size_t)t * V, tr->logits + (size_t)tr->rec_run[path[t]] * V,
                    sizeof(float) * (size_t)V);
     }
-    return o->want_attention ? copy_attention(&m->c, tr, path, n, S, out) : 0;
+    if (o->want_attention && copy_attention(&m->c, tr, path, n, S, &out->dec_self, &out->cross)) return -1;
+    out->nbest[0].logprob = out->logprob;
+    out->nbest[0].dec_self = out->dec_self;
+    out->nbest[0].cross = out->cross;
+    return 0;
+}
+
+/* Hypothesis h >= 1: its log-probabilities and attention along its own path (as o asks). */
+static int copy_other(const s2s_model *m, const s2s_opts *o, const trace *tr, int *path, int rec, int S,
+                      s2s_hyp *h) {
+    const int n = trace_records(tr, rec, path);
+    if (o->want_scores) {
+        h->logprob = malloc(sizeof(float) * (size_t)n);
+        if (!h->logprob) return -1;
+        for (int t = 0; t < n; t++) h->logprob[t] = tr->rec_lp[path[t]];
+    }
+    return o->want_attention ? copy_attention(&m->c, tr, path, n, S, &h->dec_self, &h->cross) : 0;
 }
 
 int output_build(const s2s_model *m, const s2s_opts *o, const trace *tr, const int *recs,
                  const float *scores, int k, int S, s2s_output *out) {
-    int *path = malloc(sizeof(int) * (size_t)trace_length(tr, recs[0]));
+    int longest = 0;
+    for (int h = 0; h < k; h++) {
+        const int len = trace_length(tr, recs[h]);
+        longest = len > longest ? len : longest;
+    }
+    int *path = malloc(sizeof(int) * (size_t)(longest + 1));
     int rc = -1;
     if (path && !build_nbest(tr, recs, scores, k, out))
         rc = copy_best(m, o, tr, path, trace_records(tr, recs[0], path), S, out);
+    for (int h = 1; rc == 0 && h < k; h++) rc = copy_other(m, o, tr, path, recs[h], S, &out->nbest[h]);
     free(path);
     return rc;
 }

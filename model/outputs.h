@@ -7,7 +7,8 @@
 
 /* Fill out from the sentence's k finished hypotheses, recs[0..k) (their last records, best
  * first) with their scores; S: its source length. The output itself is the best hypothesis,
- * with the logits, log-probabilities and attention captured along its own path (as o asks).
+ * with the logits, log-probabilities and attention captured along its own path (as o asks);
+ * each other hypothesis gets its own log-probabilities and attention.
  * 0, or -1 if out of memory (out then holds what was allocated: free it with
  * s2s_output_free). */
 int output_build(const s2s_model *m, const s2s_opts *o, const trace *tr, const int *recs,

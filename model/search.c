@@ -401,13 +401,13 @@ void heap_add(beam_heap *b, const s2s_search *s, double sum_logprobs, int genera
     }
 }
 
-int heap_is_done(const beam_heap *b, const s2s_search *s, double best_sum, int hf_cur_len,
+int heap_is_done(const beam_heap *b, const s2s_search *s, double best_sum, int hf_cur_len, int prompt_len,
                  int max_length) {
     if (b->n < b->cap) return 0;
     if (s->early_stopping == S2S_EARLY_TRUE) return 1;
     const double lp = s->length_penalty;
-    int len = hf_cur_len - 1; /* decoder_prompt_len = 1 */
-    if (s->early_stopping == S2S_EARLY_NEVER && lp > 0) len = max_length - 1;
+    int len = hf_cur_len - prompt_len;
+    if (s->early_stopping == S2S_EARLY_NEVER && lp > 0) len = max_length - prompt_len;
     return b->worst >= best_sum / pow((double)len, lp);
 }
 

@@ -75,8 +75,9 @@ void heap_init(beam_heap *b, beam_hyp *storage, int beams);
 /* BeamHypotheses.add */
 void heap_add(beam_heap *b, const s2s_search *s, double sum_logprobs, int generated_len, int rec);
 /* BeamHypotheses.is_done: best_sum is the best candidate's score this step, hf_cur_len
- * the input_ids length plus one. */
-int heap_is_done(const beam_heap *b, const s2s_search *s, double best_sum, int hf_cur_len,
+ * the input_ids length plus one, prompt_len HF's decoder_prompt_len (the start token and
+ * any target prefix). */
+int heap_is_done(const beam_heap *b, const s2s_search *s, double best_sum, int hf_cur_len, int prompt_len,
                  int max_length);
 /* Sort best first, as finalize pops them (equal scores: the later-added first). */
 void heap_sort(beam_heap *b);

@@ -43,6 +43,21 @@ static void forced_row(const gen *g, int b, float *work) {
     set_choice(g, b, g->sent[g->refs[b].sent].src->forced[g->x.t], -1);
 }
 
+void prefix_row(const gen *g, int b) {
+    set_choice(g, b, g->sent[g->refs[b].sent].src->prefix[g->x.t], -1);
+}
+
+/* Rows of a prefix step record their token and go on (no row ends inside a prefix: it is
+ * at most max_length - 2 long, and its </s> is fed on as HF feeds decoder_input_ids). */
+int prefix_advance(gen *g, sentence *q, int b0, int nb) {
+    for (int b = b0; b < b0 + nb; b++) {
+        const int rec = trace_add_record(&g->tr, g->run0 + b, g->choice[b], g->choice_lp[b]);
+        if (rec < 0) return -1;
+        q->live_rec[g->refs[b].live] = rec;
+    }
+    return 0;
+}
+
 /* ---------------------------------------------------------------------------------------
  * A sentence's life */
 
@@ -87,14 +102,15 @@ static int rows_advance(gen *g, sentence *q, int b0, int nb) {
 }
 
 /* Every row in row order; a score is the sum of its tokens' log-probabilities, last to
- * first (want_scores; else 0). */
+ * first, a target prefix's left out as beam scores leave it out (want_scores; else 0). */
 static int rows_finish(const gen *g, sentence *q, int *recs, float *scores) {
     const trace *tr = &g->tr;
     for (int h = 0; h < q->rows; h++) {
         recs[h] = q->one.fin_rec[h];
         float sum = 0;
         if (g->o->want_scores)
-            for (int rec = recs[h]; rec >= 0; rec = tr->run_prev[tr->rec_run[rec]]) sum += tr->rec_lp[rec];
+            for (int rec = recs[h]; rec >= 0; rec = tr->run_prev[tr->rec_run[rec]])
+                if (tr->run_step[tr->rec_run[rec]] >= q->src->n_prefix) sum += tr->rec_lp[rec];
         scores[h] = sum;
     }
     return q->rows;

@@ -16,6 +16,11 @@ typedef struct {
     int n;
     const int *forced; /* if not NULL: decode exactly these target ids (teacher forcing) */
     int n_forced;
+    /* if not NULL (and no forced): these target ids first, each fed as forced decoding feeds
+     * its tokens, then the search continues from them (HF's generate with
+     * decoder_input_ids = [start, *prefix]); 1..max_length - 2 of them */
+    const int *prefix;
+    int n_prefix;
 } s2s_source;
 
 /* How to search, fully resolved (s2s_search_defaults gives the model's). */
@@ -65,7 +70,11 @@ typedef struct s2s_timing {
 typedef struct {
     int *ids, n;
     float score; /* beams: HF's sequence score; else the sum of the tokens' log-probabilities
-                    (want_scores) */
+                    (want_scores; a target prefix's tokens left out) */
+    /* along its own path, as s2s_output's (nbest[0]'s are the output's own arrays) */
+    float *logprob;  /* [n] (want_scores) */
+    float *dec_self; /* [dec_layers, dec_heads, n, n] (want_attention) */
+    float *cross;    /* [dec_layers, dec_heads, n, S] */
 } s2s_hyp;
 
 typedef struct {

@@ -1,7 +1,8 @@
 /* The library's id-level calls against its text-level ones: attend_tokenize gives the ids
  * attend_translate uses, attend_translate_ids on them gives the same result (text, ids,
  * score, attention), forced decoding from ids equals forced decoding from text,
- * attend_detokenize gives the result's text, and bad ids are refused with a message.
+ * attend_detokenize gives the result's text, and bad ids are refused with a message; target
+ * prefixes and the n-best hypotheses' own arrays.
  * Usage: test_api [MODEL.gguf] (default tests/data/tiny-v1.gguf) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -101,6 +102,55 @@ static void bad_lines(attend_model *m, attend_params p) {
     free(good_ids);
 }
 
+/* Target prefixes: ids (attend_translate_ids) equal the text a free translation starts with
+ * and the output starts with them; an empty prefix is bit-identical to none; one too long
+ * fails its line only; with targets the call is refused. Each n-best hypothesis carries its
+ * own log-probabilities, attention and pieces (nbest[0] shares the result's). */
+static void prefixes(attend_model *m, attend_params p) {
+    const attend_config *c = attend_get_config(m);
+    const char *line = "Zwei Hunde spielen im Schnee.";
+    char err[256];
+    int *ids, n;
+    CHECK(attend_tokenize(m, line, strlen(line), &ids, &n, err, sizeof err) == 0);
+    attend_result free_run, r[3];
+    p.n_best = 3;
+    CHECK(attend_translate(m, &line, NULL, 1, NULL, &p, &free_run, err, sizeof err) == 0);
+    for (int k = 0; k < free_run.n_best; k++) {
+        const attend_hypothesis *h = &free_run.nbest[k];
+        CHECK(h->logprob && h->cross && h->dec_self && h->pieces && h->pieces[h->n - 1]);
+        CHECK((k == 0) == (h->cross == free_run.cross && h->logprob == free_run.logprob));
+    }
+    const char *empty[] = {""};
+    attend_params q = p;
+    q.target_prefix = empty;
+    CHECK(attend_translate(m, &line, NULL, 1, NULL, &q, &r[0], err, sizeof err) == 0);
+    CHECK(same_result(&free_run, &r[0], c));
+    attend_result_free(&r[0]);
+    /* the first two ids of the third hypothesis, forced: the search continues from them */
+    const int seven[7] = {5, 5, 5, 5, 5, 5, 5}; 
+    const int *pre[3] = {free_run.nbest[2].ids, NULL, seven};
+    int two[3] = {2, 0, 7};
+    const int *src[3] = {ids, ids, ids}, lens[3] = {n, n, n};
+    q = p;
+    q.target_prefix_ids = pre;
+    q.target_prefix_lens = two;
+    CHECK(attend_translate_ids(m, src, lens, 3, NULL, NULL, &q, r, err, sizeof err) == 0);
+    CHECK(r[0].status == 0 && r[0].n_tgt >= 2 && !memcmp(r[0].tgt_ids, free_run.nbest[2].ids, 2 * sizeof(int)));
+    CHECK(same_result(&free_run, &r[1], c));
+    CHECK(r[2].status == 0 && r[2].n_tgt > 7 && !memcmp(r[2].tgt_ids, seven, sizeof seven));
+    for (int i = 0; i < 3; i++) attend_result_free(&r[i]);
+    q.max_length = 8; /* 7 prefix tokens leave no room within 8 (the start token counted) */
+    CHECK(attend_translate_ids(m, src, lens, 3, NULL, NULL, &q, r, err, sizeof err) == 0);
+    CHECK(r[0].status == 0 && r[2].status == ATTEND_E_INPUT && r[2].message && strstr(r[2].message, "max_length"));
+    for (int i = 0; i < 3; i++) attend_result_free(&r[i]);
+    const char *tgt[] = {"Two dogs."};
+    q = p;
+    q.target_prefix = empty;
+    CHECK(attend_translate(m, &line, NULL, 1, tgt, &q, &r[0], err, sizeof err) == -1 && strstr(err, "prefix"));
+    attend_result_free(&free_run);
+    free(ids);
+}
+
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : repo_path("tests/data/tiny-v1.gguf");
     char err[256];
@@ -141,6 +191,7 @@ int main(int argc, char **argv) {
     }
     batching(m, p);
     bad_lines(m, p);
+    prefixes(m, p);
     /* attend_params.stats: this call's phases, reset by each call (not summed across calls) */
     attend_stats st = {1.0, 1.0, 999};
     attend_params q = p;

@@ -299,7 +299,8 @@ def test_nbest_and_alignment():
         f.write(b"\n".join(data.split(b"\n")[:12] + data.split(b"\n")[100:109]) + b"\n")
     for opts in (["--beam", "3", "--n-best", "2"], ["--greedy", "--alignment"],
                  ["--greedy", "--alignment=penultimate:avg"],
-                 ["--sample", "--seed", "7", "--top-k", "10", "--n-best", "2"]):
+                 ["--sample", "--seed", "7", "--top-k", "10", "--n-best", "2"],
+                 ["--beam", "3", "--n-best", "2", "--alignment"]):
         out = os.path.join(TMP, "out5.txt")
         p = run_dask("-m", MODEL, "--scheduler", addr, "--chunk-lines", "3", *opts, src, out)
         assert p.returncode == 0, (opts, p.stderr)

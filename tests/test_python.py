@@ -90,6 +90,7 @@ C_TYPES = {  # what _Generic names, for each ctypes field type
     ctypes.POINTER(C.attend_hypothesis): "attend_hypothesis*", C.ON_BATCH: "on_batch",
     ctypes.POINTER(C.attend_stats): "attend_stats*", ctypes.c_double: "double",
     ctypes.c_int * C.ATTEND_VIEW_MAX: "int*",  # an array decays to a pointer in _Generic
+    ctypes.POINTER(C.c_int_p): "int**",
 }
 
 
@@ -100,7 +101,8 @@ def struct_mirrors_match_c():
              '  unsigned long long: "unsigned long long", char *: "char*", const char *: "char*", \\',
              '  void *: "void*", int *: "int*", float *: "float*", char **: "char**", \\',
              '  attend_hypothesis *: "attend_hypothesis*", on_batch_fn: "on_batch", \\',
-             '  attend_stats *: "attend_stats*", double: "double", default: "other")',
+             '  attend_stats *: "attend_stats*", double: "double", const int *: "int*", \\',
+             '  const char *const *: "char**", const int *const *: "int**", default: "other")',
              "int main(void) {"]
     expect = []
     for name, cls in C.STRUCTS.items():

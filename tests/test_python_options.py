@@ -2,7 +2,7 @@
 """Keywords and the explore header in the Python package (python/attend).
 
 A keyword that Hugging Face or CTranslate2 users would type (num_beams, beam_size,
-num_return_sequences, output_attentions, max_new_tokens, target_prefix ...) raises a
+num_return_sequences, output_attentions, max_new_tokens, decoder_input_ids ...) raises a
 TypeError that names attend's option, in Model.translate, Model.score, Model(...) and
 attend.explore; other unknown keywords get the closest options. attend.explore(results)
 fills its header (model file, search) from the results as attend explore does (the page's
@@ -59,8 +59,10 @@ def foreign_keywords_name_attends():
         assert msg.startswith(f"Model.translate() got an unexpected keyword argument '{theirs}'"), msg
         assert f"attend calls it {ours}" in msg, msg
         assert ours in inspect.signature(attend.Model.translate).parameters, ours
-    msg = type_error(m.translate, "Hallo", target_prefix=["I"])
-    assert "not supported yet" in msg and "CTranslate2" in msg, msg
+    msg = type_error(m.translate, "Hallo", decoder_input_ids=[[1]])
+    assert "attend calls it target_prefix" in msg and "Hugging Face" in msg, msg
+    msg = type_error(m.translate, "Hallo", device="cuda")
+    assert "CPU" in msg and "CTranslate2" in msg, msg
     msg = type_error(m, "Hallo", num_beams=4)  # Model(...) as a function is translate
     assert "attend calls it beam" in msg, msg
 

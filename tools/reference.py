@@ -322,9 +322,12 @@ def generation_limits(c, max_length=None):
 
 
 @torch.no_grad()
-def greedy(model, src_ids, max_length=None):
+def greedy(model, src_ids, max_length=None, prefix=()):
     """Greedy-decode one source. Recomputes the whole decoder each step (no cache) so it
-    shares no state-handling shortcuts with the engine it checks."""
+    shares no state-handling shortcuts with the engine it checks. prefix: target ids the
+    decoder input starts with after the start token (HF's decoder_input_ids = [start,
+    *prefix]); decoding continues after them and the result's ids begin with them (logits
+    only for the generated steps)."""
     c = model.config
     model.eval()
     ml = generation_limits(c, max_length)
@@ -332,7 +335,9 @@ def greedy(model, src_ids, max_length=None):
         raise ValueError("source longer than max_position_embeddings: encode with max_len")
     src = torch.tensor([src_ids])
     memory, enc_p = model.encode(src)
-    tgt = [c["decoder_start_token_id"]]
+    tgt = [c["decoder_start_token_id"]] + list(prefix)
+    if len(tgt) >= ml:
+        raise ValueError("the prefix leaves no room for a token within max_length")
     step_logits = []
     forced = c.get("forced_eos_token_id") is not None
     eos = c["eos_token_id"]
@@ -434,8 +439,9 @@ class NearTies:
 class BeamHypotheses:
     """Finished hypotheses of one sentence: at most num_beams, the worst evicted (HF's rules)."""
 
-    def __init__(self, num_beams, length_penalty, early_stopping, max_length, ties=None):
+    def __init__(self, num_beams, length_penalty, early_stopping, max_length, ties=None, prompt_len=1):
         self.num_beams = num_beams
+        self.prompt_len = prompt_len  # HF's decoder_prompt_len: the start token and any prefix
         self.length_penalty = length_penalty
         self.early_stopping = early_stopping
         self.max_length = max_length
@@ -470,9 +476,9 @@ class BeamHypotheses:
             return True
         lp = self.length_penalty
         if self.early_stopping is False or lp <= 0:
-            best = best_sum_logprobs / (hf_cur_len - 1) ** lp
+            best = best_sum_logprobs / (hf_cur_len - self.prompt_len) ** lp
         else:  # "never" with a positive penalty: the longest the output could grow
-            best = best_sum_logprobs / (self.max_length - 1) ** lp
+            best = best_sum_logprobs / (self.max_length - self.prompt_len) ** lp
         if best != self.worst_score:  # equal when the best candidate is the </s> just added
             self.ties.see(self.worst_score, best, "is_done")  # as the worst: same arithmetic
         return self.worst_score >= best
@@ -551,7 +557,7 @@ def beam_step(logp, scores, beams, eos, hyps, ties, where, history=None):
         if tok == eos:
             if rank >= B:
                 continue
-            hyps.add(beams[b][1:] + [eos], s, generated_len=cur_len,
+            hyps.add(beams[b][1:] + [eos], s, generated_len=cur_len + 1 - hyps.prompt_len,
                      beam_indices=None if history is None else history[b] + [b])
         else:
             new.append((s, tok, b))
@@ -569,11 +575,15 @@ def beam_step(logp, scores, beams, eos, hyps, ties, where, history=None):
 @torch.no_grad()
 def beam_search(model, src_ids, num_beams, length_penalty=1.0, early_stopping=False,
                 num_return_sequences=1, max_length=None, min_length=0, no_repeat_ngram_size=0,
-                repetition_penalty=1.0, renormalize_logits=False):
+                repetition_penalty=1.0, renormalize_logits=False, prefix=()):
     """Beam-search one source as HF generate(num_beams=...) does for MarianMTModel: pad
     banned before log_softmax, logits processors, 2*B candidates per step, BeamHypotheses
     with HF's tie rules, float32 running scores. Recomputes the whole decoder over every
-    prefix each step (no cache). Returns BeamResults, best first (num_return_sequences)."""
+    prefix each step (no cache). Returns BeamResults, best first (num_return_sequences).
+    prefix: target ids every beam starts with after the start token, as HF's
+    generate(decoder_input_ids=[start, *prefix]): the prompt (decoder_prompt_len = 1 +
+    len(prefix)) scores nothing, and lengths in the penalty count only what follows it;
+    the results' ids begin with the prefix."""
     c = model.config
     model.eval()
     B = int(num_beams)
@@ -590,8 +600,11 @@ def beam_search(model, src_ids, num_beams, length_penalty=1.0, early_stopping=Fa
     memory, _ = model.encode(torch.tensor([src_ids]))
     memory = memory.expand(B, -1, -1)
     ties = NearTies()
-    hyps = BeamHypotheses(B, length_penalty, early_stopping, ml, ties)
-    beams = [[c["decoder_start_token_id"]] for _ in range(B)]   # HF's input_ids rows
+    prompt = 1 + len(prefix)
+    if prompt >= ml:
+        raise ValueError("the prefix leaves no room for a token within max_length")
+    hyps = BeamHypotheses(B, length_penalty, early_stopping, ml, ties, prompt)
+    beams = [[c["decoder_start_token_id"]] + list(prefix) for _ in range(B)]   # HF's input_ids rows
     history = [[] for _ in range(B)]                              # beam indices per step
     scores = torch.full((B,), -1e9, dtype=torch.float32)
     scores[0] = 0.0
@@ -612,7 +625,7 @@ def beam_search(model, src_ids, num_beams, length_penalty=1.0, early_stopping=Fa
             break
     if not done:
         for b in range(B):
-            hyps.add(beams[b][1:], float(scores[b]), generated_len=len(beams[b]) - 1,
+            hyps.add(beams[b][1:], float(scores[b]), generated_len=len(beams[b]) - prompt,
                      beam_indices=history[b])
     out = BeamResults(BeamResult(ids=list(ids), score=score, sum_logprobs=sl, beam_indices=bi)
                       for score, ids, bi, sl in hyps.best(num_return_sequences))

@@ -396,14 +396,15 @@ def _m2m_process(scores, beams, cur_len, c, ml, forced_bos, min_length=0):
 
 
 @torch.no_grad()
-def m2m_greedy(model, src_ids, forced_bos, max_length=None):
+def m2m_greedy(model, src_ids, forced_bos, max_length=None, prompt=()):
     """Greedy generate() for M2M100: argmax of the processed raw logits; the whole decoder
-    recomputed every step (no cache)."""
+    recomputed every step (no cache). prompt: HF's decoder_input_ids after the start token
+    (a prefix with the language token first: forced BOS then never fires, cur_len > 1)."""
     c = model.config
     model.eval()
     ml = generation_limits(c, max_length)
     memory, enc_p = model.encode(torch.tensor([src_ids]))
-    tgt = [c["decoder_start_token_id"]]
+    tgt = [c["decoder_start_token_id"]] + list(prompt)
     step_logits = []
     while True:
         logits, _, _ = model.decode(torch.tensor([tgt]), memory)
@@ -421,9 +422,10 @@ def m2m_greedy(model, src_ids, forced_bos, max_length=None):
 
 @torch.no_grad()
 def m2m_beam_search(model, src_ids, forced_bos, num_beams, length_penalty=1.0, early_stopping=False,
-                    num_return_sequences=1, max_length=None):
+                    num_return_sequences=1, max_length=None, prompt=()):
     """Beam generate() for M2M100: log_softmax of the raw logits (nothing removed), the
-    processors, 2*B candidates, BeamHypotheses; beams 1.. start at -1e9."""
+    processors, 2*B candidates, BeamHypotheses; beams 1.. start at -1e9. prompt: as
+    m2m_greedy's (decoder_prompt_len 1 + len(prompt))."""
     c = model.config
     model.eval()
     B = int(num_beams)
@@ -432,8 +434,8 @@ def m2m_beam_search(model, src_ids, forced_bos, num_beams, length_penalty=1.0, e
     eos = c["eos_token_id"]
     memory, _ = model.encode(torch.tensor([src_ids]))
     ties = NearTies()
-    hyps = BeamHypotheses(B, length_penalty, early_stopping, ml, ties)
-    beams = [[c["decoder_start_token_id"]] for _ in range(B)]
+    hyps = BeamHypotheses(B, length_penalty, early_stopping, ml, ties, 1 + len(prompt))
+    beams = [[c["decoder_start_token_id"]] + list(prompt) for _ in range(B)]
     scores = torch.full((B,), -1e9, dtype=torch.float32)
     scores[0] = 0.0
     done = False
@@ -447,7 +449,7 @@ def m2m_beam_search(model, src_ids, forced_bos, num_beams, length_penalty=1.0, e
             break
     if not done:
         for b in range(B):
-            hyps.add(beams[b][1:], float(scores[b]), generated_len=len(beams[b]) - 1)
+            hyps.add(beams[b][1:], float(scores[b]), generated_len=len(beams[b]) - 1 - len(prompt))
     out = BeamResults(BeamResult(ids=list(ids), score=score, sum_logprobs=sl, beam_indices=bi)
                       for score, ids, bi, sl in hyps.best(num_return_sequences))
     out.near_tie, out.where = ties.gap, ties.where

@@ -20,7 +20,7 @@ from typing import List, Optional
 # Structures (field order and types exactly as in the headers)
 
 # the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
-ABI = 4
+ABI = 5
 ATTEND_VIEW_MAX = 64
 ATTEND_DEFAULT_VIEW = "last:0"
 
@@ -125,6 +125,9 @@ class attend_params(ctypes.Structure):
         ("src_lang", ctypes.c_char_p),
         ("tgt_lang", ctypes.c_char_p),
         ("stats", ctypes.POINTER(attend_stats)),
+        ("target_prefix", ctypes.POINTER(ctypes.c_char_p)),
+        ("target_prefix_ids", ctypes.POINTER(c_int_p)),
+        ("target_prefix_lens", c_int_p),
     ]
 
 
@@ -136,6 +139,10 @@ class attend_hypothesis(ctypes.Structure):
         ("ids", c_int_p),
         ("n", ctypes.c_int),
         ("score", ctypes.c_float),
+        ("logprob", ctypes.POINTER(ctypes.c_float)),
+        ("dec_self", ctypes.POINTER(ctypes.c_float)),
+        ("cross", ctypes.POINTER(ctypes.c_float)),
+        ("pieces", c_char_pp),
     ]
 
 

@@ -210,11 +210,21 @@ class Config:
 
 class Hypothesis(NamedTuple):
     """One entry of an n-best list: the text, its score (beams: HF's sequence score;
-    greedy and samples: the sum of the tokens' log-probabilities) and its target ids."""
+    greedy and samples: the sum of the tokens' log-probabilities; a target prefix's left
+    out) and its target ids; then what was computed along its own path: ``logprob``
+    (float32 [T], each token's log-probability; with scores=True or n_best),
+    ``dec_self`` / ``cross`` (float32 [layers, heads, T, T] / [..., T, S]; with
+    attention=True) and its target pieces ``tokens``. Result.hypothesis(k) gives entry k
+    as a Result (alignment(), view(), explore)."""
 
     text: str
     score: float
     ids: np.ndarray
+    logprob: Optional[np.ndarray] = None
+    dec_self: Optional[np.ndarray] = None
+    cross: Optional[np.ndarray] = None
+    tokens: Optional[List[str]] = None
+    raw_tokens: Optional[List[bytes]] = None  # the pieces as the library gives them (bytes)
 
 
 def _floats(ptr: Any, shape: Tuple[int, ...]) -> np.ndarray:
@@ -413,6 +423,19 @@ class Result:
             out.append((int(i), int(j)))
         return out
 
+    # -- n-best
+    def hypothesis(self, k: int) -> "Result":
+        """n-best entry k as a Result of its own: its text, score, ids, pieces,
+        log-probabilities and (attention=True) attention, with this Result's source and
+        encoder attention; alignment(), view() and pharaoh() then describe that
+        hypothesis. hypothesis(0) equals this Result's own fields."""
+        h = self.nbest[k]
+        raw = h.raw_tokens if h.raw_tokens is not None else list(self._tgt_raw)
+        return dataclasses.replace(
+            self, text=h.text, score=h.score, tgt_ids=h.ids, tgt_tokens=[C.decode(b) for b in raw],
+            logprob=h.logprob, logits=self.logits if k == 0 else None, dec_self=h.dec_self,
+            cross=h.cross, nbest=[h], _tgt_raw=raw)
+
     # -- Jupyter
     def _repr_html_(self) -> str:
         from ._display import result_html
@@ -434,7 +457,14 @@ def _result_from_c(r: C.attend_result, cfg: Config, source: str, target: Optiona
     nbest = []
     for k in range(r.n_best if r.nbest else 0):
         h = r.nbest[k]
-        nbest.append(Hypothesis(C.decode(h.text), float(h.score), _ints(h.ids, h.n)))
+        n = h.n
+        raw = _pieces(h.pieces, n)
+        nbest.append(Hypothesis(
+            C.decode(h.text), float(h.score), _ints(h.ids, n),
+            logprob=_floats(h.logprob, (n,)) if h.logprob else None,
+            dec_self=_floats(h.dec_self, (Ld, Hd, n, n)) if h.dec_self else None,
+            cross=_floats(h.cross, (Ld, Hd, n, S)) if h.cross else None,
+            tokens=[C.decode(b) for b in raw], raw_tokens=raw))
     return Result(
         source=source, text=C.decode(r.text), score=float(r.score),
         src_ids=_ints(r.src_ids, S), tgt_ids=_ints(r.tgt_ids, T),
@@ -789,7 +819,9 @@ class Model:
                   threads: Optional[int] = None, batch_size: Optional[int] = None,
                   batch_tokens: Optional[int] = None, verbose: bool = False,
                   src_lang: Optional[str] = None, tgt_lang: Optional[str] = None,
-                  progress: bool = False) -> Union[Result, List[Result]]:
+                  progress: bool = False,
+                  target_prefix: Union[None, Text, Sequence[Optional[Text]]] = None
+                  ) -> Union[Result, List[Result]]:
         """Translate one line (a str: returns one Result) or several (a list or any
         iterable of str: returns a list of Results, in order).
 
@@ -812,6 +844,12 @@ class Model:
           models (M2M-100, mBART-50), codes of Config.languages;
         - ``progress``: a progress line on stderr (lines done, lines/s), rewritten in place
           on a terminal, every 10 s elsewhere, and a final count.
+        - ``target_prefix`` (--prefix / --prefix-file): each translation starts with this
+          text (tokenized as a target, without </s>) and the search continues from it, as
+          HF's ``generate(decoder_input_ids=[start, *prefix])``; one str for every line, or
+          a list with one str (or None) per line. A multilingual model's target-language
+          token still comes first. "" is no prefix. Result.score leaves the prefix out
+          (HF's sequences_scores), Result.logprob and tgt_ids include it.
 
         Blank lines (spaces, tabs, \\r, \\n, \\f, \\v, NUL only) give an empty Result without
         running the model. Bad arguments raise TypeError / ValueError; settings the library
@@ -830,8 +868,9 @@ class Model:
             batch_tokens = _int("batch_tokens", batch_tokens, 1)
         if batch_size is None and batch_tokens is None:
             batch_size = 32
+        prefixes = _prefixes(target_prefix, len(items), single)
         out = self._run(items, None, p, n_best or 0, batch_size or 0, batch_tokens or 0, verbose,
-                        progress=progress)
+                        progress=progress, prefixes=prefixes)
         return out[0] if single else out
 
     def __call__(self, lines: Union[Text, Iterable[Text]], **options: Any) -> Union[Result, List[Result]]:
@@ -950,7 +989,8 @@ class Model:
     def _run(self, items: List[Tuple[str, bytes]], targets: Optional[List[Tuple[str, bytes]]],
              p: C.attend_params, n_best: int, batch: int, batch_tokens: int,
              verbose: bool, progress: Any = False,
-             src_ids: Optional[List[np.ndarray]] = None) -> List[Result]:
+             src_ids: Optional[List[np.ndarray]] = None,
+             prefixes: Optional[List[Optional[bytes]]] = None) -> List[Result]:
         """One attend_translate call for every line that needs the model. The library sorts
         and batches them (batch_size / batch_tokens); after each batch on_batch copies the
         batch's results into Python objects and frees them, so memory holds one batch of
@@ -974,6 +1014,9 @@ class Model:
         arr = _char_array(lines)
         lens = (ctypes.c_size_t * max(n, 1))(*[len(b) for b in lines])
         tg = _char_array([targets[i][1] for i in todo]) if targets is not None else None
+        if prefixes is not None:  # kept alive by pa until the call returns
+            pa = _char_array([prefixes[i] for i in todo])
+            p.target_prefix = ctypes.cast(pa, C.c_char_pp)
         out = (C.attend_result * max(n, 1))()
         failure: List[BaseException] = []
         warn: List[str] = []
@@ -1064,6 +1107,23 @@ def _translate_ids_call(h: int, src_ids: List[np.ndarray], p: C.attend_params,
     lens = (ctypes.c_int * max(n, 1))(*[int(a.size) for a in arrays])
     return C.lib().attend_translate_ids(h, ptrs, lens, n, None, None, ctypes.byref(p), out, err,
                                         C.ERR_LEN)
+
+
+def _prefixes(prefix: Any, n: int, single: bool) -> Optional[List[Optional[bytes]]]:
+    """translate()'s target_prefix as one bytes (or None) per line: a str (or bytes) for
+    every line, or a list of one per line."""
+    if prefix is None:
+        return None
+    if isinstance(prefix, (str, bytes)):
+        one = _encode(prefix, "target_prefix")[1].replace(b"\0", b" ")
+        return [one] * n
+    if single:
+        raise TypeError("target_prefix for one line is a str, not a list")
+    if not isinstance(prefix, (list, tuple)):
+        raise TypeError(f"target_prefix is a str or a list of str, not {type(prefix).__name__}")
+    if len(prefix) != n:
+        raise ValueError(f"target_prefix: {len(prefix)} prefixes for {n} lines")
+    return [None if x is None else _encode(x, "target_prefix")[1].replace(b"\0", b" ") for x in prefix]
 
 
 def _decoding(cfg: Config, p: C.attend_params, forced: bool) -> str:

@@ -38,8 +38,7 @@ FOREIGN: Dict[str, Tuple[Optional[str], str, str]] = {
     "intra_threads": ("threads", CT2, ""),
     "num_threads": ("threads", "a common", ""),
     "forced_bos_token_id": ("tgt_lang", HF, "the target language's code, e.g. tgt_lang='fr'"),
-    "target_prefix": (None, CT2, "a target prefix is not supported yet"),
-    "decoder_input_ids": (None, HF, "a target prefix is not supported yet"),
+    "decoder_input_ids": ("target_prefix", HF, "the prefix as text, without the start token"),
     "return_dict_in_generate": (None, HF, "not needed: each Result holds the text, tokens, "
                                           "scores and (with attention=True) attention"),
     "device": (None, CT2, "attend runs on the CPU"),

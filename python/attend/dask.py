@@ -339,8 +339,11 @@ def translate_chunk(index: int, first_line: int, n_lines: int, data: bytes,
         if r.truncated:
             notes.append(_truncation_message(model, line_no, int(r.src_ids.size)))
         if n_best:
-            for h in r.nbest:
-                out.append(f"{line_no - 1} ||| {_one_line(h.text)} ||| {h.score:.6f}")
+            for k, h in enumerate(r.nbest):
+                line = f"{line_no - 1} ||| {_one_line(h.text)} ||| {h.score:.6f}"
+                if spec["alignment"] is not None:  # each hypothesis's own, as attend translate
+                    line += " ||| " + (r.hypothesis(k).pharaoh(spec["alignment"]) if r.src_ids.size else "")
+                out.append(line)
         elif spec["alignment"] is not None:
             out.append(f"{_one_line(r.text)} ||| {r.pharaoh(spec['alignment'])}")
         else:
@@ -662,8 +665,6 @@ def _check_args(a: argparse.Namespace) -> None:
         raise Failure(f"--retries must be at least 0, not {a.retries} (see --help)", EXIT_USAGE)
     if a.scheduler and a.workers is not None:
         raise Failure("--workers starts a local cluster: not with --scheduler (see --help)", EXIT_USAGE)
-    if a.n_best is not None and a.alignment is not None:
-        raise Failure("--alignment is not written with --n-best (see --help)", EXIT_USAGE)
     if not a.connect_timeout > 0:
         raise Failure("--connect-timeout must be positive (see --help)", EXIT_USAGE)
 
