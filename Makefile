@@ -15,11 +15,12 @@ LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/
           tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c \
           model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c \
           model/encoder.c model/decoder.c model/search.c model/trace.c model/outputs.c model/strategy.c \
-          model/beam.c model/generate.c model/api.c model/align.c model/quantize.c
+          model/beam.c model/generate.c model/api.c model/align.c model/quantize.c \
+          model/record_view.c
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c cli/heatmap.c \
           cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/cmd_info.c cli/cmd_quantize.c \
-          cli/cmd_align.c cli/align_print.c cli/cmd_explore.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c
+          cli/cmd_align.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/explore_html.o
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h)

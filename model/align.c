@@ -114,6 +114,10 @@ void attend_view_name(const attend_view *v, char *buf, size_t n) {
     }
 }
 
+void attend_default_view(int L, char *buf, size_t n) {
+    if (n) snprintf(buf, n, "%d:avg,shift", L >= 4 ? L / 2 - 1 : 0);
+}
+
 int attend_resolve_layer(int l, int L) {
     if (l == ATTEND_LAYER_LAST) return L - 1;
     if (l == ATTEND_LAYER_PENULTIMATE) return L >= 2 ? L - 2 : -1;
@@ -320,6 +324,11 @@ char *attend_pharaoh(const int *links, int k) {
 char *attend_alignment(const attend_result *r, const attend_config *c, const attend_view *v,
                        char *err, size_t errlen) {
     const int T = r->n_tgt, S = r->n_src;
+    attend_view own;
+    if (!v) { /* the model's own view (checked when the file loaded) */
+        if (attend_view_parse(c->alignment_view, &own, err, errlen)) return NULL;
+        v = &own;
+    }
     if (!r->cross) {
         snprintf(err, errlen, "no attention captured: translate with want_attention");
         return NULL;

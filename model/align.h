@@ -8,7 +8,8 @@
  *   printf("%s ||| %s\n", result.text, pharaoh);    // "0-0 1-2 2-1"
  *   free(pharaoh);
  *
- * Views (layers and heads are 0-based; "last" = decoder_layers-1, "penultimate" = one before):
+ * Views (layers and heads are 0-based; "last" = decoder_layers-1, "penultimate" = one before;
+ * the default is the model's own, see ATTEND_ALIGNMENT_VIEW_KEY):
  *   last:0          head 0 of the last decoder layer. OPUS-MT transformer-align models are
  *                   trained with guided alignment on exactly this head (Marian's
  *                   --guided-alignment, alignment head = head 0 of the last layer), and it is
@@ -47,7 +48,30 @@ extern "C" {
 #endif
 
 #define ATTEND_VIEW_MAX 64
-#define ATTEND_DEFAULT_VIEW "last:0"
+/* The longest view text a model file may record, NUL included. */
+#define ATTEND_VIEW_TEXT_MAX 512
+
+/* How a model file says how to align it: this metadata key holds a view in the syntax below
+ * (written by `attend align --calibrate` or by training; checked against the model's layers
+ * and heads when the file loads). attend_config.alignment_view is the view in use: the
+ * file's, else attend_default_view's. A view given explicitly always wins. */
+#define ATTEND_ALIGNMENT_VIEW_KEY "attend.alignment.view"
+
+/* The default view of a model whose file records none, for L decoder layers: all heads of
+ * layer L/2 - 1 (the last layer of the decoder's lower half; layer 0 when L < 4), shifted,
+ * e.g. "1:avg,shift" for 5 layers and "2:avg,shift" for 6. Shift-Att (Chen et al. 2020)
+ * found shifted attention of the lower-middle decoder layer (the third of six) aligns
+ * best, where the last layer's (what `last:0` reads) is poor unless a head was trained to
+ * align. Writes the text into buf. */
+ATTEND_API void attend_default_view(int L, char *buf, size_t n);
+
+/* Copy the model file in_path to out_path with view recorded under ATTEND_ALIGNMENT_VIEW_KEY
+ * (replacing one already there; written as attend_view_name writes it). The input is checked
+ * as attend_load checks it, and the view against its layers and heads; tensors and the other
+ * keys are copied as they are. 0, or ATTEND_E_USAGE (a bad view), ATTEND_E_MODEL (input not a
+ * valid model), ATTEND_E_MEMORY or ATTEND_E_IO (writing) with err. */
+ATTEND_API int attend_record_view(const char *in_path, const char *out_path, const char *view, char *err,
+                                  size_t errlen);
 
 /* Symbolic layers (and the one symbolic head) a view item may name before it is resolved
  * against a model's sizes. Non-negative values are plain 0-based indices. */
@@ -115,8 +139,9 @@ ATTEND_API void attend_words_matrix(const float *A, int T, int S, const attend_w
 /* Pharaoh text "0-0 1-2" for k links (malloc'd; "" for none). NULL when out of memory. */
 ATTEND_API char *attend_pharaoh(const int *links, int k);
 
-/* All of the above for one translated sentence: the Pharaoh alignment of r under view v.
- * r must have been translated with want_attention. malloc'd string, or NULL with err. */
+/* All of the above for one translated sentence: the Pharaoh alignment of r under view v
+ * (NULL: c->alignment_view, the model's own). r must have been translated with
+ * want_attention. malloc'd string, or NULL with err. */
 ATTEND_API char *attend_alignment(const attend_result *r, const attend_config *c, const attend_view *v,
                        char *err, size_t errlen);
 

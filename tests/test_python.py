@@ -116,8 +116,8 @@ def struct_mirrors_match_c():
                   "ATTEND_LAYER_ALL", "ATTEND_HEAD_AVG"):
         lines.append(f'  printf("{const} %d\\n", (int){const});')
         expect.append(f"{const} {getattr(C, const)}")
-    lines.append('  printf("default view %s\\n", ATTEND_DEFAULT_VIEW);')
-    expect.append(f"default view {C.ATTEND_DEFAULT_VIEW}")
+    lines.append('  printf("view key %s\\n", ATTEND_ALIGNMENT_VIEW_KEY);')
+    expect.append(f"view key {C.ATTEND_ALIGNMENT_VIEW_KEY}")
     lines.append('  printf("abi %d\\n", ATTEND_ABI);')
     expect.append(f"abi {C.ABI}")
     lines.append('  printf("version %s\\n", ATTEND_VERSION);')

@@ -7,6 +7,8 @@
   aer.py GOLD -m MODEL --source SRC --target TGT [--preset VIEW]
                                            force-decode each (source, target) pair with
                                            build/attend align and score its alignment
+                                           (without --preset: the model's own view, exactly
+                                           what attend align prints by default)
   aer.py GOLD -m MODEL --source SRC --target TGT --sweep
                                            score every decoder layer x head (and each layer's
                                            average, and all:avg), plain and shifted, and
@@ -135,11 +137,13 @@ def run_align(attend, model, src, tgt, extra):
 
 
 def hyp_from_model(a, srcs, tgts):
-    out = []
+    """The links attend align prints for each pair, and the view's name."""
+    out, name = [], a.preset
     for s, t in zip(srcs, tgts):
-        js = run_align(a.attend, a.model, s, t, ["--preset", a.preset])
+        js = run_align(a.attend, a.model, s, t, ["--preset", a.preset] if a.preset else [])
         out.append({tuple(x) for x in js["links"]})
-    return out
+        name = js["view"]
+    return out, name
 
 
 def sweep(a, gold, srcs, tgts):
@@ -188,7 +192,7 @@ def main(argv=None):
     p.add_argument("-m", "--model", help="model .gguf: compute the hypothesis with attend")
     p.add_argument("--source", help="source sentences, whitespace-tokenised, one per line")
     p.add_argument("--target", help="target sentences (the gold's), whitespace-tokenised")
-    p.add_argument("--preset", default="last:0", help="attention view (default last:0)")
+    p.add_argument("--preset", help="attention view (default: the model's own, as attend align)")
     p.add_argument("--sweep", action="store_true", help="score every layer x head (x shift)")
     p.add_argument("--attend", default=ATTEND, help="the attend binary (default build/attend)")
     a = p.parse_args(argv)
@@ -207,7 +211,8 @@ def main(argv=None):
     if a.sweep:
         sweep(a, gold, srcs, tgts)
     else:
-        print(f"AER {aer(gold, hyp_from_model(a, srcs, tgts)):.4f} ({len(gold)} sentences, view {a.preset})")
+        hyp, name = hyp_from_model(a, srcs, tgts)
+        print(f"AER {aer(gold, hyp):.4f} ({len(gold)} sentences, view {name})")
     return 0
 
 
