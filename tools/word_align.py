@@ -11,8 +11,8 @@ pair of the corpus at once.
 
 SRC and TGT are whitespace-tokenised (one sentence a line); their words are what the links
 index, and they are always part of the training text (their text only: alignment is
-unsupervised). --corpus files and the training pairs are lowercased and split into words and
-punctuation marks first (--keep-case keeps the case). Output: one line per SRC line,
+unsupervised). --corpus files and the training pairs are split into words and punctuation
+marks first; everything is lowercased (--keep-case keeps the case). Output: one line per SRC line,
 'i-j' with i the source and j the target word (0-based), as tools/aer.py reads them.
 
 The model, per direction (aligning each word f_j of a sentence of m words to one of the n
@@ -206,8 +206,10 @@ def main(argv=None):
         extra += list(zip(cs, ct))
     if a.train_corpus:
         extra += training_pairs()
-    train_s = [split_words(x, a.keep_case) for x, _ in extra] + [x.split() for x in src]
-    train_t = [split_words(y, a.keep_case) for _, y in extra] + [y.split() for y in tgt]
+    def words(line):  # SRC/TGT: their own tokens (the links index them), cased as the corpus
+        return (line if a.keep_case else line.lower()).split()
+    train_s = [split_words(x, a.keep_case) for x, _ in extra] + [words(x) for x in src]
+    train_t = [split_words(y, a.keep_case) for _, y in extra] + [words(y) for y in tgt]
     links = align(train_s, train_t, len(src), a.model1, a.model2, a.lam, a.p0,
                   log=lambda s: print(f"word_align.py: {s}", file=sys.stderr))
     text = "".join(" ".join(f"{i}-{j}" for i, j in l) + "\n" for l in links)
