@@ -67,9 +67,16 @@ def default_rule():
         buf = ctypes.create_string_buffer(64)
         C.lib().attend_default_view(L, buf, len(buf))
         assert buf.value.decode() == v, (L, buf.value, v)
+    info = T.run_attend(["info", TINY]).stdout
+    assert re.search(r"^alignment view +0:avg,shift \(the default", info, re.M), info
+    cfg = attend.Model(TINY, threads=1).config
+    assert cfg.alignment_view == "0:avg,shift" and cfg.alignment_view_recorded == 0
+
+
+def shipped_records_its_view():
+    """models/de-en.gguf records the view tools/align_recipe.py chose (models/README.md)."""
     info = T.run_attend(["info", SHIPPED]).stdout
-    assert re.search(r"^alignment view +1:avg,shift \(the default", info, re.M), info
-    assert attend.Model(SHIPPED, threads=1).config.alignment_view == "1:avg,shift"
+    assert re.search(r"^alignment view +1:2,shift \(recorded in the file\)", info, re.M), info
 
 
 def calibrate_round_trip(d):
@@ -221,6 +228,7 @@ def main():
     run = T.Runner()
     d = T.tempdir()
     run.check("the default view for files without one", default_rule)
+    run.check("the shipped model records its view", shipped_records_its_view)
     run.check("calibrate, record, read back", calibrate_round_trip, d)
     run.check("every entry point uses the file's view", every_entry_point, d)
     run.check("bad recorded views are refused", refused, d)

@@ -85,15 +85,12 @@ class Direction:
         z = np.add.reduceat(w, self.starts)
         return np.where(self.is_null, p0, (1 - p0) * w / np.maximum(z[self.group], 1e-300))
 
-    def posterior(self, lam, p0):
-        p = self.t[self.pair] * self.prior(lam, p0)
-        z = np.add.reduceat(p, self.starts)
-        return p / np.maximum(z[self.group], 1e-300)
-
     def em(self, iterations, lam, p0):
+        prior = self.prior(lam, p0) if iterations else None  # fixed within a phase
         for _ in range(iterations):
-            post = self.posterior(lam, p0)
-            self._normalise(np.bincount(self.pair, weights=post, minlength=len(self.t)))
+            p = self.t[self.pair] * prior
+            p /= np.maximum(np.add.reduceat(p, self.starts)[self.group], 1e-300)  # posteriors
+            self._normalise(np.bincount(self.pair, weights=p, minlength=len(self.t)))
 
     def viterbi(self, lam, p0, first_sentence):
         """(sentence, source word, target word) links of sentences >= first_sentence: each
@@ -189,6 +186,8 @@ def main(argv=None):
     p.add_argument("--corpus", nargs=2, action="append", default=[], metavar=("SRC", "TGT"),
                    help="more parallel text to train on (raw lines; repeatable)")
     p.add_argument("--train-corpus", action="store_true", help="also train on tools/train.py's training pairs")
+    p.add_argument("--max-pairs", type=int, default=0,
+                   help="with --train-corpus: a fixed random subset of this many pairs (0: all)")
     p.add_argument("--keep-case", action="store_true", help="do not lowercase --corpus text")
     p.add_argument("--model1", type=int, default=5, help="IBM Model 1 iterations (5)")
     p.add_argument("--model2", type=int, default=5, help="diagonal-prior iterations (5)")
@@ -205,7 +204,10 @@ def main(argv=None):
             raise SystemExit(f"word_align.py: {s} has {len(cs)} lines, {t} {len(ct)}")
         extra += list(zip(cs, ct))
     if a.train_corpus:
-        extra += training_pairs()
+        pairs = training_pairs()
+        if a.max_pairs and len(pairs) > a.max_pairs:  # a fixed random subset
+            pairs = [pairs[i] for i in sorted(np.random.default_rng(0).choice(len(pairs), a.max_pairs, False))]
+        extra += pairs
     def words(line):  # SRC/TGT: their own tokens (the links index them), cased as the corpus
         return (line if a.keep_case else line.lower()).split()
     train_s = [split_words(x, a.keep_case) for x, _ in extra] + [words(x) for x in src]
