@@ -189,6 +189,10 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY) --sample --top-k 5 --n-best 2 >$(BUILD)/e2e.out
 	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 12
 	$(SAN_ENV) $(BUILD)/attend translate -m $(TINY) "$$(head -c 3000 /dev/zero | tr '\0' a)" >/dev/null 2>&1
+	printf 'hallo welt\nein haus .\n' >$(BUILD)/cal.src; printf 'hello world\na house .\n' >$(BUILD)/cal.tgt; \
+	  printf '0-0 1-1\n0-0 1p1 2-2\n' >$(BUILD)/cal.wa; $(SAN_ENV) $(BUILD)/attend align -m $(TINY) --calibrate \
+	  $(BUILD)/cal.wa --source $(BUILD)/cal.src --target $(BUILD)/cal.tgt -o $(BUILD)/cal.gguf >/dev/null
+	$(SAN_ENV) $(BUILD)/attend info $(BUILD)/cal.gguf | grep -q 'recorded in the file'
 	@# the m2m_100 family: pre-norm, fairseq positions past the 4 cached, language tokens
 	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY_M2M) --src-lang de --tgt-lang en -b 2 \
 	  --beam 3 --n-best 2 --dump-attention $(BUILD)/e2e.npz --dump-logits >$(BUILD)/e2e.out
@@ -242,6 +246,9 @@ valgrind: $(BUILD)/attend
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 --batch-tokens 8 --alignment \
 	  --dump-attention $(BUILD)/vg.npz >/dev/null
 	$(VALGRIND) $(BUILD)/attend align -m $(TINY) -t 1 --all-heads "Hallo Welt" >/dev/null
+	printf 'hallo welt\nein haus .\n' >$(BUILD)/vg.src; printf 'hello world\na house .\n' >$(BUILD)/vg.tgt; \
+	  printf '0-0 1-1\n0-0 1p1 2-2\n' >$(BUILD)/vg.wa; $(VALGRIND) $(BUILD)/attend align -m $(TINY) -t 1 \
+	  --calibrate $(BUILD)/vg.wa --source $(BUILD)/vg.src --target $(BUILD)/vg.tgt -o $(BUILD)/vg-cal.gguf >/dev/null
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend explore -m $(TINY) -t 1 --beam 2 -o $(BUILD)/vg.html 2>/dev/null
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 --beam 4 --n-best 3 --min-length 3 \
 	  --repetition-penalty 1.2 --dump-attention $(BUILD)/vg.npz --dump-logits >/dev/null

@@ -58,7 +58,10 @@ static int parse_gold(const char *path, int lineno, const char *text, gold_line 
     g->n = 0;
     g->sure = malloc(sizeof(int) * room);
     g->pairs = malloc(sizeof(int) * 2 * room);
-    if (!g->sure || !g->pairs) return -1;
+    if (!g->sure || !g->pairs) {
+        fprintf(stderr, "attend align: out of memory\n");
+        exit(EXIT_FAIL);
+    }
     for (const char *p = text; *p;) {
         while (*p == ' ' || *p == '\t') p++;
         if (!*p) break;
@@ -166,10 +169,31 @@ static int by_aer(const void *a, const void *b) {
     return strcmp(x->name, y->name);
 }
 
-/* Read the three files; the same number of lines in each. 0 or EXIT_USAGE. */
-static int read_inputs(const align_options *o, char ***src, char ***tgt, gold_line **gold, int *n) {
+/* The three files: their lines (counts as read) and the parsed gold links. */
+typedef struct {
+    char **src, **tgt, **gold_text;
     int ns, nt, ng;
-    char **g;
+    gold_line *gold; /* [ng] once parsed */
+} cal_inputs;
+
+static void free_lines(char **lines, int n) {
+    for (int i = 0; lines && i < n; i++) free(lines[i]);
+    free(lines);
+}
+
+static void free_inputs(cal_inputs *in) {
+    free_lines(in->src, in->ns);
+    free_lines(in->tgt, in->nt);
+    free_lines(in->gold_text, in->ng);
+    for (int i = 0; in->gold && i < in->ng; i++) {
+        free(in->gold[i].sure);
+        free(in->gold[i].pairs);
+    }
+    free(in->gold);
+}
+
+/* Read the three files; the same number of lines in each. 0 or EXIT_USAGE (free_inputs either way). */
+static int read_inputs(const align_options *o, cal_inputs *in) {
     if (!o->calibrate || !o->source_file || !o->target) {
         fprintf(stderr, "attend align: calibration needs --calibrate GOLD, --source SRC and --target TGT "
                         "(see --help)\n");
@@ -180,20 +204,20 @@ static int read_inputs(const align_options *o, char ***src, char ***tgt, gold_li
                         "view or drawing option\n");
         return EXIT_USAGE;
     }
-    if (!(*src = read_file_lines(o->source_file, &ns)) || !(*tgt = read_file_lines(o->target, &nt)) ||
-        !(g = read_file_lines(o->calibrate, &ng)))
+    if (!(in->src = read_file_lines(o->source_file, &in->ns)) || !(in->tgt = read_file_lines(o->target, &in->nt)) ||
+        !(in->gold_text = read_file_lines(o->calibrate, &in->ng)))
         return EXIT_USAGE;
-    if (ns != nt || ns != ng || ns == 0) {
+    if (in->ns != in->nt || in->ns != in->ng || in->ns == 0) {
         fprintf(stderr, "attend align: %d source, %d target and %d gold lines (the same number, at least one)\n",
-                ns, nt, ng);
+                in->ns, in->nt, in->ng);
         return EXIT_USAGE;
     }
-    *n = ns;
-    *gold = calloc((size_t)ns, sizeof **gold);
-    for (int i = 0; i < ns; i++)
-        if (!*gold || parse_gold(o->calibrate, i + 1, g[i], &(*gold)[i])) return EXIT_USAGE;
-    for (int i = 0; i < ns; i++) free(g[i]);
-    free(g);
+    if (!(in->gold = calloc((size_t)in->ng, sizeof *in->gold))) {
+        fprintf(stderr, "attend align: out of memory\n");
+        exit(EXIT_FAIL);
+    }
+    for (int i = 0; i < in->ng; i++)
+        if (parse_gold(o->calibrate, i + 1, in->gold_text[i], &in->gold[i])) return EXIT_USAGE;
     return 0;
 }
 
@@ -221,31 +245,23 @@ static int report(const align_options *o, candidate *cand, int nc, int n, const 
 }
 
 int align_calibrate(const align_options *o) {
-    char **src = NULL, **tgt = NULL;
-    gold_line *gold = NULL;
-    int n = 0, nc = 0;
-    int status = read_inputs(o, &src, &tgt, &gold, &n);
-    if (status) return status;
-    attend_model *m = cli_load_model(o->common.model);
-    const attend_config *c = attend_get_config(m);
-    if (cli_check_languages("align", m, o->common.src_lang, o->common.tgt_lang, 1)) return EXIT_USAGE;
-    candidate *cand = make_candidates(c->decoder_layers, c->decoder_heads, &nc);
-    if (!cand) {
+    cal_inputs in = {0};
+    int nc = 0, status = read_inputs(o, &in);
+    attend_model *m = NULL;
+    candidate *cand = NULL;
+    if (!status) {
+        m = cli_load_model(o->common.model);
+        if (cli_check_languages("align", m, o->common.src_lang, o->common.tgt_lang, 1)) status = EXIT_USAGE;
+    }
+    const attend_config *c = m ? attend_get_config(m) : NULL;
+    if (!status && !(cand = make_candidates(c->decoder_layers, c->decoder_heads, &nc))) {
         fprintf(stderr, "attend align: out of memory\n");
-        return EXIT_FAIL;
+        status = EXIT_FAIL;
     }
-    status = score_all(m, o, src, tgt, gold, n, cand, nc);
-    if (!status) status = report(o, cand, nc, n, c);
-    for (int i = 0; i < n; i++) {
-        free(src[i]);
-        free(tgt[i]);
-        free(gold[i].sure);
-        free(gold[i].pairs);
-    }
-    free(src);
-    free(tgt);
-    free(gold);
+    if (!status) status = score_all(m, o, in.src, in.tgt, in.gold, in.ns, cand, nc);
+    if (!status) status = report(o, cand, nc, in.ns, c);
     free(cand);
-    attend_free(m);
+    free_inputs(&in);
+    if (m) attend_free(m);
     return status;
 }
