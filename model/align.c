@@ -115,7 +115,8 @@ void attend_view_name(const attend_view *v, char *buf, size_t n) {
 }
 
 void attend_default_view(int L, char *buf, size_t n) {
-    if (n) snprintf(buf, n, "%d:avg,shift", L >= 4 ? L / 2 - 1 : 0);
+    (void)L; /* the same for every depth: see align.h */
+    if (n) snprintf(buf, n, "all:avg");
 }
 
 int attend_resolve_layer(int l, int L) {
