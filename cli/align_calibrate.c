@@ -87,18 +87,20 @@ static int parse_gold(const char *path, int lineno, const char *text, gold_line 
     return 0;
 }
 
-/* Every layer x head, each layer averaged and all:avg, plain and shifted. */
+/* Every layer x head, each layer averaged and all:avg; plain and shifted; links read per
+ * piece and per word ("words"). */
 static candidate *make_candidates(int L, int H, int *n) {
-    candidate *c = calloc((size_t)2 * (L * (H + 1) + 1), sizeof *c);
+    candidate *c = calloc((size_t)4 * (L * (H + 1) + 1), sizeof *c);
     if (!c) return NULL;
     *n = 0;
-    for (int shift = 0; shift < 2; shift++)
+    for (int mode = 0; mode < 4; mode++)
         for (int l = 0; l <= L; l++)
             for (int h = 0; h <= H; h++) {
                 if (l == L && h < H) continue; /* all:avg only */
                 candidate *k = &c[(*n)++];
                 k->v = attend_view_single(l == L ? ATTEND_LAYER_ALL : l, h == H ? ATTEND_HEAD_AVG : h);
-                k->v.shift = shift;
+                k->v.shift = mode & 1;
+                k->v.words = mode >> 1;
                 attend_view_name(&k->v, k->name, sizeof k->name);
             }
     return c;
@@ -115,7 +117,10 @@ static void score_sentence(candidate *k, const attend_result *r, const attend_co
         return;
     }
     attend_view_reduce(&k->v, r->cross, c->decoder_layers, c->decoder_heads, r->n_tgt, r->n_src, A, err, sizeof err);
-    attend_align_argmax(A, r->n_tgt, r->n_src, &sw, &tw, best);
+    if (attend_view_best(&k->v, A, r->n_tgt, r->n_src, &sw, &tw, best)) {
+        fprintf(stderr, "attend align: out of memory\n");
+        exit(EXIT_FAIL);
+    }
     const int nl = attend_align_links(best, r->n_tgt, &sw, &tw, links);
     for (int q = 0; q < g->n; q++) k->n_s += g->sure[q];
     k->n_a += nl;
@@ -228,8 +233,8 @@ static int report(const align_options *o, candidate *cand, int nc, int n, const 
         cand[v].aer = k->n_a + k->n_s ? 1.0 - (double)(k->a_s + k->a_p) / (double)(k->n_a + k->n_s) : 0.0;
     }
     qsort(cand, (size_t)nc, sizeof *cand, by_aer);
-    printf("%-16s %7s\n", "view", "AER");
-    for (int v = 0; v < nc; v++) printf("%-16s %7.4f\n", cand[v].name, cand[v].aer);
+    printf("%-20s %7s\n", "view", "AER");
+    for (int v = 0; v < nc; v++) printf("%-20s %7.4f\n", cand[v].name, cand[v].aer);
     printf("best: %s (AER %.4f; %d layers x %d heads, %d sentences)\n", cand[0].name, cand[0].aer,
            c->decoder_layers, c->decoder_heads, n);
     if (!o->output) return cli_flush_stdout();

@@ -244,7 +244,10 @@ static int reduce_view(align_run *x) {
         fprintf(stderr, "attend align: %s\n", err);
         return EXIT_USAGE;
     }
-    attend_align_argmax(x->A, T, S, &x->sw, &x->tw, x->best);
+    if (attend_view_best(&x->view, x->A, T, S, &x->sw, &x->tw, x->best)) {
+        fprintf(stderr, "attend align: out of memory\n");
+        exit(EXIT_FAIL);
+    }
     x->nl = attend_align_links(x->best, T, &x->sw, &x->tw, x->links);
     x->pharaoh = attend_pharaoh(x->links, x->nl);
     const int words = x->o->words;

@@ -27,6 +27,9 @@
  *   L:H[,L:H...]    explicit heads; several items are averaged. An item "L:avg" stands for
  *                   all heads of L; "all:H" for head H of every layer. "shift" may be added
  *                   as an item to any view. Each (layer, head) pair counts once.
+ *   ...,words       the item "words" changes how links are read off (below): whole words,
+ *                   each target word linked to the source word with the largest sum of
+ *                   weights over both words' pieces (one link per target word).
  *
  * Hard alignment (the choice made here): each target piece, except </s>, is linked to the
  * source piece with the highest weight in its row, </s> excluded from the candidates (so
@@ -86,6 +89,7 @@ typedef struct {
     int layer[ATTEND_VIEW_MAX];         /* index, or ATTEND_LAYER_* */
     int head[ATTEND_VIEW_MAX];          /* index, or ATTEND_HEAD_AVG */
     int shift;                          /* read row t+1 for target token t (shift-att) */
+    int words;                          /* align whole words: sum the weights of their pieces */
 } attend_view;
 
 /* Parse a view ("last:0", "penultimate:avg", "3:avg,shift", "4:1,5:0", "all:avg"). 0, or -1
@@ -124,6 +128,13 @@ ATTEND_API void attend_words_free(attend_words *w);
  * all zero (or there is no source word). best[T] is written. */
 ATTEND_API void attend_align_argmax(const float *A, int T, int S, const attend_words *src,
                          const attend_words *tgt, int *best);
+
+/* best[] as view v says: attend_align_argmax, or with v->words, for each target word the
+ * source word with the largest sum of weights over both words' pieces (ties to the first),
+ * each of the target word's pieces pointing at that source word's first piece. 0, or -1 when
+ * out of memory. */
+ATTEND_API int attend_view_best(const attend_view *v, const float *A, int T, int S, const attend_words *src,
+                                const attend_words *tgt, int *best);
 
 /* Word links from per-piece argmaxes: a sorted, duplicate-free list of (src word, tgt word)
  * pairs, written to links as 2*k ints. Returns k (links must hold 2*T ints). */

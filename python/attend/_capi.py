@@ -184,6 +184,7 @@ class attend_view(ctypes.Structure):
         ("layer", ctypes.c_int * ATTEND_VIEW_MAX),
         ("head", ctypes.c_int * ATTEND_VIEW_MAX),
         ("shift", ctypes.c_int),
+        ("words", ctypes.c_int),
     ]
 
 
