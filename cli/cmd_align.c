@@ -40,6 +40,8 @@ static void usage_align(FILE *f) {
             "                                            (Chen et al. 2020, shift-att)\n"
             "                            all:avg         every layer and head averaged\n"
             "                            L:H[,L:H...]    explicit heads, averaged\n"
+            "                            ...,words       link whole words: weights summed\n"
+            "                                            over their pieces first\n"
             "      --layer L           decoder layer (0-based; with --head, or all its heads)\n"
             "      --head H            head (0-based; of the last layer without --layer)\n"
             "      --words             merge pieces into words (rows: mean of a word's pieces,\n"

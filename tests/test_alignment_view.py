@@ -76,7 +76,7 @@ def default_rule():
 def shipped_records_its_view():
     """models/de-en.gguf records the view tools/align_recipe.py chose (models/README.md)."""
     info = T.run_attend(["info", SHIPPED]).stdout
-    assert re.search(r"^alignment view +1:2,shift \(recorded in the file\)", info, re.M), info
+    assert re.search(r"^alignment view +1:2,shift,words \(recorded in the file\)", info, re.M), info
 
 
 def calibrate_round_trip(d):
