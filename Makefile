@@ -15,11 +15,12 @@ LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/
           tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c \
           model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c \
           model/encoder.c model/decoder.c model/search.c model/trace.c model/outputs.c model/strategy.c \
-          model/beam.c model/generate.c model/api.c model/align.c model/quantize.c
+          model/beam.c model/generate.c model/api.c model/align.c model/quantize.c \
+          model/record_view.c
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c cli/heatmap.c \
           cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/cmd_info.c cli/cmd_quantize.c \
-          cli/cmd_align.c cli/align_print.c cli/cmd_explore.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c
+          cli/cmd_align.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/explore_html.o
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h)
@@ -191,6 +192,10 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	  --dump-attention $(BUILD)/e2e.npz >$(BUILD)/e2e.out
 	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 12
 	$(SAN_ENV) $(BUILD)/attend translate -m $(TINY) "$$(head -c 3000 /dev/zero | tr '\0' a)" >/dev/null 2>&1
+	printf 'hallo welt\nein haus .\n' >$(BUILD)/cal.src; printf 'hello world\na house .\n' >$(BUILD)/cal.tgt; \
+	  printf '0-0 1-1\n0-0 1p1 2-2\n' >$(BUILD)/cal.wa; $(SAN_ENV) $(BUILD)/attend align -m $(TINY) --calibrate \
+	  $(BUILD)/cal.wa --source $(BUILD)/cal.src --target $(BUILD)/cal.tgt -o $(BUILD)/cal.gguf >/dev/null
+	$(SAN_ENV) $(BUILD)/attend info $(BUILD)/cal.gguf | grep -q 'recorded in the file'
 	@# the m2m_100 family: pre-norm, fairseq positions past the 4 cached, language tokens
 	$(E2E_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY_M2M) --src-lang de --tgt-lang en -b 2 \
 	  --beam 3 --n-best 2 --dump-attention $(BUILD)/e2e.npz --dump-logits >$(BUILD)/e2e.out
@@ -244,6 +249,9 @@ valgrind: $(BUILD)/attend
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 --batch-tokens 8 --alignment \
 	  --dump-attention $(BUILD)/vg.npz >/dev/null
 	$(VALGRIND) $(BUILD)/attend align -m $(TINY) -t 1 --all-heads "Hallo Welt" >/dev/null
+	printf 'hallo welt\nein haus .\n' >$(BUILD)/vg.src; printf 'hello world\na house .\n' >$(BUILD)/vg.tgt; \
+	  printf '0-0 1-1\n0-0 1p1 2-2\n' >$(BUILD)/vg.wa; $(VALGRIND) $(BUILD)/attend align -m $(TINY) -t 1 \
+	  --calibrate $(BUILD)/vg.wa --source $(BUILD)/vg.src --target $(BUILD)/vg.tgt -o $(BUILD)/vg-cal.gguf >/dev/null
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend explore -m $(TINY) -t 1 --beam 2 -o $(BUILD)/vg.html 2>/dev/null
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 --beam 4 --n-best 3 --min-length 3 \
 	  --repetition-penalty 1.2 --dump-attention $(BUILD)/vg.npz --dump-logits >/dev/null

@@ -48,7 +48,7 @@ void align_print_text(const align_run *x) {
     print_wrapped(o->target ? "target:" : "translation:", x->r.text, x->ho.width);
     printf("log-prob:    %.3f (%.3f per token, %d tokens with </s>)\n", x->total, T ? x->total / T : 0.0, T);
     if (o->all_heads)
-        printf("view:        every head of decoder layer %d%s (layer:head); alignment from %s\n", x->hl,
+        printf("view:        decoder layer %d, each head%s; alignment from %s\n", x->hl,
                x->view.shift ? ", shifted" : "", x->vname);
     else
         printf("view:        %s (decoder layers 0..%d, heads 0..%d)%s\n", x->vname, x->Ld - 1, x->Hd - 1,

@@ -17,6 +17,9 @@ typedef struct {
     int words, all_heads, json;
     int color;                /* --color: 1 always, 0 never, -1 auto */
     int width;                /* --width: 0 for the terminal's */
+    const char *calibrate;    /* --calibrate GOLD: choose the best view on a gold set */
+    const char *source_file;  /* --source: its source sentences (--target: their translations) */
+    const char *output;       /* -o: the copy of the model that records the best view */
 } align_options;
 
 typedef struct {
@@ -56,5 +59,7 @@ void align_print_text(const align_run *x);
 void align_print_json(const align_run *x);
 /* --svg's file. 0, or EXIT_IO after a message. */
 int align_write_svg(const align_run *x, const char *path);
+/* attend align --calibrate (align_calibrate.c). The exit status. */
+int align_calibrate(const align_options *o);
 
 #endif

@@ -30,7 +30,8 @@ static void usage_align(FILE *f) {
             "      --beam N            translate with N beams (default: the model's setting,\n"
             "                          as attend translate); the view shows the output's own path\n"
             "      --greedy            the same as --beam 1\n"
-            "      --preset VIEW       attention view (default %s):\n"
+            "      --preset VIEW       attention view (default: the model's own, the view its\n"
+            "                          file records, else all:avg; attend info shows it):\n"
             "                            last:0          head 0 of the last decoder layer\n"
             "                                            (Marian / CTranslate2 alignment head)\n"
             "                            penultimate:avg heads of the second-to-last layer\n"
@@ -39,6 +40,8 @@ static void usage_align(FILE *f) {
             "                                            (Chen et al. 2020, shift-att)\n"
             "                            all:avg         every layer and head averaged\n"
             "                            L:H[,L:H...]    explicit heads, averaged\n"
+            "                            ...,words       link whole words: weights summed\n"
+            "                                            over their pieces first\n"
             "      --layer L           decoder layer (0-based; with --head, or all its heads)\n"
             "      --head H            head (0-based; of the last layer without --layer)\n"
             "      --words             merge pieces into words (rows: mean of a word's pieces,\n"
@@ -56,8 +59,20 @@ static void usage_align(FILE *f) {
             "                          else 80)\n"
             "  -t, --threads N         threads (default: physical cores, or\n"
             "                          $OMP_NUM_THREADS)\n"
-            "  -h, --help              this help\n",
-            ATTEND_DEFAULT_VIEW);
+            "  -h, --help              this help\n"
+            "\n"
+            "calibration (choose the view that aligns best on a small gold set):\n"
+            "  attend align --calibrate GOLD --source SRC --target TGT [-m MODEL] [-o OUT]\n"
+            "      --calibrate GOLD    gold links, one line per sentence: i-j sure, ipj\n"
+            "                          possible (i: source word, j: target word, 0-based;\n"
+            "                          words are SRC's and TGT's whitespace-separated tokens)\n"
+            "      --source SRC        the source sentences, one per line\n"
+            "      --target TGT        their translations, one per line (force-decoded)\n"
+            "  -o, --output OUT        write a copy of the model that records the best view\n"
+            "                          (key " ATTEND_ALIGNMENT_VIEW_KEY "); without it, only\n"
+            "                          print the table\n"
+            "  Every layer x head, each layer averaged and all:avg, plain and shifted, are\n"
+            "  scored by alignment error rate (AER); the table is printed best first.\n");
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -99,6 +114,9 @@ static int take_color(cli_args *a, align_options *o) {
 static int take_align_option(cli_args *a, align_options *o) {
     int rc = CLI_OPT_OTHER;
     if (cli_is(a, NULL, "--target")) return cli_take_str(a, &o->target);
+    if (cli_is(a, NULL, "--calibrate")) return cli_take_str(a, &o->calibrate);
+    if (cli_is(a, NULL, "--source")) return cli_take_str(a, &o->source_file);
+    if (cli_is(a, "-o", "--output")) return cli_take_str(a, &o->output);
     if (cli_is(a, NULL, "--preset")) return cli_take_str(a, &o->preset);
     if (cli_is(a, NULL, "--svg")) return cli_take_str(a, &o->svg);
     if (cli_is(a, NULL, "--dump-attention")) return cli_take_str(a, &o->dump);
@@ -150,7 +168,7 @@ static int choose_view(const align_options *o, attend_view *view) {
         *view = attend_view_single(o->has_layer ? o->layer : ATTEND_LAYER_LAST,
                                    o->has_head ? o->head : ATTEND_HEAD_AVG);
     else
-        attend_view_parse(ATTEND_DEFAULT_VIEW, view, err, sizeof err);
+        memset(view, 0, sizeof *view); /* no items: the model's own, once it is loaded */
     return 0;
 }
 
@@ -185,6 +203,10 @@ static int translate_source(align_run *x) {
     char err[512];
     x->m = cli_load_model(o->common.model);
     x->c = attend_get_config(x->m);
+    if (x->view.n == 0 && attend_view_parse(x->c->alignment_view, &x->view, err, sizeof err)) {
+        fprintf(stderr, "attend align: %s\n", err); /* the loader checked it */
+        return EXIT_USAGE;
+    }
     if (attend_view_check(&x->view, x->c->decoder_layers, x->c->decoder_heads, err, sizeof err)) {
         fprintf(stderr, "attend align: %s\n", err);
         return EXIT_USAGE;
@@ -224,7 +246,10 @@ static int reduce_view(align_run *x) {
         fprintf(stderr, "attend align: %s\n", err);
         return EXIT_USAGE;
     }
-    attend_align_argmax(x->A, T, S, &x->sw, &x->tw, x->best);
+    if (attend_view_best(&x->view, x->A, T, S, &x->sw, &x->tw, x->best)) {
+        fprintf(stderr, "attend align: out of memory\n");
+        exit(EXIT_FAIL);
+    }
     x->nl = attend_align_links(x->best, T, &x->sw, &x->tw, x->links);
     x->pharaoh = attend_pharaoh(x->links, x->nl);
     const int words = x->o->words;
@@ -392,6 +417,7 @@ int cmd_align(int argc, char **argv) {
     align_run x = {0};
     x.o = &o;
     int status = parse_align(argc, argv, &o);
+    if (!status && (o.calibrate || o.source_file || o.output)) return align_calibrate(&o);
     if (!status) status = choose_view(&o, &x.view);
     if (status) return status;
     char *owned = NULL;

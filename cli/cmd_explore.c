@@ -41,14 +41,15 @@ static void usage_explore(FILE *f) {
             "      --tgt-lang L   multilingual models: the target language\n"
             "      --beam N       translate with N beams (default: the model's setting)\n"
             "      --greedy       the same as --beam 1\n"
-            "      --preset VIEW  alignment view listed first (default %s; see attend align\n"
-            "                     --help); penultimate:avg and all:avg are always offered\n"
+            "      --preset VIEW  alignment view listed first (default: the model's own, see\n"
+            "                     attend info and attend align --help); the model's own,\n"
+            "                     last:0, penultimate:avg and all:avg are always offered\n"
             "  -t, --threads N    threads (default: physical cores, or $OMP_NUM_THREADS)\n"
             "  -h, --help         this help\n"
             "\n"
             "Lines of more than %d pieces on either side are refused (the page would be too\n"
             "large to draw); at most %d sentences make one page.\n",
-            ATTEND_DEFAULT_VIEW, EXPLORE_MAX_PIECES, EXPLORE_MAX_SENTENCES);
+            EXPLORE_MAX_PIECES, EXPLORE_MAX_SENTENCES);
 }
 
 /* Attention weights as integers in thousandths: 3 decimals, the page's precision. */
@@ -159,12 +160,14 @@ static int blank(const char *s) {
     return 1;
 }
 
-/* The presets offered on the page: the chosen one first, then the usual ones. */
-static int make_presets(const char *first, int L, char **out) {
-    const char *all[] = {first ? first : ATTEND_DEFAULT_VIEW, ATTEND_DEFAULT_VIEW, "penultimate:avg", "all:avg"};
+/* The presets offered on the page: the chosen one first (else the model's own), then the
+ * model's own and the usual ones. */
+#define EXPLORE_PRESETS 5
+static int make_presets(const char *first, const char *own, int L, char **out) {
+    const char *all[EXPLORE_PRESETS] = {first ? first : own, own, "last:0", "penultimate:avg", "all:avg"};
     int n = 0;
-    for (int i = 0; i < 4; i++) {
-        if (i == 2 && L < 2) continue;
+    for (int i = 0; i < EXPLORE_PRESETS; i++) {
+        if (i == 3 && L < 2) continue;
         int dup = 0;
         for (int k = 0; k < n; k++) dup |= !strcmp(out[k], all[i]);
         if (!dup) out[n++] = (char *)all[i];
@@ -232,7 +235,7 @@ typedef struct {
     attend_model *m;
     const attend_config *c;
     attend_params p;
-    char *presets[4];     /* the alignment views offered */
+    char *presets[EXPLORE_PRESETS]; /* the alignment views offered */
     int np;
 } explore_run;
 
@@ -243,7 +246,7 @@ static int load_model(explore_run *x) {
     x->m = cli_load_model(o->common.model);
     x->c = attend_get_config(x->m);
     if (cli_check_languages("explore", x->m, o->common.src_lang, o->common.tgt_lang, 1)) return EXIT_USAGE;
-    x->np = make_presets(o->preset, x->c->decoder_layers, x->presets);
+    x->np = make_presets(o->preset, x->c->alignment_view, x->c->decoder_layers, x->presets);
     for (int k = 0; k < x->np; k++) {
         attend_view v;
         attend_view_parse(x->presets[k], &v, err, sizeof err);

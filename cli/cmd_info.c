@@ -77,6 +77,9 @@ int cmd_info(int argc, char **argv) {
     if (c->model_max_length < c->max_position_embeddings)
         printf("source tokens       at most %d (the tokenizer's model_max_length)\n", c->model_max_length);
     print_generation(c);
+    printf("alignment view      %s (%s)\n", c->alignment_view,
+           c->alignment_view_recorded ? "recorded in the file" : "the default: the file records none; "
+                                                                  "attend align --calibrate records one");
     printf("special ids         eos %d, unk %d, pad %d, decoder start %d\n", c->eos_id, c->unk_id, c->pad_id,
            c->decoder_start_id);
     if (c->n_languages) { /* the codes --src-lang / --tgt-lang take */

@@ -18,6 +18,7 @@ typedef struct {
     int dump_logits;          /* --dump-logits */
     int align;                /* --alignment: append " ||| " and the Pharaoh alignment */
     attend_view view;         /* its attention view */
+    int view_from_model;      /* --alignment without =VIEW: the model's own view */
     int batch;                /* --batch-size: at most this many sentences per batch (0: no limit) */
     int batch_tokens;         /* --batch-tokens: at most this many source tokens per batch (0: no limit) */
     int verbose;              /* -v: one line per chunk and per batch on stderr */
@@ -39,7 +40,7 @@ int translate_parse(int argc, char **argv, translate_options *o);
 /* Options that do not go together, before the model is loaded. 0 or EXIT_USAGE. */
 int translate_check_options(const translate_options *o);
 /* The options against the model: its languages, its beams for --n-best, its layers and heads
- * for --alignment. 0 or EXIT_USAGE. */
-int translate_check_with_model(const translate_options *o, const attend_model *m);
+ * for --alignment (whose view becomes the model's own when none was given). 0 or EXIT_USAGE. */
+int translate_check_with_model(translate_options *o, const attend_model *m);
 
 #endif

@@ -43,8 +43,9 @@ void translate_usage(FILE *f) {
             "      --prefix-file FILE  line i of FILE is the prefix of input line i (blank\n"
             "                          lines too; an empty line: no prefix)\n"
             "      --alignment[=VIEW]  append ' ||| ' and the word alignment (Pharaoh i-j,\n"
-            "                          0-based source-target) from attention VIEW (default\n"
-            "                          " ATTEND_DEFAULT_VIEW "; see attend align --help)\n"
+            "                          0-based source-target) from attention VIEW (default:\n"
+            "                          the model's own, see attend info and attend align\n"
+            "                          --help)\n"
             "\n"
             "search (default: the model's generation settings, as HF generate() uses them;\n"
             "greedy for files that record none; see attend info):\n"
@@ -129,7 +130,8 @@ static int take_search_option(cli_args *a, translate_options *o) {
 static int take_alignment(const char *arg, translate_options *o) {
     char verr[300];
     o->align = 1;
-    if (attend_view_parse(arg[11] ? arg + 12 : ATTEND_DEFAULT_VIEW, &o->view, verr, sizeof verr) == 0)
+    o->view_from_model = !arg[11]; /* read once the model is loaded */
+    if (o->view_from_model || attend_view_parse(arg + 12, &o->view, verr, sizeof verr) == 0)
         return CLI_OPT_TAKEN;
     fprintf(stderr, "attend translate: --alignment: %s\n", verr);
     return EXIT_USAGE;
@@ -201,9 +203,13 @@ int translate_check_options(const translate_options *o) {
 
 /* The options against the model: its languages, its beams for --n-best, its layers and heads
  * for --alignment. 0 or EXIT_USAGE. */
-int translate_check_with_model(const translate_options *o, const attend_model *m) {
+int translate_check_with_model(translate_options *o, const attend_model *m) {
     const attend_config *c = attend_get_config(m);
     char err[512];
+    if (o->align && o->view_from_model && attend_view_parse(c->alignment_view, &o->view, err, sizeof err)) {
+        fprintf(stderr, "attend translate: --alignment: %s\n", err); /* the loader checked it */
+        return EXIT_USAGE;
+    }
     if (cli_check_languages("translate", m, o->p.src_lang, o->p.tgt_lang, 1)) return EXIT_USAGE;
     const int beams = o->p.num_beams ? o->p.num_beams : c->generation_recorded && !o->p.sample ? c->num_beams : 1;
     if (o->nbest > beams && !o->p.sample) {

@@ -53,6 +53,8 @@ int attend_view_parse(const char *spec, attend_view *v, char *err, size_t errlen
         while (end > s && end[-1] == ' ') end--;
         if (word_is(s, end, "shift")) {
             v->shift = 1;
+        } else if (word_is(s, end, "words")) {
+            v->words = 1;
         } else {
             const char *colon = memchr(s, ':', (size_t)(end - s));
             int layer, head;
@@ -85,8 +87,8 @@ int attend_view_parse(const char *spec, attend_view *v, char *err, size_t errlen
 bad:
     snprintf(err, errlen,
              "attention view '%s': expected items LAYER:HEAD (LAYER a 0-based number, last, "
-             "penultimate or all; HEAD a number or avg) and optionally 'shift', "
-             "e.g. last:0, penultimate:avg, 4:avg,shift",
+             "penultimate or all; HEAD a number or avg) and optionally 'shift' and 'words', "
+             "e.g. last:0, penultimate:avg, 4:avg,shift, 1:2,shift,words",
              spec);
     return -1;
 }
@@ -95,10 +97,10 @@ void attend_view_name(const attend_view *v, char *buf, size_t n) {
     size_t k = 0;
     if (n == 0) return;
     buf[0] = 0;
-    for (int i = 0; i < v->n + v->shift && k < n; i++) {
+    for (int i = 0; i < v->n + v->shift + v->words && k < n; i++) {
         char item[48], ls[16], hs[16];
-        if (i == v->n) {
-            snprintf(item, sizeof item, "shift");
+        if (i >= v->n) {
+            snprintf(item, sizeof item, "%s", i == v->n && v->shift ? "shift" : "words");
         } else {
             int l = v->layer[i];
             if (l == ATTEND_LAYER_LAST) snprintf(ls, sizeof ls, "last");
@@ -112,6 +114,11 @@ void attend_view_name(const attend_view *v, char *buf, size_t n) {
         }
         k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? "," : "", item);
     }
+}
+
+void attend_default_view(int L, char *buf, size_t n) {
+    (void)L; /* the same for every depth: see align.h */
+    if (n) snprintf(buf, n, "all:avg");
 }
 
 int attend_resolve_layer(int l, int L) {
@@ -265,6 +272,45 @@ void attend_align_argmax(const float *A, int T, int S, const attend_words *src,
     }
 }
 
+/* The "words" item: for each target word, the source word with the largest sum of weights
+ * over both words' pieces (in double; ties to the first); each of the target word's pieces
+ * gets that source word's first piece. 0, or -1 when out of memory. */
+static int align_words_best(const float *A, int T, int S, const attend_words *src, const attend_words *tgt,
+                            int *best) {
+    const int SW = src->n_words, TW = tgt->n_words;
+    double *sum = calloc((size_t)SW * TW + 1, sizeof(double));
+    int *first = malloc(sizeof(int) * ((size_t)SW + 1)), *pick = malloc(sizeof(int) * ((size_t)TW + 1));
+    if (!sum || !first || !pick) {
+        free(sum), free(first), free(pick);
+        return -1;
+    }
+    for (int w = 0; w < SW; w++) first[w] = -1;
+    for (int j = S - 1; j >= 0; j--)
+        if (src->word_of[j] >= 0) first[src->word_of[j]] = j;
+    for (int t = 0; t < T; t++)
+        for (int j = 0; tgt->word_of[t] >= 0 && j < S; j++)
+            if (src->word_of[j] >= 0) sum[(size_t)tgt->word_of[t] * SW + src->word_of[j]] += A[(size_t)t * S + j];
+    for (int w = 0; w < TW; w++) {
+        double bv = 0.0; /* nothing but zeros links nothing */
+        pick[w] = -1;
+        for (int x = 0; x < SW; x++)
+            if (sum[(size_t)w * SW + x] > bv) bv = sum[(size_t)w * SW + x], pick[w] = x;
+    }
+    for (int t = 0; t < T; t++) best[t] = tgt->word_of[t] >= 0 && pick[tgt->word_of[t]] >= 0
+                                              ? first[pick[tgt->word_of[t]]] : -1;
+    free(sum), free(first), free(pick);
+    return 0;
+}
+
+int attend_view_best(const attend_view *v, const float *A, int T, int S, const attend_words *src,
+                     const attend_words *tgt, int *best) {
+    if (!v->words) {
+        attend_align_argmax(A, T, S, src, tgt, best);
+        return 0;
+    }
+    return align_words_best(A, T, S, src, tgt, best);
+}
+
 static int cmp_link(const void *a, const void *b) {
     const int *x = a, *y = b;
     return x[0] != y[0] ? (x[0] > y[0]) - (x[0] < y[0]) : (x[1] > y[1]) - (x[1] < y[1]);
@@ -320,6 +366,11 @@ char *attend_pharaoh(const int *links, int k) {
 char *attend_alignment(const attend_result *r, const attend_config *c, const attend_view *v,
                        char *err, size_t errlen) {
     const int T = r->n_tgt, S = r->n_src;
+    attend_view own;
+    if (!v) { /* the model's own view (checked when the file loaded) */
+        if (attend_view_parse(c->alignment_view, &own, err, errlen)) return NULL;
+        v = &own;
+    }
     if (!r->cross) {
         snprintf(err, errlen, "no attention captured: translate with want_attention");
         return NULL;
@@ -336,7 +387,7 @@ char *attend_alignment(const attend_result *r, const attend_config *c, const att
     have_sw = 1;
     if (attend_words_from_pieces((const char *const *)r->tgt_pieces, T, &tw)) goto oom;
     have_tw = 1;
-    attend_align_argmax(A, T, S, &sw, &tw, best);
+    if (attend_view_best(v, A, T, S, &sw, &tw, best)) goto oom;
     out = attend_pharaoh(links, attend_align_links(best, T, &sw, &tw, links));
     if (!out) goto oom;
     goto done;

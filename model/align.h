@@ -8,7 +8,8 @@
  *   printf("%s ||| %s\n", result.text, pharaoh);    // "0-0 1-2 2-1"
  *   free(pharaoh);
  *
- * Views (layers and heads are 0-based; "last" = decoder_layers-1, "penultimate" = one before):
+ * Views (layers and heads are 0-based; "last" = decoder_layers-1, "penultimate" = one before;
+ * the default is the model's own, see ATTEND_ALIGNMENT_VIEW_KEY):
  *   last:0          head 0 of the last decoder layer. OPUS-MT transformer-align models are
  *                   trained with guided alignment on exactly this head (Marian's
  *                   --guided-alignment, alignment head = head 0 of the last layer), and it is
@@ -26,6 +27,9 @@
  *   L:H[,L:H...]    explicit heads; several items are averaged. An item "L:avg" stands for
  *                   all heads of L; "all:H" for head H of every layer. "shift" may be added
  *                   as an item to any view. Each (layer, head) pair counts once.
+ *   ...,words       the item "words" changes how links are read off (below): whole words,
+ *                   each target word linked to the source word with the largest sum of
+ *                   weights over both words' pieces (one link per target word).
  *
  * Hard alignment (the choice made here): each target piece, except </s>, is linked to the
  * source piece with the highest weight in its row, </s> excluded from the candidates (so
@@ -47,7 +51,30 @@ extern "C" {
 #endif
 
 #define ATTEND_VIEW_MAX 64
-#define ATTEND_DEFAULT_VIEW "last:0"
+/* The longest view text a model file may record, NUL included. */
+#define ATTEND_VIEW_TEXT_MAX 512
+
+/* How a model file says how to align it: this metadata key holds a view in the syntax below
+ * (written by `attend align --calibrate` or by training; checked against the model's layers
+ * and heads when the file loads). attend_config.alignment_view is the view in use: the
+ * file's, else attend_default_view's. A view given explicitly always wins. */
+#define ATTEND_ALIGNMENT_VIEW_KEY "attend.alignment.view"
+
+/* The default view of a model whose file records none, for L decoder layers: "all:avg",
+ * every head of every layer averaged, whatever L. Without a head trained to align, no single
+ * layer is known to align; the average was better than last:0 on every trained model
+ * measured (the shipped one and two earlier ones, 3 and 5 decoder layers: AER 0.50 / 0.56 /
+ * 0.71 against 0.61 / 0.63 / 0.75, models/README.md), where a fixed shifted layer (Shift-Att's
+ * lower-middle one) was best on one model and worst on another. Writes the text into buf. */
+ATTEND_API void attend_default_view(int L, char *buf, size_t n);
+
+/* Copy the model file in_path to out_path with view recorded under ATTEND_ALIGNMENT_VIEW_KEY
+ * (replacing one already there; written as attend_view_name writes it). The input is checked
+ * as attend_load checks it, and the view against its layers and heads; tensors and the other
+ * keys are copied as they are. 0, or ATTEND_E_USAGE (a bad view), ATTEND_E_MODEL (input not a
+ * valid model), ATTEND_E_MEMORY or ATTEND_E_IO (writing) with err. */
+ATTEND_API int attend_record_view(const char *in_path, const char *out_path, const char *view, char *err,
+                                  size_t errlen);
 
 /* Symbolic layers (and the one symbolic head) a view item may name before it is resolved
  * against a model's sizes. Non-negative values are plain 0-based indices. */
@@ -62,6 +89,7 @@ typedef struct {
     int layer[ATTEND_VIEW_MAX];         /* index, or ATTEND_LAYER_* */
     int head[ATTEND_VIEW_MAX];          /* index, or ATTEND_HEAD_AVG */
     int shift;                          /* read row t+1 for target token t (shift-att) */
+    int words;                          /* align whole words: sum the weights of their pieces */
 } attend_view;
 
 /* Parse a view ("last:0", "penultimate:avg", "3:avg,shift", "4:1,5:0", "all:avg"). 0, or -1
@@ -101,6 +129,13 @@ ATTEND_API void attend_words_free(attend_words *w);
 ATTEND_API void attend_align_argmax(const float *A, int T, int S, const attend_words *src,
                          const attend_words *tgt, int *best);
 
+/* best[] as view v says: attend_align_argmax, or with v->words, for each target word the
+ * source word with the largest sum of weights over both words' pieces (ties to the first),
+ * each of the target word's pieces pointing at that source word's first piece. 0, or -1 when
+ * out of memory. */
+ATTEND_API int attend_view_best(const attend_view *v, const float *A, int T, int S, const attend_words *src,
+                                const attend_words *tgt, int *best);
+
 /* Word links from per-piece argmaxes: a sorted, duplicate-free list of (src word, tgt word)
  * pairs, written to links as 2*k ints. Returns k (links must hold 2*T ints). */
 ATTEND_API int attend_align_links(const int *best, int T, const attend_words *src, const attend_words *tgt,
@@ -115,8 +150,9 @@ ATTEND_API void attend_words_matrix(const float *A, int T, int S, const attend_w
 /* Pharaoh text "0-0 1-2" for k links (malloc'd; "" for none). NULL when out of memory. */
 ATTEND_API char *attend_pharaoh(const int *links, int k);
 
-/* All of the above for one translated sentence: the Pharaoh alignment of r under view v.
- * r must have been translated with want_attention. malloc'd string, or NULL with err. */
+/* All of the above for one translated sentence: the Pharaoh alignment of r under view v
+ * (NULL: c->alignment_view, the model's own). r must have been translated with
+ * want_attention. malloc'd string, or NULL with err. */
 ATTEND_API char *attend_alignment(const attend_result *r, const attend_config *c, const attend_view *v,
                        char *err, size_t errlen);
 

@@ -95,6 +95,8 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
     o->n_languages = am->m->n_langs;
     o->languages = am->m->lang_code;
     o->language_ids = am->m->lang_id;
+    o->alignment_view = c->align_view;
+    o->alignment_view_recorded = c->align_view_recorded;
     return am;
 }
 

@@ -45,7 +45,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 5
+#define ATTEND_ABI 6
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */
@@ -77,6 +77,11 @@ typedef struct {
     int n_languages;
     char **languages;
     int *language_ids;
+    /* The attention view word alignments use when none is given (align.h): the one the file
+     * records (key attend.alignment.view; alignment_view_recorded 1), else the default for
+     * the model's decoder depth (attend_default_view). Read-only, valid until attend_free. */
+    const char *alignment_view;
+    int alignment_view_recorded;
 } attend_config;
 
 /* attend_params.early_stopping (HF's early_stopping False, True, "never") */

@@ -4,6 +4,8 @@
  * whose name prefixes its hyperparameter keys. */
 #include "load.h"
 
+#include "align.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -203,9 +205,37 @@ static int read_generation(const gguf_file *f, s2s_config *c, char *err, size_t 
     return 0;
 }
 
+/* The alignment view the file records (a view that names layers and heads this model has),
+ * else the default for its depth. */
+static int read_alignment_view(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
+    _Static_assert(sizeof c->align_view == ATTEND_VIEW_TEXT_MAX, "view text size");
+    c->align_view_recorded = gguf_find_kv(f, ATTEND_ALIGNMENT_VIEW_KEY) != NULL;
+    if (!c->align_view_recorded) {
+        attend_default_view(c->dec_layers, c->align_view, sizeof c->align_view);
+        return 0;
+    }
+    gguf_str s;
+    char b[48], verr[400];
+    attend_view v;
+    if (gguf_get_str(f, ATTEND_ALIGNMENT_VIEW_KEY, &s, err, errlen)) return -1;
+    if (s.len >= sizeof c->align_view || memchr(s.ptr, 0, s.len)) {
+        s2s_fail(err, errlen, "key %s: '%s' is not an attention view", ATTEND_ALIGNMENT_VIEW_KEY,
+                 s2s_shown(b, sizeof b, s));
+        return -1;
+    }
+    memcpy(c->align_view, s.ptr, s.len);
+    c->align_view[s.len] = 0;
+    if (attend_view_parse(c->align_view, &v, verr, sizeof verr) ||
+        attend_view_check(&v, c->dec_layers, c->dec_heads, verr, sizeof verr)) {
+        s2s_fail(err, errlen, "key %s: %s", ATTEND_ALIGNMENT_VIEW_KEY, verr);
+        return -1;
+    }
+    return 0;
+}
+
 int s2s_read_config(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
     if (read_family(f, c, err, errlen) || read_sizes(f, c, err, errlen) || read_token_ids(f, c, err, errlen) ||
-        read_activation(f, c, err, errlen))
+        read_activation(f, c, err, errlen) || read_generation(f, c, err, errlen))
         return -1;
-    return read_generation(f, c, err, errlen);
+    return read_alignment_view(f, c, err, errlen);
 }

@@ -62,6 +62,8 @@ typedef struct {
     int mask_id; /* <mask> (family->mask), skipped when decoding text; else -1 */
     int model_max_length; /* source tokens kept: tokenizer.model_max_length, at most max_pos */
     s2s_generation gen;
+    char align_view[512]; /* the alignment view: the file's attend.alignment.view, else the default */
+    int align_view_recorded;
 } s2s_config;
 
 typedef struct {

@@ -99,11 +99,13 @@ def sweep(d):
     table = {l.split()[0]: float(l.split()[1]) for l in out[1:-1]}
     want = {f"{l}:{h}" for l in range(2) for h in range(2)} | {"0:avg", "1:avg", "all:avg"}
     want |= {w + ",shift" for w in want}
+    want |= {w + ",words" for w in want}
     assert set(table) == want, sorted(table)
     assert all(0.0 <= v <= 1.0 for v in table.values())
     best = out[-1].split()[1]
     assert table[best] == min(table.values())
-    for preset, row in (("last:0", "1:0"), ("1:avg,shift", "1:avg,shift"), ("all:avg", "all:avg")):
+    for preset, row in (("last:0", "1:0"), ("1:avg,shift", "1:avg,shift"), ("all:avg", "all:avg"),
+                        ("0:1,shift,words", "0:1,shift,words"), ("all:avg,words", "all:avg,words")):
         one = run([g, "-m", gguf, "--source", s, "--target", t, "--preset", preset]).stdout
         assert one.startswith(f"AER {table[row]:.4f}"), (preset, one, table[row])
     print(f"   sweep: best {best} {table[best]:.4f} of {len(table)} views")

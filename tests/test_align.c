@@ -75,14 +75,16 @@ static void test_views(void) {
 static void test_view_names_and_errors(void) {
     attend_view v;
     char err[256], name[128];
-    const char *round[] = {"last:0", "penultimate:avg,shift", "3:1,4:avg", "all:avg", "-3:2"};
+    const char *round[] = {"last:0", "penultimate:avg,shift", "3:1,4:avg", "all:avg", "-3:2",
+                           "1:2,shift,words", "all:avg,words"};
     for (size_t i = 0; i < sizeof round / sizeof *round; i++) {
         CHECK(attend_view_parse(round[i], &v, err, sizeof err) == 0);
         attend_view_name(&v, name, sizeof name);
         CHECK(!strcmp(name, round[i]));
         if (strcmp(name, round[i])) fprintf(stderr, "  %s -> %s\n", round[i], name);
     }
-    const char *bad[] = {"", "last", "x:0", "0:x", "0:-1", "shift", "0:0,,", "1:", ":1", "0:0;1:1"};
+    const char *bad[] = {"", "last", "x:0", "0:x", "0:-1", "shift", "0:0,,", "1:", ":1", "0:0;1:1", "words",
+                         "shift,words", "0:0,word"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc = attend_view_parse(bad[i], &v, err, sizeof err);
         CHECK(rc == -1 && err[0]);
@@ -204,10 +206,35 @@ static void test_merge_links(void) {
     CHECK(p && !strcmp(p, "0-0 1-1 1-2"));
     if (p && strcmp(p, "0-0 1-1 1-2")) fprintf(stderr, "  got %s\n", p);
     free(p);
+    /* "words": one link per target word, from the weights summed over both words' pieces.
+     * "house" = rows 2 and 3: per piece they point at Haus and das (two links); summed, das
+     * 0.1 + 0.6 = 0.7 and Hauschen 0.8 + 0.1 + 0.2 + 0.2 = 1.3 (one link, to word 1) */
+    const float M2[5 * 4] = {
+        0.8f, 0.1f, 0.1f, 0.0f,
+        0.1f, 0.2f, 0.7f, 0.0f,
+        0.1f, 0.8f, 0.1f, 0.0f,
+        0.6f, 0.2f, 0.2f, 0.0f,
+        0.0f, 0.0f, 0.0f, 1.0f,
+    };
+    attend_view v;
+    char err[128];
+    CHECK(attend_view_parse("0:0", &v, err, sizeof err) == 0 && !v.words);
+    CHECK(attend_view_best(&v, M2, 5, 4, &sw, &tw, best) == 0);
+    p = attend_pharaoh(links, attend_align_links(best, 5, &sw, &tw, links));
+    CHECK(p && !strcmp(p, "0-0 0-2 1-1 1-2"));
+    free(p);
+    CHECK(attend_view_parse("0:0,words", &v, err, sizeof err) == 0 && v.words);
+    CHECK(attend_view_best(&v, M2, 5, 4, &sw, &tw, best) == 0);
+    CHECK(best[0] == 0 && best[1] == 1 && best[2] == 1 && best[3] == 1 && best[4] == -1);
+    p = attend_pharaoh(links, attend_align_links(best, 5, &sw, &tw, links));
+    CHECK(p && !strcmp(p, "0-0 1-1 1-2"));
+    if (p && strcmp(p, "0-0 1-1 1-2")) fprintf(stderr, "  words: got %s\n", p);
+    free(p);
     /* a zero row (shift-att's last) links nothing */
     float Z[2 * 4] = {0};
     attend_align_argmax(Z, 2, 4, &sw, &tw, best);
     CHECK(best[0] == -1 && best[1] == -1);
+    CHECK(attend_view_best(&v, Z, 2, 4, &sw, &tw, best) == 0 && best[0] == -1 && best[1] == -1);
     p = attend_pharaoh(links, 0);
     CHECK(p && !strcmp(p, ""));
     free(p);

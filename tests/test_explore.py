@@ -171,7 +171,7 @@ def browser_matches_dump(gguf, d, b):
     s = b.js(SHOWN)
     assert "dec layer 1" in s["title"] and "head 7" in s["title"], s["title"]
     same(s, z["s0/dec_self/l1"][7], "dec 1:7 (grid click)")
-    # the alignment view draws attend align's links for its first preset (last:0)
+    # the alignment view draws attend align's links for its first preset (the model's own view)
     al = T.run_attend(["align", "-m", gguf, SOURCE, "--target", TARGET, "--format", "json"]).stdout
     want = sorted(f"{i}-{j}" for i, j in json.loads(al)["links"])
     assert sorted(s["links"]) == want, (s["links"], want)

@@ -118,8 +118,8 @@ def struct_mirrors_match_c():
                   "ATTEND_LAYER_ALL", "ATTEND_HEAD_AVG"):
         lines.append(f'  printf("{const} %d\\n", (int){const});')
         expect.append(f"{const} {getattr(C, const)}")
-    lines.append('  printf("default view %s\\n", ATTEND_DEFAULT_VIEW);')
-    expect.append(f"default view {C.ATTEND_DEFAULT_VIEW}")
+    lines.append('  printf("view key %s\\n", ATTEND_ALIGNMENT_VIEW_KEY);')
+    expect.append(f"view key {C.ATTEND_ALIGNMENT_VIEW_KEY}")
     lines.append('  printf("abi %d\\n", ATTEND_ABI);')
     expect.append(f"abi {C.ABI}")
     lines.append('  printf("version %s\\n", ATTEND_VERSION);')
@@ -273,7 +273,11 @@ def alignment_equals_cli():
     assert r.src_words == ["Wo", "ist", "der", "Bahnhof?"], r.src_words
     cli = run_cli("translate", "--greedy", "--alignment=last:0", "--", "Wo ist der Bahnhof?")
     pairs = [tuple(int(x) for x in p.split("-")) for p in cli.split(" ||| ")[1].split()]
-    assert r.alignment() == r.alignment("last:0") == pairs and pairs, (r.alignment(), cli)
+    assert r.alignment("last:0") == pairs and pairs, (r.alignment("last:0"), cli)
+    # without a view: the model's own, as --alignment without one
+    cli = run_cli("translate", "--greedy", "--alignment", "--", "Wo ist der Bahnhof?")
+    pairs = [tuple(int(x) for x in p.split("-")) for p in cli.split(" ||| ")[1].split()]
+    assert r.alignment() == r.alignment(r.default_view()) == pairs and pairs, (r.alignment(), cli)
     assert r.view("last:0").shape == (len(r.tgt_ids), len(r.src_ids))
     assert np.allclose(r.view("2:0"), r.cross[2, 0]) and np.allclose(r.view("0:avg"), r.cross[0].mean(0))
     assert attend.view_name("penultimate:avg") == "penultimate:avg"

@@ -7,10 +7,13 @@
   aer.py GOLD -m MODEL --source SRC --target TGT [--preset VIEW]
                                            force-decode each (source, target) pair with
                                            build/attend align and score its alignment
+                                           (without --preset: the model's own view, exactly
+                                           what attend align prints by default)
   aer.py GOLD -m MODEL --source SRC --target TGT --sweep
                                            score every decoder layer x head (and each layer's
-                                           average, and all:avg), plain and shifted, and
-                                           print the table, best first
+                                           average, and all:avg), plain and shifted, links
+                                           per piece and per word (",words"), and print the
+                                           table, best first
 
 GOLD: one line per sentence of links 'i-j' (sure) and 'ipj' (possible), i the source and j
 the target word (swap with --gold-order tgt-src; 1-based with --one-based). Words are the
@@ -103,9 +106,11 @@ def view(cross, layers_heads, shift):
     return A
 
 
-def hard_links(A, src_pieces, tgt_pieces):
+def hard_links(A, src_pieces, tgt_pieces, words=False):
     import numpy as np
     sw, tw = words_of(src_pieces), words_of(tgt_pieces)
+    if words:  # the "words" item: per target word, the source word of the largest summed weight
+        return word_links(A, sw, tw)
     mask = np.array(sw) >= 0
     links = set()
     for t in range(A.shape[0]):
@@ -116,6 +121,17 @@ def hard_links(A, src_pieces, tgt_pieces):
         if row[j] > 0:
             links.add((sw[j], tw[t]))
     return links
+
+
+def word_links(A, sw, tw):
+    import numpy as np
+    SW, TW = max(sw, default=-1) + 1, max(tw, default=-1) + 1
+    M = np.zeros((TW, SW))
+    for t, w in enumerate(tw):
+        for j, x in enumerate(sw):
+            if w >= 0 and x >= 0:
+                M[w, x] += float(A[t, j])
+    return {(int(np.argmax(M[w])), w) for w in range(TW) if SW and M[w].max() > 0}
 
 
 # --------------------------------------------------------------------------------------
@@ -135,11 +151,13 @@ def run_align(attend, model, src, tgt, extra):
 
 
 def hyp_from_model(a, srcs, tgts):
-    out = []
+    """The links attend align prints for each pair, and the view's name."""
+    out, name = [], a.preset
     for s, t in zip(srcs, tgts):
-        js = run_align(a.attend, a.model, s, t, ["--preset", a.preset])
+        js = run_align(a.attend, a.model, s, t, ["--preset", a.preset] if a.preset else [])
         out.append({tuple(x) for x in js["links"]})
-    return out
+        name = js["view"]
+    return out, name
 
 
 def sweep(a, gold, srcs, tgts):
@@ -165,12 +183,13 @@ def sweep(a, gold, srcs, tgts):
     rows = []
     for name, lh in views:
         for shift in (False, True):
-            hyp = [hard_links(view(s["cross"], lh, shift), s["src"], s["tgt"]) for s in sents]
-            rows.append((aer(gold, hyp), name + (",shift" if shift else "")))
+            for words in (False, True):
+                hyp = [hard_links(view(s["cross"], lh, shift), s["src"], s["tgt"], words) for s in sents]
+                rows.append((aer(gold, hyp), name + (",shift" if shift else "") + (",words" if words else "")))
     rows.sort(key=lambda r: (r[0], r[1]))
-    print(f"{'view':<16} {'AER':>7}")
+    print(f"{'view':<20} {'AER':>7}")
     for e, name in rows:
-        print(f"{name:<16} {e:7.4f}")
+        print(f"{name:<20} {e:7.4f}")
     print(f"best: {rows[0][1]} (AER {rows[0][0]:.4f}; {L} layers x {H} heads, {len(sents)} sentences)")
     return rows
 
@@ -188,7 +207,7 @@ def main(argv=None):
     p.add_argument("-m", "--model", help="model .gguf: compute the hypothesis with attend")
     p.add_argument("--source", help="source sentences, whitespace-tokenised, one per line")
     p.add_argument("--target", help="target sentences (the gold's), whitespace-tokenised")
-    p.add_argument("--preset", default="last:0", help="attention view (default last:0)")
+    p.add_argument("--preset", help="attention view (default: the model's own, as attend align)")
     p.add_argument("--sweep", action="store_true", help="score every layer x head (x shift)")
     p.add_argument("--attend", default=ATTEND, help="the attend binary (default build/attend)")
     a = p.parse_args(argv)
@@ -207,7 +226,8 @@ def main(argv=None):
     if a.sweep:
         sweep(a, gold, srcs, tgts)
     else:
-        print(f"AER {aer(gold, hyp_from_model(a, srcs, tgts)):.4f} ({len(gold)} sentences, view {a.preset})")
+        hyp, name = hyp_from_model(a, srcs, tgts)
+        print(f"AER {aer(gold, hyp):.4f} ({len(gold)} sentences, view {name})")
     return 0
 
 

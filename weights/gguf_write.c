@@ -51,17 +51,23 @@ static void put_tensor_crcs(FILE *f, const gguf_out_tensor *t, int nt) {
     }
 }
 
-/* in's key/value pairs, but attend.metadata_crc32 (written after them) left out and the
- * format version and tensor CRC-32s made the new tensors'. Returns how many were written. */
-static uint64_t put_keys(FILE *f, const gguf_file *in, const gguf_out_tensor *t, int nt) {
+static int key_is(const gguf_kv *kv, const char *key) {
+    return key && kv->key.len == strlen(key) && !memcmp(kv->key.ptr, key, kv->key.len);
+}
+
+/* in's key/value pairs, but attend.metadata_crc32 (written after them) left out, the format
+ * version and tensor CRC-32s made the new tensors' and ch's string key set. Returns how many
+ * were written. */
+static uint64_t put_keys(FILE *f, const gguf_file *in, const gguf_out_tensor *t, int nt,
+                         const gguf_write_changes *ch) {
     uint64_t n_kv = 0;
     for (uint64_t i = 0; i < gguf_kv_count(in); i++) {
         const gguf_kv *kv = gguf_kv_at(in, i);
-        if (kv->key.len == 21 && !memcmp(kv->key.ptr, "attend.metadata_crc32", 21)) continue;
+        if (key_is(kv, "attend.metadata_crc32") || key_is(kv, ch->str_key)) continue;
         n_kv++;
         put_str(f, kv->key.ptr, kv->key.len);
         put_u32(f, kv->type);
-        if (kv->key.len == 21 && !memcmp(kv->key.ptr, "attend.format_version", 21)) {
+        if (key_is(kv, "attend.format_version") && !ch->keep_version) {
             put_u32(f, 2);
         } else if (kv->key.len == 19 && !memcmp(kv->key.ptr, "attend.tensor_crc32", 19)) {
             put_tensor_crcs(f, t, nt);
@@ -72,6 +78,12 @@ static uint64_t put_keys(FILE *f, const gguf_file *in, const gguf_out_tensor *t,
             }
             put(f, kv->data, value_bytes(kv));
         }
+    }
+    if (ch->str_key) {
+        n_kv++;
+        put_str(f, ch->str_key, strlen(ch->str_key));
+        put_u32(f, GGUF_STRING);
+        put_str(f, ch->str_value, strlen(ch->str_value));
     }
     return n_kv;
 }
@@ -98,6 +110,12 @@ static void put_tensors(FILE *f, const gguf_out_tensor *t, int nt, uint32_t alig
 
 int gguf_write_like(const char *path, const gguf_file *in, const gguf_out_tensor *t, int nt, char *err,
                     size_t errlen) {
+    const gguf_write_changes ch = {0, NULL, NULL};
+    return gguf_write_with(path, in, t, nt, &ch, err, errlen);
+}
+
+int gguf_write_with(const char *path, const gguf_file *in, const gguf_out_tensor *t, int nt,
+                    const gguf_write_changes *ch, char *err, size_t errlen) {
     uint32_t align = 32;
     const gguf_kv *akv = gguf_find_kv(in, "general.alignment");
     if (akv && akv->type == GGUF_U32) memcpy(&align, akv->data, 4);
@@ -118,7 +136,7 @@ int gguf_write_like(const char *path, const gguf_file *in, const gguf_out_tensor
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    const uint64_t n_kv = put_keys(mem, in, t, nt);
+    const uint64_t n_kv = put_keys(mem, in, t, nt, ch);
     int bad = fclose(mem) != 0;
     put(f, "GGUF", 4);
     put_u32(f, 3);

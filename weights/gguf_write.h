@@ -22,4 +22,15 @@ typedef struct {
 int gguf_write_like(const char *path, const gguf_file *in, const gguf_out_tensor *t, int nt, char *err,
                     size_t errlen);
 
+/* What gguf_write_with changes besides the tensors' CRC-32s. */
+typedef struct {
+    int keep_version;      /* keep attend.format_version as it is (the tensors are in's own) */
+    const char *str_key;   /* when set: this string key gets str_value (replaced, or added last) */
+    const char *str_value;
+} gguf_write_changes;
+
+/* gguf_write_like with these changes. 0, or -1 with err. */
+int gguf_write_with(const char *path, const gguf_file *in, const gguf_out_tensor *t, int nt,
+                    const gguf_write_changes *ch, char *err, size_t errlen);
+
 #endif

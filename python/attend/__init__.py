@@ -21,7 +21,7 @@ first use.
 """
 from __future__ import annotations
 
-from ._capi import ATTEND_DEFAULT_VIEW, find_library, library_path
+from ._capi import ATTEND_ALIGNMENT_VIEW_KEY, find_library, library_path
 from ._display import heatmap_svg, plot
 from ._explore import Page, explore
 from . import export  # the exporters' package, callable as export() (attend/export/)
@@ -33,7 +33,7 @@ from ._model import (AttendError, AttendWarning, Config, Hypothesis, Model, Resu
 __version__ = "0.4.0"
 
 __all__ = [
-    "ATTEND_DEFAULT_VIEW", "AttendError", "AttendWarning", "Config", "Hypothesis", "Model", "Page",
+    "ATTEND_ALIGNMENT_VIEW_KEY", "AttendError", "AttendWarning", "Config", "Hypothesis", "Model", "Page",
     "Result", "default_model_path", "default_threads", "explore", "export", "find_exporter",
     "find_library", "heatmap_svg", "isa", "isa_available", "library_path", "library_version",
     "parse_view", "plot", "save_npz", "view_name", "__version__",

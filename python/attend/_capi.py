@@ -20,9 +20,10 @@ from typing import List, Optional
 # Structures (field order and types exactly as in the headers)
 
 # the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
-ABI = 5
+ABI = 6
 ATTEND_VIEW_MAX = 64
-ATTEND_DEFAULT_VIEW = "last:0"
+# the metadata key a model file records its alignment view under (align.h)
+ATTEND_ALIGNMENT_VIEW_KEY = "attend.alignment.view"
 
 # attend_params.early_stopping
 ATTEND_EARLY_MODEL, ATTEND_EARLY_FALSE, ATTEND_EARLY_TRUE, ATTEND_EARLY_NEVER = 0, 1, 2, 3
@@ -77,6 +78,8 @@ class attend_config(ctypes.Structure):
         ("n_languages", ctypes.c_int),
         ("languages", ctypes.POINTER(ctypes.c_char_p)),
         ("language_ids", c_int_p),
+        ("alignment_view", ctypes.c_char_p),
+        ("alignment_view_recorded", ctypes.c_int),
     ]
 
 
@@ -188,6 +191,7 @@ class attend_view(ctypes.Structure):
         ("layer", ctypes.c_int * ATTEND_VIEW_MAX),
         ("head", ctypes.c_int * ATTEND_VIEW_MAX),
         ("shift", ctypes.c_int),
+        ("words", ctypes.c_int),
     ]
 
 
@@ -325,6 +329,9 @@ _FUNCTIONS = {
     "attend_alignment": ([ctypes.POINTER(attend_result), ctypes.POINTER(attend_config),
                           ctypes.POINTER(attend_view), ctypes.c_char_p, ctypes.c_size_t],
                          ctypes.c_void_p, True),
+    "attend_default_view": ([ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t], None, True),
+    "attend_record_view": ([ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
+                            ctypes.c_size_t], ctypes.c_int, True),
 }
 
 

@@ -60,7 +60,7 @@ def heatmap_svg(matrix: np.ndarray, rows: Sequence[str], cols: Sequence[str], ce
     return "".join(out)
 
 
-def result_html(r: Any, view: str = C.ATTEND_DEFAULT_VIEW) -> str:
+def result_html(r: Any, view: Optional[str] = None) -> str:
     """HTML for Jupyter: source, translation, score and the cross-attention heatmap of
     ``view`` (target pieces as rows, source pieces as columns)."""
     label = "target" if r.forced else "translation"
@@ -72,7 +72,8 @@ def result_html(r: Any, view: str = C.ATTEND_DEFAULT_VIEW) -> str:
     if r.cross is not None and r.cross.shape[2] and r.cross.shape[3]:
         try:
             from ._model import view_name
-            parts.append(f"<div><b>cross-attention, view {esc(view_name(view))}:</b></div>")
+            shown = view if view is not None else r.default_view()
+            parts.append(f"<div><b>cross-attention, view {esc(view_name(shown))}:</b></div>")
             parts.append(heatmap_svg(r.view(view), r.tgt_tokens, r.src_tokens))
         except Exception as e:  # a view the model lacks: say so instead of failing the display
             parts.append(f"<div>(no heatmap: {esc(str(e))})</div>")

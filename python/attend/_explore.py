@@ -14,7 +14,7 @@ from . import _capi as C
 from ._options import hint_keywords
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "explore.html")
-DEFAULT_PRESETS = (C.ATTEND_DEFAULT_VIEW, "penultimate:avg", "all:avg")
+DEFAULT_PRESETS = ("last:0", "penultimate:avg", "all:avg")
 MAX_PIECES = 200  # as attend explore: a longer side makes a page no browser draws well
 
 
@@ -23,9 +23,10 @@ def _weights(a: np.ndarray) -> List[int]:
     return np.rint(np.asarray(a, dtype=np.float32) * np.float32(1000)).astype(np.int64).ravel().tolist()
 
 
-def _presets(first: Optional[str], decoder_layers: int) -> List[str]:
+def _presets(first: Optional[str], own: str, decoder_layers: int) -> List[str]:
+    """As attend explore: the chosen view (else the model's own), the model's own, the usual ones."""
     out: List[str] = []
-    for i, p in enumerate((first or C.ATTEND_DEFAULT_VIEW,) + DEFAULT_PRESETS):
+    for i, p in enumerate((first or own, own) + DEFAULT_PRESETS):
         if p == "penultimate:avg" and decoder_layers < 2 and i > 0:
             continue
         if p not in out:
@@ -99,7 +100,7 @@ def page_data(results: Sequence[Any], model: Optional[str] = None, settings: Opt
     _check(results)
     cfg = results[0]._config
     model, settings = _header(results, model, settings)
-    presets = _presets(preset, cfg.decoder_layers)
+    presets = _presets(preset, cfg.alignment_view, cfg.decoder_layers)
     return {"model": model, "settings": settings,
             "config": {"encoder_layers": cfg.encoder_layers, "encoder_heads": cfg.encoder_heads,
                        "decoder_layers": cfg.decoder_layers, "decoder_heads": cfg.decoder_heads},

@@ -117,6 +117,13 @@ def parse_view(view: str) -> C.attend_view:
     return v
 
 
+def default_view(decoder_layers: int) -> str:
+    """The view of a model whose file records none (the library's attend_default_view)."""
+    buf = ctypes.create_string_buffer(C.ATTEND_VIEW_MAX * 8)
+    C.lib().attend_default_view(decoder_layers, buf, len(buf))
+    return C.decode(buf.value)
+
+
 def view_name(view: str) -> str:
     """The view written back by the library in its canonical form ("penultimate:avg")."""
     v = parse_view(view)
@@ -172,13 +179,15 @@ class Config:
     n_languages: int
     languages: Tuple[str, ...]  # the codes src_lang / tgt_lang take (multilingual models)
     language_ids: Tuple[int, ...]
+    alignment_view: str  # the view alignments use by default: the file's, else the default
+    alignment_view_recorded: int  # 1: the file records it (attend.alignment.view)
 
     @classmethod
     def _from_c(cls, c: C.attend_config) -> "Config":
         values = {}
         for name, _ in C.attend_config._fields_:
             v = getattr(c, name)
-            if name in ("activation", "dtype", "architecture"):
+            if name in ("activation", "dtype", "architecture", "alignment_view"):
                 v = C.decode(v)
             elif name in ("languages", "language_ids"):
                 v = tuple(C.decode(v[i]) if name == "languages" else v[i] for i in range(c.n_languages))
@@ -361,16 +370,26 @@ class Result:
             raise ValueError("this result holds no attention: translate with attention=True")
         return np.ascontiguousarray(self.cross, dtype=np.float32)
 
-    def _c_view(self, view: str) -> C.attend_view:
+    def default_view(self) -> str:
+        """The view alignments use when none is given: the model's own (Config.alignment_view:
+        the one its file records, else attend_default_view for its decoder layers)."""
+        if self._config is not None:
+            return self._config.alignment_view
+        return default_view(self._need_cross().shape[0])
+
+    def _c_view(self, view: Optional[str]) -> C.attend_view:
         cross = self._need_cross()
+        if view is None:
+            view = self.default_view()
         v = parse_view(view)
         err = C.err_buffer()
         if C.lib().attend_view_check(ctypes.byref(v), cross.shape[0], cross.shape[1], err, C.ERR_LEN):
             raise AttendError(C.decode(err.value))
         return v
 
-    def view(self, view: str = C.ATTEND_DEFAULT_VIEW) -> np.ndarray:
-        """The cross-attention reduced to one float32 [T, S] matrix by a view ("last:0",
+    def view(self, view: Optional[str] = None) -> np.ndarray:
+        """The cross-attention reduced to one float32 [T, S] matrix by a view (default: the
+        model's own, see default_view; "last:0",
         "penultimate:avg", "L:avg,shift", "all:avg", "L:H[,L:H...]"; see docs/alignment-and-attention.md), computed
         by the library's attend_view_reduce."""
         cross = self._need_cross()
@@ -386,9 +405,10 @@ class Result:
             raise AttendError(C.decode(err.value))
         return out
 
-    def pharaoh(self, view: str = C.ATTEND_DEFAULT_VIEW) -> str:
+    def pharaoh(self, view: Optional[str] = None) -> str:
         """The word alignment as Pharaoh text ("0-0 1-2": source word - target word,
-        0-based), exactly as ``attend translate --alignment=VIEW`` appends it."""
+        0-based), exactly as ``attend translate --alignment=VIEW`` appends it (without a
+        view: the model's own, as ``--alignment``)."""
         cross = self._need_cross()
         v = self._c_view(view)
         if cross.shape[2] == 0:  # a blank line: nothing translated, nothing aligned
@@ -411,8 +431,9 @@ class Result:
         finally:
             C.libc_free(ptr)
 
-    def alignment(self, view: str = C.ATTEND_DEFAULT_VIEW) -> List[Tuple[int, int]]:
-        """Word alignment from a cross-attention view (default "last:0"): a sorted list of
+    def alignment(self, view: Optional[str] = None) -> List[Tuple[int, int]]:
+        """Word alignment from a cross-attention view (default: the model's own, as
+        ``attend align`` and ``--alignment`` use it; see default_view): a sorted list of
         (source word, target word) index pairs into src_words / tgt_words. Computed by the
         library (attend_view_parse + attend_alignment): each target piece links to its
         highest-weight source piece, ``</s>`` excluded; words are aligned if any of their

@@ -209,7 +209,7 @@ def probe_worker(spec: Dict[str, Any], dask_worker: Any = None) -> Dict[str, Any
         out["max_line_bytes"] = int(plugin.model.config.max_line_bytes)
         try:
             import attend
-            if spec["alignment"] is not None:
+            if spec["alignment"]:  # "": the model's own view
                 attend.parse_view(spec["alignment"])
             # no lines: the library still checks the settings (n_best > beams, ...)
             plugin.model.translate([], **spec["options"], **spec["batching"])
@@ -345,7 +345,7 @@ def translate_chunk(index: int, first_line: int, n_lines: int, data: bytes,
                     line += " ||| " + (r.hypothesis(k).pharaoh(spec["alignment"]) if r.src_ids.size else "")
                 out.append(line)
         elif spec["alignment"] is not None:
-            out.append(f"{_one_line(r.text)} ||| {r.pharaoh(spec['alignment'])}")
+            out.append(f"{_one_line(r.text)} ||| {r.pharaoh(spec['alignment'] or None)}")
         else:
             out.append(_one_line(r.text))
     text = ("\n".join(out) + "\n").encode("utf-8") if out else b""
@@ -621,9 +621,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--top-p", type=float, metavar="P")
     t.add_argument("--temperature", type=float, metavar="T")
     t.add_argument("--seed", type=int, metavar="S")
-    t.add_argument("--alignment", metavar="VIEW", nargs="?", const="last:0",
-                   help="append ' ||| ' and the word alignment of VIEW (default last:0); "
-                        "write it --alignment=VIEW")
+    t.add_argument("--alignment", metavar="VIEW", nargs="?", const="",
+                   help="append ' ||| ' and the word alignment of VIEW (default: the model's own, "
+                        "as attend translate); write it --alignment=VIEW")
     return p
 
 
@@ -634,7 +634,7 @@ def _fix_argv(argv: List[str]) -> List[str]:
     for i, a in enumerate(argv):
         if a == "--":
             return out + argv[i:]
-        out.append("--alignment=last:0" if a == "--alignment" else a)
+        out.append("--alignment=" if a == "--alignment" else a)
     return out
 
 
