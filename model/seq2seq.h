@@ -30,6 +30,8 @@ typedef enum {
                     is odd, row pad_id zero (fairseq / HF M2M-100, float32) */
     POS_LEARNED, /* position p = token index; row p + 2 of the side's stored table
                     (enc/dec.embed_positions.weight, HF mBART's offset of 2) */
+    POS_RELATIVE, /* none in the embeddings: a learned bias per head and relative-distance
+                     bucket added to every self-attention score (T5; layers.h) */
 } pos_kind;
 
 /* What one family does differently: chosen by general.architecture, never stored. */
@@ -48,6 +50,9 @@ typedef struct {
                            text is split at added tokens typed in it (<s>, </s>, <pad>, <unk>,
                            <mask>, language codes), each its own id, as HF's tokenizers do */
     int mask;           /* a <mask> token: <family>.mask_id required, skipped when decoding */
+    int rms_norm;       /* T5's LayerNorm: x / rms(x) * g, no mean, no bias (at_rmsnorm) */
+    int biases;         /* the linear layers have biases (T5's have none) */
+    int scaled_scores;  /* attention scores divided by sqrt(head width) (T5's are not) */
 } s2s_family;
 
 typedef struct {
@@ -61,6 +66,13 @@ typedef struct {
     int bos_id; /* <s>, skipped when decoding text; -1 when the family has none (Marian) */
     int mask_id; /* <mask> (family->mask), skipped when decoding text; else -1 */
     int model_max_length; /* source tokens kept: tokenizer.model_max_length, at most max_pos */
+    int enc_hd, dec_hd; /* a head's width: d_model / heads, or t5.d_kv (heads * d_kv may differ
+                           from d_model: the attention's inner width, enc/dec_inner) */
+    int enc_inner, dec_inner;
+    int rel_buckets, rel_max_distance; /* POS_RELATIVE: t5.relative_buckets / _max_distance */
+    int gated_ffn;      /* t5.gated_ffn: fc2(act(fc1 x) * gate x) */
+    float out_scale;    /* the decoder's output times this before the output projection
+                           (t5.scale_output: d_model^-0.5), else 1 */
     s2s_generation gen;
 } s2s_config;
 
@@ -80,7 +92,7 @@ typedef struct {
 typedef struct {
     attn_weights self_attn;
     norm self_attn_norm;
-    linear fc1, fc2;
+    linear fc1, gate, fc2; /* gate: c.gated_ffn only */
     norm ffn_norm;
 } enc_layer;
 
@@ -89,7 +101,7 @@ typedef struct {
     norm self_attn_norm;
     attn_weights cross_attn;
     norm cross_attn_norm;
-    linear fc1, fc2;
+    linear fc1, gate, fc2;
     norm ffn_norm;
 } dec_layer;
 
@@ -115,6 +127,9 @@ typedef struct s2s_model {
     norm enc_final_norm, dec_final_norm; /* family->final_norms */
     norm enc_embed_norm, dec_embed_norm; /* family->embed_norm */
     at_matrix enc_pos, dec_pos; /* POS_LEARNED: [max_pos + 2, d] tables, position p at row p + 2 */
+    /* POS_RELATIVE: [rel_buckets, heads] of each stack, bucket-major (HF's
+     * relative_attention_bias.weight of its first layer, used by every layer) */
+    const float *enc_rel_bias, *dec_rel_bias;
     int n_langs;       /* language tokens (family->languages), in the file's order */
     char **lang_code;  /* [n_langs] NUL-terminated codes, e.g. "de" */
     int *lang_id;      /* [n_langs] the id of each code's token, e.g. of __de__ */
