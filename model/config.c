@@ -50,7 +50,7 @@ static const s2s_family FAMILIES[] = {
     {"marian",   0,   0,    0,     POS_MARIAN,   1,   1,      1,    1,     0,    0,   0,  1,     1},
     {"m2m_100",  1,   1,    0,     POS_FAIRSEQ,  0,   0,      0,    0,     1,    0,   0,  1,     1},
     {"mbart",    1,   1,    1,     POS_LEARNED,  1,   0,      0,    0,     1,    1,   0,  1,     1},
-    // T5ROW {"t5",       1,   1,    0,     POS_RELATIVE, 0,   0,      0,    0,     0,    0,   1,  0,     0},
+    {"t5",       1,   1,    0,     POS_RELATIVE, 0,   0,      0,    0,     0,    0,   1,  0,     0},
 };
 
 static const s2s_family *find_family(gguf_str s) {

@@ -601,8 +601,8 @@ def run_export(prog, a, export, *args, hf_dir=None, two_vocabs=False):
 
 def other_family(argv):
     """The exporter of HF_DIR's family when it is not Marian (config.json's model_type), else
-    None: `export_marian.py M2M_DIR OUT` runs export_m2m100.py (mbart: export_mbart.py) with
-    the same arguments."""
+    None: `export_marian.py M2M_DIR OUT` runs export_m2m100.py (mbart: export_mbart.py; t5 and
+    mt5: export_t5.py) with the same arguments."""
     dirs = [x for x in argv if not x.startswith("-") and os.path.isfile(os.path.join(x, "config.json"))]
     try:
         with open(os.path.join(dirs[0], "config.json"), encoding="utf-8") as f:
@@ -615,6 +615,9 @@ def other_family(argv):
     if model_type == "mbart":
         import export_mbart
         return export_mbart.main
+    if model_type in ("t5", "mt5"):
+        import export_t5
+        return export_t5.main
     return None
 
 
