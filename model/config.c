@@ -46,11 +46,11 @@ static int opt_f32(const gguf_file *f, const char *key, float lo, float hi, floa
 
 /* Marian's switches keep its behaviour exactly as before families existed. */
 static const s2s_family FAMILIES[] = {
-    /* name      pre  final emb_ln positions     bias ban_pad codes unk_sp langs mask rms biases scaled */
-    {"marian",   0,   0,    0,     POS_MARIAN,   1,   1,      1,    1,     0,    0,   0,  1,     1},
-    {"m2m_100",  1,   1,    0,     POS_FAIRSEQ,  0,   0,      0,    0,     1,    0,   0,  1,     1},
-    {"mbart",    1,   1,    1,     POS_LEARNED,  1,   0,      0,    0,     1,    1,   0,  1,     1},
-    {"t5",       1,   1,    0,     POS_RELATIVE, 0,   0,      0,    0,     0,    0,   1,  0,     0},
+    /* name      pre  final emb_ln positions     bias ban_pad codes unk_sp langs mask rms biases scaled sentinels */
+    {"marian",   0,   0,    0,     POS_MARIAN,   1,   1,      1,    1,     0,    0,   0,  1,     1,     0},
+    {"m2m_100",  1,   1,    0,     POS_FAIRSEQ,  0,   0,      0,    0,     1,    0,   0,  1,     1,     0},
+    {"mbart",    1,   1,    1,     POS_LEARNED,  1,   0,      0,    0,     1,    1,   0,  1,     1,     0},
+    {"t5",       1,   1,    0,     POS_RELATIVE, 0,   0,      0,    0,     0,    0,   1,  0,     0,     1},
 };
 
 static const s2s_family *find_family(gguf_str s) {

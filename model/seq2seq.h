@@ -53,6 +53,10 @@ typedef struct {
     int rms_norm;       /* T5's LayerNorm: x / rms(x) * g, no mean, no bias (at_rmsnorm) */
     int biases;         /* the linear layers have biases (T5's have none) */
     int scaled_scores;  /* attention scores divided by sqrt(head width) (T5's are not) */
+    int sentinels;      /* T5Tokenizer: <pad> </s> <unk> and the <extra_id_N> pieces typed in the
+                           text are their ids (an extra id eats the whitespace on both sides); no
+                           second </s> after a typed one; decoding skips them and ids without
+                           a piece */
 } s2s_family;
 
 typedef struct {

@@ -332,12 +332,6 @@ class T5Tok:
         return text
 
 
-def train_t5_spm(workdir, prefix, lines, vocab_size):
-    """A SentencePiece unigram model with T5's special ids: <pad> 0, </s> 1, <unk> 2, no <s>."""
-    import testlib as T  # tests/ is on the path of every caller
-    return T.train_spm(workdir, prefix, lines, vocab_size, pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
-
-
 # --------------------------------------------------------------------------------------
 # Generation, as generate() does for T5ForConditionalGeneration (nothing banned; <pad>
 # may be generated)
