@@ -42,7 +42,7 @@ CONFIGS = [
     ("gated-untied-narrow", dict(d_model=48, d_kv=8, num_heads=4, d_ff=80, num_layers=3, num_decoder_layers=1,
                                  feed_forward_proj="gated-gelu", tie_word_embeddings=False,
                                  relative_attention_num_buckets=8, relative_attention_max_distance=16),
-     "bin", 900),
+     "bin", -900),
     ("gated-tied-wide", dict(d_model=32, d_kv=16, num_heads=6, d_ff=64, num_layers=1, num_decoder_layers=3,
                              feed_forward_proj="gated-gelu", relative_attention_num_buckets=16,
                              relative_attention_max_distance=20, max_length=16), "safetensors", 700),
@@ -100,9 +100,14 @@ def calibrate(m, sources, token, rate, rounds=2):
 
 
 def make_model(work, name, overrides, fmt, vocab, seed):
-    spm = os.path.join(work, f"t5-{vocab}.model")
+    """vocab: the SentencePiece model's size; a negative one keeps extra whitespace (so
+    the whitespace an extra id strips shows in the pieces)."""
+    keep = vocab < 0
+    vocab = abs(vocab)
+    spm = os.path.join(work, f"t5-{vocab}-{keep}.model")
     if not os.path.exists(spm):  # T5's special ids: <pad> 0, </s> 1, <unk> 2, no <s>
-        T.train_spm(work, f"t5-{vocab}", T.bilingual_lines(), vocab, pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
+        T.train_spm(work, f"t5-{vocab}-{keep}", T.bilingual_lines(), vocab, pad_id=0, eos_id=1, unk_id=2,
+                    bos_id=-1, remove_extra_whitespaces=not keep)
     import sentencepiece
     n = sentencepiece.SentencePieceProcessor(model_file=spm).get_piece_size()
     cfg = dict(BASE, vocab_size=n + R.EXTRA_IDS, **overrides)
@@ -213,7 +218,8 @@ def main():
         run.check(f"t5 parity {name}", one, name, overrides, fmt, vocab, seed + 31)
 
     run.check("outputs end by </s> and by length", endings, stats)
-    run.check("T5Tokenizer parity: ids and text, >= 200 tricky lines", tokenizer_parity, models[CONFIGS[0][0]])
+    for name in (CONFIGS[0][0], CONFIGS[1][0]):  # SentencePiece models without and with extra whitespace
+        run.check(f"T5Tokenizer parity ({name}): ids and text, >= 200 tricky lines", tokenizer_parity, models[name])
     shutil.rmtree(work, ignore_errors=True)
     run.finish()
 
