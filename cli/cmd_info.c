@@ -84,6 +84,12 @@ int cmd_info(int argc, char **argv) {
         for (int i = 0; i < c->n_languages; i++) printf(" %s", c->languages[i]);
         printf("\n");
     }
+    if (c->n_tasks) { /* the names --task takes */
+        printf("tasks               %d:", c->n_tasks);
+        for (int i = 0; i < c->n_tasks; i++) printf(" %s", c->tasks[i]);
+        printf("\n");
+        for (int i = 0; i < c->n_tasks; i++) printf("  %-17s \"%s\"\n", c->tasks[i], c->task_prefixes[i]);
+    }
     printf("kernels             %s\n", attend_isa());
     attend_free(m);
     return EXIT_OK;

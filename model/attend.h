@@ -57,7 +57,8 @@ typedef struct {
     int vocab_size, decoder_vocab_size, d_model;
     int encoder_layers, decoder_layers, encoder_heads, decoder_heads;
     int encoder_ffn_dim, decoder_ffn_dim, max_position_embeddings, max_length;
-    const char *activation; /* "swish", "relu" or "gelu" */
+    const char *activation; /* "swish", "relu", "gelu" or "gelu_tanh"; "gated-" before it for
+                             * a gated FFN (T5 v1.1, flan-t5, mT5: "gated-gelu_tanh") */
     int scale_embedding, shared_embeddings, tied_output, forced_eos;
     int pad_id, eos_id, unk_id, decoder_start_id;
     const char *dtype; /* "f32", "f16" or "int8" (matrices) */
@@ -77,6 +78,12 @@ typedef struct {
     int n_languages;
     char **languages;
     int *language_ids;
+    /* Task prefixes (T5's task_specific_params): attend_params.task takes a name, e.g.
+     * "translation_en_to_de", and writes its prefix ("translate English to German: ")
+     * before each source. Both arrays belong to the model, as the languages. */
+    int n_tasks;
+    char **tasks;
+    char **task_prefixes;
 } attend_config;
 
 /* attend_params.early_stopping (HF's early_stopping False, True, "never") */
@@ -130,6 +137,11 @@ typedef struct {
     const char *tgt_lang;
     /* If not NULL: where this call's time went, summed over its batches (attend bench). */
     struct attend_stats *stats;
+    /* A task of attend_config.tasks (NULL: none): attend_translate writes its prefix before
+     * each non-blank source (attend_translate_ids refuses it). T5 models from several
+     * target languages (MADLAD-400) take tgt_lang as their <2xx> code, written first as a
+     * user would type it ("<2de> "), as a Marian model's >>xx<<. */
+    const char *task;
 } attend_params;
 
 /* attend_params.stats: wall-clock seconds of one call by phase. */

@@ -291,7 +291,7 @@ static int bind_tensors(s2s_model *m, char *err, size_t errlen) {
 
 static s2s_model *load_opened(s2s_model *m, char *err, size_t errlen) {
     if (!m->file || s2s_read_config(m->file, &m->c, err, errlen) || bind_tensors(m, err, errlen) ||
-        s2s_tokenizer_load(m, err, errlen))
+        s2s_tokenizer_load(m, err, errlen) || s2s_tasks_load(m, err, errlen))
         goto fail;
     if (s2s_positions_init(m)) {
         s2s_fail(err, errlen, "out of memory");
@@ -335,6 +335,7 @@ void s2s_free(s2s_model *m) {
     free(m->lang_code);
     free(m->lang_id);
     free(m->added_id);
+    s2s_tasks_free(m);
     for (int i = 0; i < m->n_i8_sums; i++) free(m->i8_sums[i]);
     free(m->i8_sums);
     free(m->enc);

@@ -144,6 +144,8 @@ typedef struct s2s_model {
                           tokens, <mask>), their ids; their pieces are the vocabulary's */
     int *added_id;     /* [n_added], ordered by their pieces' first byte: those starting */
     int added_start[257]; /* with byte b are added_id[added_start[b] .. added_start[b+1]) */
+    int n_tasks;       /* task prefixes (<family>.tasks / .task_prefixes; model/tasks.c) */
+    char **task_name, **task_prefix; /* [n_tasks] NUL-terminated copies */
     enc_layer *enc;
     dec_layer *dec;
     float *positions; /* [n_positions, d] sinusoids: s2s_position() reads them */
@@ -184,6 +186,10 @@ s2s_model *s2s_load_for_inference(const char *path, char *err, size_t errlen);
  * (the model stays usable, row-major). */
 int s2s_pack(s2s_model *m, char *err, size_t errlen);
 void s2s_free(s2s_model *m);
+
+/* The prefix task `name` writes before each source, or NULL when the model has no such
+ * task (model/tasks.c). */
+const char *s2s_task_prefix(const s2s_model *m, const char *name);
 
 /* Check the metadata's CRC-32 (when present), every tensor's CRC-32 and that every weight
  * is finite. Returns 0, or -1 naming the first bad tensor (and row and column of a

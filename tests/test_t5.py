@@ -34,6 +34,8 @@ TASKS = {"translation_en_to_de": {"early_stopping": True, "max_length": 300, "nu
          "summarization": {"min_length": 30, "prefix": "summarize: "},
          "no_prefix": {"max_length": 5}}
 
+MADLAD_CODES = ["<2de>", "<2fr>", "<2en>"]  # MADLAD-400's target-language pieces
+
 BASE = dict(d_model=64, d_kv=16, d_ff=128, num_layers=2, num_decoder_layers=2, num_heads=4, max_length=20)
 
 # name, config overrides, weights file format, SentencePiece size
@@ -107,7 +109,7 @@ def make_model(work, name, overrides, fmt, vocab, seed):
     spm = os.path.join(work, f"t5-{vocab}-{keep}.model")
     if not os.path.exists(spm):  # T5's special ids: <pad> 0, </s> 1, <unk> 2, no <s>
         T.train_spm(work, f"t5-{vocab}-{keep}", T.bilingual_lines(), vocab, pad_id=0, eos_id=1, unk_id=2,
-                    bos_id=-1, remove_extra_whitespaces=not keep)
+                    bos_id=-1, remove_extra_whitespaces=not keep, user_defined_symbols=MADLAD_CODES)
     import sentencepiece
     n = sentencepiece.SentencePieceProcessor(model_file=spm).get_piece_size()
     cfg = dict(BASE, vocab_size=n + R.EXTRA_IDS, **overrides)
@@ -218,6 +220,41 @@ def main():
         run.check(f"t5 parity {name}", one, name, overrides, fmt, vocab, seed + 31)
 
     run.check("outputs end by </s> and by length", endings, stats)
+    def task_and_codes():
+        """--task writes the task's prefix (and --tgt-lang xx a MADLAD <2xx> code) before
+        each source, as a user would type them: the reference's output for the prefixed
+        lines; attend info lists the tasks; unknown names are refused naming the choices."""
+        hf, gguf, m = models[CONFIGS[3][0]]
+        few = lines[:4]
+        check_parity(work, "task", gguf, m, isas[:1], [], few, beams_list=(1,),
+                     extra_args=("--task", "translation_en_to_de"), prefix="translate English to German: ")
+        check_parity(work, "madlad", gguf, m, isas[:1], [], few, beams_list=(1,),
+                     extra_args=("--tgt-lang", "fr", "--task", "summarization"), prefix="<2fr> summarize: ")
+        out = T.run_attend(["info", gguf]).stdout
+        assert "tasks               2: translation_en_to_de summarization" in out, out
+        assert '"translate English to German: "' in out, out
+        p = T.run_attend(["translate", "-m", gguf, "--task", "nope"], "Hello\n", check=False)
+        assert p.returncode == 2 and "--task 'nope' is not a task of this model; it has: translation_en_to_de " \
+            "summarization" in p.stderr, p.stderr
+        sys.path.insert(0, os.path.join(T.REPO, "python"))
+        import attend
+        am = attend.Model(gguf, threads=1)
+        assert am.config.tasks == ("translation_en_to_de", "summarization"), am.config.tasks
+        r = am.translate(few[0], task="summarization", tgt_lang="de", beam=1)
+        assert r.src_ids.tolist() == m.tok.encode("<2de> summarize: " + few[0]), r.src_tokens
+        try:
+            am.translate(few[0], task="nope")
+            raise AssertionError("an unknown task was accepted")
+        except attend.AttendError as e:
+            assert "task 'nope' is not a task of this model" in str(e), e
+        p = T.run_attend(["translate", "-m", gguf, "--tgt-lang", "xx"], "Hello\n", check=False)
+        assert p.returncode != 0 and "no <2xx> code (de, fr, en)" in p.stderr, p.stderr
+        p = T.run_attend(["translate", "-m", gguf, "--src-lang", "de"], "Hello\n", check=False)
+        assert p.returncode == 2 and "no languages" in p.stderr, p.stderr
+        assert T.run_attend(["translate", "-m", gguf, "--task", "summarization"], "\n \n").stdout == "\n\n"
+
+    run.check("--task and MADLAD --tgt-lang prefix the source; attend info lists tasks", task_and_codes)
+
     for name in (CONFIGS[0][0], CONFIGS[1][0]):  # SentencePiece models without and with extra whitespace
         run.check(f"T5Tokenizer parity ({name}): ids and text, >= 200 tricky lines", tokenizer_parity, models[name])
     shutil.rmtree(work, ignore_errors=True)

@@ -77,6 +77,9 @@ class attend_config(ctypes.Structure):
         ("n_languages", ctypes.c_int),
         ("languages", ctypes.POINTER(ctypes.c_char_p)),
         ("language_ids", c_int_p),
+        ("n_tasks", ctypes.c_int),
+        ("tasks", ctypes.POINTER(ctypes.c_char_p)),
+        ("task_prefixes", ctypes.POINTER(ctypes.c_char_p)),
     ]
 
 
@@ -125,6 +128,7 @@ class attend_params(ctypes.Structure):
         ("src_lang", ctypes.c_char_p),
         ("tgt_lang", ctypes.c_char_p),
         ("stats", ctypes.POINTER(attend_stats)),
+        ("task", ctypes.c_char_p),
     ]
 
 

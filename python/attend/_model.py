@@ -171,6 +171,9 @@ class Config:
     n_languages: int
     languages: Tuple[str, ...]  # the codes src_lang / tgt_lang take (multilingual models)
     language_ids: Tuple[int, ...]
+    n_tasks: int
+    tasks: Tuple[str, ...]  # the names task takes (T5's task_specific_params)
+    task_prefixes: Tuple[str, ...]
 
     @classmethod
     def _from_c(cls, c: C.attend_config) -> "Config":
@@ -181,13 +184,15 @@ class Config:
                 v = C.decode(v)
             elif name in ("languages", "language_ids"):
                 v = tuple(C.decode(v[i]) if name == "languages" else v[i] for i in range(c.n_languages))
+            elif name in ("tasks", "task_prefixes"):
+                v = tuple(C.decode(v[i]) for i in range(c.n_tasks))
             values[name] = v
         return cls(**values)
 
     def _to_c(self) -> C.attend_config:
         c = C.attend_config()
         for name, _ in C.attend_config._fields_:
-            if name in ("n_languages", "languages", "language_ids"):
+            if name in ("n_languages", "languages", "language_ids", "n_tasks", "tasks", "task_prefixes"):
                 continue  # pointers into the loaded model: not needed by the callers
             v = getattr(self, name)
             setattr(c, name, v.encode("utf-8") if isinstance(v, str) else v)
@@ -719,9 +724,9 @@ class Model:
                 max_length: Optional[int], sample: bool, top_k: Optional[int], top_p: Optional[float],
                 temperature: Optional[float], seed: Optional[int], attention: bool, scores: bool,
                 logits: bool, threads: Optional[int], src_lang: Optional[str] = None,
-                tgt_lang: Optional[str] = None) -> C.attend_params:
+                tgt_lang: Optional[str] = None, task: Optional[str] = None) -> C.attend_params:
         p = C.lib().attend_default_params()
-        for name, v in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
+        for name, v in (("src_lang", src_lang), ("tgt_lang", tgt_lang), ("task", task)):
             if v is not None:
                 if not isinstance(v, str):
                     raise TypeError(f"{name} must be a str, not {type(v).__name__}")
@@ -787,8 +792,8 @@ class Model:
                   attention: bool = False, scores: bool = True, logits: bool = False,
                   threads: Optional[int] = None, batch_size: Optional[int] = None,
                   batch_tokens: Optional[int] = None, verbose: bool = False,
-                  src_lang: Optional[str] = None, tgt_lang: Optional[str] = None
-                  ) -> Union[Result, List[Result]]:
+                  src_lang: Optional[str] = None, tgt_lang: Optional[str] = None,
+                  task: Optional[str] = None) -> Union[Result, List[Result]]:
         """Translate one line (a str: returns one Result) or several (a list or any
         iterable of str: returns a list of Results, in order).
 
@@ -808,7 +813,9 @@ class Model:
           ``batch_tokens`` (--batch-tokens): how lines are grouped into library calls (the
           results never depend on it), ``verbose`` (-v: one line per batch on stderr);
         - ``src_lang``, ``tgt_lang`` (--src-lang, --tgt-lang): required by multilingual
-          models (M2M-100, mBART-50), codes of Config.languages.
+          models (M2M-100, mBART-50), codes of Config.languages;
+        - ``task`` (--task): T5 models: the prefix of a task of Config.tasks written before
+          each line.
 
         Blank lines (spaces, tabs, \\r, \\n, \\f, \\v, NUL only) give an empty Result without
         running the model. Bad arguments raise TypeError / ValueError; settings the library
@@ -820,7 +827,7 @@ class Model:
                          repetition_penalty=repetition_penalty, max_length=max_length,
                          sample=sample, top_k=top_k, top_p=top_p, temperature=temperature,
                          seed=seed, attention=attention, scores=scores, logits=logits,
-                         threads=threads, src_lang=src_lang, tgt_lang=tgt_lang)
+                         threads=threads, src_lang=src_lang, tgt_lang=tgt_lang, task=task)
         if batch_size is not None:
             batch_size = _int("batch_size", batch_size, 1)
         if batch_tokens is not None:
