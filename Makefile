@@ -159,6 +159,7 @@ TINY_V2  = tests/data/tiny-v2.gguf
 TINY_M2M = tests/data/tiny-m2m.gguf
 TINY_MBART = tests/data/tiny-mbart.gguf
 TINY_NLLB = tests/data/tiny-nllb.gguf
+TINY_T5 = tests/data/tiny-t5.gguf
 SAN_DIR  = build-san
 SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow \
            -fno-sanitize-recover=all -DS2S_POSITIONS_CACHED=4
@@ -208,6 +209,11 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	  --src-lang deu_Latn --tgt-lang fra_Latn --beam 2 --dump-attention $(BUILD)/e2e.npz >$(BUILD)/e2e.out
 	printf 'Hallo eng_Latn <mask> Welt</s>\n<s><pad><unk>\n' | build/attend translate -m $(TINY_NLLB) \
 	  --src-lang deu_Latn --tgt-lang fra_Latn --beam 2 | cmp - $(BUILD)/e2e.out
+	@# the t5 family: RMS norms, relative position bias, gated FFN, extra ids typed in the text, a task
+	printf 'Hallo <extra_id_3> Welt</s>\n<pad><unk>\n' | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY_T5) \
+	  --task summarization --beam 2 --dump-attention $(BUILD)/e2e.npz --dump-logits >$(BUILD)/e2e.out
+	printf 'Hallo <extra_id_3> Welt</s>\n<pad><unk>\n' | build/attend translate -m $(TINY_T5) \
+	  --task summarization --beam 2 | cmp - $(BUILD)/e2e.out
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(SAN_ENV) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
 	ATTEND_BIN=$(BUILD)/attend BROKEN_SAMPLE=3 $(PYTHON) tests/test_broken_files.py
@@ -245,6 +251,7 @@ valgrind: $(BUILD)/attend
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 --beam 4 --n-best 3 --min-length 3 \
 	  --repetition-penalty 1.2 --dump-attention $(BUILD)/vg.npz --dump-logits >/dev/null
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 --sample --top-p 0.9 --n-best 2 >/dev/null
+	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY_T5) -t 1 --beam 2 --task summarization >/dev/null
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(VALGRIND) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
 	@echo "valgrind: ok"
@@ -276,9 +283,10 @@ fuzz-build:
 $(BUILD)/fuzz_%: tests/fuzz_%.c $(BUILD)/libattend.a
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
-$(CORPUS)/gguf: $(TINY) $(TINY_V2) $(TINY_MBART) $(TINY_NLLB)
+$(CORPUS)/gguf: $(TINY) $(TINY_V2) $(TINY_MBART) $(TINY_NLLB) $(TINY_T5)
 	mkdir -p $@ && cp $(TINY) $@/seed-tiny-v1.gguf && cp $(TINY_V2) $@/seed-tiny-v2.gguf
 	cp $(TINY_MBART) $@/seed-tiny-mbart.gguf && cp $(TINY_NLLB) $@/seed-tiny-nllb.gguf
+	cp $(TINY_T5) $@/seed-tiny-t5.gguf
 	if [ -f models/de-en.gguf ] && [ $$(stat -c %s models/de-en.gguf) -lt 1000000 ]; then \
 	  cp models/de-en.gguf $@/seed-de-en.gguf; fi
 
