@@ -101,6 +101,10 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
     o->n_tasks = am->m->n_tasks;
     o->tasks = am->m->task_name;
     o->task_prefixes = am->m->task_prefix;
+    o->encoder_head_dim = c->enc_hd;
+    o->decoder_head_dim = c->dec_hd;
+    o->relative_buckets = c->family->positions == POS_RELATIVE ? c->rel_buckets : 0;
+    o->relative_max_distance = c->family->positions == POS_RELATIVE ? c->rel_max_distance : 0;
     return am;
 }
 

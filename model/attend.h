@@ -84,6 +84,9 @@ typedef struct {
     int n_tasks;
     char **tasks;
     char **task_prefixes;
+    /* A head's width (d_model / heads, or T5's d_kv: heads * d_kv may differ from d_model),
+     * and T5's relative position buckets and their largest distance (0 for other families). */
+    int encoder_head_dim, decoder_head_dim, relative_buckets, relative_max_distance;
 } attend_config;
 
 /* attend_params.early_stopping (HF's early_stopping False, True, "never") */

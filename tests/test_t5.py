@@ -233,6 +233,7 @@ def main():
         out = T.run_attend(["info", gguf]).stdout
         assert "tasks               2: translation_en_to_de summarization" in out, out
         assert '"translate English to German: "' in out, out
+        assert "heads of 10 (20 wide), relative positions: 32 buckets up to distance 128" in out, out
         p = T.run_attend(["translate", "-m", gguf, "--task", "nope"], "Hello\n", check=False)
         assert p.returncode == 2 and "--task 'nope' is not a task of this model; it has: translation_en_to_de " \
             "summarization" in p.stderr, p.stderr
@@ -240,6 +241,7 @@ def main():
         import attend
         am = attend.Model(gguf, threads=1)
         assert am.config.tasks == ("translation_en_to_de", "summarization"), am.config.tasks
+        assert (am.config.encoder_head_dim, am.config.relative_buckets) == (10, 32), am.config
         r = am.translate(few[0], task="summarization", tgt_lang="de", beam=1)
         assert r.src_ids.tolist() == m.tok.encode("<2de> summarize: " + few[0]), r.src_tokens
         try:

@@ -80,6 +80,10 @@ class attend_config(ctypes.Structure):
         ("n_tasks", ctypes.c_int),
         ("tasks", ctypes.POINTER(ctypes.c_char_p)),
         ("task_prefixes", ctypes.POINTER(ctypes.c_char_p)),
+        ("encoder_head_dim", ctypes.c_int),
+        ("decoder_head_dim", ctypes.c_int),
+        ("relative_buckets", ctypes.c_int),
+        ("relative_max_distance", ctypes.c_int),
     ]
 
 

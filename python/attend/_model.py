@@ -174,6 +174,10 @@ class Config:
     n_tasks: int
     tasks: Tuple[str, ...]  # the names task takes (T5's task_specific_params)
     task_prefixes: Tuple[str, ...]
+    encoder_head_dim: int  # a head's width (T5's d_kv)
+    decoder_head_dim: int
+    relative_buckets: int  # T5's relative position buckets (0: other families)
+    relative_max_distance: int
 
     @classmethod
     def _from_c(cls, c: C.attend_config) -> "Config":
