@@ -20,7 +20,7 @@ from typing import List, Optional
 # Structures (field order and types exactly as in the headers)
 
 # the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
-ABI = 4
+ABI = 5
 ATTEND_VIEW_MAX = 64
 ATTEND_DEFAULT_VIEW = "last:0"
 
