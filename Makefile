@@ -14,7 +14,7 @@ LDLIBS  = -pthread -lsentencepiece -lz -lm
 LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
           tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c \
           model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c \
-          model/encoder.c model/decoder.c model/search.c model/trace.c model/outputs.c model/strategy.c \
+          model/encoder.c model/decoder.c model/relative.c model/tasks.c model/search.c model/trace.c model/outputs.c model/strategy.c \
           model/beam.c model/generate.c model/api.c model/align.c model/quantize.c \
           model/record_view.c
 LIB_CXX = tokenizer/spm.cc
@@ -160,6 +160,7 @@ TINY_V2  = tests/data/tiny-v2.gguf
 TINY_M2M = tests/data/tiny-m2m.gguf
 TINY_MBART = tests/data/tiny-mbart.gguf
 TINY_NLLB = tests/data/tiny-nllb.gguf
+TINY_T5 = tests/data/tiny-t5.gguf
 SAN_DIR  = build-san
 SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow \
            -fno-sanitize-recover=all -DS2S_POSITIONS_CACHED=4
@@ -216,6 +217,11 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	  --src-lang deu_Latn --tgt-lang fra_Latn --beam 2 --dump-attention $(BUILD)/e2e.npz >$(BUILD)/e2e.out
 	printf 'Hallo eng_Latn <mask> Welt</s>\n<s><pad><unk>\n' | build/attend translate -m $(TINY_NLLB) \
 	  --src-lang deu_Latn --tgt-lang fra_Latn --beam 2 | cmp - $(BUILD)/e2e.out
+	@# the t5 family: RMS norms, relative position bias, gated FFN, extra ids typed in the text, a task
+	printf 'Hallo <extra_id_3> Welt</s>\n<pad><unk>\n' | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY_T5) \
+	  --task summarization --beam 2 --dump-attention $(BUILD)/e2e.npz --dump-logits >$(BUILD)/e2e.out
+	printf 'Hallo <extra_id_3> Welt</s>\n<pad><unk>\n' | build/attend translate -m $(TINY_T5) \
+	  --task summarization --beam 2 | cmp - $(BUILD)/e2e.out
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(SAN_ENV) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
 	ATTEND_BIN=$(BUILD)/attend BROKEN_SAMPLE=3 $(PYTHON) tests/test_broken_files.py
@@ -258,6 +264,7 @@ valgrind: $(BUILD)/attend
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 --sample --top-p 0.9 --n-best 2 >/dev/null
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 --beam 3 --n-best 2 --prefix "Two" \
 	  --alignment --dump-attention $(BUILD)/vg.npz >/dev/null
+	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY_T5) -t 1 --beam 2 --task summarization >/dev/null
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(VALGRIND) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
 	@echo "valgrind: ok"
@@ -289,9 +296,10 @@ fuzz-build:
 $(BUILD)/fuzz_%: tests/fuzz_%.c $(BUILD)/libattend.a
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
-$(CORPUS)/gguf: $(TINY) $(TINY_V2) $(TINY_MBART) $(TINY_NLLB)
+$(CORPUS)/gguf: $(TINY) $(TINY_V2) $(TINY_MBART) $(TINY_NLLB) $(TINY_T5)
 	mkdir -p $@ && cp $(TINY) $@/seed-tiny-v1.gguf && cp $(TINY_V2) $@/seed-tiny-v2.gguf
 	cp $(TINY_MBART) $@/seed-tiny-mbart.gguf && cp $(TINY_NLLB) $@/seed-tiny-nllb.gguf
+	cp $(TINY_T5) $@/seed-tiny-t5.gguf
 	if [ -f models/de-en.gguf ] && [ $$(stat -c %s models/de-en.gguf) -lt 1000000 ]; then \
 	  cp models/de-en.gguf $@/seed-de-en.gguf; fi
 
@@ -376,7 +384,7 @@ install: all
 	install -m 644 python/attend/export/*.py $(DESTDIR)$(PYTHON_SITE)/attend/export/
 	# the exporters' scripts: wrappers over attend.export (tools/attend_package.py finds it)
 	install -m 755 tools/export_marian.py tools/export_marian_npz.py tools/export_m2m100.py \
-	  tools/export_mbart.py tools/gguf_io.py $(DESTDIR)$(PREFIX)/share/attend/tools/
+	  tools/export_mbart.py tools/export_t5.py tools/gguf_io.py $(DESTDIR)$(PREFIX)/share/attend/tools/
 	install -m 644 tools/attend_package.py tools/safetensors_np.py tools/nllb_languages.py \
 	  $(DESTDIR)$(PREFIX)/share/attend/tools/
 

@@ -147,11 +147,24 @@ static void print_languages(const attend_config *c) {
     fprintf(stderr, "\n");
 }
 
+int cli_check_task(const char *cmd, const attend_model *m, const char *task) {
+    const attend_config *c = attend_get_config(m);
+    for (int i = 0; task && i < c->n_tasks; i++)
+        if (!strcmp(c->tasks[i], task)) return 0;
+    if (!task) return 0;
+    fprintf(stderr, "attend %s: --task '%s' is not a task of this model; it has: %s", cmd, task,
+            c->n_tasks ? "" : "none");
+    for (int i = 0; i < c->n_tasks; i++) fprintf(stderr, "%s%s", i ? " " : "", c->tasks[i]);
+    fprintf(stderr, "\n");
+    return EXIT_USAGE;
+}
+
 int cli_check_languages(const char *cmd, const attend_model *m, const char *src, const char *tgt, int need_src) {
     const attend_config *c = attend_get_config(m);
     if (c->n_languages == 0) {
-        /* a Marian model's --tgt-lang is a >>xx<< code: the library checks its pieces */
-        if (!src && (!tgt || !strcmp(c->architecture, "marian"))) return 0;
+        /* a Marian model's --tgt-lang is a >>xx<< code, a T5 model's (MADLAD-400) a <2xx>
+         * code: the library checks its pieces */
+        if (!src && (!tgt || !strcmp(c->architecture, "marian") || !strcmp(c->architecture, "t5"))) return 0;
         fprintf(stderr, "attend %s: --src-lang/--tgt-lang: this %s model has no languages to choose\n", cmd,
                 c->architecture);
         return EXIT_USAGE;

@@ -32,6 +32,9 @@ int cli_is_option(const char *a);
  * with need_src, the source) language, as one of its codes; a model without languages takes
  * none. 0, or EXIT_USAGE after one line on stderr that lists the valid codes. */
 int cli_check_languages(const char *cmd, const attend_model *m, const char *src, const char *tgt, int need_src);
+/* --task against the model's tasks (NULL: none asked): 0, or EXIT_USAGE after a message
+ * listing them. */
+int cli_check_task(const char *cmd, const attend_model *m, const char *task);
 /* Print "attend CMD: unknown option OPT (see --help)" and return EXIT_USAGE. */
 int cli_unknown_option(const char *cmd, const char *opt);
 /* Flush standard output. On a write error print one line (only once, and nothing for a

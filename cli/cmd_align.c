@@ -27,6 +27,7 @@ static void usage_align(FILE *f) {
             "      --src-lang L        multilingual models (M2M-100, NLLB, mBART): the source\n"
             "                          language\n"
             "      --tgt-lang L        multilingual models: the target language\n"
+            "      --task NAME         T5 models: write the task's prefix before the text\n"
             "      --beam N            translate with N beams (default: the model's setting,\n"
             "                          as attend translate); the view shows the output's own path\n"
             "      --greedy            the same as --beam 1\n"
@@ -211,7 +212,9 @@ static int translate_source(align_run *x) {
         fprintf(stderr, "attend align: %s\n", err);
         return EXIT_USAGE;
     }
-    if (cli_check_languages("align", x->m, o->common.src_lang, o->common.tgt_lang, 1)) return EXIT_USAGE;
+    if (cli_check_languages("align", x->m, o->common.src_lang, o->common.tgt_lang, 1) ||
+        cli_check_task("align", x->m, o->common.task))
+        return EXIT_USAGE;
     attend_params p = cli_model_params(&o->common);
     p.want_attention = p.want_scores = 1;
     const char *targets[1] = {o->target};

@@ -39,6 +39,7 @@ static void usage_explore(FILE *f) {
             "      --src-lang L   multilingual models (M2M-100, NLLB, mBART): the source\n"
             "                     language\n"
             "      --tgt-lang L   multilingual models: the target language\n"
+            "      --task NAME    T5 models: write the task's prefix before the text\n"
             "      --beam N       translate with N beams (default: the model's setting)\n"
             "      --greedy       the same as --beam 1\n"
             "      --preset VIEW  alignment view listed first (default: the model's own, see\n"
@@ -245,7 +246,9 @@ static int load_model(explore_run *x) {
     char err[512];
     x->m = cli_load_model(o->common.model);
     x->c = attend_get_config(x->m);
-    if (cli_check_languages("explore", x->m, o->common.src_lang, o->common.tgt_lang, 1)) return EXIT_USAGE;
+    if (cli_check_languages("explore", x->m, o->common.src_lang, o->common.tgt_lang, 1) ||
+        cli_check_task("explore", x->m, o->common.task))
+        return EXIT_USAGE;
     x->np = make_presets(o->preset, x->c->alignment_view, x->c->decoder_layers, x->presets);
     for (int k = 0; k < x->np; k++) {
         attend_view v;

@@ -66,6 +66,10 @@ int cmd_info(int argc, char **argv) {
     printf("d_model             %d\n", c->d_model);
     printf("encoder             %d layers, %d heads, ffn %d\n", c->encoder_layers, c->encoder_heads, c->encoder_ffn_dim);
     printf("decoder             %d layers, %d heads, ffn %d\n", c->decoder_layers, c->decoder_heads, c->decoder_ffn_dim);
+    if (c->relative_buckets) /* T5: heads of d_kv, relative position buckets */
+        printf("attention           heads of %d (%d wide), relative positions: %d buckets up to distance %d\n",
+               c->encoder_head_dim, c->encoder_heads * c->encoder_head_dim, c->relative_buckets,
+               c->relative_max_distance);
     printf("activation          %s\n", c->activation);
     printf("source vocabulary   %d\n", c->vocab_size);
     printf("target vocabulary   %d\n", c->decoder_vocab_size);
@@ -86,6 +90,12 @@ int cmd_info(int argc, char **argv) {
         printf("languages           %d:", c->n_languages);
         for (int i = 0; i < c->n_languages; i++) printf(" %s", c->languages[i]);
         printf("\n");
+    }
+    if (c->n_tasks) { /* the names --task takes */
+        printf("tasks               %d:", c->n_tasks);
+        for (int i = 0; i < c->n_tasks; i++) printf(" %s", c->tasks[i]);
+        printf("\n");
+        for (int i = 0; i < c->n_tasks; i++) printf("  %-17s \"%s\"\n", c->tasks[i], c->task_prefixes[i]);
     }
     printf("kernels             %s\n", attend_isa());
     attend_free(m);

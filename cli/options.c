@@ -40,6 +40,7 @@ int cli_model_option(cli_args *a, cli_model_options *o) {
     if (cli_is(a, "-t", "--threads")) return cli_take_int(a, 1, 1024, &o->threads);
     if (cli_is(a, NULL, "--src-lang")) return cli_take_str(a, &o->src_lang);
     if (cli_is(a, NULL, "--tgt-lang")) return cli_take_str(a, &o->tgt_lang);
+    if (cli_is(a, NULL, "--task")) return cli_take_str(a, &o->task);
     if (cli_is(a, NULL, "--beam")) return cli_take_int(a, 1, 1024, &o->beams);
     if (cli_is(a, NULL, "--greedy")) {
         o->beams = 1;
@@ -54,6 +55,7 @@ attend_params cli_model_params(const cli_model_options *o) {
     p.num_beams = o->beams;
     p.src_lang = o->src_lang;
     p.tgt_lang = o->tgt_lang;
+    p.task = o->task;
     return p;
 }
 

@@ -46,6 +46,7 @@ typedef struct {
     int beams;            /* --beam N (1..1024), --greedy (1) */
     const char *src_lang; /* --src-lang */
     const char *tgt_lang; /* --tgt-lang */
+    const char *task;     /* --task */
 } cli_model_options;
 
 /* Read the argument at a->i if it is one of the options above. */

@@ -32,7 +32,10 @@ void translate_usage(FILE *f) {
             "                          source language, one of the codes `attend info`\n"
             "                          lists (required)\n"
             "      --tgt-lang L        multilingual models: the target language (required);\n"
-            "                          Marian models with >>xx<< codes: writes >>L<< first\n"
+            "                          Marian models with >>xx<< codes: writes >>L<< first;\n"
+            "                          T5 models with <2xx> codes (MADLAD-400): <2L>\n"
+            "      --task NAME         T5 models: write the prefix of task NAME (one of\n"
+            "                          those `attend info` lists) before each source\n"
             "      --dump-attention F  write every attention matrix, ids and pieces to the\n"
             "                          NumPy archive F (.npz; its keys: see\n"
             "                          docs/alignment-and-attention.md)\n"
@@ -176,6 +179,7 @@ int translate_parse(int argc, char **argv, translate_options *o) {
     o->p.num_beams = o->common.beams;
     o->p.src_lang = o->common.src_lang;
     o->p.tgt_lang = o->common.tgt_lang;
+    o->p.task = o->common.task;
     return 0;
 }
 
@@ -210,7 +214,8 @@ int translate_check_with_model(translate_options *o, const attend_model *m) {
         fprintf(stderr, "attend translate: --alignment: %s\n", err); /* the loader checked it */
         return EXIT_USAGE;
     }
-    if (cli_check_languages("translate", m, o->p.src_lang, o->p.tgt_lang, 1)) return EXIT_USAGE;
+    if (cli_check_languages("translate", m, o->p.src_lang, o->p.tgt_lang, 1) || cli_check_task("translate", m, o->p.task))
+        return EXIT_USAGE;
     const int beams = o->p.num_beams ? o->p.num_beams : c->generation_recorded && !o->p.sample ? c->num_beams : 1;
     if (o->nbest > beams && !o->p.sample) {
         fprintf(stderr, "attend translate: --n-best %d needs at least as many beams (--beam %d)\n", o->nbest,

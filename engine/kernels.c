@@ -593,6 +593,15 @@ static void activate_chunks(const void *ctx, int lo, int hi, int worker) {
     }
 }
 
+void at_rmsnorm(float *x, const float *g, int n, int d, float eps) {
+    for (int r = 0; r < n; r++) {
+        float *row = x + (size_t)r * d, ss = 0.0f;
+        for (int j = 0; j < d; j++) ss += row[j] * row[j];
+        const float inv = 1.0f / sqrtf(ss / (float)d + eps);
+        for (int j = 0; j < d; j++) row[j] = g[j] * (row[j] * inv);
+    }
+}
+
 void at_activate(float *x, size_t n, at_activation act) {
     /* element-wise: large arrays are split over threads in chunks, results unchanged */
     const size_t chunk = ACTIVATE_CHUNK;
@@ -610,6 +619,12 @@ void at_activate(float *x, size_t n, at_activation act) {
         break;
     case AT_ACT_GELU:
         for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+        break;
+    case AT_ACT_GELU_TANH:
+        for (size_t i = 0; i < n; i++) {
+            const float v = x[i];
+            x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        }
         break;
     }
 }
@@ -656,8 +671,17 @@ static void attention_heads(const void *ctx, int lo, int hi, int worker) {
 void at_attention(float *out, int ld_o, const float *q, int ld_q, const float *k,
                   const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
                   int q_pos0, float *probs, float *scratch) {
+    at_attention_bias(out, ld_o, q, ld_q, k, v, ld_kv, t_n, s_n, heads, hd, causal, q_pos0, probs, scratch, NULL,
+                      0, 0);
+}
+
+void at_attention_bias(float *out, int ld_o, const float *q, int ld_q, const float *k,
+                       const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
+                       int q_pos0, float *probs, float *scratch, const float *bias,
+                       ptrdiff_t bias_h, ptrdiff_t bias_t) {
     const at_kernels *K = at_k();
-    const at_attention_args a = {out, q, k, v, probs, scratch, ld_o, ld_q, ld_kv, t_n, s_n, hd, causal, q_pos0};
+    const at_attention_args a = {out,  q,   k,     v,      probs, scratch, ld_o, ld_q, ld_kv, t_n, s_n, hd, causal,
+                                 q_pos0, bias, bias_h, bias_t};
     const double work = (double)heads * t_n * s_n * hd * 2;
     /* Heads in parallel when there is enough work; inside the model's own parallel loop over
      * sentences at_parallel_for runs them serially (nested loops never fork). */

@@ -119,7 +119,8 @@ void at_block_free(void *p, size_t bytes);
 /* Row r's raw elements (dtype unchanged) into dst, cols elements. */
 void at_matrix_raw_row(void *dst, const at_matrix *m, int r);
 
-typedef enum { AT_ACT_SWISH = 0, AT_ACT_RELU, AT_ACT_GELU } at_activation;
+/* AT_ACT_GELU_TANH: GELU's tanh approximation (HF's gelu_new, T5's gated FFN) */
+typedef enum { AT_ACT_SWISH = 0, AT_ACT_RELU, AT_ACT_GELU, AT_ACT_GELU_TANH } at_activation;
 
 /* The arguments of at_attention, for the kernel sets' per-head entry point. */
 typedef struct {
@@ -127,6 +128,11 @@ typedef struct {
     const float *q, *k, *v;
     float *probs, *scratch;
     int ld_o, ld_q, ld_kv, t_n, s_n, hd, causal, q_pos0;
+    /* added to the scores before the softmax when not NULL: query row t, key s of head h
+     * adds bias[h * bias_h + t * bias_t + s] (T5's relative position bias; bias_t may be
+     * negative, a table indexed by s - t) */
+    const float *bias;
+    ptrdiff_t bias_h, bias_t;
 } at_attention_args;
 
 /* ISA-specific entry points; fields may be NULL-free generic fallbacks. */
@@ -212,6 +218,11 @@ static inline __attribute__((always_inline)) void at_attention_heads_with(
     for (int t = 0; t < a->t_n; t++) {
         const int visible = a->causal ? (a->q_pos0 + t + 1 < s_n ? a->q_pos0 + t + 1 : s_n) : s_n;
         at_attention_scores_with(a, t, visible, h0, h1, dot, dot4);
+        for (int h = h0; a->bias && h < h1; h++) {
+            const float *br = a->bias + h * a->bias_h + t * a->bias_t;
+            float *sc = a->scratch + (size_t)h * s_n;
+            for (int s = 0; s < visible; s++) sc[s] += br[s];
+        }
         for (int h = h0; h < h1; h++) softmax(a->scratch + (size_t)h * s_n, visible);
         float *o = a->out + (size_t)t * a->ld_o;
         for (size_t j = (size_t)h0 * hd; j < (size_t)h1 * hd; j++) o[j] = 0;
@@ -239,6 +250,9 @@ extern const at_kernels at_kernels_generic;
 /* x[n,d] = LayerNorm(x + r) * g + b, row by row (r may be NULL). */
 void at_add_layernorm(float *x, const float *r, const float *g, const float *b, int n, int d,
                       float eps);
+/* x[n,d] = x / sqrt(mean(x²) + eps) * g, row by row (T5's LayerNorm: no mean, no bias;
+ * the mean of squares summed in float, as torch does for a float32 row). */
+void at_rmsnorm(float *x, const float *g, int n, int d, float eps);
 /* In-place activation over n values. */
 void at_activate(float *x, size_t n, at_activation act);
 /* y = act(x · Wᵀ + b): at_k()->linear then at_activate, with swish applied to each output
@@ -297,6 +311,11 @@ uint16_t at_f32_to_f16_1(float f);
 void at_attention(float *out, int ld_o, const float *q, int ld_q, const float *k,
                   const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
                   int q_pos0, float *probs, float *scratch);
+/* The same with a score bias (at_attention_args.bias; NULL: at_attention exactly). */
+void at_attention_bias(float *out, int ld_o, const float *q, int ld_q, const float *k,
+                       const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
+                       int q_pos0, float *probs, float *scratch, const float *bias,
+                       ptrdiff_t bias_h, ptrdiff_t bias_t);
 
 /* Threads (engine/threads.c): the calling thread's thread count (per thread, so callers on
  * several threads do not interfere). n 0 = at_default_threads(). Returns the

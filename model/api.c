@@ -15,8 +15,11 @@ struct attend_model {
     int inspect_only; /* loaded without packing: no translation */
 };
 
-static const char *activation_name(at_activation a) {
-    return a == AT_ACT_RELU ? "relu" : a == AT_ACT_GELU ? "gelu" : "swish";
+/* The FFN's activation; "gated-" before it for a gated FFN (T5 v1.1: fc2(act(fc1 x) * gate x)). */
+static const char *activation_name(const s2s_config *c) {
+    static const char *const names[2][4] = {{"swish", "relu", "gelu", "gelu_tanh"},
+                                            {"gated-swish", "gated-relu", "gated-gelu", "gated-gelu_tanh"}};
+    return names[c->gated_ffn != 0][c->act];
 }
 
 const char *attend_version(void) { return ATTEND_VERSION; }
@@ -68,7 +71,7 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
     o->decoder_ffn_dim = c->dec_ffn;
     o->max_position_embeddings = c->max_pos;
     o->max_length = c->max_length;
-    o->activation = activation_name(c->act);
+    o->activation = activation_name(c);
     o->scale_embedding = c->scale_embedding;
     o->shared_embeddings = c->shared_embeddings;
     o->tied_output = c->tied_output;
@@ -97,6 +100,13 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
     o->language_ids = am->m->lang_id;
     o->alignment_view = c->align_view;
     o->alignment_view_recorded = c->align_view_recorded;
+    o->n_tasks = am->m->n_tasks;
+    o->tasks = am->m->task_name;
+    o->task_prefixes = am->m->task_prefix;
+    o->encoder_head_dim = c->enc_hd;
+    o->decoder_head_dim = c->dec_hd;
+    o->relative_buckets = c->family->positions == POS_RELATIVE ? c->rel_buckets : 0;
+    o->relative_max_distance = c->family->positions == POS_RELATIVE ? c->rel_max_distance : 0;
     return am;
 }
 
@@ -398,21 +408,32 @@ static int language_of(const s2s_model *m, const char *code, const char *what, c
 
 /* The languages p asks for: *src_lang the source's token (-1 when need_src is 0 or the model
  * has none) and search->forced_bos the target's. 0 or -1 with err. */
-/* Marian checkpoints for several target languages (opus-mt-en-mul, ...) read the target as a
- * >>xx<< code at the start of the source: the id of ">>code<<" among the source pieces, or
- * -1 with err listing the codes this model has. */
-static int marian_target_code(const s2s_model *m, const char *code, char *err, size_t errlen) {
-    char piece[64];
-    const int n = snprintf(piece, sizeof piece, ">>%s<<", code);
-    const int id = n > 0 && n < (int)sizeof piece ? vocab_id(m->src_vocab, piece, (size_t)n) : -1;
+/* Checkpoints for several target languages read the target as a code at the start of the
+ * source: Marian's >>xx<< (opus-mt-en-mul, ...), T5's <2xx> (MADLAD-400). The code's
+ * piece for this family into buf: its length, or -1 when it does not fit. */
+static int code_piece(const s2s_model *m, const char *code, char *buf, size_t n) {
+    const int w = m->c.family->sentinels ? snprintf(buf, n, "<2%s>", code) : snprintf(buf, n, ">>%s<<", code);
+    return w > 0 && (size_t)w < n ? w : -1;
+}
+
+/* The id of code's piece among the source pieces, or -1 with err listing the codes this
+ * model has. */
+static int target_code(const s2s_model *m, const char *code, char *err, size_t errlen) {
+    char piece[80];
+    const int n = code_piece(m, code, piece, sizeof piece);
+    const int id = n > 0 ? vocab_id(m->src_vocab, piece, (size_t)n) : -1;
     if (id >= 0) return id;
-    size_t w = (size_t)snprintf(err, errlen, "target language '%.40s': this model has no >>%.40s<< code (", code, code);
+    const int t5 = m->c.family->sentinels;
+    const char *open = t5 ? "<2" : ">>", *close = t5 ? ">" : "<<";
+    const size_t ol = strlen(open), cl = strlen(close);
+    size_t w = (size_t)snprintf(err, errlen, "target language '%.40s': this model has no %s%.40s%s code (", code, open,
+                                code, close);
     int listed = 0;
     for (int i = 0; i < m->c.vocab_size && w + 24 < errlen; i++) {
         const char *p = vocab_piece(m->src_vocab, i);
         const size_t pl = p ? strlen(p) : 0;
-        if (pl > 4 && pl < 20 && !strncmp(p, ">>", 2) && !strcmp(p + pl - 2, "<<"))
-            w += (size_t)snprintf(err + w, errlen - w, "%s%.*s", listed++ ? ", " : "", (int)pl - 4, p + 2);
+        if (pl > ol + cl && pl < 20 && !strncmp(p, open, ol) && !strcmp(p + pl - cl, close))
+            w += (size_t)snprintf(err + w, errlen - w, "%s%.*s", listed++ ? ", " : "", (int)(pl - ol - cl), p + ol);
     }
     if (w + 2 < errlen) snprintf(err + w, errlen - w, "%s)", listed ? "" : "none: it translates into one language");
     return -1;
@@ -421,13 +442,14 @@ static int marian_target_code(const s2s_model *m, const char *code, char *err, s
 static int resolve_languages(const s2s_model *m, const attend_params *p, int need_src, int *src_lang,
                              s2s_search *search, char *err, size_t errlen) {
     *src_lang = -1;
-    if (m->n_langs == 0 && m->c.family->text_codes && p->tgt_lang && !p->src_lang) {
+    if (m->n_langs == 0 && (m->c.family->text_codes || m->c.family->sentinels) && p->tgt_lang && !p->src_lang) {
+        char piece[80];
         if (!need_src) {
-            snprintf(err, errlen, "tgt_lang for a %s model with token ids: put the >>%.40s<< id first in each source",
-                     m->c.family->name, p->tgt_lang);
+            snprintf(err, errlen, "tgt_lang for a %s model with token ids: put the %s id first in each source",
+                     m->c.family->name, code_piece(m, p->tgt_lang, piece, sizeof piece) > 0 ? piece : "code's");
             return -1;
         }
-        return marian_target_code(m, p->tgt_lang, err, errlen) < 0 ? -1 : 0;
+        return target_code(m, p->tgt_lang, err, errlen) < 0 ? -1 : 0;
     }
     if (m->n_langs == 0) {
         if (p->src_lang || p->tgt_lang) {
@@ -497,6 +519,36 @@ static int text_prefix(const s2s_model *m, const attend_params *p, int lang, int
     return rc;
 }
 
+/* What attend_translate writes before each non-blank source: a target language's code
+ * (a model without language tokens given only tgt_lang: "<2xx> ", ">>xx<< ") and the
+ * prefix of p->task. *out: malloc'd, or NULL for nothing. 0, or -1 with err (an unknown
+ * task, listing the model's). */
+static int source_prefix(const s2s_model *m, const attend_params *p, char **out, char *err, size_t errlen) {
+    *out = NULL;
+    const char *task = NULL;
+    if (p->task && !(task = s2s_task_prefix(m, p->task))) {
+        size_t w = (size_t)snprintf(err, errlen, "task '%.40s' is not a task of this model (%s", p->task,
+                                    m->n_tasks ? "" : "it has none");
+        for (int i = 0; i < m->n_tasks && w + 70 < errlen; i++)
+            w += (size_t)snprintf(err + w, errlen - w, "%s%.64s", i ? ", " : "", m->task_name[i]);
+        if (w + 2 < errlen) snprintf(err + w, errlen - w, ")");
+        return -1;
+    }
+    char code[80] = "";
+    int cl = 0;
+    if (m->n_langs == 0 && p->tgt_lang && !p->src_lang && (cl = code_piece(m, p->tgt_lang, code, sizeof code - 1)) > 0)
+        code[cl++] = ' ';
+    if (cl <= 0 && !task) return 0;
+    const size_t tl = task ? strlen(task) : 0;
+    if (!(*out = malloc((size_t)(cl > 0 ? cl : 0) + tl + 1))) {
+        snprintf(err, errlen, "out of memory");
+        return -1;
+    }
+    memcpy(*out, code, cl > 0 ? (size_t)cl : 0);
+    memcpy(*out + (cl > 0 ? cl : 0), task ? task : "", tl + 1);
+    return 0;
+}
+
 /* Checks shared by both entry points; sets the search. 0 or -1 with err. */
 static int check_call(const attend_model *am, int n, const attend_params *p, int forced, s2s_search *search,
                       char *err, size_t errlen) {
@@ -535,24 +587,25 @@ int attend_translate(attend_model *am, const char *const *lines, const size_t *l
     const int caller_threads = at_set_threads(p->threads);
     memset(out, 0, sizeof(*out) * (size_t)n);
     s2s_source *src = calloc((size_t)n + 1, sizeof *src);
+    char *lead_text = NULL;
     int rc = -1;
     if (!src) {
         snprintf(err, errlen, "out of memory");
         goto done;
     }
     char inner[256];
-    /* a Marian model's target language: its >>xx<< code written before each source */
-    const int code = m->n_langs == 0 && p->tgt_lang && !p->src_lang;
+    /* a target language's code (>>xx<<, <2xx>) and a task's prefix, written before each source */
+    if (source_prefix(m, p, &lead_text, err, errlen)) goto done;
     for (int i = 0; i < n; i++) {
         size_t len = lens ? lens[i] : strlen(lines[i]);
         const char *line = lines[i];
         char *coded = NULL;
         size_t lead = 0; /* a blank line stays as it is */
         while (lead < len && (line[lead] == ' ' || line[lead] == '\t' || line[lead] == '\r' || line[lead] == '\n')) lead++;
-        if (code && lead < len) {
-            const size_t cl = strlen(p->tgt_lang) + 5; /* ">>" code "<< " */
+        if (lead_text && lead < len) {
+            const size_t cl = strlen(lead_text);
             if (!(coded = malloc(cl + len + 1))) goto oom;
-            snprintf(coded, cl + 1, ">>%s<< ", p->tgt_lang);
+            memcpy(coded, lead_text, cl);
             memcpy(coded + cl, line, len);
             line = coded;
             len += cl;
@@ -584,6 +637,7 @@ done:
         free((void *)src[i].prefix);
     }
     free(src);
+    free(lead_text);
     at_set_threads(caller_threads);
     return rc;
 }
@@ -626,6 +680,10 @@ int attend_translate_ids(attend_model *am, const int *const *ids, const int *len
     if (check_call(am, n, p, target_ids != NULL, &search, err, errlen) ||
         resolve_languages(m, p, 0, &src_lang, &search, err, errlen))
         return -1;
+    if (p->task) {
+        snprintf(err, errlen, "task for token ids: put the ids of the task's prefix first in each source");
+        return -1;
+    }
     if (n > 0 && (!ids || !lens)) {
         snprintf(err, errlen, "ids and lens must not be NULL");
         return -1;

@@ -45,7 +45,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 6
+#define ATTEND_ABI 7
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */
@@ -57,7 +57,8 @@ typedef struct {
     int vocab_size, decoder_vocab_size, d_model;
     int encoder_layers, decoder_layers, encoder_heads, decoder_heads;
     int encoder_ffn_dim, decoder_ffn_dim, max_position_embeddings, max_length;
-    const char *activation; /* "swish", "relu" or "gelu" */
+    const char *activation; /* "swish", "relu", "gelu" or "gelu_tanh"; "gated-" before it for
+                             * a gated FFN (T5 v1.1, flan-t5, mT5: "gated-gelu_tanh") */
     int scale_embedding, shared_embeddings, tied_output, forced_eos;
     int pad_id, eos_id, unk_id, decoder_start_id;
     const char *dtype; /* "f32", "f16" or "int8" (matrices) */
@@ -82,6 +83,15 @@ typedef struct {
      * the model's decoder depth (attend_default_view). Read-only, valid until attend_free. */
     const char *alignment_view;
     int alignment_view_recorded;
+    /* Task prefixes (T5's task_specific_params): attend_params.task takes a name, e.g.
+     * "translation_en_to_de", and writes its prefix ("translate English to German: ")
+     * before each source. Both arrays belong to the model, as the languages. */
+    int n_tasks;
+    char **tasks;
+    char **task_prefixes;
+    /* A head's width (d_model / heads, or T5's d_kv: heads * d_kv may differ from d_model),
+     * and T5's relative position buckets and their largest distance (0 for other families). */
+    int encoder_head_dim, decoder_head_dim, relative_buckets, relative_max_distance;
 } attend_config;
 
 /* attend_params.early_stopping (HF's early_stopping False, True, "never") */
@@ -148,6 +158,11 @@ typedef struct {
                                           * are (without the </s> a target ends with) */
     const int *const *target_prefix_ids; /* attend_translate_ids: n arrays of target ids */
     const int *target_prefix_lens;       /*   and their lengths */
+    /* A task of attend_config.tasks (NULL: none): attend_translate writes its prefix before
+     * each non-blank source (attend_translate_ids refuses it). T5 models from several
+     * target languages (MADLAD-400) take tgt_lang as their <2xx> code, written first as a
+     * user would type it ("<2de> "), as a Marian model's >>xx<<. */
+    const char *task;
 } attend_params;
 
 /* attend_params.stats: wall-clock seconds of one call by phase. */

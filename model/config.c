@@ -6,6 +6,7 @@
 
 #include "align.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -47,10 +48,11 @@ static int opt_f32(const gguf_file *f, const char *key, float lo, float hi, floa
 
 /* Marian's switches keep its behaviour exactly as before families existed. */
 static const s2s_family FAMILIES[] = {
-    /* name      pre  final emb_ln positions    bias ban_pad codes unk_sp langs mask */
-    {"marian",   0,   0,    0,     POS_MARIAN,  1,   1,      1,    1,     0,    0},
-    {"m2m_100",  1,   1,    0,     POS_FAIRSEQ, 0,   0,      0,    0,     1,    0},
-    {"mbart",    1,   1,    1,     POS_LEARNED, 1,   0,      0,    0,     1,    1},
+    /* name      pre  final emb_ln positions     bias ban_pad codes unk_sp langs mask rms biases scaled sentinels */
+    {"marian",   0,   0,    0,     POS_MARIAN,   1,   1,      1,    1,     0,    0,   0,  1,     1,     0},
+    {"m2m_100",  1,   1,    0,     POS_FAIRSEQ,  0,   0,      0,    0,     1,    0,   0,  1,     1,     0},
+    {"mbart",    1,   1,    1,     POS_LEARNED,  1,   0,      0,    0,     1,    1,   0,  1,     1,     0},
+    {"t5",       1,   1,    0,     POS_RELATIVE, 0,   0,      0,    0,     0,    0,   1,  0,     0,     1},
 };
 
 static const s2s_family *find_family(gguf_str s) {
@@ -77,7 +79,7 @@ static int read_family(const gguf_file *f, s2s_config *c, char *err, size_t errl
     c->family = find_family(s);
     if (!c->family) {
         char b[48];
-        s2s_fail(err, errlen, "key general.architecture: '%s' is not a family attend runs (marian, m2m_100, mbart)",
+        s2s_fail(err, errlen, "key general.architecture: '%s' is not a family attend runs (marian, m2m_100, mbart, t5)",
                  s2s_shown(b, sizeof b, s));
         return -1;
     }
@@ -87,6 +89,42 @@ static int read_family(const gguf_file *f, s2s_config *c, char *err, size_t errl
                  "(re-export the model or update attend)", version, S2S_FORMAT_VERSION);
         return -1;
     }
+    return 0;
+}
+
+/* T5's own keys: the head width (t5.d_kv, both stacks), the relative position buckets,
+ * the gated FFN and the output scaling; its embeddings are one shared matrix. */
+static int read_t5_sizes(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
+    int scale_output = 0;
+    if (get_int(f, fkey(c, "d_kv"), 1, 65536, &c->enc_hd, err, errlen) ||
+        get_int(f, fkey(c, "relative_buckets"), 2, 65536, &c->rel_buckets, err, errlen) ||
+        get_int(f, fkey(c, "relative_max_distance"), 1, 1 << 20, &c->rel_max_distance, err, errlen) ||
+        gguf_get_bool(f, fkey(c, "gated_ffn"), &c->gated_ffn, err, errlen) ||
+        gguf_get_bool(f, fkey(c, "scale_output"), &scale_output, err, errlen))
+        return -1;
+    if (c->enc_heads != c->dec_heads) {
+        s2s_fail(err, errlen, "key t5.decoder_heads: %d differs from encoder_heads %d (T5 has one num_heads)",
+                 c->dec_heads, c->enc_heads);
+        return -1;
+    }
+    if ((long long)c->enc_hd * c->enc_heads > 65536) {
+        s2s_fail(err, errlen, "key t5.d_kv: %d x %d heads is wider than 65536", c->enc_hd, c->enc_heads);
+        return -1;
+    }
+    /* the buckets' log scale divides by log(max_distance / max_exact): it must exceed max_exact
+     * (max_exact = buckets / 4, the decoder's buckets / 2) */
+    if (c->rel_buckets < 4 || c->rel_max_distance <= c->rel_buckets / 2) {
+        s2s_fail(err, errlen, "key t5.relative_max_distance: %d with %d buckets (needs at least 4 buckets and "
+                 "a distance above buckets / 2)", c->rel_max_distance, c->rel_buckets);
+        return -1;
+    }
+    if (!c->shared_embeddings || c->scale_embedding) {
+        s2s_fail(err, errlen, "key t5.shared_embeddings/scale_embedding: T5 shares one unscaled embedding");
+        return -1;
+    }
+    c->dec_hd = c->enc_hd;
+    c->enc_inner = c->dec_inner = c->enc_hd * c->enc_heads;
+    c->out_scale = scale_output ? 1.0f / sqrtf((float)c->d_model) : 1.0f;
     return 0;
 }
 
@@ -117,10 +155,17 @@ static int read_sizes(const gguf_file *f, s2s_config *c, char *err, size_t errle
         s2s_fail(err, errlen, "key marian.d_model: %d is odd", c->d_model);
         return -1;
     }
-    if (c->d_model % c->enc_heads || c->d_model % c->dec_heads) {
+    if (c->family->positions == POS_RELATIVE) {
+        if (read_t5_sizes(f, c, err, errlen)) return -1;
+    } else if (c->d_model % c->enc_heads || c->d_model % c->dec_heads) {
         s2s_fail(err, errlen, "key %s.encoder_heads/decoder_heads: %d/%d do not divide d_model %d",
                  c->family->name, c->enc_heads, c->dec_heads, c->d_model);
         return -1;
+    } else {
+        c->enc_hd = c->d_model / c->enc_heads;
+        c->dec_hd = c->d_model / c->dec_heads;
+        c->enc_inner = c->dec_inner = c->d_model;
+        c->out_scale = 1.0f;
     }
     if (!(c->eps > 0 && c->eps < 1)) {
         s2s_fail(err, errlen, "key %s: %g outside (0, 1)", fkey(c, "layer_norm_eps"), c->eps);
@@ -145,7 +190,8 @@ static int read_token_ids(const gguf_file *f, s2s_config *c, char *err, size_t e
         get_int(f, fkey(c, "decoder_start_id"), 0, vt - 1, &c->start_id, err, errlen))
         return -1;
     c->bos_id = -1;
-    if (c->family->positions != POS_MARIAN && get_int(f, fkey(c, "bos_id"), 0, vt - 1, &c->bos_id, err, errlen))
+    if (c->family->positions != POS_MARIAN && c->family->positions != POS_RELATIVE &&
+        get_int(f, fkey(c, "bos_id"), 0, vt - 1, &c->bos_id, err, errlen))
         return -1;
     c->mask_id = -1;
     if (c->family->mask && get_int(f, fkey(c, "mask_id"), 0, vt - 1, &c->mask_id, err, errlen)) return -1;
@@ -174,9 +220,10 @@ static int read_activation(const gguf_file *f, s2s_config *c, char *err, size_t 
     if (s.len == 5 && !memcmp(s.ptr, "swish", 5)) c->act = AT_ACT_SWISH;
     else if (s.len == 4 && !memcmp(s.ptr, "relu", 4)) c->act = AT_ACT_RELU;
     else if (s.len == 4 && !memcmp(s.ptr, "gelu", 4)) c->act = AT_ACT_GELU;
+    else if (s.len == 9 && !memcmp(s.ptr, "gelu_tanh", 9)) c->act = AT_ACT_GELU_TANH;
     else {
         char b[48];
-        s2s_fail(err, errlen, "key %s: '%s' not supported (swish, relu, gelu)", fkey(c, "activation"),
+        s2s_fail(err, errlen, "key %s: '%s' not supported (swish, relu, gelu, gelu_tanh)", fkey(c, "activation"),
                  s2s_shown(b, sizeof b, s));
         return -1;
     }

@@ -26,7 +26,7 @@ static int grow(float **p, size_t n) {
 int dec_init(dec_state *s, const s2s_model *m, const enc_memory *mem, int n_slots, int max_rows,
              int cap) {
     const s2s_config *c = &m->c;
-    const size_t R = (size_t)max_rows, d = (size_t)c->d_model;
+    const size_t R = (size_t)max_rows, d = (size_t)(c->dec_inner > c->d_model ? c->dec_inner : c->d_model);
     memset(s, 0, sizeof *s);
     s->m = m;
     s->mem = mem;
@@ -43,10 +43,11 @@ int dec_init(dec_state *s, const s2s_model *m, const enc_memory *mem, int n_slot
     s->tmp = malloc(sizeof(float) * R * d);
     s->h = malloc(sizeof(float) * R * d);
     s->ff = malloc(sizeof(float) * R * c->dec_ffn);
+    s->gate = c->gated_ffn ? malloc(sizeof(float) * R * c->dec_ffn) : NULL;
     s->logits_bytes = sizeof(float) * R * c->decoder_vocab_size;
     s->logits = at_block_alloc(s->logits_bytes); /* read whole every step */
     if (!s->self_k || !s->self_v || !s->x || !s->q || !s->k || !s->v || !s->ctx || !s->tmp || !s->h || !s->ff ||
-        !s->logits)
+        !s->logits || (c->gated_ffn && !s->gate))
         return -1;
     return dec_reserve(s, cap);
 }
@@ -55,7 +56,7 @@ int dec_init(dec_state *s, const s2s_model *m, const enc_memory *mem, int n_slot
  * one layer's caches after another), the first cap positions of each copied over. */
 static int move_caches(dec_state *s, int positions) {
     const int L = s->m->c.dec_layers;
-    const size_t d = (size_t)s->m->c.d_model, per = (size_t)positions * d;
+    const size_t d = (size_t)s->m->c.dec_inner, per = (size_t)positions * d;
     const size_t bytes = sizeof(float) * per * 2 * (size_t)s->n_slots * L;
     float *cache = at_block_alloc(bytes);
     if (!cache) return -1;
@@ -81,6 +82,7 @@ int dec_reserve(dec_state *s, int positions) {
     const s2s_config *c = &s->m->c;
     const int width = positions > s->max_src ? positions : s->max_src;
     if (grow(&s->scratch, (size_t)s->max_rows * max_heads(c) * width)) return -1;
+    if (c->family->positions == POS_RELATIVE && grow(&s->relbias, (size_t)c->dec_heads * positions)) return -1;
     if (move_caches(s, positions)) return -1;
     s->cap = positions;
     return 0;
@@ -88,7 +90,7 @@ int dec_reserve(dec_state *s, int positions) {
 
 void dec_copy_slot(dec_state *s, int dst, int src, int len) {
     const int L = s->m->c.dec_layers;
-    const size_t bytes = sizeof(float) * (size_t)len * s->m->c.d_model;
+    const size_t bytes = sizeof(float) * (size_t)len * s->m->c.dec_inner;
     for (int l = 0; l < L; l++) {
         memcpy(s->self_k[dst * L + l], s->self_k[src * L + l], bytes);
         memcpy(s->self_v[dst * L + l], s->self_v[src * L + l], bytes);
@@ -107,6 +109,8 @@ void dec_free(dec_state *s) {
     free(s->tmp);
     free(s->h);
     free(s->ff);
+    free(s->gate);
+    free(s->relbias);
     at_block_free(s->logits, s->logits_bytes);
     free(s->scratch);
     memset(s, 0, sizeof *s);
@@ -121,6 +125,7 @@ typedef struct {
     dec_state *s;
     const dec_row *rows;
     float *const *att;
+    const float *bias; /* self-attention's score biases (POS_RELATIVE), else NULL */
     size_t scratch_per_row;
     int t, l;
 } dec_attention_job;
@@ -130,14 +135,15 @@ static void dec_self_attention(const void *ctx, int lo, int hi, int worker) {
     const dec_attention_job *j = ctx;
     dec_state *s = j->s;
     const s2s_config *c = &s->m->c;
-    const int d = c->d_model, H = c->dec_heads, hd = d / H, L = c->dec_layers, t = j->t, l = j->l;
+    const int d = c->dec_inner, H = c->dec_heads, hd = c->dec_hd, L = c->dec_layers, t = j->t, l = j->l;
     for (int b = lo; b < hi; b++) {
         float *K = s->self_k[j->rows[b].slot * L + l], *V = s->self_v[j->rows[b].slot * L + l];
         memcpy(K + (size_t)t * d, s->k + (size_t)b * d, sizeof(float) * (size_t)d);
         memcpy(V + (size_t)t * d, s->v + (size_t)b * d, sizeof(float) * (size_t)d);
         float *probs = j->att && j->att[b] ? j->att[b] + (size_t)l * H * (t + 1) : NULL;
-        at_attention(s->ctx + (size_t)b * d, d, s->q + (size_t)b * d, d, K, V, d, 1, t + 1, H, hd, 1, t, probs,
-                     s->scratch + (size_t)b * j->scratch_per_row);
+        /* POS_RELATIVE: s->relbias holds this step's [H, t + 1] biases */
+        at_attention_bias(s->ctx + (size_t)b * d, d, s->q + (size_t)b * d, d, K, V, d, 1, t + 1, H, hd, 1, t, probs,
+                          s->scratch + (size_t)b * j->scratch_per_row, j->bias, t + 1, 0);
     }
 }
 
@@ -147,7 +153,7 @@ static void dec_cross_attention(const void *ctx, int lo, int hi, int worker) {
     dec_state *s = j->s;
     const enc_memory *mem = s->mem;
     const s2s_config *c = &s->m->c;
-    const int d = c->d_model, H = c->dec_heads, hd = d / H, l = j->l;
+    const int d = c->dec_inner, H = c->dec_heads, hd = c->dec_hd, l = j->l;
     for (int b = lo; b < hi; b++) {
         const int i = j->rows[b].sent, S = mem->len[i];
         const size_t o = (size_t)mem->off[i] * d;
@@ -161,10 +167,10 @@ void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const 
                   float *const *att_cross) {
     const s2s_model *m = s->m;
     const s2s_config *c = &m->c;
-    const int d = c->d_model, H = c->dec_heads, hd = d / H, L = c->dec_layers;
-    const float qscale = 1.0f / sqrtf((float)hd);
+    const int d = c->d_model, hd = c->dec_hd, L = c->dec_layers;
+    const size_t wide = (size_t)n * c->dec_inner;
     const size_t scratch_per_row = (size_t)max_heads(c) * (s->cap > s->max_src ? s->cap : s->max_src);
-    float *x = s->x, *q = s->q, *ctx = s->ctx, *tmp = s->tmp, *ff = s->ff;
+    float *x = s->x, *q = s->q, *ctx = s->ctx, *tmp = s->tmp;
 
     /* x [n, d]: token embedding * scale + position t (tmp is free until the first layer) */
     for (int b = 0; b < n; b++) {
@@ -173,6 +179,12 @@ void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const 
                   s2s_position(m, 1, s2s_position_of(c, id, t, 0), tmp), d);
     }
     if (c->family->embed_norm) norm_rows(c, x, &m->dec_embed_norm, n);
+    /* POS_RELATIVE: the biases of keys 0..t for query t, distances -t..0 */
+    const float *bias = NULL;
+    if (c->family->positions == POS_RELATIVE) {
+        s2s_relative_bias(m, 1, -t, t + 1, s->relbias, t + 1);
+        bias = s->relbias;
+    }
 
     for (int l = 0; l < L; l++) {
         const dec_layer *Ly = &m->dec[l];
@@ -181,8 +193,8 @@ void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const 
         at_k()->linear(q, in, &Ly->self_attn.q.w, Ly->self_attn.q.b, n);
         at_k()->linear(s->k, in, &Ly->self_attn.k.w, Ly->self_attn.k.b, n);
         at_k()->linear(s->v, in, &Ly->self_attn.v.w, Ly->self_attn.v.b, n);
-        scale_rows(q, (size_t)n * d, qscale);
-        const dec_attention_job self = {s, rows, att_self, scratch_per_row, t, l};
+        scale_queries(c, q, wide, hd);
+        const dec_attention_job self = {s, rows, att_self, bias, scratch_per_row, t, l};
         at_parallel_for(n, at_threads(), dec_self_attention, &self);
         at_k()->linear(tmp, ctx, &Ly->self_attn.o.w, Ly->self_attn.o.b, n);
         sublayer_out(c, x, tmp, &Ly->self_attn_norm, n);
@@ -190,18 +202,20 @@ void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const 
         /* cross-attention over the row's sentence */
         at_k()->linear(q, sublayer_in(c, x, s->h, &Ly->cross_attn_norm, n), &Ly->cross_attn.q.w,
                        Ly->cross_attn.q.b, n);
-        scale_rows(q, (size_t)n * d, qscale);
-        const dec_attention_job cross = {s, rows, att_cross, scratch_per_row, t, l};
+        scale_queries(c, q, wide, hd);
+        const dec_attention_job cross = {s, rows, att_cross, NULL, scratch_per_row, t, l};
         at_parallel_for(n, at_threads(), dec_cross_attention, &cross);
         at_k()->linear(tmp, ctx, &Ly->cross_attn.o.w, Ly->cross_attn.o.b, n);
         sublayer_out(c, x, tmp, &Ly->cross_attn_norm, n);
 
         /* feed-forward: ff [n, dec_ffn] */
-        at_linear_act(ff, sublayer_in(c, x, s->h, &Ly->ffn_norm, n), &Ly->fc1.w, Ly->fc1.b, n, c->act);
-        at_k()->linear(tmp, ff, &Ly->fc2.w, Ly->fc2.b, n);
+        ffn_rows(c, tmp, sublayer_in(c, x, s->h, &Ly->ffn_norm, n), &Ly->fc1, &Ly->gate, &Ly->fc2, s->ff, s->gate,
+                 n);
         sublayer_out(c, x, tmp, &Ly->ffn_norm, n);
     }
     if (c->family->final_norms) norm_rows(c, x, &m->dec_final_norm, n);
+    /* T5's tied output: the states scaled by d_model^-0.5 first */
+    if (c->out_scale != 1.0f) scale_rows(x, (size_t)n * d, c->out_scale);
     /* logits [n, decoder_vocab_size] */
     at_k()->linear(s->logits, x, &m->out_proj, m->final_logits_bias, n);
 }

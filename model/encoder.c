@@ -12,79 +12,98 @@
 /* ---------------------------------------------------------------------------------------
  * Encoder */
 
-/* Self-attention of sentences [lo, hi) of encoder layer l, each over its own rows. */
+/* Self-attention of sentences [lo, hi) of encoder layer l, each over its own rows. bias:
+ * POS_RELATIVE's table [H, 2 max_len - 1] by distance (s2s_relative_bias), else NULL. */
 typedef struct {
     float *C;
-    const float *Q, *K, *V;
+    const float *Q, *K, *V, *bias;
     const int *off, *len;
     float *const *enc_self;
     float *scratch;
-    int d, H, l, max_len;
+    int inner, H, hd, l, max_len;
 } enc_attention_job;
 
 static void enc_attention(const void *ctx, int lo, int hi, int worker) {
     (void)worker;
     const enc_attention_job *j = ctx;
-    const int d = j->d, H = j->H, hd = d / H;
+    const int w = j->inner, H = j->H, span = 2 * j->max_len - 1;
+    /* row t, key s reads the table at distance s - t: column max_len - 1 - t + s */
+    const float *bias = j->bias ? j->bias + (j->max_len - 1) : NULL;
     for (int i = lo; i < hi; i++) {
-        const size_t o = (size_t)j->off[i] * d;
+        const size_t o = (size_t)j->off[i] * w;
         const int len = j->len[i];
         float *probs = j->enc_self && j->enc_self[i] ? j->enc_self[i] + (size_t)j->l * H * len * len : NULL;
-        at_attention(j->C + o, d, j->Q + o, d, j->K + o, j->V + o, d, len, len, H, hd, 0, 0, probs,
-                     j->scratch + (size_t)i * H * j->max_len);
+        at_attention_bias(j->C + o, w, j->Q + o, w, j->K + o, j->V + o, w, len, len, H, j->hd, 0, 0, probs,
+                          j->scratch + (size_t)i * H * j->max_len, bias, span, -1);
     }
+}
+
+/* The working arrays of one encode call, in one block (at_block_alloc): malloc'd afresh,
+ * they were faulted in and zeroed every batch, 14% of a batch-32 encoder on Zen 5. */
+typedef struct {
+    float *block, *Q, *K, *V, *C, *F, *G, *pos, *scratch, *Hn, *bias;
+    size_t bytes;
+} enc_work;
+
+static int enc_work_alloc(enc_work *w, const s2s_config *c, int n, int total, int max_len) {
+    const size_t wide = (size_t)total * (c->enc_inner > c->d_model ? c->enc_inner : c->d_model);
+    const size_t ff = (size_t)total * c->enc_ffn, H = (size_t)c->enc_heads;
+    const size_t sizes[] = {wide, wide, wide, wide, ff, c->gated_ffn ? ff : 0, (size_t)c->d_model,
+                            (size_t)n * H * max_len, c->family->pre_norm ? (size_t)total * c->d_model : 0,
+                            c->family->positions == POS_RELATIVE ? H * (2 * (size_t)max_len - 1) : 0};
+    enum { NBUF = sizeof sizes / sizeof sizes[0] };
+    size_t at[NBUF + 1] = {0};
+    for (int i = 0; i < NBUF; i++) at[i + 1] = at[i] + (sizes[i] + 15) / 16 * 16; /* 64-byte aligned */
+    w->bytes = sizeof(float) * at[NBUF];
+    w->block = at_block_alloc(w->bytes);
+    if (!w->block) return -1;
+    float *const b = w->block;
+    w->Q = b + at[0], w->K = b + at[1], w->V = b + at[2], w->C = b + at[3], w->F = b + at[4], w->G = b + at[5];
+    w->pos = b + at[6], w->scratch = b + at[7]; /* scratch: [sentence][H][S] */
+    w->Hn = c->family->pre_norm ? b + at[8] : NULL;
+    w->bias = sizes[9] ? b + at[9] : NULL;
+    return 0;
 }
 
 int encode(const s2s_model *m, const int *const *ids, const int *off, const int *len, int n,
            int total, float *X, float *const *enc_self) {
     const s2s_config *c = &m->c;
-    const int d = c->d_model, H = c->enc_heads, hd = d / H;
-    const size_t td = (size_t)total * d;
-    const float escale = embed_scale(c), qscale = 1.0f / sqrtf((float)hd);
+    const int d = c->d_model, H = c->enc_heads, hd = c->enc_hd;
+    const float escale = embed_scale(c);
     int max_len = 1;
     for (int i = 0; i < n; i++) max_len = len[i] > max_len ? len[i] : max_len;
-    /* one block for the layer's working arrays, kept for the thread's next batch
-     * (at_block_alloc): malloc'd afresh, they were faulted in and zeroed every batch, 14% of a
-     * batch-32 encoder on Zen 5 */
-    const size_t sizes[] = {td, td, td, td, (size_t)total * c->enc_ffn, (size_t)d, (size_t)n * H * max_len,
-                            c->family->pre_norm ? td : 0};
-    enum { NBUF = sizeof sizes / sizeof sizes[0] };
-    size_t at[NBUF + 1] = {0};
-    for (int i = 0; i < NBUF; i++) at[i + 1] = at[i] + (sizes[i] + 15) / 16 * 16; /* 64-byte aligned */
-    const size_t bytes = sizeof(float) * at[NBUF];
-    float *block = at_block_alloc(bytes);
-    if (!block) return -1;
-    float *Q = block + at[0], *K = block + at[1], *V = block + at[2], *C = block + at[3], *F = block + at[4];
-    float *pos = block + at[5], *scratch = block + at[6]; /* scratch: [sentence][H][S] */
-    float *Hn = c->family->pre_norm ? block + at[7] : NULL;
+    enc_work w;
+    if (enc_work_alloc(&w, c, n, total, max_len)) return -1;
+    float *Q = w.Q, *K = w.K, *V = w.V, *C = w.C;
     /* X [total, d]: token embedding * scale + position, sentence by sentence */
     for (int i = 0; i < n; i++)
         for (int j = 0, pads = 0; j < len[i]; j++) {
             const int id = ids[i][j];
             embed_row(X + (size_t)(off[i] + j) * d, &m->enc_embed, id, escale,
-                      s2s_position(m, 0, s2s_position_of(c, id, j, pads), pos), d);
+                      s2s_position(m, 0, s2s_position_of(c, id, j, pads), w.pos), d);
             pads += id == c->pad_id;
         }
     if (c->family->embed_norm) norm_rows(c, X, &m->enc_embed_norm, total);
+    if (w.bias) s2s_relative_bias(m, 0, 1 - max_len, 2 * max_len - 1, w.bias, 2 * max_len - 1);
     for (int l = 0; l < c->enc_layers; l++) {
         const enc_layer *L = &m->enc[l];
-        /* self-attention, each sentence over its own rows: C [total, d] */
-        const float *in = sublayer_in(c, X, Hn, &L->self_attn_norm, total);
+        /* self-attention, each sentence over its own rows: C [total, enc_inner] */
+        const float *in = sublayer_in(c, X, w.Hn, &L->self_attn_norm, total);
         at_k()->linear(Q, in, &L->self_attn.q.w, L->self_attn.q.b, total);
         at_k()->linear(K, in, &L->self_attn.k.w, L->self_attn.k.b, total);
         at_k()->linear(V, in, &L->self_attn.v.w, L->self_attn.v.b, total);
-        scale_rows(Q, td, qscale);
-        const enc_attention_job j = {C, Q, K, V, off, len, enc_self, scratch, d, H, l, max_len};
+        scale_queries(c, Q, (size_t)total * c->enc_inner, hd);
+        const enc_attention_job j = {C, Q, K, V, w.bias, off, len, enc_self, w.scratch, c->enc_inner, H, hd, l,
+                                     max_len};
         at_parallel_for(n, at_threads(), enc_attention, &j);
         at_k()->linear(Q, C, &L->self_attn.o.w, L->self_attn.o.b, total);
         sublayer_out(c, X, Q, &L->self_attn_norm, total);
         /* feed-forward: F [total, enc_ffn] */
-        at_linear_act(F, sublayer_in(c, X, Hn, &L->ffn_norm, total), &L->fc1.w, L->fc1.b, total, c->act);
-        at_k()->linear(Q, F, &L->fc2.w, L->fc2.b, total);
+        ffn_rows(c, Q, sublayer_in(c, X, w.Hn, &L->ffn_norm, total), &L->fc1, &L->gate, &L->fc2, w.F, w.G, total);
         sublayer_out(c, X, Q, &L->ffn_norm, total);
     }
     if (c->family->final_norms) norm_rows(c, X, &m->enc_final_norm, total);
-    at_block_free(block, bytes);
+    at_block_free(w.block, w.bytes);
     return 0;
 }
 
@@ -94,7 +113,7 @@ int encode(const s2s_model *m, const int *const *ids, const int *off, const int 
  * at_block_alloc keeps them for the thread's next batch. */
 int cross_kv(const s2s_model *m, const float *X, enc_memory *mem) {
     const int L = m->c.dec_layers;
-    const size_t td = (size_t)mem->total * m->c.d_model;
+    const size_t td = (size_t)mem->total * m->c.dec_inner;
     mem->cross_k = calloc((size_t)L, sizeof(float *));
     mem->cross_v = calloc((size_t)L, sizeof(float *));
     mem->cross_bytes = sizeof(float) * td * 2 * (size_t)L;

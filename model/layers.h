@@ -20,7 +20,7 @@ typedef struct {
     int n;              /* sentences */
     int total;          /* source rows, the sum of len */
     const int *off, *len;
-    float **cross_k;    /* [dec_layers] -> [total, d] */
+    float **cross_k;    /* [dec_layers] -> [total, dec_inner] */
     float **cross_v;
     float *cross_block; /* where cross_k and cross_v point: one block (at_block_alloc) */
     size_t cross_bytes;
@@ -50,12 +50,13 @@ typedef struct {
     const s2s_model *m;
     const enc_memory *mem;
     int n_slots, cap, max_rows, max_src;
-    float **self_k, **self_v;  /* [slot * dec_layers + l] -> [cap, d] */
+    float **self_k, **self_v;  /* [slot * dec_layers + l] -> [cap, dec_inner] */
     float *cache;              /* where self_k and self_v point: one block (at_block_alloc) */
     size_t cache_bytes, logits_bytes;
-    float *x, *q, *k, *v, *ctx, *tmp;  /* [max_rows, d] */
+    float *x, *q, *k, *v, *ctx, *tmp;  /* [max_rows, max(d, dec_inner)] */
     float *h;                  /* [max_rows, d] a sublayer's normalized input (pre-norm) */
-    float *ff;                 /* [max_rows, dec_ffn] */
+    float *ff, *gate;          /* [max_rows, dec_ffn] (gate: c.gated_ffn) */
+    float *relbias;            /* POS_RELATIVE: [heads, cap] one step's self-attention biases */
     float *logits;             /* [max_rows, decoder_vocab_size]: written by decoder_step (at_block_alloc) */
     float *scratch;            /* [max_rows, heads * max(cap, max_src)] attention scores */
 } dec_state;
@@ -74,5 +75,11 @@ void dec_free(dec_state *s);
  * [dec_layers][dec_heads][t + 1] and [dec_layers][dec_heads][len of its sentence]. */
 void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const *att_self,
                   float *const *att_cross);
+
+/* POS_RELATIVE (model/relative.c): the bucket of distance rel (key - query position), and
+ * the biases of distances rel_lo .. rel_lo + n - 1 of the encoder's (dec 0) or decoder's
+ * stack: out[h * stride_h + k] for distance rel_lo + k, head h. */
+int s2s_relative_bucket(int rel, int bidirectional, int buckets, int max_distance);
+void s2s_relative_bias(const s2s_model *m, int dec, int rel_lo, int n, float *out, ptrdiff_t stride_h);
 
 #endif

@@ -110,31 +110,49 @@ static int bind_vector(binder *b, const float **v, const char *name, int n) {
     return 0;
 }
 
+/* A linear layer: its weight, and its bias where the family has them (else b = NULL). */
 static int bind_linear(binder *b, linear *l, const char *prefix, int out, int in) {
     char name[128];
     snprintf(name, sizeof name, "%s.weight", prefix);
     if (bind_matrix(b, &l->w, name, out, in)) return -1;
+    l->b = NULL;
+    if (!b->m->c.family->biases) return 0;
     snprintf(name, sizeof name, "%s.bias", prefix);
     return bind_vector(b, &l->b, name, out);
 }
 
+/* A LayerNorm's gain and bias; an RMS norm's gain only. */
 static int bind_norm(binder *b, norm *n, const char *prefix, int d) {
     char name[128];
     snprintf(name, sizeof name, "%s.weight", prefix);
     if (bind_vector(b, &n->g, name, d)) return -1;
+    n->b = NULL;
+    if (b->m->c.family->rms_norm) return 0;
     snprintf(name, sizeof name, "%s.bias", prefix);
     return bind_vector(b, &n->b, name, d);
 }
 
-static int bind_attn(binder *b, attn_weights *a, const char *prefix, int d) {
+/* q, k, v: [inner, d]; o: [d, inner] (inner = heads * head width, d_model but in T5). */
+static int bind_attn(binder *b, attn_weights *a, const char *prefix, int d, int inner) {
     char name[128];
     const char *parts[4] = {"q", "k", "v", "o"};
     linear *dst[4] = {&a->q, &a->k, &a->v, &a->o};
     for (int i = 0; i < 4; i++) {
         snprintf(name, sizeof name, "%s.%s", prefix, parts[i]);
-        if (bind_linear(b, dst[i], name, d, d)) return -1;
+        if (bind_linear(b, dst[i], name, i < 3 ? inner : d, i < 3 ? d : inner)) return -1;
     }
     return 0;
+}
+
+/* fc1 [ffn, d], the gate [ffn, d] of a gated FFN, fc2 [d, ffn]. */
+static int bind_ffn(binder *b, linear *fc1, linear *gate, linear *fc2, const char *prefix, int d, int ffn) {
+    char p[112];
+    snprintf(p, sizeof p, "%s.ffn.fc1", prefix);
+    if (bind_linear(b, fc1, p, ffn, d)) return -1;
+    snprintf(p, sizeof p, "%s.ffn.gate", prefix);
+    if (b->m->c.gated_ffn && bind_linear(b, gate, p, ffn, d)) return -1;
+    snprintf(p, sizeof p, "%s.ffn.fc2", prefix);
+    return bind_linear(b, fc2, p, d, ffn);
 }
 
 /* The embeddings, the output projection and the family's extras around the stacks
@@ -158,6 +176,10 @@ static int bind_embeddings(s2s_model *m, binder *b) {
     if (fam->embed_norm && (bind_norm(b, &m->enc_embed_norm, "enc.embed_norm", d) ||
                             bind_norm(b, &m->dec_embed_norm, "dec.embed_norm", d)))
         return -1;
+    const int rel = c->rel_buckets * c->enc_heads;
+    if (fam->positions == POS_RELATIVE && (bind_vector(b, &m->enc_rel_bias, "enc.relative_bias", rel) ||
+                                           bind_vector(b, &m->dec_rel_bias, "dec.relative_bias", rel)))
+        return -1;
     return 0;
 }
 
@@ -166,13 +188,11 @@ static int bind_enc_layer(binder *b, enc_layer *L, int i, const s2s_config *c) {
     const int d = c->d_model;
     char p[96];
     snprintf(p, sizeof p, "enc.%d.self_attn", i);
-    if (bind_attn(b, &L->self_attn, p, d)) return -1;
+    if (bind_attn(b, &L->self_attn, p, d, c->enc_inner)) return -1;
     snprintf(p, sizeof p, "enc.%d.self_attn_norm", i);
     if (bind_norm(b, &L->self_attn_norm, p, d)) return -1;
-    snprintf(p, sizeof p, "enc.%d.ffn.fc1", i);
-    if (bind_linear(b, &L->fc1, p, c->enc_ffn, d)) return -1;
-    snprintf(p, sizeof p, "enc.%d.ffn.fc2", i);
-    if (bind_linear(b, &L->fc2, p, d, c->enc_ffn)) return -1;
+    snprintf(p, sizeof p, "enc.%d", i);
+    if (bind_ffn(b, &L->fc1, &L->gate, &L->fc2, p, d, c->enc_ffn)) return -1;
     snprintf(p, sizeof p, "enc.%d.ffn_norm", i);
     return bind_norm(b, &L->ffn_norm, p, d);
 }
@@ -182,17 +202,15 @@ static int bind_dec_layer(binder *b, dec_layer *L, int i, const s2s_config *c) {
     const int d = c->d_model;
     char p[96];
     snprintf(p, sizeof p, "dec.%d.self_attn", i);
-    if (bind_attn(b, &L->self_attn, p, d)) return -1;
+    if (bind_attn(b, &L->self_attn, p, d, c->dec_inner)) return -1;
     snprintf(p, sizeof p, "dec.%d.self_attn_norm", i);
     if (bind_norm(b, &L->self_attn_norm, p, d)) return -1;
     snprintf(p, sizeof p, "dec.%d.cross_attn", i);
-    if (bind_attn(b, &L->cross_attn, p, d)) return -1;
+    if (bind_attn(b, &L->cross_attn, p, d, c->dec_inner)) return -1;
     snprintf(p, sizeof p, "dec.%d.cross_attn_norm", i);
     if (bind_norm(b, &L->cross_attn_norm, p, d)) return -1;
-    snprintf(p, sizeof p, "dec.%d.ffn.fc1", i);
-    if (bind_linear(b, &L->fc1, p, c->dec_ffn, d)) return -1;
-    snprintf(p, sizeof p, "dec.%d.ffn.fc2", i);
-    if (bind_linear(b, &L->fc2, p, d, c->dec_ffn)) return -1;
+    snprintf(p, sizeof p, "dec.%d", i);
+    if (bind_ffn(b, &L->fc1, &L->gate, &L->fc2, p, d, c->dec_ffn)) return -1;
     snprintf(p, sizeof p, "dec.%d.ffn_norm", i);
     return bind_norm(b, &L->ffn_norm, p, d);
 }
@@ -273,7 +291,7 @@ static int bind_tensors(s2s_model *m, char *err, size_t errlen) {
 
 static s2s_model *load_opened(s2s_model *m, char *err, size_t errlen) {
     if (!m->file || s2s_read_config(m->file, &m->c, err, errlen) || bind_tensors(m, err, errlen) ||
-        s2s_tokenizer_load(m, err, errlen))
+        s2s_tokenizer_load(m, err, errlen) || s2s_tasks_load(m, err, errlen))
         goto fail;
     if (s2s_positions_init(m)) {
         s2s_fail(err, errlen, "out of memory");
@@ -317,6 +335,7 @@ void s2s_free(s2s_model *m) {
     free(m->lang_code);
     free(m->lang_id);
     free(m->added_id);
+    s2s_tasks_free(m);
     for (int i = 0; i < m->n_i8_sums; i++) free(m->i8_sums[i]);
     free(m->i8_sums);
     free(m->enc);

@@ -21,4 +21,11 @@ int s2s_read_config(const gguf_file *f, s2s_config *c, char *err, size_t errlen)
  * m->positions and m->n_positions (model/positions.c). 0, or -1 out of memory. */
 int s2s_positions_init(s2s_model *m);
 
+/* The optional task prefixes (<family>.tasks, <family>.task_prefixes: as many of each, names
+ * 1..64 bytes without spaces or control bytes and distinct, prefixes up to 1024 bytes
+ * without NUL) into m (model/tasks.c). 0, or -1 naming the bad key; s2s_tasks_free frees
+ * what it set. */
+int s2s_tasks_load(s2s_model *m, char *err, size_t errlen);
+void s2s_tasks_free(s2s_model *m);
+
 #endif

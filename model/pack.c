@@ -18,12 +18,14 @@ static int linear_matrices(s2s_model *m, at_matrix **out) {
         enc_layer *L = &m->enc[l];
         linear *ls[] = {&L->self_attn.q, &L->self_attn.k, &L->self_attn.v, &L->self_attn.o, &L->fc1, &L->fc2};
         for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) PUT(&ls[i]->w);
+        if (m->c.gated_ffn) PUT(&L->gate.w);
     }
     for (int l = 0; l < m->c.dec_layers; l++) {
         dec_layer *L = &m->dec[l];
         linear *ls[] = {&L->self_attn.q, &L->self_attn.k, &L->self_attn.v, &L->self_attn.o, &L->cross_attn.q,
                         &L->cross_attn.k, &L->cross_attn.v, &L->cross_attn.o, &L->fc1, &L->fc2};
         for (size_t i = 0; i < sizeof ls / sizeof *ls; i++) PUT(&ls[i]->w);
+        if (m->c.gated_ffn) PUT(&L->gate.w); /* T5's gated FFN */
     }
 #undef PUT
     return n;

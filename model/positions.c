@@ -41,7 +41,7 @@ static void position_row(const s2s_config *c, float *row, int pos) {
 int s2s_positions_init(s2s_model *m) {
     const s2s_config *c = &m->c;
     /* fairseq numbers positions from pad_id + 1; learned positions are stored, not computed */
-    const int used = c->family->positions == POS_LEARNED ? 1
+    const int used = c->family->positions == POS_LEARNED || c->family->positions == POS_RELATIVE ? 1
                      : c->max_pos + (c->family->positions == POS_FAIRSEQ ? c->pad_id + 1 : 0);
     m->n_positions = used < S2S_POSITIONS_CACHED ? used : S2S_POSITIONS_CACHED;
     m->positions = malloc(sizeof(float) * (size_t)m->n_positions * c->d_model);
@@ -51,6 +51,10 @@ int s2s_positions_init(s2s_model *m) {
 }
 
 const float *s2s_position(const s2s_model *m, int dec, int pos, float *buf) {
+    if (m->c.family->positions == POS_RELATIVE) { /* T5: positions enter as attention biases */
+        memset(buf, 0, sizeof(float) * (size_t)m->c.d_model);
+        return buf;
+    }
     if (m->c.family->positions == POS_LEARNED) { /* HF's offset of 2 rows */
         if (pos < 0 || pos >= m->c.max_pos) memset(buf, 0, sizeof(float) * (size_t)m->c.d_model);
         else at_matrix_row(buf, dec ? &m->dec_pos : &m->enc_pos, pos + 2);

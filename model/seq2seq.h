@@ -30,6 +30,8 @@ typedef enum {
                     is odd, row pad_id zero (fairseq / HF M2M-100, float32) */
     POS_LEARNED, /* position p = token index; row p + 2 of the side's stored table
                     (enc/dec.embed_positions.weight, HF mBART's offset of 2) */
+    POS_RELATIVE, /* none in the embeddings: a learned bias per head and relative-distance
+                     bucket added to every self-attention score (T5; layers.h) */
 } pos_kind;
 
 /* What one family does differently: chosen by general.architecture, never stored. */
@@ -48,6 +50,13 @@ typedef struct {
                            text is split at added tokens typed in it (<s>, </s>, <pad>, <unk>,
                            <mask>, language codes), each its own id, as HF's tokenizers do */
     int mask;           /* a <mask> token: <family>.mask_id required, skipped when decoding */
+    int rms_norm;       /* T5's LayerNorm: x / rms(x) * g, no mean, no bias (at_rmsnorm) */
+    int biases;         /* the linear layers have biases (T5's have none) */
+    int scaled_scores;  /* attention scores divided by sqrt(head width) (T5's are not) */
+    int sentinels;      /* T5Tokenizer: <pad> </s> <unk> and the <extra_id_N> pieces typed in the
+                           text are their ids (an extra id eats the whitespace on both sides); no
+                           second </s> after a typed one; decoding skips them and ids without
+                           a piece */
 } s2s_family;
 
 typedef struct {
@@ -61,6 +70,13 @@ typedef struct {
     int bos_id; /* <s>, skipped when decoding text; -1 when the family has none (Marian) */
     int mask_id; /* <mask> (family->mask), skipped when decoding text; else -1 */
     int model_max_length; /* source tokens kept: tokenizer.model_max_length, at most max_pos */
+    int enc_hd, dec_hd; /* a head's width: d_model / heads, or t5.d_kv (heads * d_kv may differ
+                           from d_model: the attention's inner width, enc/dec_inner) */
+    int enc_inner, dec_inner;
+    int rel_buckets, rel_max_distance; /* POS_RELATIVE: t5.relative_buckets / _max_distance */
+    int gated_ffn;      /* t5.gated_ffn: fc2(act(fc1 x) * gate x) */
+    float out_scale;    /* the decoder's output times this before the output projection
+                           (t5.scale_output: d_model^-0.5), else 1 */
     s2s_generation gen;
     char align_view[512]; /* the alignment view: the file's attend.alignment.view, else the default */
     int align_view_recorded;
@@ -82,7 +98,7 @@ typedef struct {
 typedef struct {
     attn_weights self_attn;
     norm self_attn_norm;
-    linear fc1, fc2;
+    linear fc1, gate, fc2; /* gate: c.gated_ffn only */
     norm ffn_norm;
 } enc_layer;
 
@@ -91,7 +107,7 @@ typedef struct {
     norm self_attn_norm;
     attn_weights cross_attn;
     norm cross_attn_norm;
-    linear fc1, fc2;
+    linear fc1, gate, fc2;
     norm ffn_norm;
 } dec_layer;
 
@@ -117,6 +133,9 @@ typedef struct s2s_model {
     norm enc_final_norm, dec_final_norm; /* family->final_norms */
     norm enc_embed_norm, dec_embed_norm; /* family->embed_norm */
     at_matrix enc_pos, dec_pos; /* POS_LEARNED: [max_pos + 2, d] tables, position p at row p + 2 */
+    /* POS_RELATIVE: [rel_buckets, heads] of each stack, bucket-major (HF's
+     * relative_attention_bias.weight of its first layer, used by every layer) */
+    const float *enc_rel_bias, *dec_rel_bias;
     int n_langs;       /* language tokens (family->languages), in the file's order */
     char **lang_code;  /* [n_langs] NUL-terminated codes, e.g. "de" */
     int *lang_id;      /* [n_langs] the id of each code's token, e.g. of __de__ */
@@ -127,6 +146,8 @@ typedef struct s2s_model {
                           tokens, <mask>), their ids; their pieces are the vocabulary's */
     int *added_id;     /* [n_added], ordered by their pieces' first byte: those starting */
     int added_start[257]; /* with byte b are added_id[added_start[b] .. added_start[b+1]) */
+    int n_tasks;       /* task prefixes (<family>.tasks / .task_prefixes; model/tasks.c) */
+    char **task_name, **task_prefix; /* [n_tasks] NUL-terminated copies */
     enc_layer *enc;
     dec_layer *dec;
     float *positions; /* [n_positions, d] sinusoids: s2s_position() reads them */
@@ -167,6 +188,10 @@ s2s_model *s2s_load_for_inference(const char *path, char *err, size_t errlen);
  * (the model stays usable, row-major). */
 int s2s_pack(s2s_model *m, char *err, size_t errlen);
 void s2s_free(s2s_model *m);
+
+/* The prefix task `name` writes before each source, or NULL when the model has no such
+ * task (model/tasks.c). */
+const char *s2s_task_prefix(const s2s_model *m, const char *name);
 
 /* Check the metadata's CRC-32 (when present), every tensor's CRC-32 and that every weight
  * is finite. Returns 0, or -1 naming the first bad tensor (and row and column of a

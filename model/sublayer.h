@@ -26,7 +26,8 @@ static inline float embed_scale(const s2s_config *c) {
 static inline const float *sublayer_in(const s2s_config *c, const float *x, float *h, const norm *n, int rows) {
     if (!c->family->pre_norm) return x;
     memcpy(h, x, sizeof(float) * (size_t)rows * c->d_model);
-    at_add_layernorm(h, NULL, n->g, n->b, rows, c->d_model, c->eps);
+    if (c->family->rms_norm) at_rmsnorm(h, n->g, rows, c->d_model, c->eps);
+    else at_add_layernorm(h, NULL, n->g, n->b, rows, c->d_model, c->eps);
     return h;
 }
 
@@ -42,7 +43,26 @@ static inline void sublayer_out(const s2s_config *c, float *x, const float *y, c
 
 /* A stack's optional LayerNorm (final or embedding), in place on rows of x. */
 static inline void norm_rows(const s2s_config *c, float *x, const norm *n, int rows) {
-    at_add_layernorm(x, NULL, n->g, n->b, rows, c->d_model, c->eps);
+    if (c->family->rms_norm) at_rmsnorm(x, n->g, rows, c->d_model, c->eps);
+    else at_add_layernorm(x, NULL, n->g, n->b, rows, c->d_model, c->eps);
+}
+
+/* Queries divided by sqrt(head width hd), where the family scales its scores (T5 does not). */
+static inline void scale_queries(const s2s_config *c, float *q, size_t n, int hd) {
+    if (c->family->scaled_scores) scale_rows(q, n, 1.0f / sqrtf((float)hd));
+}
+
+/* The feed-forward sublayer on rows of in into y [rows, d]: fc2(act(fc1 in)), or with a gate
+ * (T5's gated FFN) fc2(act(fc1 in) * (gate in)). f, g: [rows, ffn] working rows. */
+static inline void ffn_rows(const s2s_config *c, float *y, const float *in, const linear *fc1, const linear *gate,
+                            const linear *fc2, float *f, float *g, int rows) {
+    at_linear_act(f, in, &fc1->w, fc1->b, rows, c->act);
+    if (c->gated_ffn) {
+        at_k()->linear(g, in, &gate->w, gate->b, rows);
+        const size_t all = (size_t)rows * fc1->w.rows;
+        for (size_t i = 0; i < all; i++) f[i] *= g[i];
+    }
+    at_k()->linear(y, f, &fc2->w, fc2->b, rows);
 }
 
 #endif

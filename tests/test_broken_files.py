@@ -31,6 +31,7 @@ REPO = os.path.dirname(HERE)
 ATTEND = os.environ.get("ATTEND_BIN", os.path.join(REPO, "build", "attend"))
 TINY = os.path.join(HERE, "data", "tiny-v1.gguf")
 MODELS = [TINY, os.path.join(HERE, "data", "tiny-v2.gguf")]  # f32 (format 1), int8 (format 2)
+TINY_T5 = os.path.join(HERE, "data", "tiny-t5.gguf")  # the t5 family's own keys (t5_rewritten)
 sys.path.insert(0, os.path.join(REPO, "tools"))
 import gguf_io as G  # noqa: E402
 
@@ -374,6 +375,59 @@ def rewritten(tmp, model):
     return out
 
 
+def t5_rewritten(tmp):
+    """The t5 family's keys and tensors with broken and hostile values (CRCs recomputed):
+    each refused at load (attend info), naming the key or tensor."""
+    f, meta, tens = parts(TINY_T5)
+    out = []
+
+    def emit(name, m, t=tens):
+        path = os.path.join(tmp, f"t5-{len(out)}.gguf")
+        G.write(path, m, t, meta_crc_key=G.META_CRC_KEY)
+        out.append((f"tiny-t5.gguf: {name}", path, "info"))
+
+    def with_meta(key, value=None, drop=False, typ=None):
+        r = [(k, typ or t, value) if k == key else (k, t, v) for k, t, v in meta if not (drop and k == key)]
+        assert drop or any(k == key for k, _, _ in meta), key
+        return r
+
+    for key, value in (("t5.d_kv", 0), ("t5.d_kv", 70000), ("t5.d_kv", 40000), ("t5.relative_buckets", 0),
+                       ("t5.relative_buckets", 3), ("t5.relative_buckets", 1 << 30),
+                       ("t5.relative_max_distance", 0), ("t5.relative_max_distance", 4),
+                       ("t5.decoder_heads", 1), ("t5.encoder_heads", 0), ("t5.unk_id", 400)):
+        emit(f"{key} = {value}", with_meta(key, value))
+    for key in ("t5.d_kv", "t5.relative_buckets", "t5.relative_max_distance", "t5.gated_ffn", "t5.scale_output",
+                "t5.task_prefixes"):
+        emit(f"{key} missing", with_meta(key, drop=True))
+    for key, value in (("t5.gated_ffn", False), ("t5.scale_embedding", True), ("t5.shared_embeddings", False)):
+        emit(f"{key} = {value}", with_meta(key, value))
+    emit("t5.d_kv a string", with_meta("t5.d_kv", "4", typ=G.STRING))
+    emit("t5.activation gelu_fast", with_meta("t5.activation", "gelu_fast"))
+    names = list(f.metadata["t5.tasks"])
+    prefixes = list(f.metadata["t5.task_prefixes"])
+    for what, n, p in (("one task name more than prefixes", names + ["x"], prefixes),
+                       ("a task name with a space", ["a b", names[1]], prefixes),
+                       ("an empty task name", ["", names[1]], prefixes),
+                       ("a task name with a control byte", ["a\x01", names[1]], prefixes),
+                       ("a task name of 65 bytes", ["x" * 65, names[1]], prefixes),
+                       ("a task named twice", [names[0], names[0]], prefixes),
+                       ("a prefix of 1025 bytes", names, [prefixes[0], "p" * 1025]),
+                       ("a prefix holding a NUL", names, [prefixes[0], "a\x00b"]),
+                       ("300 tasks", [f"t{i}" for i in range(300)], [""] * 300)):
+        m = with_meta("t5.tasks", (G.STRING, n))
+        emit(what, [(k, t, (G.STRING, p) if k == "t5.task_prefixes" else v) for k, t, v in m])
+    emit("t5.tasks numbers, not strings", with_meta("t5.tasks", (G.UINT32, [1, 2])))
+    emit("tensor enc.relative_bias missing", meta, [t for t in tens if t[0] != "enc.relative_bias"])
+    emit("tensor dec.relative_bias one short", meta,
+         [(n, a[:-1] if n == "dec.relative_bias" else a, g) for n, a, g in tens])
+    emit("tensor dec.0.ffn.gate.weight missing", meta, [t for t in tens if t[0] != "dec.0.ffn.gate.weight"])
+    emit("a norm with a bias", meta, tens + [("enc.final_norm.bias", np.zeros(16, np.float32), 0)])
+    emit("a linear layer with a bias", meta, tens + [("enc.0.self_attn.q.bias", np.zeros(8, np.float32), 0)])
+    emit("q as wide as d_model", meta,
+         [(n, np.zeros((16, 16), np.float32) if n == "enc.0.self_attn.q.weight" else a, g) for n, a, g in tens])
+    return out
+
+
 # --------------------------------------------------------------------------------------
 # attend quantize on an f32 model holding a NaN or an infinity: refused (exit 3, one line
 # naming the tensor and row), and no output file. It once quantized the NaN (undefined
@@ -455,8 +509,11 @@ def main():
     passed = failed = 0
     try:
         jobs = []
-        for model in MODELS:
+        for model in MODELS + [TINY_T5]:
             data = open(model, "rb").read()
+            if model == TINY_T5:  # the byte-level corpus patches Marian's keys
+                jobs += t5_rewritten(tmp) + [("tiny-t5.gguf: the valid model", model, "ok")]
+                continue
             L = Layout(data)
             tag = os.path.basename(model)
             for i, (name, b, want) in enumerate(corpus(data, L, os.environ.get("BROKEN_FULL") == "1")):

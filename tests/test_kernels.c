@@ -582,7 +582,7 @@ static void test_attention_per_head(void) {
         float *o = malloc(4 * tn * d), *o2 = malloc(4 * tn * d), *scratch = malloc(4 * H * sn);
         fill(q, tn * d, 2), fill(k, sn * ld, 2), fill(v, sn * ld, 1);
         at_attention(o, d, q, d, k, v, ld, tn, sn, H, hd, causal, pos0, NULL, scratch);
-        const at_attention_args a = {o2, q, k, v, NULL, scratch, d, d, ld, tn, sn, hd, causal, pos0};
+        const at_attention_args a = {o2, q, k, v, NULL, scratch, d, d, ld, tn, sn, hd, causal, pos0, NULL, 0, 0};
         attention_per_head(&a, H);
         if (memcmp(o, o2, sizeof(float) * tn * d)) {
             if (bad++ < 3) fprintf(stderr, "[%s] attention t=%d s=%d heads=%d hd=%d differs from one head at a time\n", isa_name, tn, sn, H, hd);
@@ -592,17 +592,57 @@ static void test_attention_per_head(void) {
     CHECK_ISA(bad == 0, "attention: %d shapes differ bit for bit from one head at a time", bad);
 }
 
-/* Multi-head attention against a naive version; causal and not; probabilities returned. */
+/* T5's pieces: the RMS norm and GELU's tanh approximation against double-precision code. */
+static void test_rmsnorm_gelu_tanh(void) {
+    enum { N = 3, D = 37 };
+    float x[N * D], g[D], y[N * D];
+    fill(x, N * D, 4), fill(g, D, 2);
+    memcpy(y, x, sizeof x);
+    at_rmsnorm(y, g, N, D, 1e-6f);
+    double err = 0;
+    for (int r = 0; r < N; r++) {
+        double ss = 0;
+        for (int j = 0; j < D; j++) ss += (double)x[r * D + j] * x[r * D + j];
+        for (int j = 0; j < D; j++) err = fmax(err, fabs(y[r * D + j] - g[j] * x[r * D + j] / sqrt(ss / D + 1e-6)));
+    }
+    CHECK_ISA(err < 1e-5, "rmsnorm differs by %g", err);
+    memcpy(y, x, sizeof x);
+    at_activate(y, N * D, AT_ACT_GELU_TANH);
+    err = 0;
+    for (int i = 0; i < N * D; i++) {
+        const double v = x[i], want = 0.5 * v * (1 + tanh(sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+        err = fmax(err, fabs(y[i] - want));
+    }
+    CHECK_ISA(err < 1e-5, "gelu_tanh differs by %g", err);
+}
+
+/* The score bias of head h, query row t, key s in test_attention's cases: none (kind 0), a
+ * full [H, t_n, s_n] array (1), or a table by distance s - t read with a negative row
+ * stride (2: T5's encoder; t_n = s_n). */
+static double bias_at(const float *bias, int kind, int h, int t, int s, int tn, int sn) {
+    if (kind == 1) return bias[(h * tn + t) * sn + s];
+    if (kind == 2) return bias[h * (2 * sn - 1) + (sn - 1) - t + s];
+    return 0;
+}
+
+/* Multi-head attention against a naive version; causal and not; probabilities returned;
+ * with a score bias (at_attention_bias) and without. */
 static void test_attention(void) {
-    int cases[][5] = {/* t_n, s_n, heads, hd, causal */
-                      {1, 1, 1, 4, 0}, {5, 9, 4, 8, 0}, {7, 7, 2, 16, 1}, {1, 12, 8, 64, 1}, {3, 40, 3, 24, 0}};
+    int cases[][6] = {/* t_n, s_n, heads, hd, causal, bias kind */
+                      {1, 1, 1, 4, 0, 0}, {5, 9, 4, 8, 0, 0}, {7, 7, 2, 16, 1, 0}, {1, 12, 8, 64, 1, 0},
+                      {3, 40, 3, 24, 0, 0}, {5, 9, 4, 8, 0, 1}, {1, 12, 8, 64, 1, 1}, {9, 9, 5, 12, 0, 2},
+                      {6, 6, 2, 16, 1, 2}};
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         int tn = cases[c][0], sn = cases[c][1], H = cases[c][2], hd = cases[c][3], causal = cases[c][4];
+        const int kind = cases[c][5];
         int d = H * hd, pos0 = causal ? sn - tn : 0;
         float *q = malloc(4 * tn * d), *k = malloc(4 * sn * d), *v = malloc(4 * sn * d);
         float *o = malloc(4 * tn * d), *p = malloc(4 * H * tn * sn), *scratch = malloc(4 * H * sn);
-        fill(q, tn * d, 1), fill(k, sn * d, 1), fill(v, sn * d, 1);
-        at_attention(o, d, q, d, k, v, d, tn, sn, H, hd, causal, pos0, p, scratch);
+        float *bias = malloc(4 * H * (tn * sn + 2 * sn));
+        fill(q, tn * d, 1), fill(k, sn * d, 1), fill(v, sn * d, 1), fill(bias, H * (tn * sn + 2 * sn), 2);
+        const float *b = kind == 1 ? bias : kind == 2 ? bias + (sn - 1) : NULL;
+        at_attention_bias(o, d, q, d, k, v, d, tn, sn, H, hd, causal, pos0, p, scratch, b,
+                          kind == 1 ? tn * sn : 2 * sn - 1, kind == 1 ? sn : -1);
         double eo = 0, ep = 0, erow = 0, above = 0;
         double *sc = malloc(sizeof(double) * sn);
         for (int h = 0; h < H; h++)
@@ -612,6 +652,7 @@ static void test_attention(void) {
                 for (int s = 0; s < vis; s++) {
                     sc[s] = 0;
                     for (int j = 0; j < hd; j++) sc[s] += (double)q[t * d + h * hd + j] * k[s * d + h * hd + j];
+                    sc[s] += bias_at(bias, kind, h, t, s, tn, sn);
                     mx = fmax(mx, sc[s]);
                 }
                 for (int s = 0; s < vis; s++) sum += (sc[s] = exp(sc[s] - mx));
@@ -629,9 +670,9 @@ static void test_attention(void) {
                 }
             }
         CHECK_ISA(ep < 1e-6 && eo < 1e-5 && erow < 1e-5 && above == 0,
-              "attention t=%d s=%d heads=%d hd=%d causal=%d: probs %g out %g rowsum %g masked %g", tn, sn,
-              H, hd, causal, ep, eo, erow, above);
-        free(q), free(k), free(v), free(o), free(p), free(scratch), free(sc);
+              "attention t=%d s=%d heads=%d hd=%d causal=%d bias %d: probs %g out %g rowsum %g masked %g", tn,
+              sn, H, hd, causal, kind, ep, eo, erow, above);
+        free(q), free(k), free(v), free(o), free(p), free(scratch), free(sc), free(bias);
     }
 }
 
@@ -669,6 +710,7 @@ int main(void) {
             test_row_scans();
             test_attention();
             test_attention_per_head();
+            test_rmsnorm_gelu_tanh();
             printf("%s %s, %d thread%s\n", failed == before ? "ok  " : "FAIL", names[i], threads,
                    threads > 1 ? "s" : "");
         }

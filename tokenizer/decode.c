@@ -68,10 +68,11 @@ static void replace_all(char *s, const char *from, const char *to) {
 static int skipped(const s2s_model *m, int id) {
     const s2s_config *c = &m->c;
     if (id == c->eos_id || id == c->pad_id || id == c->unk_id || id == c->bos_id || id == m->c.mask_id) return 1;
-    if (m->nllb) {
+    if (m->nllb || m->c.family->sentinels) { /* T5Tokenizer has no token for such an id */
         const char *p = vocab_piece(m->tgt_vocab, id);
         if (!p || !*p) return 1;
     }
+    if (s2s_is_sentinel(m, id)) return 1;
     for (int i = 0; i < m->n_langs; i++)
         if (id == m->lang_id[i]) return 1;
     return 0;

@@ -141,10 +141,13 @@ static int split_added(const s2s_model *m, int target, const char *text, size_t 
             i++;
             continue;
         }
-        size_t end = id == m->c.mask_id ? seg + py_rstripped(text + seg, i - seg) : i;
+        /* T5's extra ids strip the whitespace on both sides (lstrip and rstrip) */
+        const int sentinel = s2s_is_sentinel(m, id);
+        size_t end = id == m->c.mask_id || sentinel ? seg + py_rstripped(text + seg, i - seg) : i;
         if (end > seg && (rc = add_pieces(m, target, text + seg, end - seg, ps, err, errlen))) return rc;
         if (parts_add(ps, id, text + i, tl)) return 1;
         i += tl;
+        if (sentinel) i += py_leading_space(text + i, len - i);
         seg = i;
     }
     if (len > seg) return add_pieces(m, target, text + seg, len - seg, ps, err, errlen);
@@ -228,7 +231,9 @@ static int encode_side(const s2s_model *m, int target, int lang, const char *tex
     parts ps = {0};
     int n = 0, rc = split_text(m, target, buf, len, &ps, err, errlen);
     if (!rc) {
-        n = ps.n + (lang >= 0) + 1;
+        /* T5Tokenizer adds no </s> after a typed one */
+        const int typed_eos = m->c.family->sentinels && ps.n > 0 && ps.v[ps.n - 1].id == m->c.eos_id;
+        n = ps.n + (lang >= 0) + !typed_eos;
         *truncated = len < full;
         /* sources stop at the tokenizer's model_max_length (as HF truncates), targets at
          * the positions the decoder has */

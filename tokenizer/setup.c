@@ -156,6 +156,52 @@ static int build_added(s2s_model *m, char *err, size_t errlen) {
     return 0;
 }
 
+/* Is piece p (n bytes) T5's <extra_id_N>? */
+static int is_extra_id(const char *p, size_t n) {
+    if (n < 12 || memcmp(p, "<extra_id_", 10) || p[n - 1] != '>') return 0;
+    for (size_t k = 10; k < n - 1; k++)
+        if (p[k] < '0' || p[k] > '9') return 0;
+    return 1;
+}
+
+int s2s_is_sentinel(const s2s_model *m, int id) {
+    if (!m->c.family->sentinels || id < 0 || id >= m->c.vocab_size) return 0;
+    const char *p = vocab_piece(m->src_vocab, id);
+    return p && is_extra_id(p, strlen(p));
+}
+
+/* T5Tokenizer's added tokens: <pad> </s> <unk> and every <extra_id_N> piece of the source
+ * vocabulary, ordered by first byte (m->added_id, m->added_start). */
+static int build_sentinels(s2s_model *m, char *err, size_t errlen) {
+    const s2s_config *c = &m->c;
+    int n = 3;
+    for (int id = 0; id < c->vocab_size; id++) n += s2s_is_sentinel(m, id);
+    m->added_id = malloc(sizeof(int) * (size_t)n);
+    if (!m->added_id) {
+        s2s_fail(err, errlen, "out of memory");
+        return -1;
+    }
+    const int fixed[3] = {c->pad_id, c->eos_id, c->unk_id};
+    for (int k = 0; k < 3; k++) {
+        const char *p = vocab_piece(m->src_vocab, fixed[k]);
+        if (!p || !*p) continue; /* a special token without a piece is never typed */
+        int dup = 0;
+        for (int j = 0; j < m->n_added; j++) dup |= m->added_id[j] == fixed[k];
+        if (!dup) m->added_id[m->n_added++] = fixed[k];
+    }
+    for (int id = 0; id < c->vocab_size; id++)
+        if (s2s_is_sentinel(m, id)) m->added_id[m->n_added++] = id;
+    /* every piece here starts with '<': one bucket, searched whole */
+    for (int b = 0; b <= 256; b++) m->added_start[b] = b <= '<' ? 0 : m->n_added;
+    for (int k = 0; k < m->n_added; k++)
+        if (vocab_piece(m->src_vocab, m->added_id[k])[0] != '<') {
+            s2s_fail(err, errlen, "key tokenizer.source_pieces: special token %d does not start with '<'",
+                     m->added_id[k]);
+            return -1;
+        }
+    return 0;
+}
+
 int s2s_tokenizer_load(s2s_model *m, char *err, size_t errlen) {
     m->src_vocab = load_vocab(m->file, "tokenizer.source_pieces", m->c.vocab_size, err, errlen);
     if (!m->src_vocab) return -1;
@@ -167,6 +213,7 @@ int s2s_tokenizer_load(s2s_model *m, char *err, size_t errlen) {
     if (!m->tgt_spm) return -1;
     if (m->c.family->languages && load_languages(m, err, errlen)) return -1;
     if (read_class(m, err, errlen)) return -1;
+    if (m->c.family->sentinels) return build_sentinels(m, err, errlen);
     if (!m->c.family->languages) return 0;
     if (m->nllb) { /* NLLB's <mask> is a piece of its vocabulary, not a key (mBART's is) */
         m->c.mask_id = vocab_id(m->src_vocab, "<mask>", 6);

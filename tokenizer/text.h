@@ -43,6 +43,9 @@ int s2s_encode_target_lang(const s2s_model *m, int lang, const char *text, size_
  * (language tokens and <s> are special tokens too). */
 char *s2s_decode_text(const s2s_model *m, const int *ids, int n);
 
+/* Is id one of T5's <extra_id_N> tokens (family->sentinels)? */
+int s2s_is_sentinel(const s2s_model *m, int id);
+
 /* The id of language code `code` (len bytes), or -1. */
 int s2s_language_id(const s2s_model *m, const char *code, size_t len);
 /* The model's codes as one line, "de, en, fr" (malloc'd), or NULL (none / out of memory). */

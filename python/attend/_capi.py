@@ -20,7 +20,7 @@ from typing import List, Optional
 # Structures (field order and types exactly as in the headers)
 
 # the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
-ABI = 6
+ABI = 7
 ATTEND_VIEW_MAX = 64
 # the metadata key a model file records its alignment view under (align.h)
 ATTEND_ALIGNMENT_VIEW_KEY = "attend.alignment.view"
@@ -80,6 +80,13 @@ class attend_config(ctypes.Structure):
         ("language_ids", c_int_p),
         ("alignment_view", ctypes.c_char_p),
         ("alignment_view_recorded", ctypes.c_int),
+        ("n_tasks", ctypes.c_int),
+        ("tasks", ctypes.POINTER(ctypes.c_char_p)),
+        ("task_prefixes", ctypes.POINTER(ctypes.c_char_p)),
+        ("encoder_head_dim", ctypes.c_int),
+        ("decoder_head_dim", ctypes.c_int),
+        ("relative_buckets", ctypes.c_int),
+        ("relative_max_distance", ctypes.c_int),
     ]
 
 
@@ -131,6 +138,7 @@ class attend_params(ctypes.Structure):
         ("target_prefix", ctypes.POINTER(ctypes.c_char_p)),
         ("target_prefix_ids", ctypes.POINTER(c_int_p)),
         ("target_prefix_lens", c_int_p),
+        ("task", ctypes.c_char_p),
     ]
 
 

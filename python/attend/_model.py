@@ -181,6 +181,13 @@ class Config:
     language_ids: Tuple[int, ...]
     alignment_view: str  # the view alignments use by default: the file's, else the default
     alignment_view_recorded: int  # 1: the file records it (attend.alignment.view)
+    n_tasks: int
+    tasks: Tuple[str, ...]  # the names task takes (T5's task_specific_params)
+    task_prefixes: Tuple[str, ...]
+    encoder_head_dim: int  # a head's width (T5's d_kv)
+    decoder_head_dim: int
+    relative_buckets: int  # T5's relative position buckets (0: other families)
+    relative_max_distance: int
 
     @classmethod
     def _from_c(cls, c: C.attend_config) -> "Config":
@@ -191,13 +198,15 @@ class Config:
                 v = C.decode(v)
             elif name in ("languages", "language_ids"):
                 v = tuple(C.decode(v[i]) if name == "languages" else v[i] for i in range(c.n_languages))
+            elif name in ("tasks", "task_prefixes"):
+                v = tuple(C.decode(v[i]) for i in range(c.n_tasks))
             values[name] = v
         return cls(**values)
 
     def _to_c(self) -> C.attend_config:
         c = C.attend_config()
         for name, _ in C.attend_config._fields_:
-            if name in ("n_languages", "languages", "language_ids"):
+            if name in ("n_languages", "languages", "language_ids", "n_tasks", "tasks", "task_prefixes"):
                 continue  # pointers into the loaded model: not needed by the callers
             v = getattr(self, name)
             setattr(c, name, v.encode("utf-8") if isinstance(v, str) else v)
@@ -771,9 +780,9 @@ class Model:
                 max_length: Optional[int], sample: bool, top_k: Optional[int], top_p: Optional[float],
                 temperature: Optional[float], seed: Optional[int], attention: bool, scores: bool,
                 logits: bool, threads: Optional[int], src_lang: Optional[str] = None,
-                tgt_lang: Optional[str] = None) -> C.attend_params:
+                tgt_lang: Optional[str] = None, task: Optional[str] = None) -> C.attend_params:
         p = C.lib().attend_default_params()
-        for name, v in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
+        for name, v in (("src_lang", src_lang), ("tgt_lang", tgt_lang), ("task", task)):
             if v is not None:
                 if not isinstance(v, str):
                     raise TypeError(f"{name} must be a str, not {type(v).__name__}")
@@ -840,7 +849,7 @@ class Model:
                   threads: Optional[int] = None, batch_size: Optional[int] = None,
                   batch_tokens: Optional[int] = None, verbose: bool = False,
                   src_lang: Optional[str] = None, tgt_lang: Optional[str] = None,
-                  progress: bool = False,
+                  progress: bool = False, task: Optional[str] = None,
                   target_prefix: Union[None, Text, Sequence[Optional[Text]]] = None
                   ) -> Union[Result, List[Result]]:
         """Translate one line (a str: returns one Result) or several (a list or any
@@ -871,6 +880,8 @@ class Model:
           a list with one str (or None) per line. A multilingual model's target-language
           token still comes first. "" is no prefix. Result.score leaves the prefix out
           (HF's sequences_scores), Result.logprob and tgt_ids include it.
+        - ``task`` (--task): T5 models: the prefix of a task of Config.tasks written before
+          each line.
 
         Blank lines (spaces, tabs, \\r, \\n, \\f, \\v, NUL only) give an empty Result without
         running the model. Bad arguments raise TypeError / ValueError; settings the library
@@ -882,7 +893,7 @@ class Model:
                          repetition_penalty=repetition_penalty, max_length=max_length,
                          sample=sample, top_k=top_k, top_p=top_p, temperature=temperature,
                          seed=seed, attention=attention, scores=scores, logits=logits,
-                         threads=threads, src_lang=src_lang, tgt_lang=tgt_lang)
+                         threads=threads, src_lang=src_lang, tgt_lang=tgt_lang, task=task)
         if batch_size is not None:
             batch_size = _int("batch_size", batch_size, 1)
         if batch_tokens is not None:

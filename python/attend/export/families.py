@@ -16,6 +16,8 @@ FAMILIES = {
     "marian": "marian",    # MarianMT / OPUS-MT
     "m2m_100": "m2m100",   # M2M-100 and NLLB-200
     "mbart": "mbart",      # mBART-50
+    "t5": "t5",            # T5, flan-t5, MADLAD-400
+    "mt5": "t5",           # mT5
 }
 RELEASE = "marian_npz"     # Marian's own releases (no config.json)
 

@@ -599,7 +599,8 @@ def run_export(prog, a, export, *args, hf_dir=None, two_vocabs=False):
 
 def other_family(argv):
     """The exporter of HF_DIR's family when it is not Marian (config.json's model_type), else
-    None: `export_marian.py M2M_DIR OUT` runs export_m2m100.py (mbart: export_mbart.py) with
+    None: `export_marian.py M2M_DIR OUT` runs export_m2m100.py (mbart: export_mbart.py; t5 and
+    mt5: export_t5.py) with
     the same arguments."""
     dirs = [x for x in argv if not x.startswith("-") and os.path.isfile(os.path.join(x, "config.json"))]
     try:
