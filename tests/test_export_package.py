@@ -52,7 +52,9 @@ def chooses_by_model_type_and_release():
     assert families.choose([os.path.join(TMP, "hf-npz"), "o"]).__name__ == "attend.export.mbart"
     # a missing source: marian, which says the directory is missing
     assert families.choose([os.path.join(TMP, "nowhere"), "o"]).__name__ == "attend.export.marian"
-    assert set(families.FAMILIES) == {"marian", "m2m_100", "mbart"}
+    for t in ("t5", "mt5"):
+        assert families.choose([hf("hf-" + t, t), "o"]).__name__ == "attend.export.t5", t
+    assert set(families.FAMILIES) == {"marian", "m2m_100", "mbart", "t5", "mt5"}
 
 
 def command_usage_and_statuses():

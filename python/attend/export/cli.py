@@ -18,6 +18,7 @@ Convert a checkpoint into one attend .gguf file. The exporter is chosen from SOU
     marian    MarianMT / OPUS-MT          (attend.export.marian)
     m2m_100   M2M-100 and NLLB-200        (attend.export.m2m100; --languages CODES)
     mbart     mBART-50                    (attend.export.mbart)
+    t5, mt5   T5, flan-t5, mT5, MADLAD-400 (attend.export.t5; --task at translation)
   a Marian release (.zip, .npz, or its unpacked directory)
                                           (attend.export.marian_npz; --hf-half)
 
