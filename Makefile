@@ -215,11 +215,14 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	  test $$? -eq 3
 	ATTEND_BIN=$(BUILD)/attend BROKEN_SAMPLE=3 $(PYTHON) tests/test_broken_files.py
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_hostile_input.py
+	@# attend serve under concurrent clients, bad input, disconnects and a SIGTERM in flight
+	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
 	@echo "sanitize: ok"
 
 # make tsan: the library, test_api_threads and test_pool built with clang's ThreadSanitizer:
 # several threads translate on one model at once, each with up to 2 threads of its own pool
-# (engine/pool.c, instrumented like the rest), and the pool's own tests.
+# (engine/pool.c, instrumented like the rest), and the pool's own tests; then attend serve
+# under concurrent clients, disconnects and a SIGTERM with requests in flight.
 TSAN_DIR  = build-tsan
 TSAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 $(TSAN_DIR)/engine/kernels_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
@@ -229,9 +232,12 @@ $(TSAN_DIR)/engine/gemm_i8_amx.o: ALL_CFLAGS += -mamx-tile -mamx-int8 -mavx512f 
 
 tsan:
 	$(MAKE) BUILD=$(TSAN_DIR) CC=clang CXX=clang++ CFLAGS="$(TSAN_OPTS)" CXXFLAGS="$(TSAN_OPTS)" \
-	  LDLIBS="$(TSAN_OPTS) $(LDLIBS)" $(TSAN_DIR)/tests/test_api_threads $(TSAN_DIR)/tests/test_pool
+	  LDLIBS="$(TSAN_OPTS) $(LDLIBS)" $(TSAN_DIR)/tests/test_api_threads $(TSAN_DIR)/tests/test_pool $(TSAN_DIR)/attend
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" $(TSAN_DIR)/tests/test_api_threads $(TINY) 2
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(TSAN_DIR)/tests/test_pool
+	@# attend serve: the HTTP thread, the scheduler and its pool under concurrent clients (tests/test_serve_load.py)
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" ATTEND_BIN=$(TSAN_DIR)/attend \
+	  SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
 	@echo "tsan: ok"
 
 # make valgrind: memcheck on the normal build, no leaks and no errors allowed.

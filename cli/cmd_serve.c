@@ -41,6 +41,7 @@ static void usage_serve(FILE *f) {
             "      --max-connections N open connections at most (default 512)\n"
             "      --allow-origin O    send Access-Control-Allow-Origin: O (default: no CORS header)\n"
             "      --no-access-log     no line per request on stderr\n"
+            "  -v, --verbose           a line per batch on stderr (its sentences and requests)\n"
             "  -h, --help              this help\n"
             "\n"
             "SIGTERM or SIGINT: stop accepting, finish the requests in flight, exit 0.\n");
@@ -77,6 +78,10 @@ static int take_serve_option(cli_args *a, serve_options *o) {
         o->max_body = body;
         return rc;
     }
+    if (cli_is(a, "-v", "--verbose")) {
+        o->verbose = 1;
+        return CLI_OPT_TAKEN;
+    }
     if (cli_is(a, NULL, "--no-access-log")) {
         o->access_log = 0;
         return CLI_OPT_TAKEN;
@@ -108,6 +113,7 @@ static void drain(serve_http *h, serve_sched *s, const serve_options *o) {
     serve_sched_stop(s); /* answers whatever is still queued */
     for (int i = 0; i < 50 && serve_http_inflight(h) > 0; i++) usleep(20000);
     serve_http_stop(h);
+    serve_sched_free(s); /* only now: a keep-alive client may have asked until the line above */
 }
 
 /* Run until a signal; the exit status. */
@@ -123,7 +129,7 @@ static int run_server(attend_model *m, const char *name, const serve_options *o)
     serve_http *h = s ? serve_http_start(m, name, s, o, err, sizeof err) : NULL;
     if (!h) {
         fprintf(stderr, "attend serve: %s\n", err);
-        if (s) serve_sched_stop(s);
+        if (s) serve_sched_stop(s), serve_sched_free(s);
         return EXIT_USAGE;
     }
     fprintf(stderr, "attend serve: %s on http://%s%s%s:%d/ (%d threads)\n", name, strchr(o->host, ':') ? "[" : "",

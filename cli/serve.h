@@ -26,6 +26,7 @@ typedef struct {
     int gather_ms;             /* --gather-ms: how long the first request of a batch waits for others */
     int max_connections;       /* --max-connections */
     int access_log;            /* 0 with --no-access-log */
+    int verbose;               /* -v: a line per batch on stderr */
 } serve_options;
 
 enum { SERVE_LIBRE = 0, SERVE_V1 = 1 };
@@ -82,8 +83,10 @@ serve_sched *serve_sched_start(attend_model *m, const serve_options *o, char *er
 int serve_sched_submit(serve_sched *s, serve_job *job);
 /* Sentences queued or being translated (for /health). */
 int serve_sched_pending(serve_sched *s);
-/* Finish every queued job, then end the thread and free s. */
+/* Finish every queued job, then end the thread; jobs submitted after are refused. */
 void serve_sched_stop(serve_sched *s);
+/* Free s, stopped, once nothing can submit to it any more. */
+void serve_sched_free(serve_sched *s);
 
 /* The answer to a finished job: job->http_status, body and body_len (serve_response.c). */
 void serve_response_job(serve_job *job);

@@ -314,8 +314,9 @@ static int make_address(const serve_options *o, struct sockaddr_storage *ss, int
     return -1;
 }
 
+/* libmicrohttpd's own messages (clients that went away, ...), with -v only. */
 static void mhd_log(void *cls, const char *fmt, va_list ap) {
-    (void)cls;
+    if (!((const serve_options *)cls)->verbose) return;
     fputs("attend serve: libmicrohttpd: ", stderr);
     vfprintf(stderr, fmt, ap);
 }
@@ -334,7 +335,7 @@ serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sche
     const unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                            (v6 ? MHD_USE_IPv6 : 0);
     if (h->model_json && h->page)
-        h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
+        h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, (void *)o,
                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                 MHD_OPTION_NOTIFY_COMPLETED, completed, h,
                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout,

@@ -137,6 +137,12 @@ static int batch_translate(serve_sched *s, batch *b, char *err, size_t errlen) {
         p.want_scores |= job->req.p.want_scores;
         p.want_attention |= job->req.p.want_attention;
     }
+    if (s->o->verbose) {
+        int n = 0;
+        for (serve_job *job = b->jobs; job; job = job->next) n++;
+        fprintf(stderr, "attend serve: batch of %d sentence%s from %d request%s\n", b->n, b->n == 1 ? "" : "s", n,
+                n == 1 ? "" : "s");
+    }
     p.batch_size = 64;
     p.batch_tokens = s->o->max_batch_tokens;
     attend_result *res = calloc((size_t)(b->n ? b->n : 1), sizeof *res);
@@ -290,6 +296,10 @@ void serve_sched_stop(serve_sched *s) {
     pthread_cond_signal(&s->cv);
     pthread_mutex_unlock(&s->mu);
     pthread_join(s->thread, NULL);
+}
+
+void serve_sched_free(serve_sched *s) {
+    if (!s) return;
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);
