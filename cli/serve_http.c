@@ -162,7 +162,8 @@ static int is_post_route(const char *path, int *api) {
 }
 
 static int is_get_route(const char *path) {
-    return !strcmp(path, "/") || !strcmp(path, "/health") || !strcmp(path, "/v1/model");
+    return !strcmp(path, "/") || !strcmp(path, "/health") || !strcmp(path, "/v1/model") ||
+           !strcmp(path, "/favicon.ico");
 }
 
 static enum MHD_Result answer_get(request *x) {
@@ -170,6 +171,7 @@ static enum MHD_Result answer_get(request *x) {
     if (!strcmp(x->path, "/v1/model"))
         return reply(x, 200, h->model_json, h->model_json_len, 1, "application/json; charset=utf-8");
     if (!strcmp(x->path, "/")) return reply(x, 200, h->page, h->page_len, 1, "text/html; charset=utf-8");
+    if (!strcmp(x->path, "/favicon.ico")) return reply(x, 204, (char *)"", 0, 1, "image/x-icon"); /* none: no 404 */
     char *body = NULL;
     const int n = asprintf(&body, "{\"status\":\"ok\",\"pending\":%d}\n", serve_sched_pending(h->s));
     return n < 0 ? MHD_NO : reply_json(x, 200, body, (size_t)n);
