@@ -95,6 +95,11 @@ char *serve_response_error(const char *msg, size_t *len);
 /* GET /v1/model: the facts attend info prints, as JSON. */
 char *serve_response_model(const attend_model *m, const char *name, size_t *len);
 
+/* A LibreTranslate form body (application/x-www-form-urlencoded) as a JSON object's text
+ * (malloc'd; NULL when it cannot be read), for serve_request_parse (serve_form.c). */
+struct MHD_Connection;
+char *serve_form_to_json(struct MHD_Connection *conn, const char *body, size_t len);
+
 /* The HTTP side (serve_http.c). */
 typedef struct serve_http serve_http;
 serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sched *s, const serve_options *o,

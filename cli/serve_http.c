@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -116,6 +117,13 @@ static void job_free(serve_job *job) {
 static enum MHD_Result start_translation(request *x, int api) {
     serve_http *h = x->h;
     char err[512];
+    const char *type = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    if (api == SERVE_LIBRE && type && !strncasecmp(type, "application/x-www-form-urlencoded", 33)) {
+        char *json = serve_form_to_json(x->conn, x->body ? x->body : "", x->len);
+        if (!json) return reply_error(x, 400, "the form could not be read");
+        free(x->body);
+        x->body = json, x->len = strlen(json);
+    }
     serve_job *job = calloc(1, sizeof *job);
     if (!job) return reply_error(x, 500, "out of memory");
     const int rc = serve_request_parse(x->body ? x->body : "", x->len, api, h->m, h->o, &job->req, err, sizeof err);

@@ -270,7 +270,8 @@ static int read_v1(serve_request *r, const cJSON *root, const attend_config *c, 
  * translation (what is only reported, scores and attention, is asked for the whole batch). */
 static void make_key(serve_request *r) {
     const attend_params *p = &r->p;
-    snprintf(r->key, sizeof r->key, "%d %d %d %d %a %d %d %d %d %a %d %d %a %a %llu %d %s %s", p->num_beams, p->n_best,
+    const int one_best = p->n_best > 1 ? p->n_best : 1; /* 0 and 1 both mean the best only */
+    snprintf(r->key, sizeof r->key, "%d %d %d %d %a %d %d %d %d %a %d %d %a %a %llu %d %s %s", p->num_beams, one_best,
              p->early_stopping, p->set_length_penalty, (double)p->length_penalty, p->set_min_length, p->min_length,
              p->set_no_repeat_ngram_size, p->no_repeat_ngram_size, (double)p->repetition_penalty, p->sample,
              p->top_k, (double)p->top_p, (double)p->temperature, p->seed, p->max_length, r->langs[0], r->langs[1]);

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """attend serve, through real server processes on 127.0.0.1: 300 lines sent one request each
 from 16 concurrent clients equal attend translate (and were batched across requests), list
-requests keep their order, /v1/translate's n-best scores and alignments equal the CLI's
+requests keep their order, form posts (as libretranslatepy sends) work, /v1/translate's n-best scores and alignments equal the CLI's
 --n-best and --alignment, its attention data equal attend explore's; the bad-input set (each
 its status and a JSON error, the server serving on), slow-loris connections, queue-full 503s,
 CORS only when asked, and SIGTERM / SIGINT finishing what is in flight and exiting 0.
@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -56,6 +57,17 @@ def check_lists(server, want):
     # one entry of several lines: translated line by line (as attend translate), joined again
     status, _, body = server.post("/translate", {"q": ["\n".join(LINES[40:43]), "", LINES[43]]})
     assert status == 200 and body["translatedText"] == ["\n".join(want[40:43]), "", want[43]], body
+
+
+def check_form(server, want):
+    """A form post, as libretranslatepy sends it: the same answer as JSON."""
+    body = urllib.parse.urlencode({"q": LINES[7], "source": "de", "target": "en", "api_key": ""}).encode()
+    status, _, answer = server.request("POST", "/translate", body,
+                                       headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 200 and answer == {"translatedText": want[7]}, (status, answer)
+    status, _, answer = server.request("POST", "/translate", b"q=%ff%fe&source=de",
+                                       headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert status == 400 and "UTF-8" in answer["error"], (status, answer)
 
 
 def check_nbest_alignment(server):
@@ -230,6 +242,7 @@ def main():
         r.check("300 lines from 16 concurrent clients equal attend translate, batched", check_identity, server,
                 want)
         r.check("list requests keep their order; a multi-line entry", check_lists, server, want)
+        r.check("a LibreTranslate form post", check_form, server, want)
         r.check("/v1/translate n-best and alignments equal the CLI's", check_nbest_alignment, server)
         r.check("/v1/translate attention equals attend explore's data", check_attention, server)
         r.check("bad input: each its status and a JSON error; still serving", check_bad_input, server)
