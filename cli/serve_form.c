@@ -50,12 +50,10 @@ char *serve_form_to_json(struct MHD_Connection *conn, const char *body, size_t l
     form f = {cJSON_CreateObject(), NULL, NULL, 0, 0};
     struct MHD_PostProcessor *pp = f.obj ? MHD_create_post_processor(conn, 16384, form_field, &f) : NULL;
     char *json = NULL;
-    if (pp && MHD_post_process(pp, body, len) == MHD_YES && MHD_destroy_post_processor(pp) == MHD_YES) {
-        pp = NULL;
-        form_flush(&f);
-        if (!f.failed) json = cJSON_PrintUnformatted(f.obj);
-    }
-    if (pp) MHD_destroy_post_processor(pp);
+    int ok = pp && MHD_post_process(pp, body, len) == MHD_YES;
+    if (pp && MHD_destroy_post_processor(pp) != MHD_YES) ok = 0; /* freed either way */
+    form_flush(&f);
+    if (ok && !f.failed) json = cJSON_PrintUnformatted(f.obj);
     free(f.key);
     free(f.val);
     cJSON_Delete(f.obj);

@@ -113,12 +113,19 @@ static void job_free(serve_job *job) {
     free(job);
 }
 
+/* A JSON object or array under a form's Content-Type (curl -d sends that by default). */
+static int looks_like_json(const request *x) {
+    size_t i = 0;
+    while (i < x->len && (x->body[i] == ' ' || x->body[i] == '\t' || x->body[i] == '\r' || x->body[i] == '\n')) i++;
+    return i < x->len && (x->body[i] == '{' || x->body[i] == '[');
+}
+
 /* The body has arrived: parse it and hand it to the scheduler (or answer an error). */
 static enum MHD_Result start_translation(request *x, int api) {
     serve_http *h = x->h;
     char err[512];
     const char *type = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (api == SERVE_LIBRE && type && !strncasecmp(type, "application/x-www-form-urlencoded", 33)) {
+    if (api == SERVE_LIBRE && type && !strncasecmp(type, "application/x-www-form-urlencoded", 33) && !looks_like_json(x)) {
         char *json = serve_form_to_json(x->conn, x->body ? x->body : "", x->len);
         if (!json) return reply_error(x, 400, "the form could not be read");
         free(x->body);

@@ -68,6 +68,14 @@ def check_form(server, want):
     status, _, answer = server.request("POST", "/translate", b"q=%ff%fe&source=de",
                                        headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert status == 400 and "UTF-8" in answer["error"], (status, answer)
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for bad in (b"%%%=%", b"q", b"=&=&", b"q=%zz&&&source"):  # broken forms: an error, never a crash
+        status, _, answer = server.request("POST", "/translate", bad, headers=form)
+        assert status == 400 and "error" in answer, (bad, status, answer)
+    # JSON under a form's type, as `curl -d` sends it: read as JSON
+    status, _, answer = server.request("POST", "/translate", json.dumps({"q": LINES[7]}).encode(), headers=form)
+    assert status == 200 and answer == {"translatedText": want[7]}, (status, answer)
+    S.alive(server)
 
 
 def check_nbest_alignment(server):
