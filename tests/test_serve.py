@@ -222,6 +222,28 @@ def check_queue_full():
         assert s.stop() == 0
 
 
+def check_multilingual():
+    """A multilingual model: source and target name the languages (LibreTranslate's fields
+    and /v1's src_lang / tgt_lang), each answer attend translate's with those languages."""
+    m2m = os.path.join(T.REPO, "tests", "data", "tiny-m2m.gguf")
+    lines = ["Hallo Welt!", "Wo ist der Bahnhof?"]
+    with S.Server(m2m, "-t", "1") as s:
+        _, _, model = s.get("/v1/model")
+        assert model["architecture"] == "m2m_100" and {"de", "en", "fr"} <= set(model["languages"]), model
+        for src, tgt in (("de", "en"), ("de", "fr")):
+            want = S.translate_cli(m2m, lines, "--src-lang", src, "--tgt-lang", tgt)
+            status, _, body = s.post("/translate", {"q": lines, "source": src, "target": tgt})
+            assert status == 200 and body["translatedText"] == want, (status, body, want)
+            status, _, body = s.post("/v1/translate", {"q": lines, "src_lang": src, "tgt_lang": tgt})
+            assert status == 200 and [t["text"] for t in body["translations"]] == want, body
+        for body, words in (({"q": "Hallo", "source": "de"}, "give the source and target"),
+                            ({"q": "Hallo", "source": "de", "target": "xx"}, "no language \"xx\""),
+                            ({"q": "Hallo", "source": "auto", "target": "en"}, "auto")):
+            status, _, answer = s.post("/translate", body)
+            assert status == 400 and words in answer["error"], (body, status, answer)
+        assert s.stop() == 0
+
+
 def check_signal(sig):
     """Requests in flight when the signal comes are answered; then the server exits 0."""
     with S.Server(S.SHIPPED, "--gather-ms", "300", "-t", "2") as s:
@@ -259,6 +281,7 @@ def main():
         r.check("an access log line per request", lambda: ("\"POST /translate\" 200" in server.log()) or
                 (_ for _ in ()).throw(AssertionError(server.log()[-500:])))
         assert server.stop() == 0
+    r.check("a multilingual model: source and target choose the languages", check_multilingual)
     r.check("a full queue: 503 with Retry-After", check_queue_full)
     r.check("SIGTERM finishes the requests in flight, exits 0", check_signal, signal.SIGTERM)
     r.check("SIGINT likewise", check_signal, signal.SIGINT)
