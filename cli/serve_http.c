@@ -349,7 +349,9 @@ serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sche
     pthread_mutex_init(&h->mu, NULL);
     h->model_json = serve_response_model(m, model_name, &h->model_json_len);
     h->page = make_page(m, model_name, o, &h->page_len);
-    const unsigned flags = MHD_USE_AUTO_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+    /* poll, not epoll: with epoll (MHD_USE_AUTO's choice on Linux) libmicrohttpd 0.9.75 at
+     * times left every connection waiting for seconds under load (tests/test_serve_load.py) */
+    const unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                            (v6 ? MHD_USE_IPv6 : 0);
     if (h->model_json && h->page)
         h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, (void *)o,
