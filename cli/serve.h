@@ -23,7 +23,7 @@ typedef struct {
     const char *allow_origin;  /* --allow-origin: Access-Control-Allow-Origin (none unless given) */
     int max_queue;             /* --max-queue: sentences waiting (503 above) */
     int timeout;               /* --timeout: seconds a request may wait in the queue; idle connections */
-    int gather_ms;             /* --gather-ms: how long the first request of a batch waits for others */
+    int gather_ms;             /* --gather-ms: a batch gathers until no request came for this long */
     int max_connections;       /* --max-connections */
     int access_log;            /* 0 with --no-access-log */
     int verbose;               /* -v: a line per batch on stderr */

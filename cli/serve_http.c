@@ -125,7 +125,8 @@ static enum MHD_Result start_translation(request *x, int api) {
     serve_http *h = x->h;
     char err[512];
     const char *type = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    if (api == SERVE_LIBRE && type && !strncasecmp(type, "application/x-www-form-urlencoded", 33) && !looks_like_json(x)) {
+    const int form = type && !strncasecmp(type, "application/x-www-form-urlencoded", 33);
+    if (api == SERVE_LIBRE && form && !looks_like_json(x)) {
         char *json = serve_form_to_json(x->conn, x->body ? x->body : "", x->len);
         if (!json) return reply_error(x, 400, "the form could not be read");
         free(x->body);
@@ -342,7 +343,10 @@ serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sche
                              char *err, size_t errlen) {
     struct sockaddr_storage ss;
     int v6;
-    if (make_address(o, &ss, &v6)) return snprintf(err, errlen, "--host %s: not a numeric IPv4 or IPv6 address", o->host), NULL;
+    if (make_address(o, &ss, &v6)) {
+        snprintf(err, errlen, "--host %s: not a numeric IPv4 or IPv6 address", o->host);
+        return NULL;
+    }
     serve_http *h = calloc(1, sizeof *h);
     if (!h) return snprintf(err, errlen, "out of memory"), NULL;
     h->m = m, h->s = s, h->o = o;

@@ -23,14 +23,19 @@ static int bad(char *err, size_t errlen, const char *fmt, ...) {
 static int utf8_valid(const unsigned char *p, size_t n) {
     for (size_t i = 0; i < n;) {
         const unsigned c = p[i];
-        size_t len = c < 0x80 ? 1 : c >= 0xc2 && c < 0xe0 ? 2 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        size_t len = c < 0x80                ? 1
+                     : c >= 0xc2 && c < 0xe0 ? 2
+                     : c >= 0xe0 && c < 0xf0 ? 3
+                     : c >= 0xf0 && c <= 0xf4 ? 4
+                                              : 0;
         if (!len || i + len > n) return 0;
         unsigned cp = len == 1 ? c : len == 2 ? c & 0x1f : len == 3 ? c & 0x0f : c & 0x07;
         for (size_t k = 1; k < len; k++) {
             if ((p[i + k] & 0xc0) != 0x80) return 0;
             cp = cp << 6 | (p[i + k] & 0x3f);
         }
-        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xd800 && cp < 0xe000))) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10ffff))) /* overlong, surrogate, past U+10FFFF */
             return 0;
         i += len;
     }
@@ -99,7 +104,8 @@ static int read_lang(serve_request *r, const cJSON *root, const char *name, int 
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsString(v) || !*v->valuestring || strlen(v->valuestring) >= sizeof r->langs[0])
         return bad(err, errlen, "\"%s\" must be a language code", name);
-    if (!strcmp(v->valuestring, "auto")) return bad(err, errlen, "\"%s\": auto is not supported: name the language", name);
+    if (!strcmp(v->valuestring, "auto"))
+        return bad(err, errlen, "\"%s\": auto is not supported: name the language", name);
     snprintf(r->langs[which], sizeof r->langs[which], "%s", v->valuestring);
     return 0;
 }
@@ -287,7 +293,8 @@ int serve_request_parse(const char *body, size_t body_len, int api, const attend
     if (!root) return bad(err, errlen, "the body is not valid JSON");
     int rc = cJSON_IsObject(root) ? 0 : bad(err, errlen, "the body must be a JSON object");
     if (!rc) rc = read_q(r, root, o, err, errlen);
-    if (!rc) rc = api == SERVE_LIBRE ? read_libre(root, err, errlen) : read_v1(r, root, attend_get_config(m), err, errlen);
+    if (!rc && api == SERVE_LIBRE) rc = read_libre(root, err, errlen);
+    else if (!rc) rc = read_v1(r, root, attend_get_config(m), err, errlen);
     if (!rc) rc = read_languages(r, root, m, o, err, errlen);
     cJSON_Delete(root);
     if (!rc) make_key(r);

@@ -1,6 +1,7 @@
 /* The scheduler (serve.h): one thread translates for every connection. A request is queued;
- * the first of a batch waits up to --gather-ms for others (or until --max-batch-tokens source
- * tokens are queued), then every queued request with the same settings (serve_request.key)
+ * the batch gathers requests until none has come for --gather-ms (at most GATHER_SPAN times
+ * that after the first) or --max-batch-tokens source tokens are queued, then every queued
+ * request with the same settings (serve_request.key)
  * joins, up to the token budget, and the library translates them as one call, sorted by length
  * and cut into batches as attend translate does. Results never depend on the batch a
  * sentence lands in (docs/speed.md), so each request gets what attend translate would give. */
@@ -200,20 +201,31 @@ static int tokens_like_head(const serve_sched *s) {
     return sum;
 }
 
-/* Wait for a job, then up to --gather-ms after it arrived for others, unless the budget is
- * already queued (the lock held). 0, or -1 when stopping with nothing queued. */
+/* When gathering ends: --gather-ms after the latest request, as long as requests keep
+ * coming (clients answered together come back a few milliseconds apart), but at most
+ * GATHER_SPAN times --gather-ms after the first (the lock held). */
+#define GATHER_SPAN 8
+static double gather_until(const serve_sched *s) {
+    const double ms = s->o->gather_ms / 1000.0, quiet = s->tail->queued_at + ms;
+    const double cap = s->head->queued_at + GATHER_SPAN * ms;
+    return quiet < cap ? quiet : cap;
+}
+
+/* Wait for a job, then for others while they keep arriving (gather_until), unless the
+ * budget is already queued (the lock held). 0, or -1 when stopping with nothing queued. */
 static int wait_for_batch(serve_sched *s) {
     while (!s->head && !s->stopping) pthread_cond_wait(&s->cv, &s->mu);
     if (!s->head) return -1;
-    const double until = s->head->queued_at + s->o->gather_ms / 1000.0;
-    while (!s->stopping && serve_now() < until && tokens_like_head(s) < s->o->max_batch_tokens) {
+    double until;
+    while (!s->stopping && serve_now() < (until = gather_until(s)) &&
+           tokens_like_head(s) < s->o->max_batch_tokens) {
         struct timespec t;
         clock_gettime(CLOCK_REALTIME, &t);
         const double wait = until - serve_now();
         long long ns = t.tv_nsec + (long long)(wait * 1e9);
         t.tv_sec += (time_t)(ns / 1000000000);
         t.tv_nsec = (long)(ns % 1000000000);
-        if (pthread_cond_timedwait(&s->cv, &s->mu, &t) == ETIMEDOUT) break;
+        pthread_cond_timedwait(&s->cv, &s->mu, &t); /* a new job, or the time: look again */
     }
     return 0;
 }
