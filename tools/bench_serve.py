@@ -5,7 +5,7 @@ POST /translate requests by 1, 4 and 16 concurrent clients (keep-alive connectio
 --md BENCHMARKS.md, writes it there in place of its previous run.
 
     tools/bench_serve.py [--attend build/attend] [-m models/de-en.gguf] [-t 2] [--lines 300]
-                         [--clients 1,4,16] [--md BENCHMARKS.md]
+                         [--clients 1,4,16] [--rounds 3] [--md BENCHMARKS.md]
 
 The lines: Multi30k German training captions (tools/data_paths.py finds the corpora)."""
 import argparse
@@ -109,28 +109,36 @@ def machine(attend):
            f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
 
 
-def report(a, cli_rate, cli_total, cli_load, rows, identical):
-    one = rows[0][1]
-    best16 = dict((c, r) for c, r, *_ in rows)
+def report(a, cli_rates, rates, lats, cli_median, identical):
+    """The section: each round's lines/s (the machine may be shared: compare within a round),
+    the ratios' medians over the rounds, the latencies over all rounds."""
+    counts = sorted(rates)
     md = [HEADING, "",
           f"Measured {time.strftime('%Y-%m-%d %H:%M')} UTC by `tools/bench_serve.py -m {a.model} -t {a.threads} "
-          f"--lines {a.lines} --clients {a.clients}` on {machine(a.attend)}. The same {a.lines} Multi30k "
-          f"German captions, each one POST /translate request (keep-alive connections), from 1, 4 and 16 "
-          f"concurrent clients; the server's default search (the model's 4 beams), batching across requests "
-          f"(`--gather-ms 5`, `--max-batch-tokens 2048`). `attend translate -t {a.threads}`: all lines on "
-          f"standard input, {cli_total:.2f} s with {cli_load:.2f} s of model loading taken off. Every answer "
+          f"--lines {a.lines} --clients {a.clients} --rounds {a.rounds}` on {machine(a.attend)}. The same "
+          f"{a.lines} Multi30k German captions, each one POST /translate request (keep-alive connections), from "
+          f"{', '.join(map(str, counts))} concurrent clients; the server's default search (the model's 4 beams), "
+          f"batching across requests (`--gather-ms 5`, `--max-batch-tokens 2048`); against `attend translate "
+          f"-t {a.threads}` with all lines on standard input (its model loading, {cli_median[2]:.2f} s, taken off). "
+          f"Each round runs every configuration once, one after the other; the ratios are taken within a round "
+          f"and their medians reported, since other processes may share the machine. Every answer "
           f"{'equals' if identical else 'DIFFERS FROM'} `attend translate`'s line.", "",
-          "| clients | lines/s | vs 1 client | vs `attend translate` | p50 latency | p99 latency |",
-          "|---|---|---|---|---|---|"]
-    for clients, rate, p50, p99 in rows:
-        md.append(f"| {clients} | {rate:.1f} | {rate / one:.2f}x | {100 * rate / cli_rate:.0f}% | {p50:.0f} ms | "
-                  f"{p99:.0f} ms |")
-    md.append(f"| `attend translate` | {cli_rate:.1f} | | 100% | | |")
-    if 16 in best16:
-        r16 = best16[16]
-        md += ["", f"Targets: 16 clients ≥ 2x one client: {r16 / one:.2f}x ({'met' if r16 >= 2 * one else 'not met'}); "
-               f"≥ 80% of `attend translate`'s lines/s: {100 * r16 / cli_rate:.0f}% "
-               f"({'met' if r16 >= 0.8 * cli_rate else 'not met'})."]
+          "| round | `attend translate` | " + " | ".join(f"{c} client{'s' if c > 1 else ''}" for c in counts) + " |",
+          "|---" * (len(counts) + 2) + "|"]
+    for k, cli in enumerate(cli_rates):
+        md.append(f"| {k + 1} | {cli:.1f} lines/s | " + " | ".join(f"{rates[c][k]:.1f}" for c in counts) + " |")
+    md += ["", "| clients | vs 1 client (median) | vs `attend translate` (median) | p50 latency | p99 latency |",
+           "|---|---|---|---|---|"]
+    one = rates[counts[0]]
+    ratio = {c: (statistics.median(r / o for r, o in zip(rates[c], one)),
+                 statistics.median(r / x for r, x in zip(rates[c], cli_rates))) for c in counts}
+    for c in counts:
+        md.append(f"| {c} | {ratio[c][0]:.2f}x | {100 * ratio[c][1]:.0f}% | {statistics.median(lats[c]):.0f} ms | "
+                  f"{percentile(lats[c], 99):.0f} ms |")
+    if 16 in ratio:
+        up, share = ratio[16]
+        md += ["", f"Targets: 16 clients ≥ 2x one client: {up:.2f}x ({'met' if up >= 2 else 'not met'}); "
+               f"≥ 80% of `attend translate`'s lines/s: {100 * share:.0f}% ({'met' if share >= 0.8 else 'not met'})."]
     return "\n".join(md) + "\n"
 
 
@@ -160,23 +168,28 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--lines", type=int, default=300)
     ap.add_argument("--clients", default="1,4,16")
+    ap.add_argument("--rounds", type=int, default=3, help="each configuration this often, interleaved; medians")
     ap.add_argument("--md", help="write the section into this Markdown file")
     a = ap.parse_args()
     lines = read_lines(a.lines)
-    cli_rate, want, cli_total, cli_load = cli_lines_per_second(a.attend, a.model, a.threads, lines)
+    counts = [int(c) for c in a.clients.split(",")]
+    cli_runs, rates, lats, identical = [], {c: [] for c in counts}, {c: [] for c in counts}, True
     server = Server(a.attend, a.model, a.threads)
-    rows, identical = [], True
     try:
         run_clients(server.port, lines[:20], 4)  # warm-up
-        for clients in (int(c) for c in a.clients.split(",")):
-            rate, lat, got = run_clients(server.port, lines, clients)
-            identical &= got == want
-            rows.append((clients, rate, statistics.median(lat), percentile(lat, 99)))
-            print(f"{clients} clients: {rate:.1f} lines/s, p50 {rows[-1][2]:.0f} ms, p99 {rows[-1][3]:.0f} ms",
-                  flush=True)
+        for round_ in range(a.rounds):  # interleaved: a busy spell hits every configuration alike
+            cli_rate, want, cli_total, cli_load = cli_lines_per_second(a.attend, a.model, a.threads, lines)
+            cli_runs.append((cli_rate, cli_total, cli_load))
+            print(f"round {round_ + 1}: attend translate {cli_rate:.1f} lines/s", flush=True)
+            for clients in counts:
+                rate, lat, got = run_clients(server.port, lines, clients)
+                identical &= got == want
+                rates[clients].append(rate)
+                lats[clients] += lat
+                print(f"round {round_ + 1}: {clients} clients {rate:.1f} lines/s", flush=True)
     finally:
         server.stop()
-    section = report(a, cli_rate, cli_total, cli_load, rows, identical)
+    section = report(a, [r[0] for r in cli_runs], rates, lats, sorted(cli_runs)[len(cli_runs) // 2], identical)
     print(section)
     if a.md:
         write_md(a.md, section)
