@@ -10,6 +10,8 @@ CXXFLAGS?= $(OPT) -g
 ALL_CFLAGS   = $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp-simd -pthread -fPIC -fvisibility=hidden
 ALL_CXXFLAGS = $(CXXFLAGS) -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden
 LDLIBS  = -pthread -lsentencepiece -lz -lm
+# attend serve's HTTP server and JSON parser: linked into the attend binary only, not libattend
+SERVE_LIBS = -lmicrohttpd -lcjson
 
 LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
           tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c \
@@ -20,13 +22,14 @@ LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c cli/heatmap.c \
           cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/cmd_info.c cli/cmd_quantize.c \
-          cli/cmd_align.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c
+          cli/cmd_align.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/explore_json.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c \
+          cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/explore_html.o
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h)
 
 # Debian packages the build (and make demo) needs, and those the tests add.
-BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev
+BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev libmicrohttpd-dev libcjson-dev
 DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unzip clang \
              libclang-rt-dev valgrind chromium chromium-driver time \
              python3-distributed python3-matplotlib python3-venv python3-pip
@@ -74,7 +77,7 @@ $(BUILD)/cli/explore_html.o: $(BUILD)/cli/explore_html.c
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/attend: $(CLI_OBJ) $(BUILD)/libattend.a
-	$(CXX) -o $@ $(CLI_OBJ) $(BUILD)/libattend.a $(LDLIBS)
+	$(CXX) -o $@ $(CLI_OBJ) $(BUILD)/libattend.a $(SERVE_LIBS) $(LDLIBS)
 
 # Install missing packages; without root, print the command to run.
 deps:
@@ -226,11 +229,14 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	  test $$? -eq 3
 	ATTEND_BIN=$(BUILD)/attend BROKEN_SAMPLE=3 $(PYTHON) tests/test_broken_files.py
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_hostile_input.py
+	@# attend serve under concurrent clients, bad input, disconnects and a SIGTERM in flight
+	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
 	@echo "sanitize: ok"
 
 # make tsan: the library, test_api_threads and test_pool built with clang's ThreadSanitizer:
 # several threads translate on one model at once, each with up to 2 threads of its own pool
-# (engine/pool.c, instrumented like the rest), and the pool's own tests.
+# (engine/pool.c, instrumented like the rest), and the pool's own tests; then attend serve
+# under concurrent clients, disconnects and a SIGTERM with requests in flight.
 TSAN_DIR  = build-tsan
 TSAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 $(TSAN_DIR)/engine/kernels_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
@@ -240,9 +246,12 @@ $(TSAN_DIR)/engine/gemm_i8_amx.o: ALL_CFLAGS += -mamx-tile -mamx-int8 -mavx512f 
 
 tsan:
 	$(MAKE) BUILD=$(TSAN_DIR) CC=clang CXX=clang++ CFLAGS="$(TSAN_OPTS)" CXXFLAGS="$(TSAN_OPTS)" \
-	  LDLIBS="$(TSAN_OPTS) $(LDLIBS)" $(TSAN_DIR)/tests/test_api_threads $(TSAN_DIR)/tests/test_pool
+	  LDLIBS="$(TSAN_OPTS) $(LDLIBS)" $(TSAN_DIR)/tests/test_api_threads $(TSAN_DIR)/tests/test_pool $(TSAN_DIR)/attend
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" $(TSAN_DIR)/tests/test_api_threads $(TINY) 2
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66" $(TSAN_DIR)/tests/test_pool
+	@# attend serve: the HTTP thread, the scheduler and its pool under concurrent clients (tests/test_serve_load.py)
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" ATTEND_BIN=$(TSAN_DIR)/attend \
+	  SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
 	@echo "tsan: ok"
 
 # make valgrind: memcheck on the normal build, no leaks and no errors allowed.

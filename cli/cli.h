@@ -48,5 +48,6 @@ int cmd_bench(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_align(int argc, char **argv);
 int cmd_explore(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

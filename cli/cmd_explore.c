@@ -11,6 +11,7 @@
 
 #include "../model/align.h"
 #include "cli.h"
+#include "explore_json.h"
 #include "json.h"
 #include "options.h"
 
@@ -53,80 +54,6 @@ static void usage_explore(FILE *f) {
             EXPLORE_MAX_PIECES, EXPLORE_MAX_SENTENCES);
 }
 
-/* Attention weights as integers in thousandths: 3 decimals, the page's precision. */
-static void json_weights(FILE *f, const float *x, size_t n) {
-    fputc('[', f);
-    for (size_t i = 0; i < n; i++) fprintf(f, "%s%ld", i ? "," : "", lrintf(x[i] * 1000.0f));
-    fputc(']', f);
-}
-
-/* ---------------------------------------------------------------------------------------
- * One sentence */
-
-/* The alignment of r under each preset view, as {"view": [[src word, tgt word], ...]}. */
-static int json_alignments(FILE *f, const attend_result *r, const attend_config *c, char *const *presets, int np,
-                           char *err, size_t errlen) {
-    fputc('{', f);
-    for (int k = 0; k < np; k++) {
-        attend_view v;
-        if (attend_view_parse(presets[k], &v, err, errlen)) return -1;
-        char *ph = attend_alignment(r, c, &v, err, errlen);
-        if (!ph) return -1;
-        fprintf(f, "%s", k ? "," : "");
-        json_str(f, presets[k]);
-        fputs(":[", f);
-        int i, j, off = 0, used, first = 1;
-        while (sscanf(ph + off, "%d-%d%n", &i, &j, &used) == 2) {
-            fprintf(f, "%s[%d,%d]", first ? "" : ",", i, j);
-            first = 0;
-            off += used;
-        }
-        fputc(']', f);
-        free(ph);
-    }
-    fputc('}', f);
-    return 0;
-}
-
-static int json_sentence(FILE *f, const char *source, const attend_result *r, const attend_config *c,
-                         int forced, char *const *presets, int np, char *err, size_t errlen) {
-    const size_t S = (size_t)r->n_src, T = (size_t)r->n_tgt;
-    attend_words sw = {0}, tw = {0};
-    if (attend_words_from_pieces((const char *const *)r->src_pieces, r->n_src, &sw) ||
-        attend_words_from_pieces((const char *const *)r->tgt_pieces, r->n_tgt, &tw)) {
-        snprintf(err, errlen, "out of memory");
-        return -1;
-    }
-    fputs("{\"source\":", f);
-    json_str(f, source);
-    fputs(",\"translation\":", f);
-    json_str(f, r->text);
-    fprintf(f, ",\"forced\":%s,\"score\":%.6g,\"src\":", forced ? "true" : "false", (double)r->score);
-    json_strs(f, (const char *const *)r->src_pieces, r->n_src);
-    fputs(",\"tgt\":", f);
-    json_strs(f, (const char *const *)r->tgt_pieces, r->n_tgt);
-    fputs(",\"src_words\":", f);
-    json_strs(f, (const char *const *)sw.words, sw.n_words);
-    fputs(",\"tgt_words\":", f);
-    json_strs(f, (const char *const *)tw.words, tw.n_words);
-    fputs(",\"logprob\":[", f);
-    for (size_t t = 0; t < T; t++) fprintf(f, "%s%.4f", t ? "," : "", (double)r->logprob[t]);
-    fputs("],\"align\":", f);
-    int rc = json_alignments(f, r, c, presets, np, err, errlen);
-    if (rc == 0) {
-        fputs(",\"enc\":", f);
-        json_weights(f, r->enc_self, (size_t)c->encoder_layers * c->encoder_heads * S * S);
-        fputs(",\"dec\":", f);
-        json_weights(f, r->dec_self, (size_t)c->decoder_layers * c->decoder_heads * T * T);
-        fputs(",\"cross\":", f);
-        json_weights(f, r->cross, (size_t)c->decoder_layers * c->decoder_heads * T * S);
-        fputc('}', f);
-    }
-    attend_words_free(&sw);
-    attend_words_free(&tw);
-    return rc;
-}
-
 /* ---------------------------------------------------------------------------------------
  * input */
 
@@ -159,21 +86,6 @@ static int blank(const char *s) {
     for (; *s; s++)
         if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n' && *s != '\f' && *s != '\v') return 0;
     return 1;
-}
-
-/* The presets offered on the page: the chosen one first (else the model's own), then the
- * model's own and the usual ones. */
-#define EXPLORE_PRESETS 5
-static int make_presets(const char *first, const char *own, int L, char **out) {
-    const char *all[EXPLORE_PRESETS] = {first ? first : own, own, "last:0", "penultimate:avg", "all:avg"};
-    int n = 0;
-    for (int i = 0; i < EXPLORE_PRESETS; i++) {
-        if (i == 3 && L < 2) continue;
-        int dup = 0;
-        for (int k = 0; k < n; k++) dup |= !strcmp(out[k], all[i]);
-        if (!dup) out[n++] = (char *)all[i];
-    }
-    return n;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -249,7 +161,7 @@ static int load_model(explore_run *x) {
     if (cli_check_languages("explore", x->m, o->common.src_lang, o->common.tgt_lang, 1) ||
         cli_check_task("explore", x->m, o->common.task))
         return EXIT_USAGE;
-    x->np = make_presets(o->preset, x->c->alignment_view, x->c->decoder_layers, x->presets);
+    x->np = explore_presets(o->preset, x->c->alignment_view, x->c->decoder_layers, x->presets);
     for (int k = 0; k < x->np; k++) {
         attend_view v;
         attend_view_parse(x->presets[k], &v, err, sizeof err);
@@ -293,11 +205,7 @@ static int write_sentence(FILE *f, const explore_run *x, int i) {
     const char *source = x->sources[i], *target = x->o->target;
     char err[512];
     if (blank(source)) { /* as attend translate: an empty line, not translated */
-        fputs("{\"source\":", f);
-        json_str(f, source);
-        fputs(",\"translation\":\"\",\"empty\":true,\"forced\":false,\"score\":0,\"src\":[],\"tgt\":[],"
-              "\"src_words\":[],\"tgt_words\":[],\"logprob\":[],\"align\":{},\"enc\":[],\"dec\":[],\"cross\":[]}",
-              f);
+        explore_json_blank(f, source);
         return EXIT_OK;
     }
     attend_result r;
@@ -314,7 +222,7 @@ static int write_sentence(FILE *f, const explore_run *x, int i) {
         fprintf(stderr, "attend explore: line %d is too long for the page: %d source and %d target pieces "
                         "(at most %d each); shorten or split it\n", i + 1, r.n_src, r.n_tgt, EXPLORE_MAX_PIECES);
         status = EXIT_USAGE;
-    } else if (json_sentence(f, source, &r, x->c, target != NULL, x->presets, x->np, err, sizeof err)) {
+    } else if (explore_json_sentence(f, source, &r, x->c, target != NULL, x->presets, x->np, err, sizeof err)) {
         fprintf(stderr, "attend explore: line %d: %s\n", i + 1, err);
         status = EXIT_FAIL;
     }

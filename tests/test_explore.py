@@ -36,7 +36,9 @@ def make_model(d):
 # a minimal WebDriver client
 
 class Browser:
-    def __init__(self, d):
+    def __init__(self, d, loopback=False):
+        """loopback: let the page reach servers on 127.0.0.1 (attend serve's live page);
+        everything else stays unreachable."""
         self.driver = shutil.which("chromedriver")
         chromium = shutil.which("chromium") or shutil.which("chromium-browser")
         if (not self.driver or not chromium) and os.geteuid() == 0:
@@ -63,8 +65,8 @@ class Browser:
                 "--no-first-run", "--disable-background-networking", "--disable-component-update",
                 "--disable-sync", f"--user-data-dir={os.path.join(d, 'profile')}",
                 # no network: every host resolves to nothing and every request goes to a dead proxy
-                "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9",
-                "--proxy-bypass-list=<-loopback>"]
+                "--host-resolver-rules=MAP * ~NOTFOUND" + (", EXCLUDE 127.0.0.1" if loopback else ""),
+                "--proxy-server=127.0.0.1:9", "--proxy-bypass-list=" + ("127.0.0.1" if loopback else "<-loopback>")]
         caps = {"capabilities": {"alwaysMatch": {
             "browserName": "chrome", "goog:loggingPrefs": {"browser": "ALL"},
             "goog:chromeOptions": {"binary": chromium, "args": args}}}}
@@ -81,7 +83,12 @@ class Browser:
         return self.call(method, f"/session/{self.sid}{path}", body)
 
     def open(self, path):
-        self.s("POST", "/url", {"url": "file://" + os.path.abspath(path)})
+        url = path if path.startswith("http://") else "file://" + os.path.abspath(path)
+        self.s("POST", "/url", {"url": url})
+
+    def type(self, css, text):
+        el = self.s("POST", "/element", {"using": "css selector", "value": css})
+        self.s("POST", f"/element/{list(el.values())[0]}/value", {"text": text})
 
     def js(self, script, *args):
         return self.s("POST", "/execute/sync", {"script": script, "args": list(args)})

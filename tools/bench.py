@@ -1180,13 +1180,14 @@ def main(argv=None):
 
 # Hand-written sections of BENCHMARKS.md that a regeneration keeps (measured by other means
 # than this script), each from its heading to the next "## " heading.
-KEPT_HEADINGS = ("## Batch throughput against the peak (issue 15)", "## Other measurements")
+KEPT_HEADINGS = ("## Batch throughput against the peak (issue 15)", "## Other measurements",
+                 "## What `--alignment` costs (issue 26)", "## Serving (issue 28)")
 
 # What the report is, above its first table (written each time, so a regeneration keeps it).
 INTRO = ("What holds now, and the commands that measured it. The sections from \"Machine\" to the "
          "NLLB one are written by `make bench` and replaced whole by its next run (the NLLB one "
-         "alone by `make bench-nllb`); the last two are measured by hand with the commands they "
-         "name, and `make bench` keeps them. Their per-configuration tables: "
+         "alone by `make bench-nllb`); the others are measured by hand or by the tools they "
+         "name (the serving one by `tools/bench_serve.py`), and `make bench` keeps them. Their per-configuration tables: "
          "[docs/benchmarks.md](docs/benchmarks.md). Earlier measurements and what each change did: "
          "`git log -p BENCHMARKS.md`.\n")
 

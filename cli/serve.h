@@ -1,0 +1,119 @@
+/* serve: attend serve, an HTTP translation server over one loaded model. The parts, one job
+ * each: cmd_serve.c (options, start, wait for a signal, shut down), serve_http.c (the
+ * libmicrohttpd daemon: routes, bodies, limits, suspend/resume, access log), serve_request.c
+ * (a JSON body into a serve_request), serve_sched.c (the scheduler thread: requests arriving
+ * together are translated as one batch), serve_response.c (results and errors as JSON). */
+#ifndef ATTEND_CLI_SERVE_H
+#define ATTEND_CLI_SERVE_H
+
+#include <pthread.h>
+#include <stddef.h>
+
+#include "../model/align.h"
+#include "../model/attend.h"
+#include "options.h"
+
+/* The command line (cmd_serve.c; every limit documented in attend serve --help). */
+typedef struct {
+    cli_model_options common;  /* -m, -t, --beam, --greedy, --src-lang, --tgt-lang */
+    const char *host;          /* --host: the address to bind (127.0.0.1) */
+    int port;                  /* --port (8080; 0: any free port, printed at start) */
+    int max_batch_tokens;      /* --max-batch-tokens: source tokens a batch gathers */
+    long long max_body;        /* --max-body: request body bytes (413 above) */
+    const char *allow_origin;  /* --allow-origin: Access-Control-Allow-Origin (none unless given) */
+    int max_queue;             /* --max-queue: sentences waiting (503 above) */
+    int timeout;               /* --timeout: seconds a request may wait in the queue; idle connections */
+    int gather_ms;             /* --gather-ms: a batch gathers until no request came for this long */
+    int max_connections;       /* --max-connections */
+    int access_log;            /* 0 with --no-access-log */
+    int verbose;               /* -v: a line per batch on stderr */
+} serve_options;
+
+enum { SERVE_LIBRE = 0, SERVE_V1 = 1 };
+
+/* One parsed translation request: its sentences and how to translate them. */
+typedef struct {
+    int api;            /* SERVE_LIBRE (POST /translate) or SERVE_V1 (POST /v1/translate) */
+    int q_is_list;      /* "q" was a list: the answer is a list in the same order */
+    int n_q;            /* entries of q */
+    int n;              /* sentences: /translate splits each entry at newlines, /v1 does not */
+    char **lines;       /* [n] malloc'd, NUL-terminated */
+    size_t *lens;       /* [n] */
+    int *q_of;          /* [n] the entry of q sentence i belongs to */
+    char **targets;     /* [n] forced translations (/v1 "target_text"), or NULL */
+    attend_params p;    /* the search settings (src_lang / tgt_lang point into langs) */
+    char langs[2][64];  /* source and target language codes ("" when none) */
+    char key[256];      /* requests with equal keys are batched together */
+    int alignment;      /* /v1: the word alignment of `view` */
+    attend_view view;
+    char view_name[64];
+    int attention;      /* /v1: the attention matrices, compact as the explore page has them */
+    int nbest;          /* /v1: the n-best list asked for */
+} serve_request;
+
+/* Parse a request body (body_len bytes) for api into *r; 0, or an HTTP status (400) with a
+ * one-line reason in err. r is freed either way by serve_request_free. */
+int serve_request_parse(const char *body, size_t body_len, int api, const attend_model *m,
+                        const serve_options *o, serve_request *r, char *err, size_t errlen);
+void serve_request_free(serve_request *r);
+
+/* A request handed to the scheduler, and its answer. */
+typedef struct serve_job {
+    serve_request req;
+    attend_result *res;          /* [req.n] filled by the scheduler (blank lines stay empty) */
+    double queued_at;            /* seconds, monotonic */
+    int tokens;                  /* source tokens, for the batch budget */
+    int http_status;             /* the answer: status, JSON body (malloc'd) */
+    char *body;
+    size_t body_len;
+    const attend_model *m;
+    /* Called once from the scheduler thread when the answer is ready; the job belongs to
+     * the caller again from then on (the scheduler never touches it after). */
+    void (*finish)(struct serve_job *job);
+    void *user;
+    struct serve_job *next;
+} serve_job;
+
+typedef struct serve_sched serve_sched;
+
+/* Start the scheduler thread; NULL with err. */
+serve_sched *serve_sched_start(attend_model *m, const serve_options *o, char *err, size_t errlen);
+/* Queue a job: 0, or -1 when the queue is full or the scheduler stopping (then nothing
+ * happened: the caller answers 503). */
+int serve_sched_submit(serve_sched *s, serve_job *job);
+/* Sentences queued or being translated (for /health). */
+int serve_sched_pending(serve_sched *s);
+/* Finish every queued job, then end the thread; jobs submitted after are refused. */
+void serve_sched_stop(serve_sched *s);
+/* Free s, stopped, once nothing can submit to it any more. */
+void serve_sched_free(serve_sched *s);
+
+/* The answer to a finished job: job->http_status, body and body_len (serve_response.c). */
+void serve_response_job(serve_job *job);
+/* {"error": msg} as a malloc'd body; *len its bytes. */
+char *serve_response_error(const char *msg, size_t *len);
+/* GET /v1/model: the facts attend info prints, as JSON. */
+char *serve_response_model(const attend_model *m, const char *name, size_t *len);
+
+/* A LibreTranslate form body (application/x-www-form-urlencoded) as a JSON object's text
+ * (malloc'd; NULL when it cannot be read), for serve_request_parse (serve_form.c). */
+struct MHD_Connection;
+char *serve_form_to_json(struct MHD_Connection *conn, const char *body, size_t len);
+
+/* The HTTP side (serve_http.c). */
+typedef struct serve_http serve_http;
+serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sched *s, const serve_options *o,
+                             char *err, size_t errlen);
+/* The port bound (useful with --port 0). */
+int serve_http_port(const serve_http *h);
+/* Stop accepting connections (the listening socket is closed). */
+void serve_http_quiesce(serve_http *h);
+/* Requests begun and not yet answered. */
+int serve_http_inflight(serve_http *h);
+/* Close every connection and free h (no request may be waiting on the scheduler). */
+void serve_http_stop(serve_http *h);
+
+/* Seconds on the monotonic clock. */
+double serve_now(void);
+
+#endif
