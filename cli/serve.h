@@ -41,6 +41,7 @@ typedef struct {
     size_t *lens;       /* [n] */
     int *q_of;          /* [n] the entry of q sentence i belongs to */
     char **targets;     /* [n] forced translations (/v1 "target_text"), or NULL */
+    char **prefixes;    /* [n] target prefixes (/v1 "prefix"), or NULL */
     attend_params p;    /* the search settings (src_lang / tgt_lang point into langs) */
     char langs[2][64];  /* source and target language codes ("" when none) */
     char key[256];      /* requests with equal keys are batched together */

@@ -193,23 +193,25 @@ static int read_alignment(serve_request *r, const cJSON *root, const attend_conf
     return 0;
 }
 
-/* "target_text": forced translations, one per entry of q (a string when q is one). */
-static int read_targets(serve_request *r, const cJSON *root, char *err, size_t errlen) {
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "target_text");
+/* A text per entry of q (a string when q is one) into *out: "target_text" (forced
+ * translations) and "prefix" (the start of each translation, --prefix). */
+static int read_texts(serve_request *r, const cJSON *root, const char *name, char ***out, char *err,
+                      size_t errlen) {
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, name);
     if (!t) return 0;
     if (cJSON_IsArray(t) != r->q_is_list || (r->q_is_list && cJSON_GetArraySize(t) != r->n_q))
-        return bad(err, errlen, "\"target_text\" must match \"q\": a string, or a list as long");
-    if (!(r->targets = calloc((size_t)r->n, sizeof(char *)))) return bad(err, errlen, "out of memory");
+        return bad(err, errlen, "\"%s\" must match \"q\": a string, or a list as long", name);
+    if (!(*out = calloc((size_t)r->n, sizeof(char *)))) return bad(err, errlen, "out of memory");
     for (int i = 0; i < r->n; i++) {
         const cJSON *e = r->q_is_list ? cJSON_GetArrayItem(t, i) : t;
         if (!cJSON_IsString(e) || !utf8_valid((const unsigned char *)e->valuestring, strlen(e->valuestring)))
-            return bad(err, errlen, "\"target_text\" entries must be UTF-8 strings");
-        if (!(r->targets[i] = strdup(e->valuestring))) return bad(err, errlen, "out of memory");
+            return bad(err, errlen, "\"%s\" entries must be UTF-8 strings", name);
+        if (!((*out)[i] = strdup(e->valuestring))) return bad(err, errlen, "out of memory");
     }
     return 0;
 }
 
-static const char *const V1_FIELDS[] = {"q", "target_text", "src_lang", "tgt_lang", "beam", "n_best", "sample",
+static const char *const V1_FIELDS[] = {"q", "target_text", "prefix", "src_lang", "tgt_lang", "beam", "n_best", "sample",
                                         "top_k", "top_p", "temperature", "seed", "max_length", "min_length",
                                         "length_penalty", "no_repeat_ngram_size", "repetition_penalty",
                                         "alignment", "attention", NULL};
@@ -263,8 +265,10 @@ static int read_v1(serve_request *r, const cJSON *root, const attend_config *c, 
     if (!rc) rc = read_search(r, root, c, err, errlen);
     if (!rc) rc = read_alignment(r, root, c, err, errlen);
     if (!rc) rc = get_bool(root, "attention", &r->attention, err, errlen);
-    if (!rc) rc = read_targets(r, root, err, errlen);
+    if (!rc) rc = read_texts(r, root, "target_text", &r->targets, err, errlen);
+    if (!rc) rc = read_texts(r, root, "prefix", &r->prefixes, err, errlen);
     if (rc) return rc;
+    if (r->targets && r->prefixes) return bad(err, errlen, "\"prefix\" starts a free translation: not with \"target_text\"");
     if (r->targets && (r->p.n_best > 1 || r->p.sample))
         return bad(err, errlen, "\"target_text\" force-decodes: no \"n_best\" or \"sample\" with it");
     r->p.want_scores = 1;
@@ -277,10 +281,11 @@ static int read_v1(serve_request *r, const cJSON *root, const attend_config *c, 
 static void make_key(serve_request *r) {
     const attend_params *p = &r->p;
     const int one_best = p->n_best > 1 ? p->n_best : 1; /* 0 and 1 both mean the best only */
-    snprintf(r->key, sizeof r->key, "%d %d %d %d %a %d %d %d %d %a %d %d %a %a %llu %d %s %s", p->num_beams, one_best,
+    snprintf(r->key, sizeof r->key, "%d %d %d %d %a %d %d %d %d %a %d %d %a %a %llu %d %s %s%s", p->num_beams, one_best,
              p->early_stopping, p->set_length_penalty, (double)p->length_penalty, p->set_min_length, p->min_length,
              p->set_no_repeat_ngram_size, p->no_repeat_ngram_size, (double)p->repetition_penalty, p->sample,
-             p->top_k, (double)p->top_p, (double)p->temperature, p->seed, p->max_length, r->langs[0], r->langs[1]);
+             p->top_k, (double)p->top_p, (double)p->temperature, p->seed, p->max_length, r->langs[0], r->langs[1],
+             r->prefixes ? " prefix" : ""); /* prefixed requests never share a batch with forced ones */
 }
 
 int serve_request_parse(const char *body, size_t body_len, int api, const attend_model *m,
@@ -305,10 +310,12 @@ void serve_request_free(serve_request *r) {
     for (int i = 0; i < r->n; i++) {
         free(r->lines[i]);
         if (r->targets) free(r->targets[i]);
+        if (r->prefixes) free(r->prefixes[i]);
     }
     free(r->lines);
     free(r->lens);
     free(r->q_of);
     free(r->targets);
+    free(r->prefixes);
     memset(r, 0, sizeof *r);
 }

@@ -82,6 +82,7 @@ typedef struct {
     const char **lines;
     size_t *lens;
     const char **targets; /* NULL when no job forces a translation */
+    const char **prefixes; /* NULL when no job gives a prefix */
     int *job_of, *line_of, n;
 } batch;
 
@@ -90,10 +91,11 @@ static int batch_collect(batch *b, int total) {
     b->lines = malloc(sizeof(char *) * (size_t)total);
     b->lens = malloc(sizeof(size_t) * (size_t)total);
     b->targets = calloc((size_t)total, sizeof(char *));
+    b->prefixes = calloc((size_t)total, sizeof(char *));
     b->job_of = malloc(sizeof(int) * (size_t)total);
     b->line_of = malloc(sizeof(int) * (size_t)total);
-    if (!b->lines || !b->lens || !b->targets || !b->job_of || !b->line_of) return -1;
-    int j = 0, forced = 0;
+    if (!b->lines || !b->lens || !b->targets || !b->prefixes || !b->job_of || !b->line_of) return -1;
+    int j = 0, forced = 0, prefixed = 0;
     for (serve_job *job = b->jobs; job; job = job->next, j++) {
         job->res = calloc((size_t)job->req.n, sizeof(attend_result));
         if (!job->res) return -1;
@@ -103,11 +105,14 @@ static int batch_collect(batch *b, int total) {
             b->lens[b->n] = job->req.lens[i];
             b->targets[b->n] = job->req.targets ? job->req.targets[i] : NULL;
             forced |= b->targets[b->n] != NULL;
+            b->prefixes[b->n] = job->req.prefixes ? job->req.prefixes[i] : NULL;
+            prefixed |= b->prefixes[b->n] != NULL;
             b->job_of[b->n] = j;
             b->line_of[b->n++] = i;
         }
     }
     if (!forced) free(b->targets), b->targets = NULL;
+    if (!prefixed) free(b->prefixes), b->prefixes = NULL;
     return 0;
 }
 
@@ -115,6 +120,7 @@ static void batch_free(batch *b) {
     free(b->lines);
     free(b->lens);
     free(b->targets);
+    free(b->prefixes);
     free(b->job_of);
     free(b->line_of);
 }
@@ -144,6 +150,7 @@ static int batch_translate(serve_sched *s, batch *b, char *err, size_t errlen) {
         fprintf(stderr, "attend serve: batch of %d sentence%s from %d request%s\n", b->n, b->n == 1 ? "" : "s", n,
                 n == 1 ? "" : "s");
     }
+    p.target_prefix = b->prefixes;
     p.batch_size = 64;
     p.batch_tokens = s->o->max_batch_tokens;
     attend_result *res = calloc((size_t)(b->n ? b->n : 1), sizeof *res);

@@ -97,6 +97,33 @@ def check_nbest_alignment(server):
         assert got == cli, (view, got[:2], cli[:2])
 
 
+def check_prefix(server):
+    """/v1 "prefix" equals attend translate --prefix-file; concurrent prefixed and plain
+    requests are each answered as alone; prefix with target_text is a 400."""
+    import tempfile
+    lines = LINES[:8]
+    prefixes = ["A", "The", "", "Two", "A man", "In", "", "People"]
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("\n".join(prefixes) + "\n")
+    try:
+        cli = S.translate_cli(S.SHIPPED, lines, "--prefix-file", f.name)
+    finally:
+        os.unlink(f.name)
+    plain = S.translate_cli(S.SHIPPED, lines)
+    with ThreadPoolExecutor(4) as pool:
+        a = pool.submit(server.post, "/v1/translate", {"q": lines, "prefix": prefixes})
+        b = pool.submit(server.post, "/v1/translate", {"q": lines})
+        (sa, _, ba), (sb, _, bb) = a.result(), b.result()
+    assert sa == 200 and sb == 200, (ba, bb)
+    assert [t["text"] for t in ba["translations"]] == cli, ([t["text"] for t in ba["translations"]], cli)
+    assert [t["text"] for t in bb["translations"]] == plain
+    assert all(t.startswith(p) for t, p in zip(cli, prefixes)), cli
+    status, _, body = server.post("/v1/translate", {"q": "Hallo", "prefix": "Hi", "target_text": "Hello"})
+    assert status == 400 and "prefix" in body["error"], body
+    status, _, body = server.post("/v1/translate", {"q": ["Hallo"], "prefix": "Hi"})
+    assert status == 400 and "prefix" in body["error"], body
+
+
 def explore_data(args):
     page = subprocess.run([T.ATTEND, "explore", "-m", S.SHIPPED, "-o", "-", *args], capture_output=True,
                           text=True, check=True).stdout
@@ -133,7 +160,8 @@ BAD_V1 = [
     ({"q": "Hallo", "beam": "4"}, "beam"),
     ({"q": "Hallo", "beam": 2, "n_best": 3}, "n_best"),
     ({"q": "Hallo", "beam": 0}, "beam"),
-    ({"q": "Hallo", "prefix": "Hi"}, "unknown field"),
+    ({"q": "Hallo", "prefix": 3}, "prefix"),
+    ({"q": "Hallo", "max_len": 3}, "unknown field"),
     ({"q": "Hallo", "model": "/etc/passwd"}, "unknown field"),
     ({"q": "Hallo", "alignment": "last:99"}, "alignment"),
     ({"q": ["a", "b"], "target_text": "x"}, "target_text"),
@@ -275,6 +303,7 @@ def main():
         r.check("a LibreTranslate form post", check_form, server, want)
         r.check("/v1/translate n-best and alignments equal the CLI's", check_nbest_alignment, server)
         r.check("/v1/translate attention equals attend explore's data", check_attention, server)
+        r.check("/v1/translate prefix equals attend translate --prefix-file", check_prefix, server)
         r.check("bad input: each its status and a JSON error; still serving", check_bad_input, server)
         r.check("slow-loris connections closed after --timeout, others served", check_slow_loris, server)
         r.check("no CORS header unless --allow-origin", check_cors, server)
