@@ -31,6 +31,7 @@ static void usage_serve(FILE *f) {
             "  -t, --threads N         threads translating (default: physical cores, or $OMP_NUM_THREADS)\n"
             "      --beam N, --greedy  the default search (default: the model's setting)\n"
             "      --src-lang L, --tgt-lang L  default languages of a multilingual model\n"
+            "      --task NAME         T5 models: the default task (attend info lists them)\n"
             "      --max-batch-tokens N  source tokens gathered into one batch (default 2048)\n"
             "      --gather-ms N       a batch gathers requests until none has come for N ms, at\n"
             "                          most 8N ms after its first (default 5)\n"
@@ -156,6 +157,7 @@ int cmd_serve(int argc, char **argv) {
     attend_model *m = cli_load_model(path);
     if (o.common.src_lang || o.common.tgt_lang)
         status = cli_check_languages("serve", m, o.common.src_lang, o.common.tgt_lang, 0);
+    if (!status && cli_check_task("serve", m, o.common.task)) status = EXIT_USAGE;
     if (!status) status = run_server(m, slash ? slash + 1 : path, &o);
     attend_free(m);
     return status;

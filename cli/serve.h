@@ -44,7 +44,8 @@ typedef struct {
     char **prefixes;    /* [n] target prefixes (/v1 "prefix"), or NULL */
     attend_params p;    /* the search settings (src_lang / tgt_lang point into langs) */
     char langs[2][64];  /* source and target language codes ("" when none) */
-    char key[256];      /* requests with equal keys are batched together */
+    char task[128];     /* /v1 "task" (T5's task_specific_params name), or "" */
+    char key[512];      /* requests with equal keys are batched together */
     int alignment;      /* /v1: the word alignment of `view` */
     attend_view view;
     char view_name[64];

@@ -211,7 +211,7 @@ static int read_texts(serve_request *r, const cJSON *root, const char *name, cha
     return 0;
 }
 
-static const char *const V1_FIELDS[] = {"q", "target_text", "prefix", "src_lang", "tgt_lang", "beam", "n_best", "sample",
+static const char *const V1_FIELDS[] = {"q", "target_text", "prefix", "task", "src_lang", "tgt_lang", "beam", "n_best", "sample",
                                         "top_k", "top_p", "temperature", "seed", "max_length", "min_length",
                                         "length_penalty", "no_repeat_ngram_size", "repetition_penalty",
                                         "alignment", "attention", NULL};
@@ -259,11 +259,28 @@ static int read_search(serve_request *r, const cJSON *root, const attend_config 
     return 0;
 }
 
+/* "task": a task of the model (attend info lists them; T5's task_specific_params), whose
+ * prefix is written before each sentence; the server's --task when absent. */
+static int read_task(serve_request *r, const cJSON *root, const attend_config *c, char *err, size_t errlen) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "task");
+    if (!v) return 0;
+    if (!cJSON_IsString(v) || strlen(v->valuestring) >= sizeof r->task)
+        return bad(err, errlen, "\"task\" must be the name of a task of the model (GET /v1/model lists them)");
+    for (int i = 0; i < c->n_tasks; i++)
+        if (!strcmp(c->tasks[i], v->valuestring)) {
+            snprintf(r->task, sizeof r->task, "%s", v->valuestring);
+            r->p.task = r->task;
+            return 0;
+        }
+    return bad(err, errlen, "the model has no task \"%.60s\" (GET /v1/model lists them)", v->valuestring);
+}
+
 /* The fields of /v1/translate after q. */
 static int read_v1(serve_request *r, const cJSON *root, const attend_config *c, char *err, size_t errlen) {
     int rc = unknown_fields(root, err, errlen);
     if (!rc) rc = read_search(r, root, c, err, errlen);
     if (!rc) rc = read_alignment(r, root, c, err, errlen);
+    if (!rc) rc = read_task(r, root, c, err, errlen);
     if (!rc) rc = get_bool(root, "attention", &r->attention, err, errlen);
     if (!rc) rc = read_texts(r, root, "target_text", &r->targets, err, errlen);
     if (!rc) rc = read_texts(r, root, "prefix", &r->prefixes, err, errlen);
@@ -281,11 +298,11 @@ static int read_v1(serve_request *r, const cJSON *root, const attend_config *c, 
 static void make_key(serve_request *r) {
     const attend_params *p = &r->p;
     const int one_best = p->n_best > 1 ? p->n_best : 1; /* 0 and 1 both mean the best only */
-    snprintf(r->key, sizeof r->key, "%d %d %d %d %a %d %d %d %d %a %d %d %a %a %llu %d %s %s%s", p->num_beams, one_best,
+    snprintf(r->key, sizeof r->key, "%d %d %d %d %a %d %d %d %d %a %d %d %a %a %llu %d %s %s %s%s", p->num_beams, one_best,
              p->early_stopping, p->set_length_penalty, (double)p->length_penalty, p->set_min_length, p->min_length,
              p->set_no_repeat_ngram_size, p->no_repeat_ngram_size, (double)p->repetition_penalty, p->sample,
              p->top_k, (double)p->top_p, (double)p->temperature, p->seed, p->max_length, r->langs[0], r->langs[1],
-             r->prefixes ? " prefix" : ""); /* prefixed requests never share a batch with forced ones */
+             p->task ? p->task : "", r->prefixes ? " prefix" : ""); /* prefixed requests never share a batch with forced ones */
 }
 
 int serve_request_parse(const char *body, size_t body_len, int api, const attend_model *m,

@@ -183,6 +183,10 @@ static void write_model(FILE *f, const attend_config *c, const char *name) {
             early[c->early_stopping >= 0 && c->early_stopping < 3 ? c->early_stopping : 0]);
     fprintf(f, "\"kernels\":\"%s\",\"languages\":", attend_isa());
     json_strs(f, (const char *const *)c->languages, c->n_languages);
+    fputs(",\"tasks\":", f);
+    json_strs(f, (const char *const *)c->tasks, c->n_tasks);
+    fputs(",\"alignment_view\":", f);
+    json_str(f, c->alignment_view);
     fputs("}\n", f);
 }
 

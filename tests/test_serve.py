@@ -272,6 +272,26 @@ def check_multilingual():
         assert s.stop() == 0
 
 
+def check_t5_tasks():
+    """A T5 model: /v1's "task" and the server's --task write the task's prefix as attend
+    translate --task does; /v1/model lists the tasks; an unknown task is a 400."""
+    t5 = os.path.join(T.REPO, "tests", "data", "tiny-t5.gguf")
+    lines = ["The house is wonderful.", "Hello world"]
+    with S.Server(t5, "-t", "1", "--task", "translation_en_to_de") as s:
+        _, _, model = s.get("/v1/model")
+        assert model["architecture"] == "t5" and "summarization" in model["tasks"], model
+        for task in ("summarization", "translation_en_to_de"):
+            want = S.translate_cli(t5, lines, "--task", task)
+            status, _, body = s.post("/v1/translate", {"q": lines, "task": task})
+            assert status == 200 and [t["text"] for t in body["translations"]] == want, (task, body, want)
+        status, _, body = s.post("/translate", {"q": lines})
+        assert body["translatedText"] == S.translate_cli(t5, lines, "--task", "translation_en_to_de"), body
+        assert body["translatedText"] != S.translate_cli(t5, lines, "--task", "summarization"), body
+        status, _, answer = s.post("/v1/translate", {"q": "Hello", "task": "nope"})
+        assert status == 400 and "no task" in answer["error"], answer
+        assert s.stop() == 0
+
+
 def check_signal(sig):
     """Requests in flight when the signal comes are answered; then the server exits 0."""
     with S.Server(S.SHIPPED, "--gather-ms", "300", "-t", "2") as s:
@@ -311,6 +331,7 @@ def main():
                 (_ for _ in ()).throw(AssertionError(server.log()[-500:])))
         assert server.stop() == 0
     r.check("a multilingual model: source and target choose the languages", check_multilingual)
+    r.check("a T5 model: tasks from /v1 and --task, as attend translate --task", check_t5_tasks)
     r.check("a full queue: 503 with Retry-After", check_queue_full)
     r.check("SIGTERM finishes the requests in flight, exits 0", check_signal, signal.SIGTERM)
     r.check("SIGINT likewise", check_signal, signal.SIGINT)
