@@ -18,7 +18,14 @@ encoder's output, trained towards tools/word_align.py's symmetrised links.
    linked: cross-entropy against the uniform distribution over the pieces of the linked
    source words. Adam, batches of --batch pairs; the silver AER is printed as it goes.
 The settings (layer, width, steps) are chosen on the silver links; the development set's gold
-links are only read to report its AER at the end."""
+links are only read to report its AER (at the end; with --dev also at every report).
+
+Speed: step 2 is a few minutes on one thread with an optimised BLAS. Debian's python3-torch
+calls the reference BLAS (libblas.so.3, about 1 GFLOP/s: hours here); an OpenBLAS library
+for this process alone is enough, without installing it:
+  apt-get download libopenblas0-pthread && dpkg-deb -x libopenblas0-pthread_*.deb ob
+  export OPENBLAS_NUM_THREADS=1 LD_LIBRARY_PATH=$PWD/ob/usr/lib/x86_64-linux-gnu/openblas-pthread
+  tools/train_align_head.py ..."""
 import argparse
 import json
 import os
@@ -91,23 +98,26 @@ def corpus(a):
 
 
 def forward_states(model, src, tgt):
-    """Force-decode ids tgt (ending in </s>) from src: the encoder's output [S,d] and every
-    decoder layer's output [L,T,d], position t reading tgt[t-1] (the start token at 0)."""
+    """Force-decode ids tgt (ending in </s>) from src: the encoder's output [S,d] and [2L,T,d]:
+    every decoder layer's output, then every layer's cross-attention input (the state after its
+    self-attention); position t reads tgt[t-1] (the start token at 0)."""
     start = model.config["decoder_start_token_id"]
     with torch.no_grad():
         mem, _ = model.encode(torch.tensor([src]))
         y = model.model.decoder.embed_tokens(torch.tensor([[start] + list(tgt[:-1])])) * model.embed_scale
         y = y + model.positions[: len(tgt)]
-        hs = []
+        hs, qs = [], []
         for layer in model.model.decoder.layers:
+            a, _ = layer.self_attn(y, y, causal=True)
+            qs.append(layer.self_attn_layer_norm(y + a)[0])  # what its cross-attention queries read
             y, _, _ = layer(y, mem, None)
             hs.append(y[0])
-    return mem[0], torch.stack(hs)
+    return mem[0], torch.stack(hs + qs)
 
 
 def states(model, items, name, work):
-    """Per pair: source/target pieces, encoder output [S,d], decoder outputs [L,T,d]."""
-    cache = os.path.join(work, f"states-{name}.pt")
+    """Per pair: source/target pieces, encoder output [S,d], decoder states [2L,T,d]."""
+    cache = os.path.join(work, f"states2-{name}.pt")
     if os.path.exists(cache):
         return torch.load(cache)
     tok, out = model.tok, []
@@ -152,16 +162,37 @@ def target_of(x):
     return Y
 
 
-def fit(head, train, layer, steps, batch, lr, seed, every=500, report=None, score=None):
+def init_from_cross(head, model, layer, h):
+    """Start the head as cross-attention head h of decoder layer `layer` (its query and key
+    rows; read on that layer's cross-attention input, this is the view layer:h,shift)."""
+    att = model.model.decoder.layers[layer].encoder_attn
+    w = att.head_dim
+    rows = slice(h * w, (h + 1) * w)
+    with torch.no_grad():
+        head.q.weight.copy_(att.q_proj.weight[rows])
+        head.q.bias.copy_(att.q_proj.bias[rows])
+        head.k.weight.copy_(att.k_proj.weight[rows])
+        head.k.bias.copy_(att.k_proj.bias[rows])
+
+
+def fit(head, train, layer, steps, batch, lr, seed, every=500, report=None, score=None, init=None):
     """Adam on the Garg et al. loss over (pair, labels) items; every `every` steps (and at the
     end) report(step, loss, head) and, with score (lower is better), keep the best head.
     Returns (score, step, state_dict) of the best (the last without score) and the losses."""
     torch.manual_seed(seed)
     for p in head.parameters():  # the same start whatever was drawn before
         torch.nn.init.normal_(p, 0.0, 0.02)
+    if init:
+        init(head)
+    if every and score:  # the start counts as step 0
+        best = (score(head), 0, {k: v.detach().clone() for k, v in head.state_dict().items()})
+        if report:
+            report(0, float("nan"), head)
+    else:
+        best = None
     opt = torch.optim.Adam(head.parameters(), lr=lr)
     rng = np.random.default_rng(seed)
-    best, losses = None, []
+    losses = []
     for step in range(1, steps + 1):
         loss = 0.0
         for k in rng.integers(0, len(train), batch):
@@ -200,7 +231,11 @@ def main(argv=None):
     p.add_argument("--pairs", type=int, default=3000)
     p.add_argument("--silver", type=int, default=300)
     p.add_argument("--max-pairs", type=int, default=60000)
-    p.add_argument("--layer", type=int, nargs="+", default=[3], help="decoder layer(s) to try (0-based)")
+    p.add_argument("--layer", type=int, nargs="+", default=[3],
+                   help="decoder state(s) to try: 0..L-1 a layer's output, L..2L-1 layer (i-L)'s "
+                        "cross-attention input")
+    p.add_argument("--init-head", type=int, help="with a state L+i: start from cross-attention head "
+                                                    "INIT_HEAD of layer i (the view i:INIT_HEAD,shift)")
     p.add_argument("--width", type=int, default=64)
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--batch", type=int, default=16)
@@ -226,7 +261,9 @@ def main(argv=None):
             f"layer {layer} step {step}: loss {loss:.3f} silver AER {evaluate(h, sets['silver'], layer):.4f}"
             + (f" dev AER {evaluate(h, sets['dev'], layer, gold):.4f}" if a.dev else ""))
         best = fit(head, train, layer, a.steps, a.batch, a.lr, a.seed, every=a.every, report=report,
-                   score=lambda h: evaluate(h, sets["silver"], layer))
+                   score=lambda h: evaluate(h, sets["silver"], layer),
+                   init=None if a.init_head is None else
+                   lambda h: init_from_cross(h, model, layer - len(model.model.decoder.layers), a.init_head))
         results.append((best[0][0], layer, best[0][1], best[0][2]))
     results.sort(key=lambda r: r[0])
     sil, layer, step, sd = results[0]
