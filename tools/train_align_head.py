@@ -212,6 +212,21 @@ def fit(head, train, layer, steps, batch, lr, seed, every=500, report=None, scor
     return best, losses
 
 
+def agreed(train, head, model, layer, init_head):
+    """Keep only the labels of links that the starting head (cross-attention head init_head,
+    read as a words view) also draws: (pair, labels) items rebuilt on those links."""
+    init_from_cross(head, model, layer - len(model.model.decoder.layers), init_head)
+    out = []
+    with torch.no_grad():
+        for x, _ in train:
+            A = head(x["dec"][layer].float(), x["mem"].float()).numpy()
+            mine = AER.hard_links(A, x["src"], x["tgt"], words=True)
+            y = dict(x, links=[l for l in map(tuple, x["links"]) if l in mine])
+            out.append((y, target_of(y)))
+    log(f"--agree: {sum(len(y['links']) for y, _ in out)} of {sum(len(x['links']) for x, _ in train)} links kept")
+    return out
+
+
 def evaluate(head, data, layer, gold=None):
     hyp = []
     with torch.no_grad():
@@ -239,6 +254,8 @@ def main(argv=None):
     p.add_argument("--width", type=int, default=64)
     p.add_argument("--steps", type=int, default=3000)
     p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--agree", action="store_true",
+                   help="with --init-head: train only on the links the starting head also draws")
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--every", type=int, default=500, help="score on the silver links every N steps")
@@ -257,6 +274,8 @@ def main(argv=None):
     results = []
     for layer in a.layer:
         head = Head(model.config["d_model"], a.width)
+        if a.agree:
+            train = agreed(train, head, model, layer, a.init_head)
         report = lambda step, loss, h: log(
             f"layer {layer} step {step}: loss {loss:.3f} silver AER {evaluate(h, sets['silver'], layer):.4f}"
             + (f" dev AER {evaluate(h, sets['dev'], layer, gold):.4f}" if a.dev else ""))
