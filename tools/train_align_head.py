@@ -267,6 +267,10 @@ def main(argv=None):
     data = corpus(a)
     model = load_model(a.model, a.work)
     sets = {k: states(model, data[k], k, a.work) for k in ("train", "silver", "dev")}
+    for k in sets:  # the links of links.json (the cached states were computed with the same pairs)
+        for x, (s, t, links) in zip(sets[k], data[k]):
+            assert x["nw"] == (len(s), len(t))
+            x["links"] = links
     train = [(x, Y) for x in sets["train"] for Y in [target_of(x)] if Y is not None]
     log(f"{len(train)} of {len(sets['train'])} training pairs usable")
     gold = AER.read_gold(os.path.join(os.path.dirname(D.corpus("align-deen-bicici", "test.de")), "de-en.wa"),
