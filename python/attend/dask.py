@@ -342,7 +342,7 @@ def translate_chunk(index: int, first_line: int, n_lines: int, data: bytes,
             for k, h in enumerate(r.nbest):
                 line = f"{line_no - 1} ||| {_one_line(h.text)} ||| {h.score:.6f}"
                 if spec["alignment"] is not None:  # each hypothesis's own, as attend translate
-                    line += " ||| " + (r.hypothesis(k).pharaoh(spec["alignment"]) if r.src_ids.size else "")
+                    line += " ||| " + (r.hypothesis(k).pharaoh(spec["alignment"] or None) if r.src_ids.size else "")
                 out.append(line)
         elif spec["alignment"] is not None:
             out.append(f"{_one_line(r.text)} ||| {r.pharaoh(spec['alignment'] or None)}")
