@@ -1181,7 +1181,8 @@ def main(argv=None):
 # Hand-written sections of BENCHMARKS.md that a regeneration keeps (measured by other means
 # than this script), each from its heading to the next "## " heading.
 KEPT_HEADINGS = ("## Batch throughput against the peak (issue 15)", "## Other measurements",
-                 "## What `--alignment` costs (issue 26)", "## Serving (issue 28)")
+                 "## What `--alignment` costs (issue 26)", "## Serving (issue 28)",
+                 "## T5 (issue 29)")
 
 # What the report is, above its first table (written each time, so a regeneration keeps it).
 INTRO = ("What holds now, and the commands that measured it. The sections from \"Machine\" to the "

@@ -27,21 +27,29 @@ sys.path.insert(0, os.path.join(ROOT, "tests"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import reference_t5 as R  # noqa: E402
 
-SHAPE = dict(d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_decoder_layers=6, num_heads=8,
-             feed_forward_proj="relu", vocab_size=32128, max_length=20)
+SHAPES = {
+    "t5-small": dict(d_model=512, d_kv=64, d_ff=2048, num_layers=6, num_decoder_layers=6, num_heads=8,
+                     feed_forward_proj="relu", vocab_size=32128, max_length=20),
+    # MADLAD-400-3B's width (d_model 1024, 16 heads of 128, gated-GELU FFN 8192, untied output)
+    # with 4 + 4 of its 32 + 32 layers and a 32,128-piece vocabulary, to fit this machine
+    "madlad-width": dict(d_model=1024, d_kv=128, d_ff=8192, num_layers=4, num_decoder_layers=4,
+                         num_heads=16, feed_forward_proj="gated-gelu", tie_word_embeddings=False,
+                         vocab_size=32128, max_length=20),
+}
 
 
-def build(work):
-    """The HF directory and the f32 / int8 exports (cached)."""
+def build(work, shape):
+    """The HF directory and the f32 / int8 exports of a shape of SHAPES (cached)."""
     import subprocess
     import testlib as T
-    hf = os.path.join(work, "t5-small-shape")
-    paths = {dt: os.path.join(work, f"t5-small-shape-{dt}.gguf") for dt in ("f32", "int8")}
+    hf = os.path.join(work, f"{shape}-shape")
+    paths = {dt: os.path.join(work, f"{shape}-shape-{dt}.gguf") for dt in ("f32", "int8")}
     if all(os.path.exists(p) for p in paths.values()) and os.path.isdir(hf):
         return hf, paths
     os.makedirs(work, exist_ok=True)
-    T.train_spm(work, "t5-8k", T.bilingual_lines(), 8000, pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
-    m = R.t5_random_model(SHAPE, seed=0)
+    if not os.path.exists(os.path.join(work, "t5-8k.model")):
+        T.train_spm(work, "t5-8k", T.bilingual_lines(), 8000, pad_id=0, eos_id=1, unk_id=2, bos_id=-1)
+    m = R.t5_random_model(SHAPES[shape], seed=0)
     with open(os.path.join(work, "t5-8k.model"), "rb") as f:
         R.t5_save_hf_dir(m, hf, f.read())
     for dt, p in paths.items():
@@ -103,8 +111,11 @@ def reference_greedy(model, batch):
             y = y + attend_to(a, h, k, v, bias)
             y = y + attend_to(ca.EncDecAttention, ca.layer_norm(y), cross[l][0], cross[l][1], mask)
             y = y + ff.DenseReluDense(ff.layer_norm(y))
-        y = model.decoder.final_layer_norm(y) * (c["d_model"] ** -0.5)
-        tok = (y @ model.shared.weight.t()).argmax(-1)
+        y = model.decoder.final_layer_norm(y)
+        if c["tie_word_embeddings"]:
+            tok = (y * (c["d_model"] ** -0.5) @ model.shared.weight.t()).argmax(-1)
+        else:
+            tok = model.lm_head(y).argmax(-1)
         out.append(tok)
     return torch.cat(out, 1)
 
@@ -124,10 +135,11 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--sentences", type=int, default=32)
     p.add_argument("--rounds", type=int, default=2, help="the best of this many runs (default 2)")
+    p.add_argument("--shape", choices=sorted(SHAPES), default="t5-small")
     a = p.parse_args(argv)
     import attend
     import testlib as T
-    hf, paths = build(a.work)
+    hf, paths = build(a.work, a.shape)
     model = R.t5_load_hf_dir(hf).eval()
     model.tok = R.T5Tok(os.path.join(hf, "spiece.model"))
     lines = T.corpus_lines("tatoeba", "en", a.sentences, skip=4000)
@@ -144,7 +156,7 @@ def main(argv=None):
             m = attend.Model(path, threads=a.threads)
             s = timed(lambda: m.translate(lines, greedy=True, batch_size=batch), a.rounds)
             rows.append((batch, f"attend {dt}", s, ref / s))
-    print(f"t5-small shape, {len(lines)} sentences, greedy to max_length 20, {a.threads} thread(s), "
+    print(f"{a.shape} shape, {len(lines)} sentences, greedy to max_length 20, {a.threads} thread(s), "
           f"torch {torch.__version__}\n")
     print("| batch | engine | seconds | sentences/s | vs reference |\n|---|---|---|---|---|")
     for batch, name, s, x in rows:
