@@ -1,6 +1,7 @@
 /* attend align --calibrate GOLD --source SRC --target TGT [-o OUT]: force-decode each gold
  * sentence pair, score every candidate view (each layer x head, each layer averaged,
- * all:avg; plain and shifted) by alignment error rate against the gold links, print the
+ * all:avg; plain and shifted; per piece and per word; links by argmax, mutual or grow) by
+ * alignment error rate against the gold links, print the
  * table best first and, with -o, write a copy of the model that records the best view
  * (attend_record_view). Ties go to the view whose name sorts first, as tools/aer.py --sweep. */
 #include <stdio.h>
@@ -13,7 +14,7 @@
 #define CHUNK 16 /* sentences force-decoded together */
 
 typedef struct {
-    char name[32];
+    char name[48];
     attend_view v;
     long long a_s, a_p, n_a, n_s; /* |A & S|, |A & P|, |A|, |S| over the corpus */
     double aer;
@@ -88,19 +89,20 @@ static int parse_gold(const char *path, int lineno, const char *text, gold_line 
 }
 
 /* Every layer x head, each layer averaged and all:avg; plain and shifted; links read per
- * piece and per word ("words"). */
+ * piece and per word ("words"), by argmax, "mutual" or "grow". */
 static candidate *make_candidates(int L, int H, int *n) {
-    candidate *c = calloc((size_t)4 * (L * (H + 1) + 1), sizeof *c);
+    candidate *c = calloc((size_t)12 * (L * (H + 1) + 1), sizeof *c);
     if (!c) return NULL;
     *n = 0;
-    for (int mode = 0; mode < 4; mode++)
+    for (int mode = 0; mode < 12; mode++)
         for (int l = 0; l <= L; l++)
             for (int h = 0; h <= H; h++) {
                 if (l == L && h < H) continue; /* all:avg only */
                 candidate *k = &c[(*n)++];
                 k->v = attend_view_single(l == L ? ATTEND_LAYER_ALL : l, h == H ? ATTEND_HEAD_AVG : h);
                 k->v.shift = mode & 1;
-                k->v.words = mode >> 1;
+                k->v.words = (mode >> 1) & 1;
+                k->v.links = mode >> 2;
                 attend_view_name(&k->v, k->name, sizeof k->name);
             }
     return c;
@@ -108,7 +110,7 @@ static candidate *make_candidates(int L, int H, int *n) {
 
 /* Add one sentence's counts for view k. */
 static void score_sentence(candidate *k, const attend_result *r, const attend_config *c, const gold_line *g,
-                           float *A, int *best, int *links) {
+                           float *A) {
     attend_words sw, tw;
     char err[256];
     if (attend_words_from_pieces((const char *const *)r->src_pieces, r->n_src, &sw)) return;
@@ -117,11 +119,12 @@ static void score_sentence(candidate *k, const attend_result *r, const attend_co
         return;
     }
     attend_view_reduce(&k->v, r->cross, c->decoder_layers, c->decoder_heads, r->n_tgt, r->n_src, A, err, sizeof err);
-    if (attend_view_best(&k->v, A, r->n_tgt, r->n_src, &sw, &tw, best)) {
+    int *links;
+    const int nl = attend_view_links(&k->v, A, r->n_tgt, r->n_src, &sw, &tw, &links);
+    if (nl < 0) {
         fprintf(stderr, "attend align: out of memory\n");
         exit(EXIT_FAIL);
     }
-    const int nl = attend_align_links(best, r->n_tgt, &sw, &tw, links);
     for (int q = 0; q < g->n; q++) k->n_s += g->sure[q];
     k->n_a += nl;
     for (int i = 0; i < nl; i++)
@@ -131,6 +134,7 @@ static void score_sentence(candidate *k, const attend_result *r, const attend_co
                 k->a_s += g->sure[q];
                 break; /* a link is listed once */
             }
+    free(links);
     attend_words_free(&sw);
     attend_words_free(&tw);
 }
@@ -154,14 +158,9 @@ static int score_all(attend_model *m, const align_options *o, char **src, char *
         for (int i = 0; i < k; i++) {
             const attend_result *r = &res[i];
             float *A = malloc(sizeof(float) * ((size_t)r->n_tgt * r->n_src + 1));
-            int *best = malloc(sizeof(int) * ((size_t)r->n_tgt + 1));
-            int *links = malloc(sizeof(int) * (2 * (size_t)r->n_tgt + 1));
             if (r->status) fprintf(stderr, "attend align: line %d: %s\n", at + i + 1, r->message);
-            for (int v = 0; A && best && links && !r->status && v < nc; v++)
-                score_sentence(&cand[v], r, c, &gold[at + i], A, best, links);
+            for (int v = 0; A && !r->status && v < nc; v++) score_sentence(&cand[v], r, c, &gold[at + i], A);
             free(A);
-            free(best);
-            free(links);
             attend_result_free(&res[i]);
         }
     }

@@ -239,7 +239,6 @@ static int reduce_view(align_run *x) {
     char err[512];
     x->A = alloc_or_exit(sizeof(float) * ((size_t)T * S + 1));
     x->best = alloc_or_exit(sizeof(int) * ((size_t)T + 1));
-    x->links = alloc_or_exit(sizeof(int) * (2 * (size_t)T + 1));
     if (attend_words_from_pieces((const char *const *)r->src_pieces, S, &x->sw) ||
         attend_words_from_pieces((const char *const *)r->tgt_pieces, T, &x->tw)) {
         fprintf(stderr, "attend align: out of memory\n");
@@ -249,11 +248,11 @@ static int reduce_view(align_run *x) {
         fprintf(stderr, "attend align: %s\n", err);
         return EXIT_USAGE;
     }
-    if (attend_view_best(&x->view, x->A, T, S, &x->sw, &x->tw, x->best)) {
+    if (attend_view_best(&x->view, x->A, T, S, &x->sw, &x->tw, x->best) ||
+        (x->nl = attend_view_links(&x->view, x->A, T, S, &x->sw, &x->tw, &x->links)) < 0) {
         fprintf(stderr, "attend align: out of memory\n");
         exit(EXIT_FAIL);
     }
-    x->nl = attend_align_links(x->best, T, &x->sw, &x->tw, x->links);
     x->pharaoh = attend_pharaoh(x->links, x->nl);
     const int words = x->o->words;
     x->rows = words ? x->tw.n_words : T, x->cols = words ? x->sw.n_words : S;
@@ -306,21 +305,33 @@ static int head_panels(align_run *x) {
     return 0;
 }
 
-/* Row i's note: what it aligns to (a piece, or the words linked), then its log-probability. */
+/* Does the view link source word sw to target word tw? */
+static int linked(const align_run *x, int sw, int tw) {
+    for (int q = 0; q < x->nl; q++)
+        if (x->links[2 * q] == sw && x->links[2 * q + 1] == tw) return 1;
+    return 0;
+}
+
+/* Row i's note: what it aligns to (a piece, or the words linked), then its log-probability.
+ * A piece row of a view that links by argmax names its piece; otherwise the source words
+ * linked to the row's word are listed, and the mark is the row's argmax piece if it is one
+ * of them. */
 static void row_note(align_run *x, int i, char *nb, size_t n) {
     size_t k = 0;
     x->mark[i] = -1;
-    if (!x->o->words) {
+    const int word = x->o->words ? i : x->tw.word_of[i];
+    if (!x->o->words && x->view.links == ATTEND_LINKS_ARGMAX) {
         if (x->best[i] >= 0) {
             x->mark[i] = x->best[i];
             k += (size_t)snprintf(nb, n, "%s %.20s", "->", x->r.src_pieces[x->best[i]]);
         }
-    } else {
+    } else if (word >= 0) {
         for (int q = 0; q < x->nl && k < n - 40; q++)
-            if (x->links[2 * q + 1] == i) {
-                if (x->mark[i] < 0) x->mark[i] = x->links[2 * q];
+            if (x->links[2 * q + 1] == word) {
+                if (x->o->words && x->mark[i] < 0) x->mark[i] = x->links[2 * q];
                 k += (size_t)snprintf(nb + k, n - k, "%s%.16s", k ? " " : "-> ", x->sw.words[x->links[2 * q]]);
             }
+        if (!x->o->words && x->best[i] >= 0 && linked(x, x->sw.word_of[x->best[i]], word)) x->mark[i] = x->best[i];
     }
     snprintf(nb + k, n - k, "%s%.2f", k ? "  " : "", (double)x->rowlp[i]);
 }

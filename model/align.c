@@ -55,6 +55,13 @@ int attend_view_parse(const char *spec, attend_view *v, char *err, size_t errlen
             v->shift = 1;
         } else if (word_is(s, end, "words")) {
             v->words = 1;
+        } else if (word_is(s, end, "mutual") || word_is(s, end, "grow")) {
+            if (v->links) {
+                snprintf(err, errlen, "attention view '%s': 'mutual' and 'grow' are two ways to read links; "
+                         "give one", spec);
+                return -1;
+            }
+            v->links = word_is(s, end, "grow") ? ATTEND_LINKS_GROW : ATTEND_LINKS_MUTUAL;
         } else {
             const char *colon = memchr(s, ':', (size_t)(end - s));
             int layer, head;
@@ -87,32 +94,38 @@ int attend_view_parse(const char *spec, attend_view *v, char *err, size_t errlen
 bad:
     snprintf(err, errlen,
              "attention view '%s': expected items LAYER:HEAD (LAYER a 0-based number, last, "
-             "penultimate or all; HEAD a number or avg) and optionally 'shift' and 'words', "
-             "e.g. last:0, penultimate:avg, 4:avg,shift, 1:2,shift,words",
+             "penultimate or all; HEAD a number or avg) and optionally 'shift', 'words' and "
+             "'mutual' or 'grow', e.g. last:0, penultimate:avg, 4:avg,shift, 1:2,shift,words,grow",
              spec);
     return -1;
 }
 
+/* One layer:head item as text ("last:0", "3:avg"). */
+static void item_name(int layer, int head, char *buf, size_t n) {
+    char ls[16], hs[16];
+    if (layer == ATTEND_LAYER_LAST) snprintf(ls, sizeof ls, "last");
+    else if (layer == ATTEND_LAYER_PENULTIMATE) snprintf(ls, sizeof ls, "penultimate");
+    else if (layer == ATTEND_LAYER_ALL) snprintf(ls, sizeof ls, "all");
+    else if (layer <= -1000) snprintf(ls, sizeof ls, "%d", layer + 1000);
+    else snprintf(ls, sizeof ls, "%d", layer);
+    if (head == ATTEND_HEAD_AVG) snprintf(hs, sizeof hs, "avg");
+    else snprintf(hs, sizeof hs, "%d", head);
+    snprintf(buf, n, "%s:%s", ls, hs);
+}
+
 void attend_view_name(const attend_view *v, char *buf, size_t n) {
+    static const char *const link_names[] = {"", "mutual", "grow"};
+    const char *flags[3] = {v->shift ? "shift" : "", v->words ? "words" : "",
+                            v->links > 0 && v->links <= ATTEND_LINKS_GROW ? link_names[v->links] : ""};
     size_t k = 0;
     if (n == 0) return;
     buf[0] = 0;
-    for (int i = 0; i < v->n + v->shift + v->words && k < n; i++) {
-        char item[48], ls[16], hs[16];
-        if (i >= v->n) {
-            snprintf(item, sizeof item, "%s", i == v->n && v->shift ? "shift" : "words");
-        } else {
-            int l = v->layer[i];
-            if (l == ATTEND_LAYER_LAST) snprintf(ls, sizeof ls, "last");
-            else if (l == ATTEND_LAYER_PENULTIMATE) snprintf(ls, sizeof ls, "penultimate");
-            else if (l == ATTEND_LAYER_ALL) snprintf(ls, sizeof ls, "all");
-            else if (l <= -1000) snprintf(ls, sizeof ls, "%d", l + 1000);
-            else snprintf(ls, sizeof ls, "%d", l);
-            if (v->head[i] == ATTEND_HEAD_AVG) snprintf(hs, sizeof hs, "avg");
-            else snprintf(hs, sizeof hs, "%d", v->head[i]);
-            snprintf(item, sizeof item, "%s:%s", ls, hs);
-        }
-        k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? "," : "", item);
+    for (int i = 0; i < v->n + 3 && k < n; i++) {
+        char item[48];
+        if (i < v->n) item_name(v->layer[i], v->head[i], item, sizeof item);
+        else if (*flags[i - v->n]) snprintf(item, sizeof item, "%s", flags[i - v->n]);
+        else continue;
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", k ? "," : "", item);
     }
 }
 
@@ -255,87 +268,6 @@ void attend_words_free(attend_words *w) {
     memset(w, 0, sizeof *w);
 }
 
-/* ---------------------------------------------------------------------------------------
- * Hard alignment */
-
-void attend_align_argmax(const float *A, int T, int S, const attend_words *src,
-                         const attend_words *tgt, int *best) {
-    for (int t = 0; t < T; t++) {
-        best[t] = -1;
-        if (tgt->word_of[t] < 0) continue;
-        float bv = 0.0f; /* an all-zero row (the shifted view's last) links nothing */
-        for (int j = 0; j < S; j++)
-            if (src->word_of[j] >= 0 && A[(size_t)t * S + j] > bv) {
-                bv = A[(size_t)t * S + j];
-                best[t] = j;
-            }
-    }
-}
-
-/* The "words" item: for each target word, the source word with the largest sum of weights
- * over both words' pieces (in double; ties to the first); each of the target word's pieces
- * gets that source word's first piece. 0, or -1 when out of memory. */
-static int align_words_best(const float *A, int T, int S, const attend_words *src, const attend_words *tgt,
-                            int *best) {
-    const int SW = src->n_words, TW = tgt->n_words;
-    double *sum = calloc((size_t)SW * TW + 1, sizeof(double));
-    int *first = malloc(sizeof(int) * ((size_t)SW + 1)), *pick = malloc(sizeof(int) * ((size_t)TW + 1));
-    if (!sum || !first || !pick) {
-        free(sum), free(first), free(pick);
-        return -1;
-    }
-    for (int w = 0; w < SW; w++) first[w] = -1;
-    for (int j = S - 1; j >= 0; j--)
-        if (src->word_of[j] >= 0) first[src->word_of[j]] = j;
-    for (int t = 0; t < T; t++)
-        for (int j = 0; tgt->word_of[t] >= 0 && j < S; j++)
-            if (src->word_of[j] >= 0) sum[(size_t)tgt->word_of[t] * SW + src->word_of[j]] += A[(size_t)t * S + j];
-    for (int w = 0; w < TW; w++) {
-        double bv = 0.0; /* nothing but zeros links nothing */
-        pick[w] = -1;
-        for (int x = 0; x < SW; x++)
-            if (sum[(size_t)w * SW + x] > bv) bv = sum[(size_t)w * SW + x], pick[w] = x;
-    }
-    for (int t = 0; t < T; t++) best[t] = tgt->word_of[t] >= 0 && pick[tgt->word_of[t]] >= 0
-                                              ? first[pick[tgt->word_of[t]]] : -1;
-    free(sum), free(first), free(pick);
-    return 0;
-}
-
-int attend_view_best(const attend_view *v, const float *A, int T, int S, const attend_words *src,
-                     const attend_words *tgt, int *best) {
-    if (!v->words) {
-        attend_align_argmax(A, T, S, src, tgt, best);
-        return 0;
-    }
-    return align_words_best(A, T, S, src, tgt, best);
-}
-
-static int cmp_link(const void *a, const void *b) {
-    const int *x = a, *y = b;
-    return x[0] != y[0] ? (x[0] > y[0]) - (x[0] < y[0]) : (x[1] > y[1]) - (x[1] < y[1]);
-}
-
-int attend_align_links(const int *best, int T, const attend_words *src, const attend_words *tgt,
-                       int *links) {
-    int k = 0;
-    for (int t = 0; t < T; t++) {
-        if (best[t] < 0) continue;
-        links[2 * k] = src->word_of[best[t]];
-        links[2 * k + 1] = tgt->word_of[t];
-        k++;
-    }
-    qsort(links, (size_t)k, 2 * sizeof(int), cmp_link);
-    int u = 0;
-    for (int i = 0; i < k; i++)
-        if (u == 0 || cmp_link(links + 2 * i, links + 2 * (u - 1))) {
-            links[2 * u] = links[2 * i];
-            links[2 * u + 1] = links[2 * i + 1];
-            u++;
-        }
-    return u;
-}
-
 void attend_words_matrix(const float *A, int T, int S, const attend_words *src,
                          const attend_words *tgt, float *out) {
     const int TW = tgt->n_words, SW = src->n_words;
@@ -376,20 +308,19 @@ char *attend_alignment(const attend_result *r, const attend_config *c, const att
         return NULL;
     }
     float *A = malloc(sizeof(float) * ((size_t)T * S + 1));
-    int *best = malloc(sizeof(int) * ((size_t)T + 1)), *links = malloc(sizeof(int) * (2 * (size_t)T + 1));
+    int *links = NULL;
     attend_words sw, tw;
     char *out = NULL;
     int have_sw = 0, have_tw = 0;
-    if (!A || !best || !links) goto oom;
+    if (!A) goto oom;
     if (attend_view_reduce(v, r->cross, c->decoder_layers, c->decoder_heads, T, S, A, err, errlen))
         goto done;
     if (attend_words_from_pieces((const char *const *)r->src_pieces, S, &sw)) goto oom;
     have_sw = 1;
     if (attend_words_from_pieces((const char *const *)r->tgt_pieces, T, &tw)) goto oom;
     have_tw = 1;
-    if (attend_view_best(v, A, T, S, &sw, &tw, best)) goto oom;
-    out = attend_pharaoh(links, attend_align_links(best, T, &sw, &tw, links));
-    if (!out) goto oom;
+    const int k = attend_view_links(v, A, T, S, &sw, &tw, &links);
+    if (k < 0 || !(out = attend_pharaoh(links, k))) goto oom;
     goto done;
 oom:
     snprintf(err, errlen, "out of memory");
@@ -397,7 +328,6 @@ done:
     if (have_sw) attend_words_free(&sw);
     if (have_tw) attend_words_free(&tw);
     free(A);
-    free(best);
     free(links);
     return out;
 }

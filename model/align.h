@@ -27,15 +27,23 @@
  *   L:H[,L:H...]    explicit heads; several items are averaged. An item "L:avg" stands for
  *                   all heads of L; "all:H" for head H of every layer. "shift" may be added
  *                   as an item to any view. Each (layer, head) pair counts once.
- *   ...,words       the item "words" changes how links are read off (below): whole words,
- *                   each target word linked to the source word with the largest sum of
- *                   weights over both words' pieces (one link per target word).
+ *   ...,words       the item "words" reads links off whole words (below): the weight of a
+ *                   (target word, source word) pair is the sum over both words' pieces.
+ *   ...,mutual      link a row and a column only when each is the other's largest weight
+ *                   (mutual argmax: SimAlign's "ArgMax", Jalili Sabet et al. 2020), so rows
+ *                   may stay unlinked; without it every row links to its largest column.
+ *   ...,grow        mutual, then grown as grow-diag grows the intersection of two
+ *                   directions (Koehn et al. 2005), the view's rows and columns standing for
+ *                   the two directions: a neighbour of a link (eight around it) joins when
+ *                   it holds more than half of its row's or of its column's weight and its
+ *                   row or column has no link yet; repeated until none joins.
  *
- * Hard alignment (the choice made here): each target piece, except </s>, is linked to the
- * source piece with the highest weight in its row, </s> excluded from the candidates (so
- * every real target piece gets exactly one link; attention mass parked on </s> is ignored).
- * Pieces merge into words at SentencePiece's "▁" word-start marker; two words are aligned if
- * any of their pieces are. Pharaoh output: "i-j" with i the 0-based source word and j the
+ * Hard alignment: links are read off a grid, pieces (rows: target pieces, columns: source
+ * pieces) or with "words" whole words; </s> and other special tokens are in neither (attention
+ * mass parked on </s> is ignored). By default each row (target piece or word) links to the
+ * column with its highest weight, so every real target piece gets exactly one link; "mutual"
+ * and "grow" choose as above. Pieces merge into words at SentencePiece's "▁" word-start
+ * marker; two words are aligned if any of their pieces are. Pharaoh output: "i-j" with i the 0-based source word and j the
  * 0-based target word, sorted by i then j.
  *
  * Thread safety: all functions are pure; no shared state. */
@@ -83,6 +91,9 @@ enum { ATTEND_LAYER_LAST = -1, ATTEND_LAYER_PENULTIMATE = -2, ATTEND_LAYER_ALL =
  * index into L decoder layers; -1 when it names none (ATTEND_LAYER_ALL included). */
 ATTEND_API int attend_resolve_layer(int layer, int L);
 enum { ATTEND_HEAD_AVG = -1 };
+/* attend_view.links: each row's argmax (the default), mutual argmax, or mutual grown
+ * ("mutual" and "grow" in a view's text). */
+enum { ATTEND_LINKS_ARGMAX = 0, ATTEND_LINKS_MUTUAL = 1, ATTEND_LINKS_GROW = 2 };
 
 typedef struct {
     int n;                              /* items */
@@ -90,6 +101,7 @@ typedef struct {
     int head[ATTEND_VIEW_MAX];          /* index, or ATTEND_HEAD_AVG */
     int shift;                          /* read row t+1 for target token t (shift-att) */
     int words;                          /* align whole words: sum the weights of their pieces */
+    int links;                          /* how links are read off: ATTEND_LINKS_* */
 } attend_view;
 
 /* Parse a view ("last:0", "penultimate:avg", "3:avg,shift", "4:1,5:0", "all:avg"). 0, or -1
@@ -140,6 +152,12 @@ ATTEND_API int attend_view_best(const attend_view *v, const float *A, int T, int
  * pairs, written to links as 2*k ints. Returns k (links must hold 2*T ints). */
 ATTEND_API int attend_align_links(const int *best, int T, const attend_words *src, const attend_words *tgt,
                        int *links);
+
+/* The word links of view v read off A [T, S] (v->words: per word; v->links: argmax, mutual
+ * or grow; see the top of this file): *links is a malloc'd, sorted, duplicate-free list of
+ * (src word, tgt word) pairs, 2*k ints (free it). Returns k, or -1 when out of memory. */
+ATTEND_API int attend_view_links(const attend_view *v, const float *A, int T, int S, const attend_words *src,
+                                 const attend_words *tgt, int **links);
 
 /* Word-level view [tgt words, src words]: a target word's row is the mean of its pieces'
  * rows; a source word's column is the sum of its pieces' columns (so rows still sum to at

@@ -45,7 +45,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 7
+#define ATTEND_ABI 8
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */

@@ -73,8 +73,8 @@ def errors(d):
 
 
 def sweep(d):
-    """--sweep on a random model: every layer x head (+avg, all:avg) x shift is scored, and
-    the rows for last:0 and 1:avg,shift equal the AER of attend's own alignments."""
+    """--sweep on a random model: every layer x head (+avg, all:avg) x shift x words x link
+    rule is scored, and the rows of seven views equal the AER of attend's own alignments."""
     src_lines = T.corpus_lines("tatoeba", "de", 2000)
     tgt_lines = T.corpus_lines("tatoeba", "en", 2000)
     sspm = T.train_spm(d, "src", src_lines, 600)
@@ -100,12 +100,14 @@ def sweep(d):
     want = {f"{l}:{h}" for l in range(2) for h in range(2)} | {"0:avg", "1:avg", "all:avg"}
     want |= {w + ",shift" for w in want}
     want |= {w + ",words" for w in want}
+    want |= {w + m for w in want for m in (",mutual", ",grow")}
     assert set(table) == want, sorted(table)
     assert all(0.0 <= v <= 1.0 for v in table.values())
     best = out[-1].split()[1]
     assert table[best] == min(table.values())
     for preset, row in (("last:0", "1:0"), ("1:avg,shift", "1:avg,shift"), ("all:avg", "all:avg"),
-                        ("0:1,shift,words", "0:1,shift,words"), ("all:avg,words", "all:avg,words")):
+                        ("0:1,shift,words", "0:1,shift,words"), ("all:avg,words", "all:avg,words"),
+                        ("1:1,shift,words,grow", "1:1,shift,words,grow"), ("0:avg,mutual", "0:avg,mutual")):
         one = run([g, "-m", gguf, "--source", s, "--target", t, "--preset", preset]).stdout
         assert one.startswith(f"AER {table[row]:.4f}"), (preset, one, table[row])
     print(f"   sweep: best {best} {table[best]:.4f} of {len(table)} views")

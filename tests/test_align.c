@@ -76,15 +76,19 @@ static void test_view_names_and_errors(void) {
     attend_view v;
     char err[256], name[128];
     const char *round[] = {"last:0", "penultimate:avg,shift", "3:1,4:avg", "all:avg", "-3:2",
-                           "1:2,shift,words", "all:avg,words"};
+                           "1:2,shift,words", "all:avg,words", "1:2,shift,words,grow", "0:1,mutual"};
     for (size_t i = 0; i < sizeof round / sizeof *round; i++) {
         CHECK(attend_view_parse(round[i], &v, err, sizeof err) == 0);
         attend_view_name(&v, name, sizeof name);
         CHECK(!strcmp(name, round[i]));
         if (strcmp(name, round[i])) fprintf(stderr, "  %s -> %s\n", round[i], name);
     }
+    /* the flags are written after the heads whatever order they came in */
+    CHECK(attend_view_parse("grow, words,1:2 ,shift", &v, err, sizeof err) == 0 && v.links == ATTEND_LINKS_GROW);
+    attend_view_name(&v, name, sizeof name);
+    CHECK(!strcmp(name, "1:2,shift,words,grow"));
     const char *bad[] = {"", "last", "x:0", "0:x", "0:-1", "shift", "0:0,,", "1:", ":1", "0:0;1:1", "words",
-                         "shift,words", "0:0,word"};
+                         "shift,words", "0:0,word", "grow", "0:0,mutual,grow", "0:0,grown"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         int rc = attend_view_parse(bad[i], &v, err, sizeof err);
         CHECK(rc == -1 && err[0]);
@@ -283,12 +287,65 @@ static void test_alignment_result(void) {
     CHECK(p == NULL && strstr(err, "want_attention"));
 }
 
+/* Link rules worked by hand. Source "▁a ▁b ▁c ▁d </s>", target "▁A ▁B ▁C ▁D </s>":
+ *        a    b    c    d   </s>      row argmax   column argmax: a->A, b->D, c->C, d->D
+ *   A  .80  .10  .05  .05   0         a
+ *   B  .10  .30  .55  .05   0         c (but c's best row is C)
+ *   C  .05  .15  .75  .05   0         c
+ *   D  .05  .50  .05  .40   0         b
+ * argmax: 0-0 2-1 2-2 1-3. mutual: 0-0 2-2 1-3. grow, from the mutual links visited by
+ * column: around C-c, B-c (.55 of B's row 1.0, and B has no link) joins; D-d (.40 of d's
+ * column .55, and d has no link) joins; B-b (.30) is under half of both its sums. */
+static void test_link_rules(void) {
+    const char *src[] = {U "a", U "b", U "c", U "d", "</s>"};
+    const char *tgt[] = {U "A", U "B", U "C", U "D", "</s>"};
+    const float M[5 * 5] = {
+        0.80f, 0.10f, 0.05f, 0.05f, 0.0f,
+        0.10f, 0.30f, 0.55f, 0.05f, 0.0f,
+        0.05f, 0.15f, 0.75f, 0.05f, 0.0f,
+        0.05f, 0.50f, 0.05f, 0.40f, 0.0f,
+        0.00f, 0.00f, 0.00f, 0.00f, 1.0f,
+    };
+    static const char *const cases[][2] = {
+        {"0:0", "0-0 1-3 2-1 2-2"},         {"0:0,mutual", "0-0 1-3 2-2"},
+        {"0:0,grow", "0-0 1-3 2-1 2-2 3-3"}, {"0:0,words", "0-0 1-3 2-1 2-2"},
+        {"0:0,words,mutual", "0-0 1-3 2-2"}, {"0:0,words,grow", "0-0 1-3 2-1 2-2 3-3"},
+    };
+    attend_words sw, tw;
+    CHECK(attend_words_from_pieces(src, 5, &sw) == 0);
+    CHECK(attend_words_from_pieces(tgt, 5, &tw) == 0);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        attend_view v;
+        char err[128];
+        int *links = NULL;
+        CHECK(attend_view_parse(cases[i][0], &v, err, sizeof err) == 0);
+        const int k = attend_view_links(&v, M, 5, 5, &sw, &tw, &links);
+        char *p = k >= 0 ? attend_pharaoh(links, k) : NULL;
+        CHECK(p && !strcmp(p, cases[i][1]));
+        if (p && strcmp(p, cases[i][1])) fprintf(stderr, "  %s: got %s, want %s\n", cases[i][0], p, cases[i][1]);
+        free(p);
+        free(links);
+    }
+    /* an all-zero matrix (a shifted view of one row) links nothing under any rule */
+    float Z[5 * 5] = {0};
+    for (int rule = ATTEND_LINKS_ARGMAX; rule <= ATTEND_LINKS_GROW; rule++) {
+        attend_view v = attend_view_single(0, 0);
+        int *links = NULL;
+        v.links = rule;
+        CHECK(attend_view_links(&v, Z, 5, 5, &sw, &tw, &links) == 0);
+        free(links);
+    }
+    attend_words_free(&sw);
+    attend_words_free(&tw);
+}
+
 int main(void) {
     test_views();
     test_view_names_and_errors();
     test_words();
     test_hard_alignment();
     test_merge_links();
+    test_link_rules();
     test_alignment_result();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;

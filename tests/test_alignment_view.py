@@ -92,7 +92,8 @@ def calibrate_round_trip(d):
                             "--target", tgt, "--sweep"], capture_output=True, text=True, check=True).stdout
     assert [l.split() for l in lines[:-2]] == [l.split() for l in sweep.strip().split("\n")[:-1]], \
         (lines[:5], sweep[:200])
-    assert len(lines) - 3 == 4 * (5 * 6 + 1)  # every layer x head, each layer's avg, all:avg; x shift x words
+    # every layer x head, each layer's avg, all:avg; x shift x words x argmax/mutual/grow
+    assert len(lines) - 3 == 12 * (5 * 6 + 1)
     meta, tens = G.load(out)
     meta0, tens0 = G.load(SHIPPED)
     assert meta[KEY] == best[0]

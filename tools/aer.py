@@ -12,7 +12,8 @@
   aer.py GOLD -m MODEL --source SRC --target TGT --sweep
                                            score every decoder layer x head (and each layer's
                                            average, and all:avg), plain and shifted, links
-                                           per piece and per word (",words"), and print the
+                                           per piece and per word (",words"), links by
+                                           argmax, ",mutual" or ",grow", and print the
                                            table, best first
 
 GOLD: one line per sentence of links 'i-j' (sure) and 'ipj' (possible), i the source and j
@@ -106,32 +107,63 @@ def view(cross, layers_heads, shift):
     return A
 
 
-def hard_links(A, src_pieces, tgt_pieces, words=False):
+def hard_links(A, src_pieces, tgt_pieces, words=False, links="argmax"):
+    """The word links of view matrix A ([T, S]) as model/align_links.c reads them: off the
+    piece grid (rows: target pieces, columns: source pieces) or, with words, the word grid
+    (a pair's weight summed over both words' pieces), special tokens in neither; each row's
+    argmax, the mutual argmaxes, or those grown ("grow")."""
     import numpy as np
     sw, tw = words_of(src_pieces), words_of(tgt_pieces)
-    if words:  # the "words" item: per target word, the source word of the largest summed weight
-        return word_links(A, sw, tw)
-    mask = np.array(sw) >= 0
-    links = set()
-    for t in range(A.shape[0]):
-        if tw[t] < 0 or not mask.any():
-            continue
-        row = np.where(mask, A[t], -1.0)
-        j = int(np.argmax(row))
-        if row[j] > 0:
-            links.add((sw[j], tw[t]))
+    if words:
+        M = np.zeros((max(tw, default=-1) + 1, max(sw, default=-1) + 1))
+        for t, w in enumerate(tw):
+            for j, x in enumerate(sw):
+                if w >= 0 and x >= 0:
+                    M[w, x] += float(A[t, j])
+        row_word, col_word = list(range(M.shape[0])), list(range(M.shape[1]))
+    else:
+        keep = np.outer(np.array(tw) >= 0, np.array(sw) >= 0)
+        M = np.where(keep, np.asarray(A, dtype=np.float64), 0.0)
+        row_word, col_word = tw, sw
+    cells = {"argmax": row_argmax, "mutual": mutual_argmax, "grow": grow_mutual}[links](M)
+    return {(col_word[c], row_word[r]) for r, c in cells}
+
+
+def _best(v):
+    """Index of v's largest positive entry (the first of equals), or None."""
+    return int(v.argmax()) if v.size and v.max() > 0 else None
+
+
+def row_argmax(M):
+    return {(r, _best(M[r])) for r in range(M.shape[0]) if _best(M[r]) is not None}
+
+
+def mutual_argmax(M):
+    return {(r, c) for r, c in row_argmax(M) if _best(M[:, c]) == r}
+
+
+def grow_mutual(M):
+    """Mutual argmaxes, then neighbours (eight around a link) that hold more than half of
+    their row's or column's weight and whose row or column is still unlinked; each pass
+    visits the links it began with by (column, row), until a pass adds none."""
+    links = mutual_argmax(M)
+    rows, cols = M.sum(1), M.sum(0)
+    around = [(0, -1), (-1, 0), (0, 1), (1, 0), (-1, -1), (1, -1), (-1, 1), (1, 1)]
+    grew = True
+    while grew:
+        grew = False
+        for r, c in sorted(links, key=lambda rc: (rc[1], rc[0])):
+            for dr, dc in around:
+                n = (r + dr, c + dc)
+                if not (0 <= n[0] < M.shape[0] and 0 <= n[1] < M.shape[1]) or n in links:
+                    continue
+                row_free = all(x != n[0] for x, _ in links)
+                col_free = all(y != n[1] for _, y in links)
+                w = M[n]
+                if (row_free or col_free) and w > 0 and (w > 0.5 * rows[n[0]] or w > 0.5 * cols[n[1]]):
+                    links.add(n)
+                    grew = True
     return links
-
-
-def word_links(A, sw, tw):
-    import numpy as np
-    SW, TW = max(sw, default=-1) + 1, max(tw, default=-1) + 1
-    M = np.zeros((TW, SW))
-    for t, w in enumerate(tw):
-        for j, x in enumerate(sw):
-            if w >= 0 and x >= 0:
-                M[w, x] += float(A[t, j])
-    return {(int(np.argmax(M[w])), w) for w in range(TW) if SW and M[w].max() > 0}
 
 
 # --------------------------------------------------------------------------------------
@@ -184,8 +216,11 @@ def sweep(a, gold, srcs, tgts):
     for name, lh in views:
         for shift in (False, True):
             for words in (False, True):
-                hyp = [hard_links(view(s["cross"], lh, shift), s["src"], s["tgt"], words) for s in sents]
-                rows.append((aer(gold, hyp), name + (",shift" if shift else "") + (",words" if words else "")))
+                for links in ("argmax", "mutual", "grow"):
+                    hyp = [hard_links(view(s["cross"], lh, shift), s["src"], s["tgt"], words, links)
+                           for s in sents]
+                    rows.append((aer(gold, hyp), name + (",shift" if shift else "") + (",words" if words else "")
+                                 + ("," + links if links != "argmax" else "")))
     rows.sort(key=lambda r: (r[0], r[1]))
     print(f"{'view':<20} {'AER':>7}")
     for e, name in rows:

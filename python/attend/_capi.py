@@ -20,7 +20,7 @@ from typing import List, Optional
 # Structures (field order and types exactly as in the headers)
 
 # the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
-ABI = 7
+ABI = 8
 ATTEND_VIEW_MAX = 64
 # the metadata key a model file records its alignment view under (align.h)
 ATTEND_ALIGNMENT_VIEW_KEY = "attend.alignment.view"
@@ -200,6 +200,7 @@ class attend_view(ctypes.Structure):
         ("head", ctypes.c_int * ATTEND_VIEW_MAX),
         ("shift", ctypes.c_int),
         ("words", ctypes.c_int),
+        ("links", ctypes.c_int),
     ]
 
 
