@@ -32,7 +32,7 @@ static void usage_align(FILE *f) {
             "                          as attend translate); the view shows the output's own path\n"
             "      --greedy            the same as --beam 1\n"
             "      --preset VIEW       attention view (default: the model's own, the view its\n"
-            "                          file records, else all:avg; attend info shows it):\n"
+            "                          file records, else all:avg,grow; attend info shows it):\n"
             "                            last:0          head 0 of the last decoder layer\n"
             "                                            (Marian / CTranslate2 alignment head)\n"
             "                            penultimate:avg heads of the second-to-last layer\n"
@@ -43,6 +43,11 @@ static void usage_align(FILE *f) {
             "                            L:H[,L:H...]    explicit heads, averaged\n"
             "                            ...,words       link whole words: weights summed\n"
             "                                            over their pieces first\n"
+            "                            ...,mutual      link a row and a column only when\n"
+            "                                            each is the other's largest\n"
+            "                            ...,grow        mutual, then neighbours holding over\n"
+            "                                            half their row's or column's weight\n"
+            "                                            (grow-diag); default: each row's largest\n"
             "      --layer L           decoder layer (0-based; with --head, or all its heads)\n"
             "      --head H            head (0-based; of the last layer without --layer)\n"
             "      --words             merge pieces into words (rows: mean of a word's pieces,\n"
@@ -72,8 +77,9 @@ static void usage_align(FILE *f) {
             "  -o, --output OUT        write a copy of the model that records the best view\n"
             "                          (key " ATTEND_ALIGNMENT_VIEW_KEY "); without it, only\n"
             "                          print the table\n"
-            "  Every layer x head, each layer averaged and all:avg, plain and shifted, are\n"
-            "  scored by alignment error rate (AER); the table is printed best first.\n");
+            "  Every layer x head, each layer averaged and all:avg, plain and shifted, per\n"
+            "  piece and per word, links by argmax, mutual and grow, are scored by alignment\n"
+            "  error rate (AER); the table is printed best first.\n");
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -131,7 +131,7 @@ void attend_view_name(const attend_view *v, char *buf, size_t n) {
 
 void attend_default_view(int L, char *buf, size_t n) {
     (void)L; /* the same for every depth: see align.h */
-    if (n) snprintf(buf, n, "all:avg");
+    if (n) snprintf(buf, n, "all:avg,grow");
 }
 
 int attend_resolve_layer(int l, int L) {

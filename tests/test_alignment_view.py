@@ -61,22 +61,22 @@ def record(src, dst, view):
 # --------------------------------------------------------------------------------------
 
 def default_rule():
-    """all:avg whatever the depth; attend info and Python show it."""
-    want = {1: "all:avg", 2: "all:avg", 5: "all:avg", 12: "all:avg"}
+    """all:avg,grow whatever the depth; attend info and Python show it."""
+    want = {1: "all:avg,grow", 2: "all:avg,grow", 5: "all:avg,grow", 12: "all:avg,grow"}
     for L, v in want.items():
         buf = ctypes.create_string_buffer(64)
         C.lib().attend_default_view(L, buf, len(buf))
         assert buf.value.decode() == v, (L, buf.value, v)
     info = T.run_attend(["info", TINY]).stdout
-    assert re.search(r"^alignment view +all:avg \(the default", info, re.M), info
+    assert re.search(r"^alignment view +all:avg,grow \(the default", info, re.M), info
     cfg = attend.Model(TINY, threads=1).config
-    assert cfg.alignment_view == "all:avg" and cfg.alignment_view_recorded == 0
+    assert cfg.alignment_view == "all:avg,grow" and cfg.alignment_view_recorded == 0
 
 
 def shipped_records_its_view():
     """models/de-en.gguf records the view tools/align_recipe.py chose (models/README.md)."""
     info = T.run_attend(["info", SHIPPED]).stdout
-    assert re.search(r"^alignment view +1:2,shift,words \(recorded in the file\)", info, re.M), info
+    assert re.search(r"^alignment view +1:2,shift,words,grow \(recorded in the file\)", info, re.M), info
 
 
 def calibrate_round_trip(d):
