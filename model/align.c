@@ -142,6 +142,10 @@ int attend_resolve_layer(int l, int L) {
 }
 
 int attend_view_check(const attend_view *v, int L, int H, char *err, size_t errlen) {
+    if (v->links < ATTEND_LINKS_ARGMAX || v->links > ATTEND_LINKS_GROW) {
+        snprintf(err, errlen, "attention view: link rule %d is none of argmax (0), mutual (1), grow (2)", v->links);
+        return -1;
+    }
     for (int i = 0; i < v->n; i++) {
         if (v->layer[i] != ATTEND_LAYER_ALL && attend_resolve_layer(v->layer[i], L) < 0) {
             char name[32];

@@ -115,7 +115,7 @@ ATTEND_API attend_view attend_view_single(int layer, int head);
 ATTEND_API void attend_view_name(const attend_view *v, char *buf, size_t n);
 
 /* Check that every layer and head v names exists in a model of L decoder layers and H
- * heads. 0, or -1 with err. */
+ * heads, and that its link rule is one of ATTEND_LINKS_*. 0, or -1 with err. */
 ATTEND_API int attend_view_check(const attend_view *v, int L, int H, char *err, size_t errlen);
 
 /* Reduce cross [L, H, T, S] to out [T, S]: the mean of the selected heads, shifted if asked

@@ -326,6 +326,11 @@ static void test_link_rules(void) {
         free(p);
         free(links);
     }
+    /* a struct filled by hand with an unknown rule is refused by the check every reader runs */
+    attend_view odd = attend_view_single(0, 0);
+    char err[128];
+    odd.links = 3;
+    CHECK(attend_view_check(&odd, 1, 1, err, sizeof err) == -1 && strstr(err, "link rule 3"));
     /* an all-zero matrix (a shifted view of one row) links nothing under any rule */
     float Z[5 * 5] = {0};
     for (int rule = ATTEND_LINKS_ARGMAX; rule <= ATTEND_LINKS_GROW; rule++) {

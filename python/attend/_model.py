@@ -444,9 +444,11 @@ class Result:
         """Word alignment from a cross-attention view (default: the model's own, as
         ``attend align`` and ``--alignment`` use it; see default_view): a sorted list of
         (source word, target word) index pairs into src_words / tgt_words. Computed by the
-        library (attend_view_parse + attend_alignment): each target piece links to its
-        highest-weight source piece, ``</s>`` excluded; words are aligned if any of their
-        pieces are. Needs attention=True."""
+        library (attend_view_parse + attend_alignment) as the view says: by default each
+        target piece links to its highest-weight source piece (``</s>`` excluded), "words"
+        reads links off whole words, "mutual" / "grow" keep the mutual argmaxes / grow them
+        (docs/alignment-and-attention.md); words are aligned if any of their pieces are.
+        Needs attention=True."""
         out = []
         for link in self.pharaoh(view).split():
             i, j = link.split("-")
