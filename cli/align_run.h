@@ -12,6 +12,7 @@ typedef struct {
     cli_model_options common; /* -m, -t, --beam, --greedy, --src-lang, --tgt-lang */
     const char *source;       /* the sentence (NULL: a line of standard input) */
     const char *target;       /* --target: force-decode this translation */
+    const char *prefix;       /* --prefix: the translation starts with this text */
     const char *preset, *svg, *dump;
     int layer, head, has_layer, has_head;
     int words, all_heads, json;

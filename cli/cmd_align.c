@@ -24,6 +24,8 @@ static void usage_align(FILE *f) {
             "  -m, --model FILE        checkpoint (default: $ATTEND_MODEL, else models/de-en.gguf)\n"
             "      --target TEXT       force-decode this translation instead of translating;\n"
             "                          reports its log-probability per token\n"
+            "      --prefix TEXT       the translation starts with TEXT and the search goes on\n"
+            "                          from there (as attend translate --prefix)\n"
             "      --src-lang L        multilingual models (M2M-100, NLLB, mBART): the source\n"
             "                          language\n"
             "      --tgt-lang L        multilingual models: the target language\n"
@@ -121,6 +123,7 @@ static int take_color(cli_args *a, align_options *o) {
 static int take_align_option(cli_args *a, align_options *o) {
     int rc = CLI_OPT_OTHER;
     if (cli_is(a, NULL, "--target")) return cli_take_str(a, &o->target);
+    if (cli_is(a, NULL, "--prefix")) return cli_take_str(a, &o->prefix);
     if (cli_is(a, NULL, "--calibrate")) return cli_take_str(a, &o->calibrate);
     if (cli_is(a, NULL, "--source")) return cli_take_str(a, &o->source_file);
     if (cli_is(a, "-o", "--output")) return cli_take_str(a, &o->output);
@@ -208,6 +211,10 @@ static void *alloc_or_exit(size_t n) {
 static int translate_source(align_run *x) {
     const align_options *o = x->o;
     char err[512];
+    if (o->prefix && o->target) {
+        fprintf(stderr, "attend align: --prefix starts a free translation; --target forces a whole one: not both\n");
+        return EXIT_USAGE;
+    }
     x->m = cli_load_model(o->common.model);
     x->c = attend_get_config(x->m);
     if (x->view.n == 0 && attend_view_parse(x->c->alignment_view, &x->view, err, sizeof err)) {
@@ -223,7 +230,8 @@ static int translate_source(align_run *x) {
         return EXIT_USAGE;
     attend_params p = cli_model_params(&o->common);
     p.want_attention = p.want_scores = 1;
-    const char *targets[1] = {o->target};
+    const char *targets[1] = {o->target}, *prefixes[1] = {o->prefix};
+    if (o->prefix) p.target_prefix = prefixes;
     if (attend_translate(x->m, &x->source, NULL, 1, o->target ? targets : NULL, &p, &x->r, err, sizeof err)) {
         fprintf(stderr, "attend align: %s\n", err);
         return EXIT_FAIL;

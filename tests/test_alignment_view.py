@@ -228,6 +228,19 @@ def calibrate_usage(d):
         assert p.returncode == EXIT_USAGE and why in p.stderr and p.stderr.count("\n") == 1, (args, p.stderr)
 
 
+def align_prefix():
+    """attend align --prefix: the translation and alignment of translate --prefix --alignment
+    (the shipped model's own view); with --target it is refused (exit 2, one line)."""
+    for src, pre in ((SOURCES[0], "A woman"), (SOURCES[1], "Where")):
+        js = json.loads(T.run_attend(["align", "-m", SHIPPED, "--prefix", pre, "--format", "json", src]).stdout)
+        line = T.run_attend(["translate", "-m", SHIPPED, "--prefix", pre, "--alignment"], src + "\n").stdout
+        text, links = line.rstrip("\n").split(" ||| ")
+        assert js["translation"] == text and text.startswith(pre), (js["translation"], text)
+        assert js["alignment"] == links, (js["alignment"], links)
+    p = T.run_attend(["align", "-m", SHIPPED, "--prefix", "A", "--target", "A man.", SOURCES[0]], check=False)
+    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--prefix" in p.stderr, p
+
+
 def main():
     run = T.Runner()
     d = T.tempdir()
@@ -237,6 +250,7 @@ def main():
     run.check("every entry point uses the file's view", every_entry_point, d)
     run.check("bad recorded views are refused", refused, d)
     run.check("calibration's usage errors", calibrate_usage, d)
+    run.check("attend align --prefix", align_prefix)
     shutil.rmtree(d, ignore_errors=True)  # three copies of the shipped model
     run.finish()
 
