@@ -37,6 +37,8 @@ static void usage_explore(FILE *f) {
             "  -m, --model FILE   checkpoint (default: $ATTEND_MODEL, else models/de-en.gguf)\n"
             "  -o, --output FILE  the page (default explore.html; - for standard output)\n"
             "      --target TEXT  force-decode this translation of the one source sentence\n"
+            "      --prefix TEXT  every translation starts with TEXT and the search goes on\n"
+            "                     from there (as attend translate --prefix)\n"
             "      --src-lang L   multilingual models (M2M-100, NLLB, mBART): the source\n"
             "                     language\n"
             "      --tgt-lang L   multilingual models: the target language\n"
@@ -96,6 +98,7 @@ typedef struct {
     const char *source;       /* the sentence (NULL: the lines of standard input) */
     const char *output;       /* -o: the page (NULL: explore.html) */
     const char *target;       /* --target: force-decode this translation */
+    const char *prefix;       /* --prefix: each translation starts with this text */
     const char *preset;       /* --preset: the view listed first */
 } explore_options;
 
@@ -114,6 +117,7 @@ static int parse_explore(int argc, char **argv, explore_options *o) {
         int rc = cli_model_option(&a, &o->common);
         if (rc == CLI_OPT_OTHER && cli_is(&a, "-o", "--output")) rc = cli_take_str(&a, &o->output);
         if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--target")) rc = cli_take_str(&a, &o->target);
+        if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--prefix")) rc = cli_take_str(&a, &o->prefix);
         if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--preset")) rc = cli_take_str(&a, &o->preset);
         if (rc == CLI_OPT_OTHER)
             rc = cli_one_text(&a, &o->source, "one source sentence as an argument (quote it); several come "
@@ -129,6 +133,10 @@ static int check_options(const explore_options *o) {
     attend_view check;
     if (o->target && !o->source) {
         fprintf(stderr, "attend explore: --target needs the source sentence as an argument\n");
+        return EXIT_USAGE;
+    }
+    if (o->target && o->prefix) {
+        fprintf(stderr, "attend explore: --prefix starts a free translation; --target forces a whole one: not both\n");
         return EXIT_USAGE;
     }
     if (o->preset && attend_view_parse(o->preset, &check, err, sizeof err)) {
@@ -209,8 +217,10 @@ static int write_sentence(FILE *f, const explore_run *x, int i) {
         return EXIT_OK;
     }
     attend_result r;
-    const char *targets[1] = {target};
-    if (attend_translate(x->m, &source, NULL, 1, target ? targets : NULL, &x->p, &r, err, sizeof err)) {
+    const char *targets[1] = {target}, *prefixes[1] = {x->o->prefix};
+    attend_params p = x->p;
+    if (x->o->prefix) p.target_prefix = prefixes;
+    if (attend_translate(x->m, &source, NULL, 1, target ? targets : NULL, &p, &r, err, sizeof err)) {
         fprintf(stderr, "attend explore: line %d: %s\n", i + 1, err);
         return EXIT_FAIL;
     }

@@ -228,17 +228,26 @@ def calibrate_usage(d):
         assert p.returncode == EXIT_USAGE and why in p.stderr and p.stderr.count("\n") == 1, (args, p.stderr)
 
 
-def align_prefix():
-    """attend align --prefix: the translation and alignment of translate --prefix --alignment
-    (the shipped model's own view); with --target it is refused (exit 2, one line)."""
+def align_prefix(d):
+    """attend align --prefix and attend explore --prefix: the translation and alignment of
+    translate --prefix --alignment (the shipped model's own view); with --target they are
+    refused (exit 2, one line)."""
     for src, pre in ((SOURCES[0], "A woman"), (SOURCES[1], "Where")):
         js = json.loads(T.run_attend(["align", "-m", SHIPPED, "--prefix", pre, "--format", "json", src]).stdout)
         line = T.run_attend(["translate", "-m", SHIPPED, "--prefix", pre, "--alignment"], src + "\n").stdout
         text, links = line.rstrip("\n").split(" ||| ")
         assert js["translation"] == text and text.startswith(pre), (js["translation"], text)
         assert js["alignment"] == links, (js["alignment"], links)
-    p = T.run_attend(["align", "-m", SHIPPED, "--prefix", "A", "--target", "A man.", SOURCES[0]], check=False)
-    assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--prefix" in p.stderr, p
+        page = os.path.join(d, "prefix.html")
+        T.run_attend(["explore", "-m", SHIPPED, "--prefix", pre, src, "-o", page])
+        data = json.loads(re.search(r'id="attend-data">(.*?)</script>', open(page, encoding="utf-8").read(),
+                                    re.S).group(1))
+        one = data["sentences"][0]
+        assert one["translation"] == text, (one["translation"], text)
+        assert " ".join(f"{i}-{j}" for i, j in one["align"][js["view"]]) == links
+    for cmd in ("align", "explore"):
+        p = T.run_attend([cmd, "-m", SHIPPED, "--prefix", "A", "--target", "A man.", SOURCES[0]], check=False)
+        assert p.returncode == 2 and p.stderr.count("\n") == 1 and "--prefix" in p.stderr, p
 
 
 def main():
@@ -250,7 +259,7 @@ def main():
     run.check("every entry point uses the file's view", every_entry_point, d)
     run.check("bad recorded views are refused", refused, d)
     run.check("calibration's usage errors", calibrate_usage, d)
-    run.check("attend align --prefix", align_prefix)
+    run.check("attend align and explore --prefix", align_prefix, d)
     shutil.rmtree(d, ignore_errors=True)  # three copies of the shipped model
     run.finish()
 
