@@ -52,20 +52,27 @@ attend_result cli_hypothesis_result(const attend_result *r, int k) {
     return x;
 }
 
+/* " ||| ALIGNMENT" of r under view, on stdout; EXIT_USAGE, the message on stderr, when
+ * attend_alignment refuses (a view that does not fit the model, no attention). */
+static int print_alignment(const attend_result *r, const attend_config *c, const attend_view *view) {
+    char err[512];
+    char *al = attend_alignment(r, c, view, err, sizeof err);
+    if (!al) {
+        fprintf(stderr, "attend: --alignment: %s\n", err);
+        return EXIT_USAGE;
+    }
+    printf(" ||| %s", al);
+    free(al);
+    return 0;
+}
+
 int cli_write_nbest(long long idx, attend_result *r, const attend_config *c, const attend_view *view) {
     for (int k = 0; k < r->n_best; k++) { /* fewer hypotheses than asked cannot happen */
         one_line(r->nbest[k].text);
         printf("%lld ||| %s ||| %.6f", idx, r->nbest[k].text, r->nbest[k].score);
         if (view) { /* each hypothesis's own attention */
-            char err[512];
             const attend_result h = cli_hypothesis_result(r, k);
-            char *al = attend_alignment(&h, c, view, err, sizeof err);
-            if (!al) {
-                fprintf(stderr, "attend: --alignment: %s\n", err);
-                return EXIT_USAGE;
-            }
-            printf(" ||| %s", al);
-            free(al);
+            if (print_alignment(&h, c, view)) return EXIT_USAGE;
         }
         fputc('\n', stdout);
     }
@@ -75,16 +82,7 @@ int cli_write_nbest(long long idx, attend_result *r, const attend_config *c, con
 int cli_write_translation(attend_result *r, const attend_config *c, const attend_view *view) {
     one_line(r->text);
     fputs(r->text, stdout);
-    if (view) {
-        char err[512];
-        char *al = attend_alignment(r, c, view, err, sizeof err);
-        if (!al) {
-            fprintf(stderr, "attend: --alignment: %s\n", err);
-            return EXIT_USAGE;
-        }
-        printf(" ||| %s", al);
-        free(al);
-    }
+    if (view && print_alignment(r, c, view)) return EXIT_USAGE;
     fputc('\n', stdout);
     return 0;
 }

@@ -149,24 +149,15 @@ def check_parity(work, name, gguf, m, pairs, sentences_of, isas, stats, beams_li
                 assert ref[f"s{i}/tgt_ids"][0] == bos, f"{tag} s{i}: reference did not force {tgt_lang}"
                 assert ref[f"s{i}/src_ids"][0] == m.tok.lang_id[src_lang]
                 assert max_src is None or len(ref[f"s{i}/src_ids"]) <= max_src
-            for isa in isas:
-                eng_npz = os.path.join(work, tag.replace("/", "_") + f"-{isa}.npz")
-                T.run_attend(["translate", "-m", gguf, "--src-lang", src_lang, "--tgt-lang", tgt_lang,
-                              "--beam", str(beams), "--dump-attention", eng_npz, "--dump-logits"],
-                             "\n".join(lines) + "\n", env={"ATTEND_ISA": isa})
-                P.compare(f"{tag}/{isa}", ref_npz, eng_npz, len(lines), True,
-                          stats if isa == isas[0] else [])
-                if beams > 1:
-                    eng = np.load(eng_npz)
-                    for i in range(len(lines)):
-                        d = abs(float(eng[f"s{i}/score"][0]) - float(ref[f"s{i}/score"][0]))
-                        assert d <= 1e-4, f"{tag}/{isa} s{i}: beam score differs by {d:.2e}"
+            P.check_engine(tag, work, gguf, ref_npz, "\n".join(lines) + "\n", len(lines), isas, stats,
+                           ["--src-lang", src_lang, "--tgt-lang", tgt_lang, "--beam", str(beams)],
+                           beams=beams > 1)
 
 
-def endings(stats):
-    """The outputs end both by </s> and by length, and use 40+ distinct target ids."""
-    by_eos = [s for s in stats if s[2] == 2]
-    by_len = [s for s in stats if s[2] != 2]
+def endings(stats, eos=2):
+    """The outputs end both by </s> (id eos) and by length, and use 40+ distinct target ids."""
+    by_eos = [s for s in stats if s[2] == eos]
+    by_len = [s for s in stats if s[2] != eos]
     distinct = set().union(*(s[3] for s in stats)) if stats else set()
     print(f"   endings: {len(by_eos)} by </s>, {len(by_len)} by max_length (of {len(stats)}); "
           f"{len(distinct)} distinct target ids")

@@ -152,6 +152,23 @@ def compare(name, ref_npz, eng_npz, n, check_logits, stats):
         print(f"   {name}: largest logit difference {worst[0]:.1e}, attention {worst[1]:.1e}")
 
 
+def check_engine(tag, work, gguf, ref_npz, text, n, isas, stats, args=(), check_logits=True, beams=False):
+    """attend translate -m gguf args --dump-attention --dump-logits on text (n lines) on each
+    kernel set against the reference's dump ref_npz: compare()'s checks (stats collects the
+    first set's figures) and, with beams, each sentence's beam score within 1e-4."""
+    ref = np.load(ref_npz)
+    for isa in isas:
+        eng_npz = os.path.join(work, tag.replace("/", "_") + f"-{isa}.npz")
+        T.run_attend(["translate", "-m", gguf, *args, "--dump-attention", eng_npz, "--dump-logits"], text,
+                     env={"ATTEND_ISA": isa})
+        compare(f"{tag}/{isa}", ref_npz, eng_npz, n, check_logits, stats if isa == isas[0] else [])
+        if beams:
+            eng = np.load(eng_npz)
+            for i in range(n):
+                d = abs(float(eng[f"s{i}/score"][0]) - float(ref[f"s{i}/score"][0]))
+                assert d <= 1e-4, f"{tag}/{isa} s{i}: beam score differs by {d:.2e}"
+
+
 def main():
     run = T.Runner()
     work = T.tempdir()
@@ -178,12 +195,8 @@ def main():
         ref_npz = os.path.join(work, name + "-ref.npz")
         R.main(["dump", ref_dir, "--input", inp, "--out", ref_npz])
         max_lengths[name] = R.load_hf_dir(ref_dir).config["max_length"]
-        for isa in isas:
-            eng_npz = os.path.join(work, f"{name}-{isa}.npz")
-            T.run_attend(["translate", "-m", gguf, "--dump-attention", eng_npz, "--dump-logits"],
-                         open(inp, encoding="utf-8").read(), env={"ATTEND_ISA": isa})
-            compare(f"{name}/{isa}", ref_npz, eng_npz, len(lines), dtype == "f32",
-                    stats if isa == isas[0] else [])
+        check_engine(name, work, gguf, ref_npz, open(inp, encoding="utf-8").read(), len(lines), isas, stats,
+                     check_logits=dtype == "f32")
 
     for seed, (name, overrides, opts) in enumerate(CONFIGS):
         run.check(f"parity {name}", one, name, overrides, opts, seed + 1)

@@ -132,27 +132,8 @@ def check_parity(work, name, gguf, m, isas, stats, lines, beams_list=(1, BEAMS),
         tag = f"{name}/b{beams}"
         ref_npz = os.path.join(work, tag.replace("/", "_") + "-ref.npz")
         R.t5_dump(m, lines, ref_npz, num_beams=beams, prefix=prefix)
-        ref = np.load(ref_npz)
-        for isa in isas:
-            eng_npz = os.path.join(work, tag.replace("/", "_") + f"-{isa}.npz")
-            T.run_attend(["translate", "-m", gguf, "--beam", str(beams), "--dump-attention", eng_npz,
-                          "--dump-logits", *extra_args], "\n".join(lines) + "\n", env={"ATTEND_ISA": isa})
-            P.compare(f"{tag}/{isa}", ref_npz, eng_npz, len(lines), True, stats if isa == isas[0] else [])
-            if beams > 1:
-                eng = np.load(eng_npz)
-                for i in range(len(lines)):
-                    d = abs(float(eng[f"s{i}/score"][0]) - float(ref[f"s{i}/score"][0]))
-                    assert d <= 1e-4, f"{tag}/{isa} s{i}: beam score differs by {d:.2e}"
-
-
-def endings(stats):
-    by_eos = [s for s in stats if s[2] == 1]
-    by_len = [s for s in stats if s[2] != 1]
-    distinct = set().union(*(s[3] for s in stats)) if stats else set()
-    print(f"   endings: {len(by_eos)} by </s>, {len(by_len)} by max_length (of {len(stats)}); "
-          f"{len(distinct)} distinct target ids")
-    assert by_eos and by_len, "random models did not end both ways"
-    assert len(distinct) >= 40, "outputs too repetitive to exercise the vocabulary"
+        P.check_engine(tag, work, gguf, ref_npz, "\n".join(lines) + "\n", len(lines), isas, stats,
+                       ["--beam", str(beams), *extra_args], beams=beams > 1)
 
 
 def tricky_lines():
@@ -219,7 +200,7 @@ def main():
     for seed, (name, overrides, fmt, vocab) in enumerate(CONFIGS):
         run.check(f"t5 parity {name}", one, name, overrides, fmt, vocab, seed + 31)
 
-    run.check("outputs end by </s> and by length", endings, stats)
+    run.check("outputs end by </s> and by length", M.endings, stats, 1)  # T5's </s> is id 1
     def task_and_codes():
         """--task writes the task's prefix (and --tgt-lang xx a MADLAD <2xx> code) before
         each source, as a user would type them: the reference's output for the prefixed

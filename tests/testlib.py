@@ -90,6 +90,22 @@ def random_gguf(d, seed=3, **dims):
     return export(hf, hf + ".gguf")
 
 
+def smallest_top2_gap(logits):
+    """The smallest gap between a step's two best logits over the rows of logits [T, V] (a
+    greedy run's): a decision closer than a test's tie gap may go either way in float32."""
+    import numpy as np
+    top2 = np.sort(logits, axis=1)[:, -2:]
+    return (top2[:, 1] - top2[:, 0]).min()
+
+
+def check_nbest(what, hyps, ref, tol):
+    """attend's hypotheses hyps (Python's: ids, score) against the reference beam search's
+    ref, best first, pairwise: the same ids, scores within tol."""
+    for h, r in zip(hyps, ref):
+        assert h.ids.tolist() == r.ids, f"{what}: {h.ids.tolist()} != reference {r.ids}"
+        assert abs(h.score - r.score) <= tol, f"{what}: score {h.score} vs {r.score}"
+
+
 def run_attend(args, input_text=None, env=None, check=True, timeout=None):
     """Run build/attend; with timeout (seconds) a hung run raises subprocess.TimeoutExpired."""
     e = dict(os.environ)

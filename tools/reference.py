@@ -836,6 +836,31 @@ def _cmd_translate(a):
             print(m.tok.decode(hyps[0][0]), flush=True)
 
 
+def write_dump(out_path, model, sources, greedy_of, best_of=None):
+    """The .npz of `reference.py dump` (the tests read it; every family's reference writes
+    it): for source i (ids), s{i}/src_ids, tgt_ids, logits, text and each layer's enc_self,
+    dec_self and cross attention of greedy_of(src) -> Result; with best_of(src) -> the best
+    beam hypothesis instead, that hypothesis teacher-forced, and s{i}/score."""
+    out = {}
+    for i, src in enumerate(sources):
+        if best_of is None:
+            r = greedy_of(src)
+        else:
+            best = best_of(src)
+            att = attention_of(model, src, best.ids)
+            r = Result(ids=best.ids, logits=att["logits"], enc_self=att["enc_self"],
+                       dec_self=att["dec_self"], cross=att["cross"])
+            out[f"s{i}/score"] = np.array([best.score], dtype=np.float32)
+        out[f"s{i}/src_ids"] = np.array(src, dtype=np.int32)
+        out[f"s{i}/tgt_ids"] = np.array(r.ids, dtype=np.int32)
+        out[f"s{i}/logits"] = r.logits.astype(np.float32)
+        out[f"s{i}/text"] = np.array(model.tok.decode(r.ids))
+        for kind in ("enc_self", "dec_self", "cross"):
+            for l, p in enumerate(getattr(r, kind)):
+                out[f"s{i}/{kind}/l{l}"] = p
+    np.savez(out_path, **out)
+
+
 def _cmd_dump(a):
     """Write ids, logits and every attention matrix per sentence to an .npz for the tests.
     With --beam N (N >= 2) the best hypothesis, its teacher-forced logits and attention, and
@@ -844,28 +869,8 @@ def _cmd_dump(a):
     st, plain_greedy = _beam_settings(a, m)
     with open(a.input, encoding="utf-8") as f:
         lines = [l.rstrip("\n") for l in f]
-    out = {}
-    for i, line in enumerate(lines):
-        src = m.tok.encode(line)
-        if plain_greedy:
-            r = greedy(m, src, a.max_length)
-        else:
-            best = beam_search(m, src, max_length=a.max_length, **st)[0]
-            att = attention_of(m, src, best.ids)
-            r = Result(ids=best.ids, logits=att["logits"], enc_self=att["enc_self"],
-                       dec_self=att["dec_self"], cross=att["cross"])
-            out[f"s{i}/score"] = np.array([best.score], dtype=np.float32)
-        out[f"s{i}/src_ids"] = np.array(src, dtype=np.int32)
-        out[f"s{i}/tgt_ids"] = np.array(r.ids, dtype=np.int32)
-        out[f"s{i}/logits"] = r.logits.astype(np.float32)
-        out[f"s{i}/text"] = np.array(m.tok.decode(r.ids))
-        for l, p in enumerate(r.enc_self):
-            out[f"s{i}/enc_self/l{l}"] = p
-        for l, p in enumerate(r.dec_self):
-            out[f"s{i}/dec_self/l{l}"] = p
-        for l, p in enumerate(r.cross):
-            out[f"s{i}/cross/l{l}"] = p
-    np.savez(a.out, **out)
+    beam = None if plain_greedy else lambda src: beam_search(m, src, max_length=a.max_length, **st)[0]
+    write_dump(a.out, m, [m.tok.encode(line) for line in lines], lambda src: greedy(m, src, a.max_length), beam)
 
 
 def _cmd_random(a):

@@ -20,7 +20,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np  # noqa: E402
 from reference import (BeamHypotheses, BeamResult, BeamResults, DecoderLayer,  # noqa: E402
                        EncoderLayer, MarianTok, NearTies, Result, generation_limits,
-                       beam_step, load_state_dict, parse_early_stopping, random_parameters)
+                       beam_step, load_state_dict, parse_early_stopping, random_parameters, write_dump)
 
 
 M2M_DEFAULT_CONFIG = {
@@ -461,30 +461,11 @@ def m2m_dump(model, lines, src_lang, tgt_lang, out_path, num_beams=1, max_length
     """As `reference.py dump` (the same .npz keys) for an M2M100 model (or reference_mbart's
     MBart) and language pair; with num_beams > 1 the best hypothesis (beam_settings: further
     m2m_beam_search arguments), teacher-forced, and s{i}/score."""
-    tok = model.tok
-    forced_bos = tok.lang_id[tgt_lang]
-    out = {}
-    for i, line in enumerate(lines):
-        src = tok.encode(line, src_lang)
-        if num_beams == 1:
-            r = m2m_greedy(model, src, forced_bos, max_length)
-        else:
-            best = m2m_beam_search(model, src, forced_bos, num_beams, max_length=max_length,
-                                   **(beam_settings or {}))[0]
-            memory, enc_p = model.encode(torch.tensor([src]))
-            inp = [model.config["decoder_start_token_id"]] + list(best.ids[:-1])
-            logits, self_p, cross_p = model.decode(torch.tensor([inp]), memory)
-            r = Result(ids=best.ids, logits=logits[0].numpy(), enc_self=[p[0].numpy() for p in enc_p],
-                       dec_self=[p[0].numpy() for p in self_p], cross=[p[0].numpy() for p in cross_p])
-            out[f"s{i}/score"] = np.array([best.score], dtype=np.float32)
-        out[f"s{i}/src_ids"] = np.array(src, dtype=np.int32)
-        out[f"s{i}/tgt_ids"] = np.array(r.ids, dtype=np.int32)
-        out[f"s{i}/logits"] = r.logits.astype(np.float32)
-        out[f"s{i}/text"] = np.array(tok.decode(r.ids))
-        for kind in ("enc_self", "dec_self", "cross"):
-            for l, p in enumerate(getattr(r, kind)):
-                out[f"s{i}/{kind}/l{l}"] = p
-    np.savez(out_path, **out)
+    forced_bos = model.tok.lang_id[tgt_lang]
+    best = None if num_beams == 1 else lambda src: m2m_beam_search(
+        model, src, forced_bos, num_beams, max_length=max_length, **(beam_settings or {}))[0]
+    write_dump(out_path, model, [model.tok.encode(line, src_lang) for line in lines],
+               lambda src: m2m_greedy(model, src, forced_bos, max_length), best)
 
 
 def m2m_load_hf_dir(path):

@@ -25,7 +25,7 @@ from torch import nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np  # noqa: E402
 from reference import (BeamHypotheses, BeamResult, BeamResults, NearTies, Result,  # noqa: E402
-                       beam_step, load_state_dict, parse_early_stopping)
+                       beam_step, load_state_dict, parse_early_stopping, write_dump)
 
 # T5Config's defaults (t5-small's shape)
 T5_DEFAULT_CONFIG = {
@@ -409,28 +409,9 @@ def t5_beam_search(model, src_ids, num_beams, length_penalty=1.0, early_stopping
 def t5_dump(model, lines, out_path, num_beams=1, max_length=None, prefix=""):
     """As `reference.py dump` (the same .npz keys): each line (after prefix) greedy or with
     beams (the best hypothesis teacher-forced for its attention, s{i}/score)."""
-    tok = model.tok
-    out = {}
-    for i, line in enumerate(lines):
-        src = tok.encode(prefix + line)
-        if num_beams == 1:
-            r = t5_greedy(model, src, max_length)
-        else:
-            best = t5_beam_search(model, src, num_beams, max_length=max_length)[0]
-            memory, enc_p = model.encode(torch.tensor([src]))
-            inp = [model.config["decoder_start_token_id"]] + list(best.ids[:-1])
-            logits, self_p, cross_p = model.decode(torch.tensor([inp]), memory)
-            r = Result(ids=best.ids, logits=logits[0].numpy(), enc_self=[p[0].numpy() for p in enc_p],
-                       dec_self=[p[0].numpy() for p in self_p], cross=[p[0].numpy() for p in cross_p])
-            out[f"s{i}/score"] = np.array([best.score], dtype=np.float32)
-        out[f"s{i}/src_ids"] = np.array(src, dtype=np.int32)
-        out[f"s{i}/tgt_ids"] = np.array(r.ids, dtype=np.int32)
-        out[f"s{i}/logits"] = r.logits.astype(np.float32)
-        out[f"s{i}/text"] = np.array(tok.decode(r.ids))
-        for kind in ("enc_self", "dec_self", "cross"):
-            for l, p in enumerate(getattr(r, kind)):
-                out[f"s{i}/{kind}/l{l}"] = p
-    np.savez(out_path, **out)
+    best = None if num_beams == 1 else lambda src: t5_beam_search(model, src, num_beams, max_length=max_length)[0]
+    write_dump(out_path, model, [model.tok.encode(prefix + line) for line in lines],
+               lambda src: t5_greedy(model, src, max_length), best)
 
 
 # --------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import inspect
 import math
 import os
 import signal
@@ -832,6 +833,21 @@ class Model:
             p.seed = _int("seed", seed, 0, 2 ** 64 - 1)
         return p
 
+    def _settings(self, options: Dict[str, Any]) -> Tuple[C.attend_params, int, int]:
+        """The decoding settings of translate()'s and translate_ids()'s keywords (options:
+        the call's locals(); each of _params's keywords the call takes goes to it): the
+        library's parameters, the batch size and the token budget (0: none; a batch size of
+        32 when neither is given)."""
+        p = self._params(**{k: options[k] for k in _PARAM_KEYWORDS if k in options})
+        batch_size, batch_tokens = options["batch_size"], options["batch_tokens"]
+        if batch_size is not None:
+            batch_size = _int("batch_size", batch_size, 1)
+        if batch_tokens is not None:
+            batch_tokens = _int("batch_tokens", batch_tokens, 1)
+        if batch_size is None and batch_tokens is None:
+            batch_size = 32
+        return p, batch_size or 0, batch_tokens or 0
+
     # -- translation
     @overload
     def translate(self, lines: Text, **options: Any) -> Result: ...
@@ -889,21 +905,9 @@ class Model:
         running the model. Bad arguments raise TypeError / ValueError; settings the library
         refuses (n_best above the beam count, sample with beams) raise AttendError."""
         single, items = _lines(lines, "line")
-        p = self._params(beam=beam, greedy=greedy, n_best=n_best, length_penalty=length_penalty,
-                         early_stopping=early_stopping, min_length=min_length,
-                         no_repeat_ngram_size=no_repeat_ngram_size,
-                         repetition_penalty=repetition_penalty, max_length=max_length,
-                         sample=sample, top_k=top_k, top_p=top_p, temperature=temperature,
-                         seed=seed, attention=attention, scores=scores, logits=logits,
-                         threads=threads, src_lang=src_lang, tgt_lang=tgt_lang, task=task)
-        if batch_size is not None:
-            batch_size = _int("batch_size", batch_size, 1)
-        if batch_tokens is not None:
-            batch_tokens = _int("batch_tokens", batch_tokens, 1)
-        if batch_size is None and batch_tokens is None:
-            batch_size = 32
+        p, batch_size, batch_tokens = self._settings(locals())
         prefixes = _prefixes(target_prefix, len(items), single)
-        out = self._run(items, None, p, n_best or 0, batch_size or 0, batch_tokens or 0, verbose,
+        out = self._run(items, None, p, n_best or 0, batch_size, batch_tokens, verbose,
                         progress=progress, prefixes=prefixes)
         return out[0] if single else out
 
@@ -968,21 +972,9 @@ class Model:
         bad = _stream.check_ids(arrays, self.config.vocab_size)
         if bad:
             raise AttendError(bad)
-        p = self._params(beam=beam, greedy=greedy, n_best=n_best, length_penalty=length_penalty,
-                         early_stopping=early_stopping, min_length=min_length,
-                         no_repeat_ngram_size=no_repeat_ngram_size,
-                         repetition_penalty=repetition_penalty, max_length=max_length,
-                         sample=sample, top_k=top_k, top_p=top_p, temperature=temperature,
-                         seed=seed, attention=attention, scores=scores, logits=logits,
-                         threads=threads, tgt_lang=tgt_lang)
-        if batch_size is not None:
-            batch_size = _int("batch_size", batch_size, 1)
-        if batch_tokens is not None:
-            batch_tokens = _int("batch_tokens", batch_tokens, 1)
-        if batch_size is None and batch_tokens is None:
-            batch_size = 32
+        p, batch_size, batch_tokens = self._settings(locals())
         items = [("", b"")] * len(arrays)
-        out = self._run(items, None, p, n_best or 0, batch_size or 0, batch_tokens or 0, False,
+        out = self._run(items, None, p, n_best or 0, batch_size, batch_tokens, False,
                         progress=progress, src_ids=arrays)
         return out[0] if single else out
 
@@ -1128,6 +1120,10 @@ class Model:
         for r in done:
             r._model_name, r._decoding = name, decoding
         return done
+
+
+# the keywords Model._params takes (Model._settings forwards these of a call's options)
+_PARAM_KEYWORDS = [n for n in inspect.signature(Model._params).parameters if n != "self"]
 
 
 def _translate_ids_call(h: int, src_ids: List[np.ndarray], p: C.attend_params,

@@ -323,7 +323,9 @@ def translate_chunk(index: int, first_line: int, n_lines: int, data: bytes,
     if len(items) != n_lines:
         raise attend.AttendError(f"chunk {index}: {len(items)} lines, expected {n_lines}")
     opts = dict(spec["options"])
-    if spec["alignment"] is not None:
+    aligned = spec["alignment"] is not None
+    view = spec["alignment"] or None  # "": the model's own view (pharaoh's None)
+    if aligned:
         opts["attention"] = True
     t1 = time.perf_counter()
     results = model.translate(items, **opts, **spec["batching"]) if items else []
@@ -341,11 +343,11 @@ def translate_chunk(index: int, first_line: int, n_lines: int, data: bytes,
         if n_best:
             for k, h in enumerate(r.nbest):
                 line = f"{line_no - 1} ||| {_one_line(h.text)} ||| {h.score:.6f}"
-                if spec["alignment"] is not None:  # each hypothesis's own, as attend translate
-                    line += " ||| " + (r.hypothesis(k).pharaoh(spec["alignment"] or None) if r.src_ids.size else "")
+                if aligned:  # each hypothesis's own, as attend translate
+                    line += " ||| " + (r.hypothesis(k).pharaoh(view) if r.src_ids.size else "")
                 out.append(line)
-        elif spec["alignment"] is not None:
-            out.append(f"{_one_line(r.text)} ||| {r.pharaoh(spec['alignment'] or None)}")
+        elif aligned:
+            out.append(f"{_one_line(r.text)} ||| {r.pharaoh(view)}")
         else:
             out.append(_one_line(r.text))
     text = ("\n".join(out) + "\n").encode("utf-8") if out else b""

@@ -527,47 +527,13 @@ def write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, lang
     mask_id); tok_class: metadata written last. Returns (cfg, the tensors written)."""
     V = cfg["vocab_size"]
     tensors = E.stored(tensors, dtype)
-    gen = cfg["generation"]
-    k = lambda s: f"{arch}.{s}"  # noqa: E731  the family's keys
-    meta = [("general.architecture", G.STRING, arch),
-            ("general.alignment", G.UINT32, E.ALIGNMENT)]
-    if name:
-        meta.append(("general.name", G.STRING, name))
-    meta += [
-        ("attend.format_version", G.UINT32, 2 if dtype == "int8" else E.FORMAT_VERSION),
-        (G.CRC_KEY, G.ARRAY, None),  # filled in by the writer
-        (k("vocab_size"), G.UINT32, V),
-        (k("decoder_vocab_size"), G.UINT32, V),
-        (k("d_model"), G.UINT32, cfg["d_model"]),
-        (k("encoder_layers"), G.UINT32, cfg["encoder_layers"]),
-        (k("decoder_layers"), G.UINT32, cfg["decoder_layers"]),
-        (k("encoder_heads"), G.UINT32, cfg["encoder_attention_heads"]),
-        (k("decoder_heads"), G.UINT32, cfg["decoder_attention_heads"]),
-        (k("encoder_ffn_dim"), G.UINT32, cfg["encoder_ffn_dim"]),
-        (k("decoder_ffn_dim"), G.UINT32, cfg["decoder_ffn_dim"]),
-        (k("max_position_embeddings"), G.UINT32, cfg["max_position_embeddings"]),
-        (k("activation"), G.STRING, cfg["activation"]),
-        (k("scale_embedding"), G.BOOL, cfg["scale_embedding"]),
-        (k("layer_norm_eps"), G.FLOAT32, E.LAYER_NORM_EPS),
-        (k("shared_embeddings"), G.BOOL, True),
-        (k("tied_output"), G.BOOL, cfg["tied"]),
-        (k("pad_id"), G.UINT32, cfg["pad_token_id"]),
-        (k("eos_id"), G.UINT32, cfg["eos_token_id"]),
-        (k("unk_id"), G.UINT32, unk),
-        (k("bos_id"), G.UINT32, cfg["bos_token_id"]),
-    ] + [(k(key), G.UINT32, i) for key, i in after_bos] + [
-        (k("decoder_start_id"), G.UINT32, cfg["decoder_start_token_id"]),
-        (k("max_length"), G.UINT32, cfg["max_length"]),
-        (k("forced_eos"), G.BOOL, cfg["forced_eos"]),
-    ] + E.generation_metadata(gen)
-    if model_max_length is not None:
-        meta.append(("tokenizer.model_max_length", G.UINT32, model_max_length))
-    meta += [
-        # one SentencePiece model and one vocabulary serve both sides
-        ("tokenizer.source_spm", G.ARRAY, (G.UINT8, spm)),
-        ("tokenizer.target_spm", G.ARRAY, (G.UINT8, spm)),
-        ("tokenizer.source_pieces", G.ARRAY, (G.STRING, pieces)),
-        ("tokenizer.target_pieces", G.ARRAY, (G.STRING, pieces)),
+    meta = E.file_meta(arch, dtype, name, E.bart_hyperparameters(
+        cfg, vocab_size=V, decoder_vocab_size=V, shared_embeddings=True, pad_id=cfg["pad_token_id"],
+        eos_id=cfg["eos_token_id"], unk_id=unk, decoder_start_id=cfg["decoder_start_token_id"]),
+        more_ids=[("bos_id", cfg["bos_token_id"]), *after_bos])
+    meta += E.generation_metadata(cfg["generation"])
+    # one SentencePiece model and one vocabulary serve both sides
+    meta += E.tokenizer_metadata(model_max_length, spm, spm, pieces, pieces) + [
         ("tokenizer.languages", G.ARRAY, (G.STRING, codes)),
         ("tokenizer.language_ids", G.ARRAY, (G.UINT32, [lang_ids[c] for c in codes])),
     ] + tok_class

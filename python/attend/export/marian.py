@@ -479,6 +479,70 @@ def generation_metadata(gen):
     ]
 
 
+# the hyperparameters every family's file records under its architecture's prefix, in file
+# order: (key, type). A family's further ids (m2m_100's bos_id, mbart's mask_id) go between
+# the two parts.
+HYPERPARAMETERS = [
+    ("vocab_size", G.UINT32), ("decoder_vocab_size", G.UINT32), ("d_model", G.UINT32),
+    ("encoder_layers", G.UINT32), ("decoder_layers", G.UINT32),
+    ("encoder_heads", G.UINT32), ("decoder_heads", G.UINT32),
+    ("encoder_ffn_dim", G.UINT32), ("decoder_ffn_dim", G.UINT32),
+    ("max_position_embeddings", G.UINT32), ("activation", G.STRING),
+    ("scale_embedding", G.BOOL), ("layer_norm_eps", G.FLOAT32),
+    ("shared_embeddings", G.BOOL), ("tied_output", G.BOOL),
+    ("pad_id", G.UINT32), ("eos_id", G.UINT32), ("unk_id", G.UINT32),
+]
+HYPERPARAMETERS_AFTER_IDS = [("decoder_start_id", G.UINT32), ("max_length", G.UINT32), ("forced_eos", G.BOOL)]
+
+
+def file_meta(arch, dtype, name, hp, more_ids=()):
+    """The metadata every exported file starts with: architecture, alignment, name (when
+    given), format version, the CRC placeholder, then hp {key: value}, one value for each
+    key of HYPERPARAMETERS and HYPERPARAMETERS_AFTER_IDS, as arch's keys; more_ids: (key,
+    id) pairs of the family's further ids, written after unk_id."""
+    keys = HYPERPARAMETERS + [(k, G.UINT32) for k, _ in more_ids] + HYPERPARAMETERS_AFTER_IDS
+    values = dict(hp, **dict(more_ids))
+    if set(values) != {k for k, _ in keys}:
+        raise ValueError(f"file_meta: hyperparameters {sorted(set(values) ^ {k for k, _ in keys})} "
+                         "missing or unknown")
+    meta = [("general.architecture", G.STRING, arch),
+            ("general.alignment", G.UINT32, ALIGNMENT)]
+    if name:
+        meta.append(("general.name", G.STRING, name))
+    meta += [
+        # the lowest version that describes the file: int8 tensors need 2
+        ("attend.format_version", G.UINT32, 2 if dtype == "int8" else FORMAT_VERSION),
+        (G.CRC_KEY, G.ARRAY, None),  # filled in by the writer
+    ]
+    return meta + [(f"{arch}.{k}", t, values[k]) for k, t in keys]
+
+
+def bart_hyperparameters(cfg, **rest):
+    """file_meta's hyperparameters that the BART-shaped families' configs (marian, m2m_100,
+    mbart) name alike; rest: the others (vocabulary sizes, special ids, shared_embeddings)."""
+    return dict(
+        d_model=cfg["d_model"], encoder_layers=cfg["encoder_layers"], decoder_layers=cfg["decoder_layers"],
+        encoder_heads=cfg["encoder_attention_heads"], decoder_heads=cfg["decoder_attention_heads"],
+        encoder_ffn_dim=cfg["encoder_ffn_dim"], decoder_ffn_dim=cfg["decoder_ffn_dim"],
+        max_position_embeddings=cfg["max_position_embeddings"], activation=cfg["activation"],
+        scale_embedding=cfg["scale_embedding"], layer_norm_eps=LAYER_NORM_EPS, tied_output=cfg["tied"],
+        max_length=cfg["max_length"], forced_eos=cfg["forced_eos"], **rest)
+
+
+def tokenizer_metadata(model_max_length, source_spm, target_spm, source_pieces, target_pieces):
+    """The tokenizer.* keys every family writes: model_max_length (None: none), each side's
+    SentencePiece model (bytes) and the pieces of its ids."""
+    meta = []
+    if model_max_length is not None:
+        meta.append(("tokenizer.model_max_length", G.UINT32, model_max_length))
+    return meta + [
+        ("tokenizer.source_spm", G.ARRAY, (G.UINT8, source_spm)),
+        ("tokenizer.target_spm", G.ARRAY, (G.UINT8, target_spm)),
+        ("tokenizer.source_pieces", G.ARRAY, (G.STRING, source_pieces)),
+        ("tokenizer.target_pieces", G.ARRAY, (G.STRING, target_pieces)),
+    ]
+
+
 def write_gguf(out_path, cfg, sd, spm, src_pieces, tgt_pieces, unk, model_max_length,
                dtype="f32", name=None):
     """Write the .gguf of a model: cfg from config_values(), sd {HF tensor name: array},
@@ -487,45 +551,11 @@ def write_gguf(out_path, cfg, sd, spm, src_pieces, tgt_pieces, unk, model_max_le
     V, Vt = cfg["vocab_size"], cfg["decoder_vocab_size"]
     tensors = stored(map_tensors(cfg, sd), dtype)
 
-    gen = cfg["generation"]
-    meta = [("general.architecture", G.STRING, "marian"),
-            ("general.alignment", G.UINT32, ALIGNMENT)]
-    if name:
-        meta.append(("general.name", G.STRING, name))
-    meta += [
-        # the lowest version that describes the file: int8 tensors need 2
-        ("attend.format_version", G.UINT32, 2 if dtype == "int8" else FORMAT_VERSION),
-        (G.CRC_KEY, G.ARRAY, None),  # filled in by the writer
-        ("marian.vocab_size", G.UINT32, V),
-        ("marian.decoder_vocab_size", G.UINT32, Vt),
-        ("marian.d_model", G.UINT32, cfg["d_model"]),
-        ("marian.encoder_layers", G.UINT32, cfg["encoder_layers"]),
-        ("marian.decoder_layers", G.UINT32, cfg["decoder_layers"]),
-        ("marian.encoder_heads", G.UINT32, cfg["encoder_attention_heads"]),
-        ("marian.decoder_heads", G.UINT32, cfg["decoder_attention_heads"]),
-        ("marian.encoder_ffn_dim", G.UINT32, cfg["encoder_ffn_dim"]),
-        ("marian.decoder_ffn_dim", G.UINT32, cfg["decoder_ffn_dim"]),
-        ("marian.max_position_embeddings", G.UINT32, cfg["max_position_embeddings"]),
-        ("marian.activation", G.STRING, cfg["activation"]),
-        ("marian.scale_embedding", G.BOOL, cfg["scale_embedding"]),
-        ("marian.layer_norm_eps", G.FLOAT32, LAYER_NORM_EPS),
-        ("marian.shared_embeddings", G.BOOL, cfg["shared"]),
-        ("marian.tied_output", G.BOOL, cfg["tied"]),
-        ("marian.pad_id", G.UINT32, cfg["pad_id"]),
-        ("marian.eos_id", G.UINT32, cfg["eos_id"]),
-        ("marian.unk_id", G.UINT32, unk),
-        ("marian.decoder_start_id", G.UINT32, cfg["decoder_start_id"]),
-        ("marian.max_length", G.UINT32, cfg["max_length"]),
-        ("marian.forced_eos", G.BOOL, cfg["forced_eos"]),
-    ] + generation_metadata(gen)
-    if model_max_length is not None:
-        meta.append(("tokenizer.model_max_length", G.UINT32, model_max_length))
-    meta += [
-        ("tokenizer.source_spm", G.ARRAY, (G.UINT8, spm["source.spm"])),
-        ("tokenizer.target_spm", G.ARRAY, (G.UINT8, spm["target.spm"])),
-        ("tokenizer.source_pieces", G.ARRAY, (G.STRING, src_pieces)),
-        ("tokenizer.target_pieces", G.ARRAY, (G.STRING, tgt_pieces)),
-    ]
+    meta = file_meta("marian", dtype, name, bart_hyperparameters(
+        cfg, vocab_size=V, decoder_vocab_size=Vt, shared_embeddings=cfg["shared"], pad_id=cfg["pad_id"],
+        eos_id=cfg["eos_id"], unk_id=unk, decoder_start_id=cfg["decoder_start_id"]))
+    meta += generation_metadata(cfg["generation"])
+    meta += tokenizer_metadata(model_max_length, spm["source.spm"], spm["target.spm"], src_pieces, tgt_pieces)
     write_file(out_path, meta, tensors)
     return tensors
 

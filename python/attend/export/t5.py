@@ -224,34 +224,16 @@ def write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, tens
     # T5 has no position table: the longest source or output attend takes is what the
     # tokenizer and the generation settings allow (n_positions, T5's nominal 512, at least)
     positions = min(max(cfg["n_positions"], model_max_length or 0, cfg["max_length"]), 65536)
-    meta = [("general.architecture", G.STRING, ARCH),
-            ("general.alignment", G.UINT32, E.ALIGNMENT)]
-    if name:
-        meta.append(("general.name", G.STRING, name))
+    meta = E.file_meta(ARCH, dtype, name, dict(
+        vocab_size=V, decoder_vocab_size=V, d_model=cfg["d_model"],
+        encoder_layers=cfg["num_layers"], decoder_layers=cfg["num_decoder_layers"],
+        encoder_heads=cfg["num_heads"], decoder_heads=cfg["num_heads"],
+        encoder_ffn_dim=cfg["d_ff"], decoder_ffn_dim=cfg["d_ff"], max_position_embeddings=positions,
+        activation=cfg["activation"], scale_embedding=False, layer_norm_eps=cfg["eps"],
+        shared_embeddings=True, tied_output=cfg["tied"], pad_id=cfg["pad_token_id"],
+        eos_id=cfg["eos_token_id"], unk_id=2, decoder_start_id=cfg["decoder_start_token_id"],
+        max_length=cfg["max_length"], forced_eos=cfg["forced_eos"]))
     meta += [
-        ("attend.format_version", G.UINT32, 2 if dtype == "int8" else E.FORMAT_VERSION),
-        (G.CRC_KEY, G.ARRAY, None),  # filled in by the writer
-        (k("vocab_size"), G.UINT32, V),
-        (k("decoder_vocab_size"), G.UINT32, V),
-        (k("d_model"), G.UINT32, cfg["d_model"]),
-        (k("encoder_layers"), G.UINT32, cfg["num_layers"]),
-        (k("decoder_layers"), G.UINT32, cfg["num_decoder_layers"]),
-        (k("encoder_heads"), G.UINT32, cfg["num_heads"]),
-        (k("decoder_heads"), G.UINT32, cfg["num_heads"]),
-        (k("encoder_ffn_dim"), G.UINT32, cfg["d_ff"]),
-        (k("decoder_ffn_dim"), G.UINT32, cfg["d_ff"]),
-        (k("max_position_embeddings"), G.UINT32, positions),
-        (k("activation"), G.STRING, cfg["activation"]),
-        (k("scale_embedding"), G.BOOL, False),
-        (k("layer_norm_eps"), G.FLOAT32, cfg["eps"]),
-        (k("shared_embeddings"), G.BOOL, True),
-        (k("tied_output"), G.BOOL, cfg["tied"]),
-        (k("pad_id"), G.UINT32, cfg["pad_token_id"]),
-        (k("eos_id"), G.UINT32, cfg["eos_token_id"]),
-        (k("unk_id"), G.UINT32, 2),
-        (k("decoder_start_id"), G.UINT32, cfg["decoder_start_token_id"]),
-        (k("max_length"), G.UINT32, cfg["max_length"]),
-        (k("forced_eos"), G.BOOL, cfg["forced_eos"]),
         (k("d_kv"), G.UINT32, cfg["d_kv"]),
         (k("relative_buckets"), G.UINT32, cfg["relative_attention_num_buckets"]),
         (k("relative_max_distance"), G.UINT32, cfg["relative_attention_max_distance"]),
@@ -261,14 +243,7 @@ def write(out_path, cfg, dtype, name, model_max_length, spm, pieces, codes, tens
     if cfg["tasks"]:
         meta += [(k("tasks"), G.ARRAY, (G.STRING, [n for n, _ in cfg["tasks"]])),
                  (k("task_prefixes"), G.ARRAY, (G.STRING, [p for _, p in cfg["tasks"]]))]
-    if model_max_length is not None:
-        meta.append(("tokenizer.model_max_length", G.UINT32, model_max_length))
-    meta += [
-        ("tokenizer.source_spm", G.ARRAY, (G.UINT8, spm)),
-        ("tokenizer.target_spm", G.ARRAY, (G.UINT8, spm)),
-        ("tokenizer.source_pieces", G.ARRAY, (G.STRING, pieces)),
-        ("tokenizer.target_pieces", G.ARRAY, (G.STRING, pieces)),
-    ]
+    meta += E.tokenizer_metadata(model_max_length, spm, spm, pieces, pieces)
     E.write_file(out_path, meta, tensors)
     cfg = dict(cfg, decoder_vocab_size=V)
     return cfg, tensors
