@@ -18,8 +18,6 @@ import os
 import re
 import sys
 
-import numpy as np
-
 from . import m2m100 as M  # the family config reader, SentencePiece pieces
 from . import marian as E  # the shared readers and checks
 from . import gguf_io as G
