@@ -394,6 +394,18 @@ def main():
         assert p.returncode == 0, p.stderr
         a, b = G_read_tensors(bad + ".gguf"), G_read_tensors(gguf)
         assert a == b
+        # and from Python: attend.export(languages=...) writes the same bytes
+        sys.path.insert(0, os.path.join(T.REPO, "python"))
+        import attend
+        for langs in (opts["langs"], ",".join(opts["langs"])):
+            attend.export(bad, bad + "-py.gguf", dtype="f32", name="test", languages=langs)
+            with open(bad + ".gguf", "rb") as f1, open(bad + "-py.gguf", "rb") as f2:
+                assert f1.read() == f2.read()
+        try:
+            attend.export(bad, bad + "-py.gguf", name="test")
+            raise AssertionError("attend.export without languages took a directory without them")
+        except attend.AttendError as e:
+            assert "--languages" in str(e), e
 
     run.check("the exporter refuses what it cannot run, naming key and value", exporter_refusals)
 

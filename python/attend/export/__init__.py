@@ -18,7 +18,7 @@ import subprocess
 import sys
 import types
 import warnings
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 from .._model import AttendError, AttendWarning
 
@@ -39,13 +39,14 @@ def find_exporter() -> str:
 
 
 def export(src_dir: PathLike, out_path: PathLike, dtype: str = "f16", name: Optional[str] = None,
-           python: Optional[str] = None) -> str:
+           python: Optional[str] = None, languages: Union[None, str, Sequence[str]] = None) -> str:
     """Convert a checkpoint into one .gguf file: a Hugging Face directory (MarianMT /
     OPUS-MT, M2M-100, NLLB-200, mBART-50: config.json, model.safetensors or
     pytorch_model.bin, the tokenizer files) or a Marian release (.zip, or its directory):
-    ``python -m attend.export SRC OUT --dtype DTYPE [--name NAME]`` run with this
-    interpreter (or ``python``). Multilingual families take every language of the
-    checkpoint (the command line's --languages is not passed here).
+    ``python -m attend.export SRC OUT --dtype DTYPE [--name NAME] [--languages CODES]`` run
+    with this interpreter (or ``python``). Multilingual families (M2M-100, NLLB-200) take
+    the checkpoint's languages from its tokenizer files; ``languages`` (the codes in the
+    tokenizer's order, a list or one comma-separated str) is for a directory without them.
 
     ``dtype``: "f16" (default), "f32" or "int8" (per-row scales; what ``attend quantize``
     writes). ``name`` is recorded as general.name (default: the directory's name). The
@@ -57,6 +58,10 @@ def export(src_dir: PathLike, out_path: PathLike, dtype: str = "f16", name: Opti
         raise ValueError(f"dtype is one of {', '.join(DTYPES)}, not {dtype!r}")
     if name is not None and not isinstance(name, str):
         raise TypeError(f"name must be a str, not {type(name).__name__}")
+    if languages is not None and not isinstance(languages, str):
+        if not all(isinstance(x, str) for x in languages):
+            raise TypeError("languages must be a str or a sequence of str (language codes)")
+        languages = ",".join(languages)
     src, out = os.fspath(src_dir), os.fspath(out_path)
     if not os.path.exists(src):
         raise AttendError(f"{src}: no such directory (a Hugging Face model directory or a "
@@ -64,6 +69,8 @@ def export(src_dir: PathLike, out_path: PathLike, dtype: str = "f16", name: Opti
     cmd = [python or sys.executable, find_exporter(), src, out, "--dtype", dtype]
     if name is not None:
         cmd += ["--name", name]
+    if languages is not None:
+        cmd += ["--languages", languages]
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                        errors="replace")
     lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
