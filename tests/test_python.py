@@ -291,6 +291,13 @@ def save_npz_matches_cli_layout():
     assert sorted(a) == sorted(b)
     for k in a:
         assert np.array_equal(a[k], b[k]), k
+    # n-best: the other hypotheses' keys as --n-best writes them
+    run_cli("translate", "--beam", "4", "--n-best", "3", "--dump-attention", dump, "--", *SENTS)
+    attend.save_npz(model().translate(SENTS, beam=4, n_best=3, attention=True), mine)
+    a, b = npz(dump), npz(mine)
+    assert sorted(a) == sorted(b) and any("/nbest2/cross/" in k for k in a), sorted(set(a) ^ set(b))[:6]
+    for k in a:
+        assert np.array_equal(a[k], b[k]), k
 
 
 # ---------------------------------------------------------------------------------------

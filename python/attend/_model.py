@@ -1186,8 +1186,9 @@ def save_npz(results: Sequence[Result], path: PathLike, logits: bool = False) ->
     """Write results as ``attend translate --dump-attention`` does: ``s{i}/src_ids``,
     ``tgt_ids``, ``src_pieces``, ``tgt_pieces``, ``text``, ``logprob``, ``score``,
     ``enc_self/l{l}``, ``dec_self/l{l}``, ``cross/l{l}`` (and ``logits`` with logits=True),
-    i counting the results from 0; blank lines get no keys. The results need attention
-    (and scores)."""
+    i counting the results from 0; blank lines get no keys; with n_best, the other
+    hypotheses under ``s{i}/nbest{k}/`` as ``--n-best`` writes them. The results need
+    attention (and scores)."""
     arrays: Dict[str, np.ndarray] = {}
     for i, r in enumerate(results):
         if r.src_ids.size == 0:
@@ -1210,4 +1211,20 @@ def save_npz(results: Sequence[Result], path: PathLike, logits: bool = False) ->
             a = getattr(r, name)
             for layer in range(a.shape[0]):
                 arrays[f"{k}{name}/l{layer}"] = a[layer]
+        for j, h in enumerate(r.nbest[1:] if r.nbest else [], start=1):
+            _add_hypothesis(arrays, f"{k}nbest{j}/", h)
     np.savez_compressed(path, **arrays)
+
+
+def _add_hypothesis(arrays: Dict[str, np.ndarray], k: str, h: Hypothesis) -> None:
+    """n-best entry h under prefix k, as attend translate --n-best --dump-attention writes it."""
+    arrays[k + "tgt_ids"] = h.ids
+    arrays[k + "tgt_pieces"] = np.array(h.tokens or [], dtype=str)
+    arrays[k + "text"] = np.array([h.text], dtype=str)
+    arrays[k + "score"] = np.array([h.score], dtype=np.float32)
+    if h.logprob is not None:
+        arrays[k + "logprob"] = h.logprob
+    for name in ("dec_self", "cross"):
+        a = getattr(h, name)
+        for layer in range(a.shape[0] if a is not None else 0):
+            arrays[f"{k}{name}/l{layer}"] = a[layer]
