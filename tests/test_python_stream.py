@@ -111,6 +111,27 @@ def iter_refuses_early():
     check(taken == [], "a refused call read its input")
 
 
+def iter_prefix_per_line():
+    """target_prefix as one prefix per line (a list or a generator, None for none): the
+    Results of translate() with the same list, whatever the group size; fewer or more
+    prefixes than lines is a ValueError; one str still goes to every line."""
+    m = model()
+    prefixes = ["The" if i % 3 == 0 else None if i % 3 == 1 else "A" for i in range(len(LINES))]
+    whole = m.translate(LINES, greedy=True, target_prefix=prefixes)
+    check(any(p and not r.text.startswith(p) for p, r in zip(prefixes, m.translate(LINES, greedy=True))),
+          "the prefixes change nothing here: pick others")
+    for bs, src in ((1, list), (3, iter), (32, list)):
+        got = list(m.translate_iter(iter(LINES), batch_size=bs, greedy=True, target_prefix=src(prefixes)))
+        check(len(got) == len(LINES), f"{len(got)} results for {len(LINES)} lines")
+        for i, (a, b) in enumerate(zip(whole, got)):
+            same(a, b, f"prefix per line, batch_size={bs} line {i}")
+    raises(ValueError, lambda: list(m.translate_iter(LINES, batch_size=2, target_prefix=prefixes[:-1])))
+    raises(ValueError, lambda: list(m.translate_iter(LINES, batch_size=2, target_prefix=prefixes + ["X"])))
+    raises(TypeError, lambda: m.translate_iter(LINES, target_prefix=42))
+    one = [r.text for r in m.translate_iter(LINES[:3], greedy=True, target_prefix="The")]
+    check(one == [r.text for r in m.translate(LINES[:3], greedy=True, target_prefix="The")], f"one str: {one}")
+
+
 class Tty(io.StringIO):
     def isatty(self):
         return True
@@ -189,6 +210,7 @@ def main():
     for name, fn in [("translate_iter equals translate() bit for bit", iter_equals_translate),
                      ("translate_iter reads lazily, yields in order", iter_is_lazy_and_in_order),
                      ("translate_iter refuses bad calls before reading", iter_refuses_early),
+                     ("translate_iter: target_prefix per line, read in step", iter_prefix_per_line),
                      ("progress=True: sparse lines, in place on a terminal, off by default",
                       progress_lines),
                      ("translate_ids equals translate() of the same text", ids_equal_translate),

@@ -926,7 +926,9 @@ class Model:
         the whole list bit for bit. A trailing newline (and \\r before it) is dropped from
         each line, as ``attend translate`` reads lines. ``progress``: as translate()'s,
         counting every line so far. The other options are translate()'s (checked when
-        translate_iter is called, before any line is read). CTranslate2 calls this
+        translate_iter is called, before any line is read); a ``target_prefix`` that is not
+        one str is an iterable of one prefix (or None) per line, read in step with the
+        lines (ValueError when it has fewer or more). CTranslate2 calls this
         translate_iterable."""
         _stream.check_iterable(lines)
         if "batch_tokens" in options and batch_size is None and lookahead is None:
@@ -934,15 +936,30 @@ class Model:
         size = _int("lookahead", lookahead if lookahead is not None else batch_size or 32, 1)
         if batch_size is not None:
             options["batch_size"] = _int("batch_size", batch_size, 1)
+        per_line = options.get("target_prefix")
+        if per_line is None or isinstance(per_line, (str, bytes)):
+            per_line = None
+        else:  # one prefix per line, read in step with the lines
+            try:
+                per_line = iter(per_line)
+            except TypeError:
+                raise TypeError("target_prefix is a str or an iterable of str (one per line), not "
+                                f"{type(per_line).__name__}") from None
+            del options["target_prefix"]
         self.translate([], **options)  # the options' errors now, not at the first next()
-        return self._iter(lines, size, progress, options)
+        return self._iter(lines, size, progress, options, per_line)
 
     def _iter(self, lines: Iterable[Text], size: int, progress: bool,
-              options: Dict[str, Any]) -> Iterator[Result]:
+              options: Dict[str, Any], per_line: Optional[Iterator[Any]]) -> Iterator[Result]:
         shown = _stream.as_progress(progress, None)
+        prefixes = per_line
         try:
             for chunk in _stream.chunks(lines, size):
+                if prefixes is not None:
+                    options["target_prefix"] = _stream.take(prefixes, len(chunk), "target_prefix")
                 yield from self.translate(chunk, progress=shown or False, **options)
+            if prefixes is not None and next(prefixes, _stream.END) is not _stream.END:
+                raise ValueError("target_prefix: more prefixes than lines")
         finally:
             if shown is not None:
                 shown.close()

@@ -108,6 +108,17 @@ def check_iterable(lines: Any) -> None:
         raise TypeError(f"translate_iter takes an iterable of lines, not {type(lines).__name__}") from None
 
 
+END = object()  # what next() gives past the end of an iterator
+
+
+def take(it: Iterator[Any], n: int, what: str) -> List[Any]:
+    """The next n items of it (newlines stripped as from lines); ValueError when it has fewer."""
+    got = [strip_newline(x) for x in itertools.islice(it, n)]
+    if len(got) < n:
+        raise ValueError(f"{what}: fewer prefixes than lines")
+    return got
+
+
 IdsInput = Union[Sequence[int], np.ndarray, Sequence[Sequence[int]]]
 
 
