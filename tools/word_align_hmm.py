@@ -16,9 +16,9 @@ EM: forward-backward with each step's forward mass normalised to one (the scalin
 long sentences from underflowing), t re-estimated from the posteriors as in Model 1, c from
 the expected jumps. c's update is the fixed point of its likelihood under the normalisation
 above: c(b) = E(b) / O(b), E(b) the expected jumps in bucket b and O(b) the expected number of
-times bucket b was on offer (each transition's start weighted by 1 / its normaliser). Decoding:
-each word's most probable state under the posteriors (all NULL states together against each
-real one; NULL wins: no link).
+times bucket b was on offer (each transition's start weighted by 1 / its normaliser). Decoding
+by posteriors: each word's most probable source word, linked when its posterior beats NULL's
+(all NULL states together) and a threshold (0.5 by default: more likely linked there than not).
 
 Sentence pairs are sorted by length and padded to the longest pair of a chunk; the jump
 normaliser depends on the sentence only through which positions exist, so every step of a
@@ -159,9 +159,10 @@ class HMM:
             c = jumps / np.maximum(offered, 1e-300)
             self.c = np.maximum(c / c.sum(), 1e-12)
 
-    def decode(self, first_sentence):
+    def decode(self, first_sentence, threshold=0.5):
         """(sentence, source word, target word) links of sentences >= first_sentence, as
-        Direction.viterbi gives them: each target word's most probable state, none for NULL."""
+        Direction.viterbi gives them: each target word's most probable source word when its
+        posterior passes threshold and NULL's (all NULL states together)."""
         d = self.d
         sents = np.arange(first_sentence, len(d.n))
         sents = sents[(d.n[sents] > 0) & (d.m[sents] > 0)]
@@ -169,8 +170,8 @@ class HMM:
         for ch in chunks(d, sents, self.dummy):
             post = Posteriors(ch, t, self.c, self.p0, self.J)
             best = post.real.argmax(2)
-            win = ch.active & (np.take_along_axis(post.real, best[:, :, None], 2)[:, :, 0] > post.null)
-            j, b = np.nonzero(win)
+            p = np.take_along_axis(post.real, best[:, :, None], 2)[:, :, 0]
+            j, b = np.nonzero(ch.active & (p > post.null) & (p > threshold))
             out_s.append(ch.sents[b])
             out_i.append(best[j, b])
             out_j.append(j)
