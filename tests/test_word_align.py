@@ -196,6 +196,12 @@ def hmm_zero(d):
     zero = subprocess.run(args + ["--hmm", "0"], capture_output=True, check=True).stdout
     assert hashlib.sha256(zero).hexdigest() == BEFORE_HMM, "--hmm 0 is no longer the aligner before the HMM"
     assert subprocess.run(args + ["--hmm", "3"], capture_output=True, check=True).stdout != zero
+    # sentences with an empty side only: empty lines out, whichever stage links
+    os.makedirs(os.path.join(d, "empty"))
+    empty = write_pairs(os.path.join(d, "empty"), [[], src[0]], [tgt[0], []], 2)[:4]
+    for hmm in ("0", "2"):
+        out = subprocess.run(args[:2] + empty + args[6:] + ["--hmm", hmm], capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout == "\n\n", (hmm, out.stderr[-300:])
 
 
 def symmetrisation():
@@ -219,7 +225,7 @@ def main():
     run.check("the HMM's forward-backward against brute force", forward_backward_exact)
     run.check("the HMM places repeated words that Model 2 cannot", hmm_places_repeated_words)
     run.check("the command line", command_line, d)
-    run.check("--hmm 0: the aligner before the HMM", hmm_zero, d)
+    run.check("--hmm 0: the aligner before the HMM; pairs with an empty side", hmm_zero, d)
     run.finish()
 
 

@@ -62,7 +62,8 @@ def chunks(d, sents, dummy):
                               and RATIO[1] * n[k] <= RATIO[0] * n[begin] + RATIO[1]):
                 lo, hi = lo2, hi2
                 continue
-        out.append(Chunk(d, order[begin:k], dummy))
+        if k > begin:
+            out.append(Chunk(d, order[begin:k], dummy))
         if k < len(order):
             begin, lo, hi = k, m[k], m[k]
     return out
