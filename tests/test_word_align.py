@@ -3,7 +3,8 @@
 grow-diag-final-and) on synthetic parallel text whose alignment is known: a one-to-one
 dictionary, local reorderings and words with no counterpart; a corpus whose halves swap,
 where only the HMM's jumps place a repeated word; the HMM's forward-backward against brute
-force; --hmm 0's output against the digest of the aligner before the HMM; and the
+force (a long pair too: the scaling against underflow); --hmm 0's output against the digest of the
+aligner before the HMM; and the
 symmetrisation on hand-made link sets. Run: /usr/bin/python3 tests/test_word_align.py"""
 import hashlib
 import itertools
@@ -154,6 +155,14 @@ def forward_backward_exact():
         assert np.allclose(post.null[:m, b], null, atol=1e-12), (s, post.null[:m, b], null)
         jumps += jmp
     assert np.allclose(post.jumps, jumps, atol=1e-12), (post.jumps, jumps)
+    # a long pair with small emissions: unscaled, its path probabilities (~1e-7 per word) underflow
+    long_s, long_t = [[f"s{k}" for k in range(150)]], [[f"t{k}" for k in range(160)]]
+    d = W.Direction([vs.encode(x) for x in long_s], [vt.encode(x) for x in long_t], len(vs.ids))
+    d.t = rng.uniform(1e-8, 1e-6, len(d.t))
+    chunk = HMM.Chunk(d, np.arange(1), len(d.t))
+    post = HMM.Posteriors(chunk, np.append(d.t, 0.0), np.exp(-np.abs(np.arange(-7, 8) - 1.0)), 0.2, 7)
+    total = post.real.sum(2) + post.null
+    assert np.allclose(total, 1.0, atol=1e-9) and np.isfinite(post.jumps).all(), total.ravel()[:5]
 
 
 def command_line(d):
