@@ -4,7 +4,8 @@ grow-diag-final-and) on synthetic parallel text whose alignment is known: a one-
 dictionary, local reorderings and words with no counterpart; a corpus whose halves swap,
 where only the HMM's jumps place a repeated word; the HMM's forward-backward against brute
 force (and a long pair: the scaling against underflow); --hmm 0's output against the digest
-of the aligner before the HMM; and the symmetrisation on hand-made link sets. Run: /usr/bin/python3 tests/test_word_align.py"""
+of the aligner before the HMM; and the symmetrisation on hand-made link sets.
+Run: /usr/bin/python3 tests/test_word_align.py"""
 import hashlib
 import itertools
 import os
