@@ -58,8 +58,9 @@ def chunks(d, sents, dummy):
     for k in range(len(order) + 1):
         if k < len(order):
             lo2, hi2 = (min(lo, m[k]), max(hi, m[k])) if k > begin else (m[k], m[k])
-            if k == begin or ((k - begin + 1) * hi2 * (n[k] + 1) <= CELLS and RATIO[1] * hi2 <= RATIO[0] * lo2 + RATIO[1]
-                              and RATIO[1] * n[k] <= RATIO[0] * n[begin] + RATIO[1]):
+            fits = (k - begin + 1) * hi2 * (n[k] + 1) <= CELLS
+            alike = RATIO[1] * hi2 <= RATIO[0] * lo2 + RATIO[1] and RATIO[1] * n[k] <= RATIO[0] * n[begin] + RATIO[1]
+            if k == begin or (fits and alike):
                 lo, hi = lo2, hi2
                 continue
         if k > begin:
