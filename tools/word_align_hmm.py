@@ -92,18 +92,18 @@ class Posteriors:
         alpha, mem, scale = self.forward(ch, emit, emit_null, C, zi, start, p0)
         self.real, self.null = np.empty((M, B, N)), np.empty((M, B))
         jumps, left = np.zeros((N, N)), np.zeros((B, N))
-        beta = np.ones((B, N))        # a state's future depends only on its position
+        beta = np.ones((B, N))  # word j's scaled future, by the position its state remembers (real or NULL alike)
         for j in range(M - 1, -1, -1):
             self.real[j] = alpha[j] * beta
             before = mem[j - 1] if j else start
             self.null[j] = emit_null[j] / scale[j] * (before * beta).sum(1)
             if not j:
                 break
-            after = emit[j] * (beta / scale[j][:, None])
+            after = emit[j] * (beta / scale[j][:, None])   # a jump into real state i at word j: what follows it
             g = after @ C.T
             frm = mem[j - 1] * zi
-            jumps += frm.T @ after
-            left += frm * g
+            jumps += frm.T @ after                        # times C: expected jumps i' -> i into word j
+            left += frm * g                               # the mass that jumped from i' (for O)
             beta = np.where(ch.active[j][:, None], g * zi + (emit_null[j] / scale[j])[:, None] * beta, 1.0)
         self.jumps = np.bincount(width.ravel(), (C * jumps).ravel(), 2 * J + 1)
         self.offered = np.bincount(width.ravel(), ((left / Z).T @ ch.mask).ravel(), 2 * J + 1)
