@@ -87,7 +87,7 @@ def corpus(a):
     pairs = train + silver + dev
     src = [W.split_words(x) for x, _ in extra] + [[w.lower() for w in s] for s, _ in pairs]
     tgt = [W.split_words(y) for _, y in extra] + [[w.lower() for w in t] for _, t in pairs]
-    links = W.align(src, tgt, len(pairs), log=log)
+    links = W.align(src, tgt, len(pairs), log=log, hmm=a.hmm)
     n1, n2 = len(train), len(train) + len(silver)
     out = {"train": [[s, t, l] for (s, t), l in zip(train, links[:n1])],
            "silver": [[s, t, l] for (s, t), l in zip(silver, links[n1:n2])],
@@ -246,6 +246,9 @@ def main(argv=None):
     p.add_argument("--pairs", type=int, default=3000)
     p.add_argument("--silver", type=int, default=300)
     p.add_argument("--max-pairs", type=int, default=60000)
+    p.add_argument("--hmm", type=int, default=0,
+                   help="word_align.py's HMM iterations for the labels (0: Model 2's links, as the "
+                        "table in models/README.md was made; the links are cached in WORK/links.json)")
     p.add_argument("--layer", type=int, nargs="+", default=[3],
                    help="decoder state(s) to try: 0..L-1 a layer's output, L..2L-1 layer (i-L)'s "
                         "cross-attention input")
