@@ -17,7 +17,7 @@ AER_PY = os.path.join(T.TOOLS, "aer.py")
 #   |A|=3 |S|=2 |A&S|=1 (0-0) |A&P|=2 (0-0, 1-1)
 # Sentence 2: sure 0-1 1-0 1-2, hypothesis 0-1 1-0 (attend-style 'text ||| links' line).
 #   |A|=2 |S|=3 |A&S|=2 |A&P|=2
-# Corpus: AER = 1 - (3 + 4) / (5 + 5) = 0.3
+# Corpus: AER = 1 - (3 + 4) / (5 + 5) = 0.3; precision |A&P|/|A| = 4/5, recall |A&S|/|S| = 3/5
 GOLD = "0-0 1p1 2-2\n0-1 1-0 1-2\n"
 HYP = "0-0 1-1 2-1\nsome text ||| 0-1 1-0\n"
 # The same gold 1-based and target-first.
@@ -41,7 +41,7 @@ def run(args, check=True):
 def hand_computed(d):
     g, h = write(d, "gold", GOLD), write(d, "hyp", HYP)
     out = run([g, h]).stdout
-    assert out.startswith("AER 0.3000 (2 sentences)"), out
+    assert out == "AER 0.3000 (2 sentences); precision 0.8000, recall 0.6000\n", out
     gold = AER.read_gold(g, False, False)
     assert gold[0] == ({(0, 0), (2, 2)}, {(0, 0), (1, 1), (2, 2)})
     assert abs(AER.aer(gold, [{(0, 0), (1, 1), (2, 1)}, {(0, 1), (1, 0)}]) - 0.3) < 1e-12

@@ -22,7 +22,8 @@ whitespace-separated tokens of SRC and TGT, which is what attend's word merging 
 SentencePiece's '▁' yields on such text.
 
 AER (Och & Ney 2003) over the corpus, with sure links S, possible links P (S is part of P)
-and hypothesis links A:  AER = 1 - (|A & S| + |A & P|) / (|A| + |S|).
+and hypothesis links A:  AER = 1 - (|A & S| + |A & P|) / (|A| + |S|); printed with precision
+|A & P| / |A| and recall |A & S| / |S|.
 """
 import argparse
 import json
@@ -81,6 +82,21 @@ def aer(gold, hyp):
         n_a += len(a)
         n_s += len(s)
     return 1.0 - (a_s + a_p) / (n_a + n_s) if n_a + n_s else 0.0
+
+
+def precision_recall(gold, hyp):
+    """Corpus precision |A & P| / |A| and recall |A & S| / |S| (Och & Ney 2003): which side
+    of AER a hypothesis loses on."""
+    a_s = sum(len(a & s) for (s, _), a in zip(gold, hyp))
+    a_p = sum(len(a & p) for (_, p), a in zip(gold, hyp))
+    n_a, n_s = sum(len(a) for a in hyp), sum(len(s) for s, _ in gold)
+    return (a_p / n_a if n_a else 0.0), (a_s / n_s if n_s else 0.0)
+
+
+def score_line(gold, hyp, what):
+    """'AER 0.1795 (100 sentences, view ...); precision 0.8091, recall 0.8321'."""
+    p, r = precision_recall(gold, hyp)
+    return f"AER {aer(gold, hyp):.4f} ({what}); precision {p:.4f}, recall {r:.4f}"
 
 
 # --------------------------------------------------------------------------------------
@@ -251,7 +267,7 @@ def main(argv=None):
         with open(a.hyp, encoding="utf-8") as f:
             hyp = [parse_links(l.rstrip("\n"), False, a.hyp_order == "tgt-src", i + 1, "hypothesis")[1]
                    for i, l in enumerate(f)]
-        print(f"AER {aer(gold, hyp):.4f} ({len(gold)} sentences)")
+        print(score_line(gold, hyp, f"{len(gold)} sentences"))
         return 0
     if not (a.model and a.source and a.target):
         p.error("give HYP, or --model with --source and --target")
@@ -262,7 +278,7 @@ def main(argv=None):
         sweep(a, gold, srcs, tgts)
     else:
         hyp, name = hyp_from_model(a, srcs, tgts)
-        print(f"AER {aer(gold, hyp):.4f} ({len(gold)} sentences, view {name})")
+        print(score_line(gold, hyp, f"{len(gold)} sentences, view {name}"))
     return 0
 
 
