@@ -108,23 +108,27 @@ static candidate *make_candidates(int L, int H, int *n) {
     return c;
 }
 
-/* Add one sentence's counts for view k. */
-static void score_sentence(candidate *k, const attend_result *r, const attend_config *c, const gold_line *g,
-                           float *A) {
+/* One force-decoded sentence as every candidate reads it: its pieces merged into words once. */
+typedef struct {
+    const attend_result *r;
     attend_words sw, tw;
+    float *A; /* [n_tgt, n_src]: the candidate's view, rewritten by each */
+} scored_sentence;
+
+static void out_of_memory(void) {
+    fprintf(stderr, "attend align: out of memory\n");
+    exit(EXIT_FAIL);
+}
+
+/* Add one sentence's counts for view k. */
+static void score_sentence(candidate *k, const scored_sentence *x, const attend_config *c, const gold_line *g) {
+    const attend_result *r = x->r;
     char err[256];
-    if (attend_words_from_pieces((const char *const *)r->src_pieces, r->n_src, &sw)) return;
-    if (attend_words_from_pieces((const char *const *)r->tgt_pieces, r->n_tgt, &tw)) {
-        attend_words_free(&sw);
-        return;
-    }
-    attend_view_reduce(&k->v, r->cross, c->decoder_layers, c->decoder_heads, r->n_tgt, r->n_src, A, err, sizeof err);
+    attend_view_reduce(&k->v, r->cross, c->decoder_layers, c->decoder_heads, r->n_tgt, r->n_src, x->A, err,
+                       sizeof err);
     int *links;
-    const int nl = attend_view_links(&k->v, A, r->n_tgt, r->n_src, &sw, &tw, &links);
-    if (nl < 0) {
-        fprintf(stderr, "attend align: out of memory\n");
-        exit(EXIT_FAIL);
-    }
+    const int nl = attend_view_links(&k->v, x->A, r->n_tgt, r->n_src, &x->sw, &x->tw, &links);
+    if (nl < 0) out_of_memory();
     for (int q = 0; q < g->n; q++) k->n_s += g->sure[q];
     k->n_a += nl;
     for (int i = 0; i < nl; i++)
@@ -135,8 +139,20 @@ static void score_sentence(candidate *k, const attend_result *r, const attend_co
                 break; /* a link is listed once */
             }
     free(links);
-    attend_words_free(&sw);
-    attend_words_free(&tw);
+}
+
+/* Add result r's counts to every candidate. */
+static void score_result(const attend_result *r, const attend_config *c, const gold_line *g, candidate *cand,
+                         int nc) {
+    scored_sentence x = {.r = r};
+    x.A = malloc(sizeof(float) * ((size_t)r->n_tgt * r->n_src + 1));
+    if (!x.A || attend_words_from_pieces((const char *const *)r->src_pieces, r->n_src, &x.sw) ||
+        attend_words_from_pieces((const char *const *)r->tgt_pieces, r->n_tgt, &x.tw))
+        out_of_memory();
+    for (int v = 0; v < nc; v++) score_sentence(&cand[v], &x, c, g);
+    attend_words_free(&x.sw);
+    attend_words_free(&x.tw);
+    free(x.A);
 }
 
 /* Force-decode the sentences CHUNK at a time and add each one's counts to every candidate.
@@ -156,11 +172,8 @@ static int score_all(attend_model *m, const align_options *o, char **src, char *
             return EXIT_FAIL;
         }
         for (int i = 0; i < k; i++) {
-            const attend_result *r = &res[i];
-            float *A = malloc(sizeof(float) * ((size_t)r->n_tgt * r->n_src + 1));
-            if (r->status) fprintf(stderr, "attend align: line %d: %s\n", at + i + 1, r->message);
-            for (int v = 0; A && !r->status && v < nc; v++) score_sentence(&cand[v], r, c, &gold[at + i], A);
-            free(A);
+            if (res[i].status) fprintf(stderr, "attend align: line %d: %s\n", at + i + 1, res[i].message);
+            else score_result(&res[i], c, &gold[at + i], cand, nc);
             attend_result_free(&res[i]);
         }
     }

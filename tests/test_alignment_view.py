@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.join(T.REPO, "python"))
 import attend  # noqa: E402
 from attend import _capi as C  # noqa: E402
 import gguf_io as G  # noqa: E402
+import test_broken_files as broken_files  # noqa: E402  (parts(): a model as gguf_io.write takes it)
 
 SHIPPED = os.path.join(T.REPO, "models", "de-en.gguf")
 TINY = os.path.join(HERE, "data", "tiny-v1.gguf")  # 1 decoder layer, 2 heads
@@ -188,13 +189,7 @@ def every_entry_point(d):
 
 def refused(d):
     """Bad values of the key: attend refuses the file (exit 3), naming the key; good ones load."""
-    f = G.GGUFFile(TINY)
-    meta = [(k, f.types[k] if not isinstance(f.types[k], tuple) else G.ARRAY,
-             f.metadata[k] if not isinstance(f.types[k], tuple) else (f.types[k][1], f.metadata[k]))
-            for k in f.metadata]
-    meta = [(k, t, (v[0], bytes(np.asarray(v[1], dtype=np.uint8))) if t == G.ARRAY and v[0] == G.UINT8
-             else v) for k, t, v in meta]
-    tens = [(t["name"], np.array(f.tensors[t["name"]]), t["ggml_type"]) for t in f.tensor_infos]
+    _, meta, tens = broken_files.parts(TINY)
     cases = [("1:0", "1 decoder layers"), ("0:2", "head 2 does not exist"), ("nonsense", "expected items"),
              ("", "empty attention view"), (",".join(["last:0"] * 65), "attention view 'last:0,last:0"),
              ("0:0" + ",0:1" * 200, "is not an attention view"), ("penultimate:avg", "no penultimate")]

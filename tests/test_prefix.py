@@ -312,13 +312,9 @@ def translate_ids_prefix(gguf, src, prefix, **params):
     """attend_translate_ids with attend_params.target_prefix_ids (through ctypes): the
     result's (tgt_ids, score)."""
     from attend import _capi as C
-    lib = C.lib()
+    lib = C.lib()  # prototypes as _capi declares them
     ip = ctypes.POINTER(ctypes.c_int)
-    ipp = ctypes.POINTER(ip)
     f = lib.attend_translate_ids
-    f.argtypes = [ctypes.c_void_p, ipp, ip, ctypes.c_int, ipp, ip, ctypes.POINTER(C.attend_params),
-                  ctypes.POINTER(C.attend_result), ctypes.c_char_p, ctypes.c_size_t]
-    f.restype = ctypes.c_int
     err = C.err_buffer()
     h = lib.attend_load(gguf.encode(), err, C.ERR_LEN)
     assert h, err.value

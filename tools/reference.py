@@ -634,6 +634,65 @@ def beam_search(model, src_ids, num_beams, length_penalty=1.0, early_stopping=Fa
 
 
 @torch.no_grad()
+def greedy_loop(model, src_ids, start, process, ml):
+    """Greedy generate() of the M2M-100/mBART and T5 references: the decoder input starts as
+    start ([decoder start, *prompt]); each step the whole decoder is recomputed (no cache),
+    process(raw logits [1, V], [input ids]) gives the scores whose argmax is appended, until
+    </s> or ml tokens. Returns the generated ids (the prompt included), every step's raw
+    logits and the attention of the final sequence."""
+    model.eval()
+    eos = model.config["eos_token_id"]
+    memory, enc_p = model.encode(torch.tensor([src_ids]))
+    tgt = list(start)
+    step_logits = []
+    while True:
+        logits, _, _ = model.decode(torch.tensor([tgt]), memory)
+        raw = logits[0, -1]
+        step_logits.append(raw.numpy().copy())
+        nxt = int(torch.argmax(process(raw.clone().unsqueeze(0), [tgt])[0]))
+        tgt.append(nxt)
+        if nxt == eos or len(tgt) >= ml:
+            break
+    _, self_p, cross_p = model.decode(torch.tensor([tgt[:-1]]), memory)
+    return Result(ids=tgt[1:], logits=np.stack(step_logits), enc_self=[p[0].numpy() for p in enc_p],
+                  dec_self=[p[0].numpy() for p in self_p], cross=[p[0].numpy() for p in cross_p])
+
+
+@torch.no_grad()
+def beam_loop(model, src_ids, start, process, num_beams, length_penalty, early_stopping, num_return_sequences,
+              ml):
+    """Beam generate() of the M2M-100/mBART and T5 references: every beam starts as start
+    (HF's decoder_prompt_len = len(start)), beams 1.. at -1e9; each step the log_softmax of
+    each beam's raw logits goes through process(logp [B, V], beams), then beam_step (2*B
+    candidates, BeamHypotheses); the whole decoder recomputed per beam (no cache). Returns
+    BeamResults, best first."""
+    model.eval()
+    B = int(num_beams)
+    eos = model.config["eos_token_id"]
+    memory, _ = model.encode(torch.tensor([src_ids]))
+    ties = NearTies()
+    hyps = BeamHypotheses(B, length_penalty, parse_early_stopping(early_stopping), ml, ties, len(start))
+    beams = [list(start) for _ in range(B)]
+    scores = torch.full((B,), -1e9, dtype=torch.float32)
+    scores[0] = 0.0
+    done = False
+    while True:
+        cur_len = len(beams[0])
+        rows = [model.decode(torch.tensor([b]), memory)[0][0, -1] for b in beams]
+        logp = process(torch.stack(rows).log_softmax(-1), beams)
+        beams, _, scores, done = beam_step(logp, scores, beams, eos, hyps, ties, f"top-k at length {cur_len}")
+        if done or len(beams[0]) >= ml:
+            break
+    if not done:
+        for b in range(B):
+            hyps.add(beams[b][1:], float(scores[b]), generated_len=len(beams[b]) - len(start))
+    out = BeamResults(BeamResult(ids=list(ids), score=score, sum_logprobs=sl, beam_indices=bi)
+                      for score, ids, bi, sl in hyps.best(num_return_sequences))
+    out.near_tie, out.where = ties.gap, ties.where
+    return out
+
+
+@torch.no_grad()
 def attention_of(model, src_ids, tgt_ids):
     """Teacher-forced attention for an output tgt_ids (without the start token, ending in eos
     or cut by length), as attend's --dump-attention lays it out: per layer enc_self [H,S,S],

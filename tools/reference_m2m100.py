@@ -12,15 +12,13 @@ import math
 import os
 import sys
 
-import numpy as np
 import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np  # noqa: E402
-from reference import (BeamHypotheses, BeamResult, BeamResults, DecoderLayer,  # noqa: E402
-                       EncoderLayer, MarianTok, NearTies, Result, generation_limits,
-                       beam_step, load_state_dict, parse_early_stopping, random_parameters, write_dump)
+from reference import (DecoderLayer, EncoderLayer, MarianTok, beam_loop, generation_limits,  # noqa: E402
+                       greedy_loop, load_state_dict, random_parameters, write_dump)
 
 
 M2M_DEFAULT_CONFIG = {
@@ -401,23 +399,9 @@ def m2m_greedy(model, src_ids, forced_bos, max_length=None, prompt=()):
     recomputed every step (no cache). prompt: HF's decoder_input_ids after the start token
     (a prefix with the language token first: forced BOS then never fires, cur_len > 1)."""
     c = model.config
-    model.eval()
     ml = generation_limits(c, max_length)
-    memory, enc_p = model.encode(torch.tensor([src_ids]))
-    tgt = [c["decoder_start_token_id"]] + list(prompt)
-    step_logits = []
-    while True:
-        logits, _, _ = model.decode(torch.tensor([tgt]), memory)
-        raw = logits[0, -1]
-        step_logits.append(raw.numpy().copy())
-        scores = _m2m_process(raw.clone().unsqueeze(0), [tgt], len(tgt), c, ml, forced_bos)
-        nxt = int(torch.argmax(scores[0]))
-        tgt.append(nxt)
-        if nxt == c["eos_token_id"] or len(tgt) >= ml:
-            break
-    _, self_p, cross_p = model.decode(torch.tensor([tgt[:-1]]), memory)
-    return Result(ids=tgt[1:], logits=np.stack(step_logits), enc_self=[p[0].numpy() for p in enc_p],
-                  dec_self=[p[0].numpy() for p in self_p], cross=[p[0].numpy() for p in cross_p])
+    return greedy_loop(model, src_ids, [c["decoder_start_token_id"]] + list(prompt),
+                       lambda s, beams: _m2m_process(s, beams, len(beams[0]), c, ml, forced_bos), ml)
 
 
 @torch.no_grad()
@@ -427,33 +411,10 @@ def m2m_beam_search(model, src_ids, forced_bos, num_beams, length_penalty=1.0, e
     processors, 2*B candidates, BeamHypotheses; beams 1.. start at -1e9. prompt: as
     m2m_greedy's (decoder_prompt_len 1 + len(prompt))."""
     c = model.config
-    model.eval()
-    B = int(num_beams)
-    early_stopping = parse_early_stopping(early_stopping)
     ml = generation_limits(c, max_length)
-    eos = c["eos_token_id"]
-    memory, _ = model.encode(torch.tensor([src_ids]))
-    ties = NearTies()
-    hyps = BeamHypotheses(B, length_penalty, early_stopping, ml, ties, 1 + len(prompt))
-    beams = [[c["decoder_start_token_id"]] + list(prompt) for _ in range(B)]
-    scores = torch.full((B,), -1e9, dtype=torch.float32)
-    scores[0] = 0.0
-    done = False
-    while True:
-        cur_len = len(beams[0])
-        rows = [model.decode(torch.tensor([b]), memory)[0][0, -1] for b in beams]
-        logp = torch.stack(rows).log_softmax(-1)
-        logp = _m2m_process(logp, beams, cur_len, c, ml, forced_bos)
-        beams, _, scores, done = beam_step(logp, scores, beams, eos, hyps, ties, f"top-k at length {cur_len}")
-        if done or len(beams[0]) >= ml:
-            break
-    if not done:
-        for b in range(B):
-            hyps.add(beams[b][1:], float(scores[b]), generated_len=len(beams[b]) - 1 - len(prompt))
-    out = BeamResults(BeamResult(ids=list(ids), score=score, sum_logprobs=sl, beam_indices=bi)
-                      for score, ids, bi, sl in hyps.best(num_return_sequences))
-    out.near_tie, out.where = ties.gap, ties.where
-    return out
+    return beam_loop(model, src_ids, [c["decoder_start_token_id"]] + list(prompt),
+                     lambda logp, beams: _m2m_process(logp, beams, len(beams[0]), c, ml, forced_bos),
+                     num_beams, length_penalty, early_stopping, num_return_sequences, ml)
 
 
 @torch.no_grad()

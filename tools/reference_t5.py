@@ -18,14 +18,12 @@ import os
 import re
 import sys
 
-import numpy as np
 import torch
 from torch import nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_np  # noqa: E402
-from reference import (BeamHypotheses, BeamResult, BeamResults, NearTies, Result,  # noqa: E402
-                       beam_step, load_state_dict, parse_early_stopping, write_dump)
+from reference import beam_loop, greedy_loop, load_state_dict, write_dump  # noqa: E402
 
 # T5Config's defaults (t5-small's shape)
 T5_DEFAULT_CONFIG = {
@@ -354,55 +352,19 @@ def _process(scores, cur_len, c, ml, min_length=0):
 @torch.no_grad()
 def t5_greedy(model, src_ids, max_length=None):
     c = model.config
-    model.eval()
     ml = t5_limits(c, max_length)
-    memory, enc_p = model.encode(torch.tensor([src_ids]))
-    tgt = [c["decoder_start_token_id"]]
-    step_logits = []
-    while True:
-        logits, _, _ = model.decode(torch.tensor([tgt]), memory)
-        raw = logits[0, -1]
-        step_logits.append(raw.numpy().copy())
-        scores = _process(raw.clone().unsqueeze(0), len(tgt), c, ml)
-        nxt = int(torch.argmax(scores[0]))
-        tgt.append(nxt)
-        if nxt == c["eos_token_id"] or len(tgt) >= ml:
-            break
-    _, self_p, cross_p = model.decode(torch.tensor([tgt[:-1]]), memory)
-    return Result(ids=tgt[1:], logits=np.stack(step_logits), enc_self=[p[0].numpy() for p in enc_p],
-                  dec_self=[p[0].numpy() for p in self_p], cross=[p[0].numpy() for p in cross_p])
+    return greedy_loop(model, src_ids, [c["decoder_start_token_id"]],
+                       lambda s, beams: _process(s, len(beams[0]), c, ml), ml)
 
 
 @torch.no_grad()
 def t5_beam_search(model, src_ids, num_beams, length_penalty=1.0, early_stopping=False, num_return_sequences=1,
                    max_length=None):
     c = model.config
-    model.eval()
-    B = int(num_beams)
-    early_stopping = parse_early_stopping(early_stopping)
     ml = t5_limits(c, max_length)
-    eos = c["eos_token_id"]
-    memory, _ = model.encode(torch.tensor([src_ids]))
-    ties = NearTies()
-    hyps = BeamHypotheses(B, length_penalty, early_stopping, ml, ties)
-    beams = [[c["decoder_start_token_id"]] for _ in range(B)]
-    scores = torch.full((B,), -1e9, dtype=torch.float32)
-    scores[0] = 0.0
-    done = False
-    while True:
-        cur_len = len(beams[0])
-        rows = [model.decode(torch.tensor([b]), memory)[0][0, -1] for b in beams]
-        logp = _process(torch.stack(rows).log_softmax(-1), cur_len, c, ml)
-        beams, _, scores, done = beam_step(logp, scores, beams, eos, hyps, ties, f"top-k at length {cur_len}")
-        if done or len(beams[0]) >= ml:
-            break
-    if not done:
-        for b in range(B):
-            hyps.add(beams[b][1:], float(scores[b]), generated_len=len(beams[b]) - 1)
-    out = BeamResults(BeamResult(ids=list(ids), score=score, sum_logprobs=sl, beam_indices=bi)
-                      for score, ids, bi, sl in hyps.best(num_return_sequences))
-    out.near_tie, out.where = ties.gap, ties.where
-    return out
+    return beam_loop(model, src_ids, [c["decoder_start_token_id"]],
+                     lambda logp, beams: _process(logp, len(beams[0]), c, ml),
+                     num_beams, length_penalty, early_stopping, num_return_sequences, ml)
 
 
 @torch.no_grad()
