@@ -35,6 +35,20 @@ int cli_take_float(cli_args *a, double lo, double hi, float *out) {
     return rc;
 }
 
+/* --split sentences|none into *split (ATTEND_SPLIT_*). */
+static int take_split(cli_args *a, int *split) {
+    const char *v;
+    int rc = cli_take_str(a, &v);
+    if (rc) return rc;
+    if (!strcmp(v, "sentences")) *split = ATTEND_SPLIT_SENTENCES;
+    else if (!strcmp(v, "none")) *split = ATTEND_SPLIT_NONE;
+    else {
+        fprintf(stderr, "attend %s: --split %s: must be 'sentences' or 'none' (see --help)\n", a->cmd, v);
+        return EXIT_USAGE;
+    }
+    return CLI_OPT_TAKEN;
+}
+
 int cli_model_option(cli_args *a, cli_model_options *o) {
     if (cli_is(a, "-m", "--model")) return cli_take_str(a, &o->model);
     if (cli_is(a, "-t", "--threads")) return cli_take_int(a, 1, 1024, &o->threads);
@@ -42,6 +56,8 @@ int cli_model_option(cli_args *a, cli_model_options *o) {
     if (cli_is(a, NULL, "--tgt-lang")) return cli_take_str(a, &o->tgt_lang);
     if (cli_is(a, NULL, "--task")) return cli_take_str(a, &o->task);
     if (cli_is(a, NULL, "--beam")) return cli_take_int(a, 1, 1024, &o->beams);
+    if (cli_is(a, NULL, "--split")) return take_split(a, &o->split);
+    if (cli_is(a, NULL, "--split-lang")) return cli_take_str(a, &o->split_lang);
     if (cli_is(a, NULL, "--greedy")) {
         o->beams = 1;
         return CLI_OPT_TAKEN;
@@ -56,6 +72,8 @@ attend_params cli_model_params(const cli_model_options *o) {
     p.src_lang = o->src_lang;
     p.tgt_lang = o->tgt_lang;
     p.task = o->task;
+    p.split = o->split;
+    p.split_lang = o->split_lang;
     return p;
 }
 

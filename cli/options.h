@@ -47,6 +47,8 @@ typedef struct {
     const char *src_lang; /* --src-lang */
     const char *tgt_lang; /* --tgt-lang */
     const char *task;     /* --task */
+    int split;            /* --split sentences|none: ATTEND_SPLIT_* */
+    const char *split_lang; /* --split-lang: the splitting rules' language */
 } cli_model_options;
 
 /* Read the argument at a->i if it is one of the options above. */

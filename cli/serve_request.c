@@ -214,7 +214,7 @@ static int read_texts(serve_request *r, const cJSON *root, const char *name, cha
 static const char *const V1_FIELDS[] = {"q", "target_text", "prefix", "task", "src_lang", "tgt_lang", "beam", "n_best", "sample",
                                         "top_k", "top_p", "temperature", "seed", "max_length", "min_length",
                                         "length_penalty", "no_repeat_ngram_size", "repetition_penalty",
-                                        "alignment", "attention", NULL};
+                                        "alignment", "attention", "split", NULL};
 
 static int unknown_fields(const cJSON *root, char *err, size_t errlen) {
     const cJSON *e;
@@ -275,6 +275,15 @@ static int read_task(serve_request *r, const cJSON *root, const attend_config *c
     return bad(err, errlen, "the model has no task \"%.60s\" (GET /v1/model lists them)", v->valuestring);
 }
 
+/* "split": false translates each line of q as one sequence; true (or absent, with the
+ * server's default --split) sentence by sentence. */
+static int read_split(serve_request *r, const cJSON *root, char *err, size_t errlen) {
+    int on = r->p.split == ATTEND_SPLIT_SENTENCES;
+    const int rc = get_bool(root, "split", &on, err, errlen);
+    r->p.split = on ? ATTEND_SPLIT_SENTENCES : ATTEND_SPLIT_NONE;
+    return rc;
+}
+
 /* The fields of /v1/translate after q. */
 static int read_v1(serve_request *r, const cJSON *root, const attend_config *c, char *err, size_t errlen) {
     int rc = unknown_fields(root, err, errlen);
@@ -298,7 +307,7 @@ static int read_v1(serve_request *r, const cJSON *root, const attend_config *c, 
 static void make_key(serve_request *r) {
     const attend_params *p = &r->p;
     const int one_best = p->n_best > 1 ? p->n_best : 1; /* 0 and 1 both mean the best only */
-    snprintf(r->key, sizeof r->key, "%d %d %d %d %a %d %d %d %d %a %d %d %a %a %llu %d %s %s %s%s", p->num_beams, one_best,
+    snprintf(r->key, sizeof r->key, "%d %d %d %d %d %a %d %d %d %d %a %d %d %a %a %llu %d %s %s %s%s", p->split, p->num_beams, one_best,
              p->early_stopping, p->set_length_penalty, (double)p->length_penalty, p->set_min_length, p->min_length,
              p->set_no_repeat_ngram_size, p->no_repeat_ngram_size, (double)p->repetition_penalty, p->sample,
              p->top_k, (double)p->top_p, (double)p->temperature, p->seed, p->max_length, r->langs[0], r->langs[1],
@@ -318,6 +327,7 @@ int serve_request_parse(const char *body, size_t body_len, int api, const attend
     if (!rc && api == SERVE_LIBRE) rc = read_libre(root, err, errlen);
     else if (!rc) rc = read_v1(r, root, attend_get_config(m), err, errlen);
     if (!rc) rc = read_languages(r, root, m, o, err, errlen);
+    if (!rc) rc = read_split(r, root, err, errlen);
     cJSON_Delete(root);
     if (!rc) make_key(r);
     return rc;

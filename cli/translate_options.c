@@ -36,6 +36,13 @@ void translate_usage(FILE *f) {
             "                          T5 models with <2xx> codes (MADLAD-400): <2L>\n"
             "      --task NAME         T5 models: write the prefix of task NAME (one of\n"
             "                          those `attend info` lists) before each source\n"
+            "      --split MODE        sentences (default): a line's sentences are translated\n"
+            "                          one by one (abbreviations, numbers, dates, quotes, URLs\n"
+            "                          kept whole; an over-long one cut again at clauses) and\n"
+            "                          joined into its one output line; none: each line is\n"
+            "                          one sequence (docs/splitting.md)\n"
+            "      --split-lang L      the splitting rules' language, e.g. de or en\n"
+            "                          (default: --src-lang, else every language's rules)\n"
             "      --dump-attention F  write every attention matrix, ids and pieces to the\n"
             "                          NumPy archive F (.npz; its keys: see\n"
             "                          docs/alignment-and-attention.md)\n"
@@ -180,6 +187,8 @@ int translate_parse(int argc, char **argv, translate_options *o) {
     o->p.src_lang = o->common.src_lang;
     o->p.tgt_lang = o->common.tgt_lang;
     o->p.task = o->common.task;
+    o->p.split = o->common.split;
+    o->p.split_lang = o->common.split_lang;
     return 0;
 }
 

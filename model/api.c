@@ -7,6 +7,7 @@
 
 #include "../engine/isa.h"
 #include "../tokenizer/text.h"
+#include "split_lines.h"
 #include "translate.h"
 
 struct attend_model {
@@ -157,6 +158,7 @@ void attend_result_free(attend_result *r) {
     free(r->dec_self);
     free(r->cross);
     free(r->message);
+    free(r->sentences);
     memset(r, 0, sizeof *r);
 }
 
@@ -207,6 +209,15 @@ static int resolve_search(const s2s_model *m, const attend_params *p, s2s_search
     s->temperature = p->temperature != 0 ? p->temperature : 1.0f;
     s->seed = p->seed;
     return s2s_search_check(s, err, errlen);
+}
+
+int api_sentence_fits(const attend_model *am, const char *s, size_t len) {
+    int *ids = NULL, n = 0, truncated = 0;
+    char err[64];
+    const int lang = am->m->n_langs > 0 ? am->m->lang_id[0] : -1;
+    if (s2s_encode_text_lang(am->m, lang, s, len, &ids, &n, NULL, &truncated, err, sizeof err)) return 1;
+    free(ids);
+    return !truncated;
 }
 
 int attend_count_tokens(const attend_model *am, const char *line, size_t len, char *err, size_t errlen) {
@@ -572,9 +583,11 @@ static int check_call(const attend_model *am, int n, const attend_params *p, int
     return resolve_search(am->m, p, search, err, errlen);
 }
 
-int attend_translate(attend_model *am, const char *const *lines, const size_t *lens, int n,
-                     const char *const *targets, const attend_params *p, attend_result *out,
-                     char *err, size_t errlen) {
+/* attend_translate without sentence splitting (model/split_lines.c splits, then calls this):
+ * each line one sequence. */
+int api_translate_lines(attend_model *am, const char *const *lines, const size_t *lens, int n,
+                        const char *const *targets, const attend_params *p, attend_result *out,
+                        char *err, size_t errlen) {
     const s2s_model *m = am->m;
     attend_params defaults = attend_default_params();
     if (!p) p = &defaults;

@@ -45,7 +45,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 8
+#define ATTEND_ABI 9
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */
@@ -163,7 +163,31 @@ typedef struct {
      * target languages (MADLAD-400) take tgt_lang as their <2xx> code, written first as a
      * user would type it ("<2de> "), as a Marian model's >>xx<<. */
     const char *task;
+    /* Sentence splitting (attend_translate only). ATTEND_SPLIT_SENTENCES, the default: each
+     * line is split into sentences (text/sentences.h: abbreviations, numbers, dates, quotes,
+     * URLs...), a sentence longer than the model's positions again at clause boundaries, and
+     * every sentence of every line is translated as its own sequence, batched with all the
+     * others; out[i] joins line i's translations with the source's separators (see
+     * attend_result.sentences). A line of one sentence is translated whole, as with
+     * ATTEND_SPLIT_NONE (each line one sequence, cut when too long). Lines with a forced
+     * target are never split. */
+    int split;
+    const char *split_lang; /* the rules' language ("de", "en", ...; NULL: src_lang, else
+                             * the rules of every language together) */
 } attend_params;
+
+/* attend_params.split */
+enum { ATTEND_SPLIT_SENTENCES = 0, ATTEND_SPLIT_NONE = 1 };
+
+/* One sentence of a line translated as several (attend_result.sentences). */
+typedef struct {
+    size_t src_begin, src_end;   /* its bytes in the line */
+    size_t text_begin, text_end; /* its translation's bytes in attend_result.text */
+    int src_token, n_src;        /* its source ids: src_ids[src_token .. src_token + n_src) */
+    int tgt_token, n_tgt;        /* its target ids: tgt_ids[tgt_token .. tgt_token + n_tgt) */
+    int truncated;               /* this sentence was cut */
+    float score;                 /* its own score */
+} attend_sentence;
 
 /* attend_params.stats: wall-clock seconds of one call by phase. */
 typedef struct attend_stats {
@@ -211,6 +235,16 @@ typedef struct {
      * text is "", its other fields are empty, and message (malloc'd) says what happened. */
     int status;
     char *message;
+    /* A line translated as several sentences (attend_params.split): n_sentences > 1 and
+     * where each is in the line, the text and the ids. The line's result is then the
+     * sentences' results end to end: ids, pieces, logprob and logits concatenated (each
+     * sentence's source and target keep their own </s>), the attention matrices
+     * block-diagonal (a sentence's target tokens attend to its own source tokens only, zero
+     * elsewhere), so word alignments over the line index the whole line's words; score is
+     * the sum of the sentences' scores, truncated is set when any sentence was cut, and the
+     * k-th n-best hypothesis joins every sentence's k-th. n_sentences 0: one sequence. */
+    int n_sentences;
+    attend_sentence *sentences;
 } attend_result;
 
 ATTEND_API attend_params attend_default_params(void);

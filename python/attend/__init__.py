@@ -26,7 +26,7 @@ from ._display import heatmap_svg, plot
 from ._explore import Page, explore
 from . import export  # the exporters' package, callable as export() (attend/export/)
 from .export import find_exporter
-from ._model import (AttendError, AttendWarning, Config, Hypothesis, Model, Result,
+from ._model import (AttendError, AttendWarning, Config, Hypothesis, Model, Result, Sentence,
                      default_model_path, default_threads, isa, isa_available, library_version,
                      parse_view, save_npz, view_name)
 
@@ -34,7 +34,7 @@ __version__ = "0.4.0"
 
 __all__ = [
     "ATTEND_ALIGNMENT_VIEW_KEY", "AttendError", "AttendWarning", "Config", "Hypothesis", "Model", "Page",
-    "Result", "default_model_path", "default_threads", "explore", "export", "find_exporter",
+    "Result", "Sentence", "default_model_path", "default_threads", "explore", "export", "find_exporter",
     "find_library", "heatmap_svg", "isa", "isa_available", "library_path", "library_version",
     "parse_view", "plot", "save_npz", "view_name", "__version__",
 ]

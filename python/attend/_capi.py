@@ -20,7 +20,7 @@ from typing import List, Optional
 # Structures (field order and types exactly as in the headers)
 
 # the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
-ABI = 8
+ABI = 9
 ATTEND_VIEW_MAX = 64
 # the metadata key a model file records its alignment view under (align.h)
 ATTEND_ALIGNMENT_VIEW_KEY = "attend.alignment.view"
@@ -139,6 +139,29 @@ class attend_params(ctypes.Structure):
         ("target_prefix_ids", ctypes.POINTER(c_int_p)),
         ("target_prefix_lens", c_int_p),
         ("task", ctypes.c_char_p),
+        ("split", ctypes.c_int),
+        ("split_lang", ctypes.c_char_p),
+    ]
+
+
+# attend_params.split
+ATTEND_SPLIT_SENTENCES, ATTEND_SPLIT_NONE = 0, 1
+
+
+class attend_sentence(ctypes.Structure):
+    """``attend_sentence`` (attend.h): where one sentence of a split line is."""
+
+    _fields_ = [
+        ("src_begin", ctypes.c_size_t),
+        ("src_end", ctypes.c_size_t),
+        ("text_begin", ctypes.c_size_t),
+        ("text_end", ctypes.c_size_t),
+        ("src_token", ctypes.c_int),
+        ("n_src", ctypes.c_int),
+        ("tgt_token", ctypes.c_int),
+        ("n_tgt", ctypes.c_int),
+        ("truncated", ctypes.c_int),
+        ("score", ctypes.c_float),
     ]
 
 
@@ -180,6 +203,8 @@ class attend_result(ctypes.Structure):
         ("nbest", ctypes.POINTER(attend_hypothesis)),
         ("status", ctypes.c_int),
         ("message", ctypes.c_char_p),
+        ("n_sentences", ctypes.c_int),
+        ("sentences", ctypes.POINTER(attend_sentence)),
     ]
 
 

@@ -246,6 +246,37 @@ class Hypothesis(NamedTuple):
     raw_tokens: Optional[List[bytes]] = None  # the pieces as the library gives them (bytes)
 
 
+class Sentence(NamedTuple):
+    """One sentence of a line translated sentence by sentence (Result.sentences): its
+    source and translation text, where its tokens are in the line's arrays
+    (``src_tokens[src_start:src_start + n_src]``, ``tgt_tokens[tgt_start:tgt_start +
+    n_tgt]``; the attention matrices are block-diagonal over the sentences), its own score
+    and whether it was cut."""
+
+    source: str
+    text: str
+    src_start: int
+    n_src: int
+    tgt_start: int
+    n_tgt: int
+    score: float
+    truncated: bool
+
+
+def _sentences(r: Any, source: str, text: str) -> List[Sentence]:
+    """A split line's sentences (attend_result.sentences), byte offsets read as text."""
+    if not r.sentences or r.n_sentences < 2:
+        return []
+    sb, tb = source.encode("utf-8"), text.encode("utf-8")
+    out = []
+    for k in range(r.n_sentences):
+        s = r.sentences[k]
+        out.append(Sentence(sb[s.src_begin:s.src_end].decode("utf-8", "replace"),
+                            tb[s.text_begin:s.text_end].decode("utf-8", "replace"),
+                            s.src_token, s.n_src, s.tgt_token, s.n_tgt, float(s.score), bool(s.truncated)))
+    return out
+
+
 def _floats(ptr: Any, shape: Tuple[int, ...]) -> np.ndarray:
     n = 1
     for d in shape:
@@ -310,6 +341,9 @@ class Result:
     order drawn; one entry without n_best."""
     truncated: bool
     """The source was cut to the model's length (a warning is also issued)."""
+    sentences: List[Sentence] = dataclasses.field(default_factory=list)
+    """A line translated sentence by sentence (split=True, the default, and more than one
+    sentence): each sentence; empty when the line was one sequence."""
     forced: bool = False
     """Made by Model.score (forced decoding of a given target)."""
     target: Optional[str] = None
@@ -508,6 +542,7 @@ def _result_from_c(r: C.attend_result, cfg: Config, source: str, target: Optiona
         dec_self=_floats(r.dec_self, (Ld, Hd, T, T)) if r.dec_self else None,
         cross=_floats(r.cross, (Ld, Hd, T, S)) if r.cross else None,
         nbest=nbest, truncated=bool(r.truncated), forced=target is not None, target=target,
+        sentences=_sentences(r, source, C.decode(r.text)),
         _config=cfg, _src_raw=src_raw, _tgt_raw=tgt_raw)
 
 
@@ -783,8 +818,16 @@ class Model:
                 max_length: Optional[int], sample: bool, top_k: Optional[int], top_p: Optional[float],
                 temperature: Optional[float], seed: Optional[int], attention: bool, scores: bool,
                 logits: bool, threads: Optional[int], src_lang: Optional[str] = None,
-                tgt_lang: Optional[str] = None, task: Optional[str] = None) -> C.attend_params:
+                tgt_lang: Optional[str] = None, task: Optional[str] = None, split: bool = True,
+                split_lang: Optional[str] = None) -> C.attend_params:
         p = C.lib().attend_default_params()
+        if not isinstance(split, bool):
+            raise TypeError(f"split must be True or False, not {type(split).__name__}")
+        p.split = C.ATTEND_SPLIT_SENTENCES if split else C.ATTEND_SPLIT_NONE
+        if split_lang is not None:
+            if not isinstance(split_lang, str):
+                raise TypeError(f"split_lang must be a str, not {type(split_lang).__name__}")
+            p.split_lang = split_lang.encode("utf-8")
         for name, v in (("src_lang", src_lang), ("tgt_lang", tgt_lang), ("task", task)):
             if v is not None:
                 if not isinstance(v, str):
@@ -868,7 +911,8 @@ class Model:
                   batch_tokens: Optional[int] = None, verbose: bool = False,
                   src_lang: Optional[str] = None, tgt_lang: Optional[str] = None,
                   progress: bool = False, task: Optional[str] = None,
-                  target_prefix: Union[None, Text, Sequence[Optional[Text]]] = None
+                  target_prefix: Union[None, Text, Sequence[Optional[Text]]] = None,
+                  split: bool = True, split_lang: Optional[str] = None
                   ) -> Union[Result, List[Result]]:
         """Translate one line (a str: returns one Result) or several (a list or any
         iterable of str: returns a list of Results, in order).
@@ -900,6 +944,11 @@ class Model:
           (HF's sequences_scores), Result.logprob and tgt_ids include it.
         - ``task`` (--task): T5 models: the prefix of a task of Config.tasks written before
           each line.
+        - ``split`` (--split): True (the default) translates a line's sentences one by one
+          and joins them (Result.sentences says where each is; attention is block-diagonal
+          over them); False translates each line as one sequence. ``split_lang``
+          (--split-lang): the splitting rules' language (default: src_lang, else every
+          language's rules). A target prefix goes with a line's first sentence.
 
         Blank lines (spaces, tabs, \\r, \\n, \\f, \\v, NUL only) give an empty Result without
         running the model. Bad arguments raise TypeError / ValueError; settings the library
