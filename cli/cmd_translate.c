@@ -33,6 +33,7 @@ typedef struct {
     attend_result *res;   /* [k] translations, by slot (text set once translated); freed
                            * once written */
     int written;          /* lines 0..written are out */
+    const size_t *lens;   /* [n] the lines' bytes (more than SPLIT_MAX_LINE: cut) */
 } chunk_output;
 
 static int is_blank(const char *s, size_t n) {
@@ -42,9 +43,9 @@ static int is_blank(const char *s, size_t n) {
     return 1;
 }
 
-/* Write one input line's output: the translation r (NULL for a blank line). Returns 0 or an
- * exit status. */
-static int write_line(translate_ctx *cx, attend_result *r) {
+/* Write one input line's output: the translation r (NULL for a blank line) of a line the
+ * reader cut (cut 1) or not. Returns 0 or an exit status. */
+static int write_line(translate_ctx *cx, attend_result *r, int cut) {
     const translate_options *o = cx->o;
     const long long idx = ++cx->n_done; /* 1-based input line */
     if (r && r->status) { /* reported, and an empty line keeps the output in step */
@@ -57,7 +58,11 @@ static int write_line(translate_ctx *cx, attend_result *r) {
         return 0;
     }
     const attend_config *c = attend_get_config(cx->m);
-    cli_warn_truncated(c, idx, r);
+    if (cut) /* the reader kept SPLIT_MAX_LINE bytes of it: that is the news */
+        fprintf(stderr, "attend: line %lld: longer than %d bytes; translated its first %d\n", idx, SPLIT_MAX_LINE,
+                SPLIT_MAX_LINE);
+    else
+        cli_warn_truncated(c, idx, r);
     int status = 0;
     if (o->nbest) status = cli_write_nbest(idx - 1, r, c, o->align ? &o->view : NULL); /* Marian's n-best layout */
     else status = cli_write_translation(r, c, o->align ? &o->view : NULL);
@@ -74,7 +79,8 @@ static int write_ready(translate_ctx *cx, chunk_output *o) {
     while (o->written < o->n) {
         const int k = o->slot[o->written];
         if (k >= 0 && !o->res[k].text) break; /* not translated yet */
-        int status = write_line(cx, k >= 0 ? &o->res[k] : NULL);
+        const int cut = cx->p.split == ATTEND_SPLIT_SENTENCES && o->lens[o->written] > SPLIT_MAX_LINE;
+        int status = write_line(cx, k >= 0 ? &o->res[k] : NULL, cut);
         if (k >= 0) attend_result_free(&o->res[k]); /* attention results are big */
         o->written++;
         if (status) return status;
@@ -177,7 +183,9 @@ static int translate_chunk(translate_ctx *cx, char **lines, size_t *lens, int n)
         }
     }
     if (!status && cx->o->verbose) fprintf(stderr, "attend: %d line%s, %d to translate\n", n, n == 1 ? "" : "s", k);
-    chunk_output o = {n, slot, res, 0};
+    for (int i = 0; cx->p.split == ATTEND_SPLIT_SENTENCES && i < n; i++)
+        if (lens[i] > SPLIT_MAX_LINE && slot[i] >= 0) todo_len[slot[i]] = SPLIT_MAX_LINE;
+    chunk_output o = {n, slot, res, 0, lens};
     const int any_prefix = cx->o->prefix || cx->prefixes;
     if (!status && k) status = translate_sorted(cx, todo, todo_len, any_prefix ? todo_pre : NULL, k, &o);
     if (!status) status = write_ready(cx, &o); /* blank lines after the last translation */
@@ -244,6 +252,7 @@ static int translate_stdin(translate_ctx *cx, int chunk) {
     line_reader r = {0};
     /* one byte more than the tokenizer reads, so that it sees the line was cut */
     r.max_line = (size_t)attend_get_config(cx->m)->max_line_bytes + 1;
+    if (cx->p.split == ATTEND_SPLIT_SENTENCES && r.max_line < SPLIT_MAX_LINE + 1) r.max_line = SPLIT_MAX_LINE + 1;
     char **lines = malloc(sizeof(char *) * (size_t)chunk);
     size_t *lens = malloc(sizeof(size_t) * (size_t)chunk);
     if (!lines || !lens) {

@@ -16,17 +16,32 @@ void cli_write_empty(long long idx, int nbest, int with_alignment) {
         fputs(with_alignment ? " ||| \n" : "\n", stdout);
 }
 
-void cli_warn_truncated(const attend_config *c, long long idx, const attend_result *r) {
+/* The warning for one cut sequence: the line's (what "line N" or "line N, sentence K of M"
+ * names), of n_src tokens. */
+static void warn_cut(const attend_config *c, const char *what, int n_src) {
     const size_t max_bytes = (size_t)c->max_line_bytes;
-    if (r->truncated && r->n_src >= c->model_max_length && c->model_max_length < c->max_position_embeddings)
-        fprintf(stderr, "attend: line %lld: longer than the tokenizer's %d tokens (model_max_length); "
-                "translated its first %d\n", idx, c->model_max_length, r->n_src);
-    else if (r->truncated && r->n_src >= c->max_position_embeddings)
-        fprintf(stderr, "attend: line %lld: longer than the model's %d positions; "
-                "translated its first %d tokens\n", idx, c->max_position_embeddings, r->n_src);
-    else if (r->truncated) /* many bytes, few tokens (runs of spaces, say) */
-        fprintf(stderr, "attend: line %lld: longer than %zu bytes; translated its first %zu (%d tokens)\n",
-                idx, max_bytes, max_bytes, r->n_src);
+    if (n_src >= c->model_max_length && c->model_max_length < c->max_position_embeddings)
+        fprintf(stderr, "attend: %s: longer than the tokenizer's %d tokens (model_max_length); "
+                "translated its first %d\n", what, c->model_max_length, n_src);
+    else if (n_src >= c->max_position_embeddings)
+        fprintf(stderr, "attend: %s: longer than the model's %d positions; translated its first %d tokens\n", what,
+                c->max_position_embeddings, n_src);
+    else /* many bytes, few tokens (runs of spaces, say) */
+        fprintf(stderr, "attend: %s: longer than %zu bytes; translated its first %zu (%d tokens)\n", what, max_bytes,
+                max_bytes, n_src);
+}
+
+void cli_warn_truncated(const attend_config *c, long long idx, const attend_result *r) {
+    char what[96];
+    if (r->truncated && r->n_sentences < 2) {
+        snprintf(what, sizeof what, "line %lld", idx);
+        warn_cut(c, what, r->n_src);
+    }
+    for (int k = 0; r->truncated && k < r->n_sentences && r->n_sentences >= 2; k++)
+        if (r->sentences[k].truncated) { /* a sentence without a clause boundary to cut it at */
+            snprintf(what, sizeof what, "line %lld, sentence %d of %d", idx, k + 1, r->n_sentences);
+            warn_cut(c, what, r->sentences[k].n_src);
+        }
 }
 
 /* One line out, whatever the vocabulary holds: newlines become spaces. */

@@ -10,6 +10,10 @@
 
 /* Sentences a batch when neither --batch-size nor --batch-tokens is given. */
 #define DEFAULT_BATCH 32
+/* The bytes of a line read when lines are split into sentences (a paragraph, a document
+ * on one line): each sentence must fit the model, the line need not. A longer line is cut
+ * here, with a warning, so memory stays bounded. */
+#define SPLIT_MAX_LINE (1 << 20)
 
 typedef struct {
     cli_model_options common; /* -m, -t, --beam, --greedy, --src-lang, --tgt-lang */

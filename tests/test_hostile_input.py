@@ -94,11 +94,11 @@ def test_very_long_line():
     assert len(err.splitlines()) == 1
 
 
-def huge_line_run(before, size, after):
+def huge_line_run(before, size, after, *args):
     """Pipe `before`, a line of `size` bytes and `after` into attend without ever holding the
     line in memory; (exit status, output lines, stderr, peak RSS of attend in KiB)."""
     env = dict(os.environ, ASAN_OPTIONS="quarantine_size_mb=0:detect_leaks=0")
-    p = subprocess.Popen(BASE, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    p = subprocess.Popen(BASE + list(args), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
 
     def feed():
         try:
@@ -124,9 +124,9 @@ def huge_line_run(before, size, after):
 
 
 def test_huge_line_bounded_memory():
-    """A line of tens of MB is read, not kept: its first bytes are translated (one warning)
-    and memory stays that of a short line (it was 3.4 GB for 30 MB)."""
-    rc, lines, err, rss = huge_line_run(b"kurz\n", 40 << 20, b"\nauch kurz\n")
+    """A line of tens of MB is read, not kept: without splitting its first bytes are
+    translated (one warning) and memory stays that of a short line (it was 3.4 GB for 30 MB)."""
+    rc, lines, err, rss = huge_line_run(b"kurz\n", 40 << 20, b"\nauch kurz\n", "--split", "none")
     assert rc == 0, (rc, err)
     assert len(lines) == 4 and lines[3] == b"" and lines[1], lines[:4]
     alone, _ = ok_lines(b"kurz\nauch kurz\n", 2)
@@ -135,18 +135,36 @@ def test_huge_line_bounded_memory():
     print(f"  peak RSS for a 40 MiB line: {rss} KiB")
     assert rss < 100 * 1024, f"peak RSS {rss} KiB for one long line"
     # the same as the line's first bytes alone: the rest is dropped, not translated
-    first, _ = ok_lines(("Wo ist der Bahnhof? Hallo Welt, \u00e4\u00f6\u00fc " * 100).encode() + b"\n", 1)
+    first, _ = ok_lines(("Wo ist der Bahnhof? Hallo Welt, \u00e4\u00f6\u00fc " * 100).encode() + b"\n", 1,
+                        "--split", "none")
     assert lines[1] == first[0], (lines[1], first[0])
+
+
+def test_huge_line_split():
+    """Split into sentences (the default), a line is read up to 1 MiB, every sentence of that
+    translated, the rest dropped with one warning; memory stays bounded."""
+    rc, lines, err, rss = huge_line_run(b"kurz\n", 8 << 20, b"\nauch kurz\n")
+    assert rc == 0, (rc, err)
+    assert len(lines) == 4 and lines[3] == b"" and lines[1], lines[:4]
+    assert err == "attend: line 2: longer than 1048576 bytes; translated its first 1048576\n", err
+    print(f"  peak RSS for an 8 MiB line split into sentences: {rss} KiB")
+    assert rss < 400 * 1024, f"peak RSS {rss} KiB for one long line"
+    # every sentence of the kept MiB translated, not the model's first 64 tokens of it
+    first, _ = ok_lines(b"Wo ist der Bahnhof?\n", 1)
+    assert lines[1].startswith(first[0] + b" ") and len(lines[1]) > 100_000, (len(lines[1]), lines[1][:200])
     # the last line, without a newline, cut inside a character
-    rc, lines, err, rss = huge_line_run(b"", (20 << 20) + 1, b"")
+    rc, lines, err, rss = huge_line_run(b"", (20 << 20) + 1, b"", "--split", "none")
     assert rc == 0 and len(lines) == 2 and lines[0] and lines[1] == b"", (rc, lines[:3], err)
     assert err.count("\n") == 1 and "line 1: longer than" in err, err
     assert rss < 100 * 1024, f"peak RSS {rss} KiB for one long last line"
 
 
 def test_long_line_of_few_tokens():
-    """Bytes are cut too, where tokens are few (runs of spaces): still one warning."""
-    lines, err = ok_lines((b"a" + b" " * 99) * 1000 + b"\nja\n", 2)
+    """Bytes are cut too, where tokens are few (runs of spaces): still one warning (split
+    into sentences, such a line is cut at its spaces instead: no warning)."""
+    _, err = ok_lines((b"a" + b" " * 99) * 1000 + b"\nja\n", 2)
+    assert err == "", err
+    lines, err = ok_lines((b"a" + b" " * 99) * 1000 + b"\nja\n", 2, "--split", "none")
     assert err.count("\n") == 1 and "line 1: longer than 2048 bytes; translated its first 2048" in err, err
 
 
