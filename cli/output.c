@@ -3,6 +3,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cli.h"
 
@@ -115,6 +116,26 @@ static void dump_layer(npz_writer *z, long long idx, const char *kind, int layer
 }
 
 /* One sentence's ids, pieces, text, scores and attention as s{idx}/... arrays (README). */
+/* A line translated sentence by sentence: s{idx}/sentences, int32 [K, 8], one row per
+ * sentence: its source bytes [begin, end) in the line, its translation's bytes in text,
+ * its first source token and count, its first target token and count. */
+static void dump_sentences(npz_writer *z, long long idx, const attend_result *r) {
+    if (r->n_sentences < 2) return;
+    int32_t *rows = malloc(sizeof(int32_t) * 8 * (size_t)r->n_sentences);
+    if (!rows) return; /* out of memory: the key is left out, as any other the writer cannot add */
+    for (int k = 0; k < r->n_sentences; k++) {
+        const attend_sentence *s = &r->sentences[k];
+        const int32_t row[8] = {(int32_t)s->src_begin, (int32_t)s->src_end, (int32_t)s->text_begin,
+                                (int32_t)s->text_end, s->src_token, s->n_src, s->tgt_token, s->n_tgt};
+        memcpy(rows + 8 * k, row, sizeof row);
+    }
+    char name[96];
+    const int shape[2] = {r->n_sentences, 8};
+    snprintf(name, sizeof name, "s%lld/sentences", idx);
+    npz_add_i32(z, name, rows, 2, shape);
+    free(rows);
+}
+
 void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const attend_result *r,
                      int with_logits) {
     char name[96];
@@ -140,6 +161,7 @@ void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const
         snprintf(name, sizeof name, "s%lld/logits", idx);
         npz_add_f32(z, name, r->logits, 2, shape);
     }
+    dump_sentences(z, idx, r);
     const int He = c->encoder_heads, Hd = c->decoder_heads;
     for (int l = 0; l < c->encoder_layers; l++)
         dump_layer(z, idx, "enc_self", l, r->enc_self + (size_t)l * He * S * S, He, S, S);

@@ -251,7 +251,8 @@ class Sentence(NamedTuple):
     source and translation text, where its tokens are in the line's arrays
     (``src_tokens[src_start:src_start + n_src]``, ``tgt_tokens[tgt_start:tgt_start +
     n_tgt]``; the attention matrices are block-diagonal over the sentences), its own score
-    and whether it was cut."""
+    and whether it was cut; ``src_bytes`` / ``text_bytes``: its (begin, end) byte offsets
+    in the UTF-8 line and translation."""
 
     source: str
     text: str
@@ -261,6 +262,8 @@ class Sentence(NamedTuple):
     n_tgt: int
     score: float
     truncated: bool
+    src_bytes: Tuple[int, int] = (0, 0)
+    text_bytes: Tuple[int, int] = (0, 0)
 
 
 def _sentences(r: Any, source: str, text: str) -> List[Sentence]:
@@ -273,7 +276,8 @@ def _sentences(r: Any, source: str, text: str) -> List[Sentence]:
         s = r.sentences[k]
         out.append(Sentence(sb[s.src_begin:s.src_end].decode("utf-8", "replace"),
                             tb[s.text_begin:s.text_end].decode("utf-8", "replace"),
-                            s.src_token, s.n_src, s.tgt_token, s.n_tgt, float(s.score), bool(s.truncated)))
+                            s.src_token, s.n_src, s.tgt_token, s.n_tgt, float(s.score), bool(s.truncated),
+                            (s.src_begin, s.src_end), (s.text_begin, s.text_end)))
     return out
 
 
@@ -1269,6 +1273,10 @@ def save_npz(results: Sequence[Result], path: PathLike, logits: bool = False) ->
         arrays[k + "text"] = np.array([r.text], dtype=str)
         arrays[k + "logprob"] = r.logprob
         arrays[k + "score"] = np.array([r.score], dtype=np.float32)
+        if r.sentences:  # as attend translate --dump-attention: one row per sentence
+            arrays[k + "sentences"] = np.array(
+                [[*x.src_bytes, *x.text_bytes, x.src_start, x.n_src, x.tgt_start, x.n_tgt]
+                 for x in r.sentences], dtype=np.int32)
         if logits:
             if r.logits is None:
                 raise ValueError(f"result {i}: translate with logits=True to save logits")
