@@ -169,6 +169,8 @@ SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cas
            -fno-sanitize-recover=all -DS2S_POSITIONS_CACHED=4
 SAN_ENV  = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 E2E_IN   = printf 'Hallo Welt!\n\n  \nWo ist der Bahnhof?\r\nkaputt \377\376 \000 Ende\nletzte Zeile'
+# lines of several sentences (split, joined: block-diagonal attention, n-best joined)
+SPLIT_IN = printf 'Hallo Welt! Wo ist der Bahnhof? Ja.\nEins. Zwei.  Drei!\n\nkaputt \377. Ende \000 Nein.\nz. B. am 3. Mai. Gut.'
 
 .PHONY: sanitize sanitize-run tsan valgrind fuzz fuzz-smoke fuzz-build fuzz-gguf fuzz-translate fuzz-spm
 
@@ -196,6 +198,13 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	  --dump-attention $(BUILD)/e2e.npz >$(BUILD)/e2e.out
 	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 12
 	$(SAN_ENV) $(BUILD)/attend translate -m $(TINY) "$$(head -c 3000 /dev/zero | tr '\0' a)" >/dev/null 2>&1
+	$(SPLIT_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY) -b 2 --beam 3 --n-best 2 --alignment \
+	  --dump-attention $(BUILD)/e2e.npz --dump-logits >$(BUILD)/e2e.out
+	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 10
+	$(SPLIT_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY) --prefix "Two" --sample --n-best 2 >$(BUILD)/e2e.out
+	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 10
+	$(SPLIT_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY_M2M) --src-lang de --tgt-lang en --alignment >$(BUILD)/e2e.out
+	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 5
 	printf 'hallo welt\nein haus .\n' >$(BUILD)/cal.src; printf 'hello world\na house .\n' >$(BUILD)/cal.tgt; \
 	  printf '0-0 1-1\n0-0 1p1 2-2\n' >$(BUILD)/cal.wa; $(SAN_ENV) $(BUILD)/attend align -m $(TINY) --calibrate \
 	  $(BUILD)/cal.wa --source $(BUILD)/cal.src --target $(BUILD)/cal.tgt -o $(BUILD)/cal.gguf >/dev/null
@@ -274,6 +283,8 @@ valgrind: $(BUILD)/attend
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 --beam 3 --n-best 2 --prefix "Two" \
 	  --alignment --dump-attention $(BUILD)/vg.npz >/dev/null
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY_T5) -t 1 --beam 2 --task summarization >/dev/null
+	$(SPLIT_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 --beam 3 --n-best 2 --alignment \
+	  --dump-attention $(BUILD)/vg.npz --dump-logits --prefix "Two" >/dev/null
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(VALGRIND) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
 	@echo "valgrind: ok"
