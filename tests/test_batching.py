@@ -3,7 +3,8 @@
 with --batch-size 1 (and a process per line), 3 and 64, and --batch-tokens (sorted chunks, finished sentences leaving the batch, outputs
 back in input order, blank lines kept), on every kernel set this CPU has, for f32, f16 and
 int8 exports of a small random model (int8 on AMX CPUs also with ATTEND_AMX=0). Also: the
-f32 output equals the PyTorch reference."""
+f32 output equals the PyTorch reference. Each line is one sequence here (--split none), as
+the reference translates it; tests/test_paragraphs.py batches split lines."""
 import os
 import shutil
 import subprocess
@@ -76,11 +77,11 @@ def main():
             """A process per line for the first kernel set; --batch-size 1 (each sentence alone
             in its batch, one process) for the others, which is checked against it too."""
             if isa != isas[0]:
-                p = T.run_attend(["translate", "-m", model, "-b", "1", "-t", "1"], text, env={"ATTEND_ISA": isa})
+                p = T.run_attend(["translate", "--split", "none", "-m", model, "-b", "1", "-t", "1"], text, env={"ATTEND_ISA": isa})
                 return p.stdout.split("\n")[:-1]
             outs = []
             for s in lines:
-                p = T.run_attend(["translate", "-m", model, "-t", "1"], s + "\n", env={"ATTEND_ISA": isa})
+                p = T.run_attend(["translate", "--split", "none", "-m", model, "-t", "1"], s + "\n", env={"ATTEND_ISA": isa})
                 outs.append(p.stdout.rstrip("\n"))
             return outs
 
@@ -98,7 +99,7 @@ def main():
                 r.check(f"{isa} {dt}: one by one" + (" = reference" if dt == "f32" else ""), check_single)
                 for bs in (3, 64):
                     def check_batch(bs=bs, model=model, isa=isa, base=base):
-                        p = T.run_attend(["translate", "-m", model, "-b", str(bs), "-t", "2"], text,
+                        p = T.run_attend(["translate", "--split", "none", "-m", model, "-b", str(bs), "-t", "2"], text,
                                          env={"ATTEND_ISA": isa})
                         got = p.stdout.split("\n")[:-1]
                         assert len(got) == len(lines), f"{len(got)} lines out for {len(lines)} in"
@@ -107,7 +108,7 @@ def main():
                     r.check(f"{isa} {dt}: --batch-size {bs} = one by one", check_batch)
                 for opts in (["--batch-tokens", "60"], ["--batch-tokens", "200", "-b", "4"]):
                     def check_tokens(opts=opts, model=model, isa=isa, base=base):
-                        p = T.run_attend(["translate", "-m", model, "-v", "-t", "2"] + opts, text,
+                        p = T.run_attend(["translate", "--split", "none", "-m", model, "-v", "-t", "2"] + opts, text,
                                          env={"ATTEND_ISA": isa})
                         got = p.stdout.split("\n")[:-1]
                         assert got == base["out"], "output differs from one-by-one"
@@ -116,7 +117,7 @@ def main():
                 amx = "int8: amx" in T.run_attend(["isa"], "", env={"ATTEND_ISA": isa}).stdout
                 if dt == "int8" and amx:
                     def check_no_amx(model=model, isa=isa, base=base):
-                        p = T.run_attend(["translate", "-m", model, "-b", "64", "-t", "2"], text,
+                        p = T.run_attend(["translate", "--split", "none", "-m", model, "-b", "64", "-t", "2"], text,
                                          env={"ATTEND_ISA": isa, "ATTEND_AMX": "0"})
                         assert p.stdout.split("\n")[:-1] == base["out"], "without AMX the output differs"
                     r.check(f"{isa} int8: ATTEND_AMX=0 (the VNNI GEMM at batch 64) = one by one with AMX",

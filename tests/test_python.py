@@ -91,6 +91,7 @@ C_TYPES = {  # what _Generic names, for each ctypes field type
     ctypes.POINTER(C.attend_stats): "attend_stats*", ctypes.c_double: "double",
     ctypes.c_int * C.ATTEND_VIEW_MAX: "int*",  # an array decays to a pointer in _Generic
     ctypes.POINTER(C.c_int_p): "int**",
+    ctypes.POINTER(C.attend_sentence): "attend_sentence*",
 }
 
 
@@ -101,6 +102,8 @@ def struct_mirrors_match_c():
              '  unsigned long long: "unsigned long long", char *: "char*", const char *: "char*", \\',
              '  void *: "void*", int *: "int*", float *: "float*", char **: "char**", \\',
              '  attend_hypothesis *: "attend_hypothesis*", on_batch_fn: "on_batch", \\',
+             '  unsigned long: "unsigned long long", /* size_t: ctypes has one type for both */ \\',
+             '  attend_sentence *: "attend_sentence*", \\',
              '  attend_stats *: "attend_stats*", double: "double", const int *: "int*", \\',
              '  const char *const *: "char**", const int *const *: "int**", default: "other")',
              "int main(void) {"]
@@ -113,7 +116,7 @@ def struct_mirrors_match_c():
                          f'sizeof((({name} *)0)->{field}), KIND((({name} *)0)->{field}));')
             expect.append(f"{name}.{field} {getattr(cls, field).offset} {ctypes.sizeof(ftype)} "
                           f"{C_TYPES[ftype]}")
-    for const in ("ATTEND_VIEW_MAX", "ATTEND_EARLY_MODEL", "ATTEND_EARLY_FALSE", "ATTEND_EARLY_TRUE",
+    for const in ("ATTEND_SPLIT_SENTENCES", "ATTEND_SPLIT_NONE", "ATTEND_VIEW_MAX", "ATTEND_EARLY_MODEL", "ATTEND_EARLY_FALSE", "ATTEND_EARLY_TRUE",
                   "ATTEND_EARLY_NEVER", "ATTEND_LAYER_LAST", "ATTEND_LAYER_PENULTIMATE",
                   "ATTEND_LAYER_ALL", "ATTEND_HEAD_AVG"):
         lines.append(f'  printf("{const} %d\\n", (int){const});')

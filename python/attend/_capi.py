@@ -242,7 +242,7 @@ class attend_words(ctypes.Structure):
 
 # the structures the tests compare with the C compiler, by their C names
 STRUCTS = {c.__name__: c for c in (attend_config, attend_stats, attend_params, attend_hypothesis, attend_result,
-                                   attend_load_params, attend_view, attend_words)}
+                                   attend_load_params, attend_view, attend_words, attend_sentence)}
 
 # ---------------------------------------------------------------------------------------
 # Finding and opening the library
