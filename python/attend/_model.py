@@ -1138,7 +1138,7 @@ class Model:
                         S = len(r.src_ids)
                         total, lo, hi = total + S, S if j == 0 else lo, S
                         if r.truncated:
-                            warn.append(_truncation_message(cfg, i + 1, S))
+                            warn.extend(_truncation_messages(cfg, i + 1, r))
                         if r.error:
                             warn.append(f"line {i + 1}: {r.error}")
                             refused.append(f"ids {i}: {r.error}")
@@ -1236,8 +1236,9 @@ def _decoding(cfg: Config, p: C.attend_params, forced: bool) -> str:
     return f"beam search, {beams} beams" if beams > 1 else "greedy search"
 
 
-def _truncation_message(c: Config, line: int, n_src: int) -> str:
-    """attend translate's warning for a source that was cut."""
+def _truncation_message(c: Config, line: Any, n_src: int) -> str:
+    """attend translate's warning for a source that was cut (line: its number, or "N,
+    sentence K of M")."""
     if n_src >= c.model_max_length and c.model_max_length < c.max_position_embeddings:
         return (f"line {line}: longer than the tokenizer's {c.model_max_length} tokens "
                 f"(model_max_length); translated its first {n_src}")
@@ -1246,6 +1247,15 @@ def _truncation_message(c: Config, line: int, n_src: int) -> str:
                 f"translated its first {n_src} tokens")
     nb = c.max_line_bytes
     return f"line {line}: longer than {nb} bytes; translated its first {nb} ({n_src} tokens)"
+
+
+def _truncation_messages(c: Config, line: int, r: "Result") -> List[str]:
+    """The warnings of a cut result: one, or one per cut sentence of a split line."""
+    if not r.sentences:
+        return [_truncation_message(c, line, len(r.src_ids))]
+    n = len(r.sentences)
+    return [_truncation_message(c, f"{line}, sentence {k + 1} of {n}", s.n_src)
+            for k, s in enumerate(r.sentences) if s.truncated]
 
 
 # ---------------------------------------------------------------------------------------

@@ -284,12 +284,12 @@ def _one_line(text: str) -> str:
     return text.replace("\n", " ").replace("\r", " ")
 
 
-def _truncation_message(model: Any, line: int, n_src: int) -> str:
+def _truncation_messages(model: Any, line: int, r: Any) -> List[str]:
     try:
-        from attend._model import _truncation_message as tm
-        return tm(model.config, line, n_src)
+        from attend._model import _truncation_messages as tm
+        return tm(model.config, line, r)
     except Exception:  # pragma: no cover - older package
-        return f"line {line}: longer than the model allows; translated its first {n_src} tokens"
+        return [f"line {line}: longer than the model allows; translated its first {r.src_ids.size} tokens"]
 
 
 def translate_chunk(index: int, first_line: int, n_lines: int, data: bytes,
@@ -339,7 +339,7 @@ def translate_chunk(index: int, first_line: int, n_lines: int, data: bytes,
         if r.src_ids.size:
             translated += 1
         if r.truncated:
-            notes.append(_truncation_message(model, line_no, int(r.src_ids.size)))
+            notes.extend(_truncation_messages(model, line_no, r))
         if n_best:
             for k, h in enumerate(r.nbest):
                 line = f"{line_no - 1} ||| {_one_line(h.text)} ||| {h.score:.6f}"
