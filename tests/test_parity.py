@@ -155,11 +155,12 @@ def compare(name, ref_npz, eng_npz, n, check_logits, stats):
 def check_engine(tag, work, gguf, ref_npz, text, n, isas, stats, args=(), check_logits=True, beams=False):
     """attend translate -m gguf args --dump-attention --dump-logits on text (n lines) on each
     kernel set against the reference's dump ref_npz: compare()'s checks (stats collects the
-    first set's figures) and, with beams, each sentence's beam score within 1e-4."""
+    first set's figures) and, with beams, each sentence's beam score within 1e-4. Each line is
+    one sequence (--split none), as the reference translates it."""
     ref = np.load(ref_npz)
     for isa in isas:
         eng_npz = os.path.join(work, tag.replace("/", "_") + f"-{isa}.npz")
-        T.run_attend(["translate", "-m", gguf, *args, "--dump-attention", eng_npz, "--dump-logits"], text,
+        T.run_attend(["translate", "--split", "none", "-m", gguf, *args, "--dump-attention", eng_npz, "--dump-logits"], text,
                      env={"ATTEND_ISA": isa})
         compare(f"{tag}/{isa}", ref_npz, eng_npz, n, check_logits, stats if isa == isas[0] else [])
         if beams:
