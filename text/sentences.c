@@ -6,6 +6,7 @@
  * without spaces ends a sentence by itself. Every look back or ahead covers bytes that belong
  * to this candidate alone, so the whole is linear in the text. */
 #include <stdio.h>
+#include <string.h>
 
 #include "text.h"
 
@@ -69,7 +70,15 @@ static size_t plain_number(const char *w, size_t n) {
 static int keeps_open(const splitter *sp, const char *w, size_t n, int first, size_t next) {
     if (n == 0) return 0;
     if (split_rules_has(sp->sets, sp->nsets, 0, w, n)) return 1;
-    if (split_rules_has(sp->sets, sp->nsets, 1, w, n) && tx_class_at(sp->t + next, sp->len - next) == TX_DIGIT)
+    if (first && n < 16 && w[0] >= 'A' && w[0] <= 'Z') {
+        /* "Vgl. Kapitel 3", "Bzw. das": a lower-case abbreviation capitalised at the start */
+        char low[16];
+        memcpy(low, w, n);
+        low[0] = (char)(w[0] | 0x20);
+        if (split_rules_has(sp->sets, sp->nsets, 0, low, n)) return 1;
+    }
+    if (tx_class_at(sp->t + next, sp->len - next) == TX_DIGIT &&
+        (split_rules_has(sp->sets, sp->nsets, 1, w, n) || split_rules_has(sp->sets, sp->nsets, 3, w, n)))
         return 1;
     if (single_letter(w, n) || dotted_letters(w, n)) return 1;
     size_t digits = plain_number(w, n);

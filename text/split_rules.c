@@ -7,6 +7,8 @@
 
 #include "text.h"
 
+static const char *const no_words[] = {NULL};
+
 /* ---------------------------------------------------------------------------------------
  * German */
 
@@ -32,6 +34,9 @@ static const char *const de_before_number[] = {
     "Jun", "Jul", "Aug", "Sep", "Sept", "Okt", "Nov", "Dez", NULL,
 };
 
+/* compounds: "Goethestr. 5", "Marienpl. 1" */
+static const char *const de_number_endings[] = {"str", "pl", NULL};
+
 static const char *const de_conjunctions[] = {
     "und", "aber", "oder", "denn", "sondern", "doch", "jedoch", "weil", "dass", "daß", "obwohl",
     "obgleich", "während", "wenn", "falls", "als", "damit", "sodass", "nachdem", "bevor", "ehe",
@@ -39,7 +44,7 @@ static const char *const de_conjunctions[] = {
     "wodurch", "womit", "wobei", NULL,
 };
 
-static const split_rules german = {de_codes, de_abbreviations, de_before_number, de_conjunctions, 1};
+static const split_rules german = {de_codes, de_abbreviations, de_before_number, de_number_endings, de_conjunctions, 1};
 
 /* ---------------------------------------------------------------------------------------
  * English */
@@ -70,7 +75,7 @@ static const char *const en_conjunctions[] = {
     "before", "after", "if", "that", NULL,
 };
 
-static const split_rules english = {en_codes, en_abbreviations, en_before_number, en_conjunctions, 0};
+static const split_rules english = {en_codes, en_abbreviations, en_before_number, no_words, en_conjunctions, 0};
 
 /* ---------------------------------------------------------------------------------------
  * every other language: titles written alike in many Latin-script languages */
@@ -81,9 +86,7 @@ static const char *const generic_abbreviations[] = {
 
 static const char *const generic_before_number[] = {"No", "Nr", "Art", "pp", NULL};
 
-static const char *const no_words[] = {NULL};
-
-static const split_rules generic = {no_words, generic_abbreviations, generic_before_number, no_words, 0};
+static const split_rules generic = {no_words, generic_abbreviations, generic_before_number, no_words, no_words, 0};
 
 static const split_rules *const languages[] = {&german, &english};
 enum { N_LANGUAGES = sizeof languages / sizeof *languages };
@@ -120,13 +123,23 @@ int split_rules_for(const char *lang, const split_rules **sets) {
     return n;
 }
 
+/* Does word[0..n) end with an entry of list, with a letter (a byte >= 'A') before it? */
+static int ends_with(const char *const *list, const char *word, size_t n) {
+    for (; *list; list++) {
+        size_t k = strlen(*list);
+        if (k < n && (unsigned char)word[n - k - 1] >= 'A' && !memcmp(word + n - k, *list, k)) return 1;
+    }
+    return 0;
+}
+
 int split_rules_has(const split_rules *const *sets, int nsets, int which, const char *word, size_t n) {
-    if (n == 0 || n > 16) return 0;
+    if (n == 0 || (n > 16 && which != 3) || n > 64) return 0;
     for (int i = 0; i < nsets; i++) {
-        const char *const *list = which == 0   ? sets[i]->abbreviations
-                                  : which == 1 ? sets[i]->before_number
-                                               : sets[i]->conjunctions;
-        if (in_list(list, word, n)) return 1;
+        const split_rules *r = sets[i];
+        if (which == 3 ? ends_with(r->number_endings, word, n)
+                       : in_list(which == 0 ? r->abbreviations : which == 1 ? r->before_number : r->conjunctions,
+                                 word, n))
+            return 1;
     }
     return 0;
 }

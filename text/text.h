@@ -46,6 +46,7 @@ typedef struct {
     const char *const *codes;         /* "de", "deu", "ger" */
     const char *const *abbreviations; /* never end a sentence: "Dr", "bzw", "z.B" */
     const char *const *before_number; /* not an end when a number follows: "Nr", "No", "Jan" */
+    const char *const *number_endings; /* the same for words ending so: "str" of "Goethestr. 5" */
     const char *const *conjunctions;  /* a clause may start here: "und", "because" */
     int ordinals;                     /* "3. Oktober": a short number + '.' + word is an ordinal */
 } split_rules;
@@ -55,7 +56,7 @@ typedef struct {
 enum { SPLIT_MAX_SETS = 8 };
 int split_rules_for(const char *lang, const split_rules **sets);
 /* Is word[0..n) in the list of any of the sets? which: 0 abbreviations, 1 before_number,
- * 2 conjunctions. */
+ * 2 conjunctions, 3 number_endings (there: does the word end with one, after a letter). */
 int split_rules_has(const split_rules *const *sets, int nsets, int which, const char *word, size_t n);
 /* Does any of the sets read a short number + '.' + word as an ordinal? */
 int split_rules_ordinals(const split_rules *const *sets, int nsets);
