@@ -18,12 +18,12 @@ LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/
           model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c \
           model/encoder.c model/decoder.c model/relative.c model/tasks.c model/search.c model/trace.c model/outputs.c model/strategy.c \
           model/beam.c model/generate.c model/api.c model/align.c model/align_links.c model/quantize.c \
-          model/record_view.c model/split_lines.c text/sentences.c
+          model/record_view.c model/split_lines.c text/chars.c text/split_rules.c text/sentences.c text/clauses.c
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c cli/heatmap.c \
           cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/cmd_info.c cli/cmd_quantize.c \
           cli/cmd_align.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/explore_json.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c \
-          cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c
+          cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c cli/cmd_split.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/explore_html.o
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h text/*.h)
@@ -105,7 +105,7 @@ demo: build-deps
 # --- tests ---------------------------------------------------------------------------
 TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap \
             $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
-            $(BUILD)/tests/test_pool $(BUILD)/tests/test_search
+            $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split
 
 $(TEST_BINS): tests/check.h
 

@@ -26,6 +26,7 @@ static void usage(FILE *f) {
             "              alignment views)\n"
             "  serve       an HTTP translation server (LibreTranslate's API and attend's own,\n"
             "              batching across requests, a live explore page)\n"
+            "  split       split arguments or standard input into sentences, one per line\n"
             "  quantize    rewrite a checkpoint with int8 matrices (per-row scales)\n"
             "  bench       time translation of random sources; measure memory bandwidth\n"
             "  isa         print the kernel set in use ($ATTEND_ISA=generic|avx2|avx512 forces one)\n"
@@ -84,6 +85,7 @@ static int run(int argc, char **argv) {
     if (!strcmp(cmd, "align")) return cmd_align(argc - 1, argv + 1);
     if (!strcmp(cmd, "explore")) return cmd_explore(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
+    if (!strcmp(cmd, "split")) return cmd_split(argc - 1, argv + 1);
     fprintf(stderr, "attend: unknown command '%s'\n", cmd);
     usage(stderr);
     return EXIT_USAGE;

@@ -49,5 +49,6 @@ int cmd_quantize(int argc, char **argv);
 int cmd_align(int argc, char **argv);
 int cmd_explore(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_split(int argc, char **argv);
 
 #endif

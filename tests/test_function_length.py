@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Every function of the library and the CLI reads in one sitting: none longer than LIMIT (80)
 lines (signature to closing brace). Scans the tracked C/C++ sources of engine/, weights/,
-tokenizer/, model/ and cli/ with a small brace counter that skips comments, strings and
+tokenizer/, model/, cli/ and text/ with a small brace counter that skips comments, strings and
 character literals; a definition is a top-level '{' whose preceding text has a parameter list
 and is not a struct, enum, union or an initializer ('= {')."""
 import os
@@ -11,7 +11,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-FOLDERS = ("engine", "weights", "tokenizer", "model", "cli")
+FOLDERS = ("engine", "weights", "tokenizer", "model", "cli", "text")
 LIMIT = 80
 
 
