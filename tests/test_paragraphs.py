@@ -64,8 +64,8 @@ def main():
         multi = sum(len(ss) > 1 for _, ss in paras)
         print(f"  {len(paras)} lines of 1-5 held-out sentences ({multi} of several), "
               f"{len(sents)} sentences: {len(paras) - len(bad)} equal the sentences one per line")
-        assert not bad, "differs from the sentences one per line:\n" + "\n".join(map(repr, bad[:5]))
         state["paras"], state["got"] = paras, got
+        assert not bad, "differs from the sentences one per line:\n" + "\n".join(map(repr, bad[:5]))
 
     def whole_line_is_one_sequence_with_split_none():
         paras = [p for p, ss in state["paras"] if len(ss) >= 3][:5]
