@@ -305,6 +305,35 @@ ATTEND_API char *attend_detokenize(const attend_model *m, const int *ids, int n)
  * batching by tokens. -1 with err on failure. */
 ATTEND_API int attend_count_tokens(const attend_model *m, const char *line, size_t len, char *err, size_t errlen);
 
+/* Sentence splitting (text/sentences.c; docs/splitting.md), as attend_translate uses it and
+ * `attend split` prints it. */
+/* Bytes [begin, end) of the text. */
+typedef struct {
+    size_t begin, end;
+} attend_span;
+
+/* Split text (len bytes, any bytes) into sentences. lang: a language code ("de", "en",
+ * "de_DE", "deu_Latn", "fr"...: its leading 2-3 letters count); unknown codes use the generic
+ * rules; NULL = language unknown: every language's data together with the generic rules.
+ * *spans: malloc'd (free with free or attend_mem_free), NULL when there are none; each span
+ * is one sentence without the whitespace around it, so the bytes between spans are whitespace
+ * (NUL bytes count as whitespace). Blank text gives 0 spans.
+ * Returns the number of spans, or -1 with a message in err (out of memory only). */
+ATTEND_API int attend_split_sentences(const char *text, size_t len, const char *lang, attend_span **spans,
+                                      char *err, size_t errlen);
+
+/* Split one sentence into pieces that each fit: fits(user, s, n) says whether bytes s[0..n)
+ * fit the model. Breaks at clause boundaries, the strongest kind first (after ';', then after
+ * ':', then after ',' or a dash, then before a conjunction of the language), among equals the
+ * one nearest the middle, recursively until every piece fits; then at whitespace; a piece
+ * with no break point left stays as it is (longer than fits allows). Pieces are trimmed of
+ * whitespace, in order, and together hold every non-whitespace byte of the text. Text that
+ * fits whole is one piece; blank text none.
+ * Returns the number of pieces in *spans (malloc'd, as above), or -1 with err (out of memory). */
+ATTEND_API int attend_split_clauses(const char *text, size_t len, const char *lang,
+                                    int (*fits)(void *user, const char *s, size_t n), void *user,
+                                    attend_span **spans, char *err, size_t errlen);
+
 /* Status codes (0 = success): attend_quantize's, and attend_result.status. */
 enum { ATTEND_E_MODEL = -1, ATTEND_E_USAGE = -2, ATTEND_E_MEMORY = -3, ATTEND_E_IO = -4, ATTEND_E_INPUT = -5 };
 /* Rewrite an f32/f16 checkpoint with every matrix in int8 and one f32 scale per row (the

@@ -27,9 +27,21 @@ def heldout_sentences(per_set=40):
     for name in ("news", "anki", "tatoeba"):
         cand = [de for de, _ in sets[name] if de.rstrip().endswith(STOP) and len(de) < 300]
         pick += cand[:per_set * 2]
-    split = T.run_attend(["split", "--lang", "de"], "\n".join(pick) + "\n").stdout.split("\n\n")
-    one = [s for s, parts in zip(pick, split) if parts.strip().count("\n") == 0]
+    one = [s for s, parts in zip(pick, split_cmd(pick)) if len(parts) == 1]
     return one[:per_set * 3]
+
+
+def split_cmd(lines, lang="de"):
+    """attend split's sentences of each line: one a line, an empty line after each input's."""
+    out, cur = [], []
+    for x in T.run_attend(["split", "--lang", lang], "\n".join(lines) + "\n").stdout.split("\n")[:-1]:
+        if x:
+            cur.append(x)
+        else:
+            out.append(cur)
+            cur = []
+    assert len(out) == len(lines), (len(out), len(lines))
+    return out
 
 
 def paragraphs(sents, seed=7):
@@ -111,6 +123,20 @@ def main():
             if len(ss) > 1:  # every sentence has links inside its own words only
                 assert links, (line, text)
 
+    def python_split_sentences_equals_attend_split():
+        env = dict(os.environ, PYTHONPATH=os.path.join(T.REPO, "python"),
+                   ATTEND_LIBRARY=os.path.join(T.REPO, "build", "libattend.so"))
+        lines = [p for p, _ in state["paras"][:20]] + ["Er kam am 3. Oktober. z. B. hier!  Ja.", "", "今天很好。明天见！"]
+        code = ("import attend, json, sys\n"
+                "print(json.dumps([attend.split_sentences(x, 'de') for x in json.load(sys.stdin)]))\n")
+        p = subprocess.run([sys.executable, "-c", code], input=json.dumps(lines), capture_output=True, text=True,
+                           env=env)
+        assert p.returncode == 0, p.stderr
+        got = json.loads(p.stdout)
+        want = split_cmd(lines)
+        assert got == want, (got, want)
+        assert got[-1] == ["今天很好。", "明天见！"] and got[-2] == [], got[-2:]
+
     def cli_alignment_over_whole_line():
         line = "Ich habe Hunger. Wo ist der Bahnhof?"
         out = T.run_attend(["translate", "-m", MODEL, "--alignment", line]).stdout.strip()
@@ -164,6 +190,7 @@ def main():
         run.check("--split none: one sequence per line", whole_line_is_one_sequence_with_split_none)
         run.check("the source's separators kept", separators_kept)
         run.check("Python: same text, Result.sentences, alignment over the line", python_and_alignment_agree)
+        run.check("attend.split_sentences = attend split", python_split_sentences_equals_attend_split)
         run.check("--alignment indexes the whole line's words", cli_alignment_over_whole_line)
         run.check("--n-best: the k-th joins each sentence's k-th", nbest_joins_sentences)
         run.check("serve /translate splits too; \"split\": false", serve_agrees)

@@ -28,7 +28,7 @@ from . import export  # the exporters' package, callable as export() (attend/exp
 from .export import find_exporter
 from ._model import (AttendError, AttendWarning, Config, Hypothesis, Model, Result, Sentence,
                      default_model_path, default_threads, isa, isa_available, library_version,
-                     parse_view, save_npz, view_name)
+                     parse_view, save_npz, split_sentences, view_name)
 
 __version__ = "0.4.0"
 
@@ -36,5 +36,5 @@ __all__ = [
     "ATTEND_ALIGNMENT_VIEW_KEY", "AttendError", "AttendWarning", "Config", "Hypothesis", "Model", "Page",
     "Result", "Sentence", "default_model_path", "default_threads", "explore", "export", "find_exporter",
     "find_library", "heatmap_svg", "isa", "isa_available", "library_path", "library_version",
-    "parse_view", "plot", "save_npz", "view_name", "__version__",
+    "parse_view", "plot", "save_npz", "split_sentences", "view_name", "__version__",
 ]

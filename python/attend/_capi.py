@@ -148,6 +148,12 @@ class attend_params(ctypes.Structure):
 ATTEND_SPLIT_SENTENCES, ATTEND_SPLIT_NONE = 0, 1
 
 
+class attend_span(ctypes.Structure):
+    """``attend_span`` (attend.h): bytes [begin, end) of a text."""
+
+    _fields_ = [("begin", ctypes.c_size_t), ("end", ctypes.c_size_t)]
+
+
 class attend_sentence(ctypes.Structure):
     """``attend_sentence`` (attend.h): where one sentence of a split line is."""
 
@@ -242,7 +248,7 @@ class attend_words(ctypes.Structure):
 
 # the structures the tests compare with the C compiler, by their C names
 STRUCTS = {c.__name__: c for c in (attend_config, attend_stats, attend_params, attend_hypothesis, attend_result,
-                                   attend_load_params, attend_view, attend_words, attend_sentence)}
+                                   attend_load_params, attend_view, attend_words, attend_sentence, attend_span)}
 
 # ---------------------------------------------------------------------------------------
 # Finding and opening the library
@@ -341,6 +347,9 @@ _FUNCTIONS = {
                               ctypes.POINTER(c_int_p), c_int_p, ctypes.POINTER(attend_params),
                               ctypes.POINTER(attend_result), ctypes.c_char_p, ctypes.c_size_t],
                              ctypes.c_int, False),
+    "attend_split_sentences": ([ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
+                                ctypes.POINTER(ctypes.POINTER(attend_span)), ctypes.c_char_p, ctypes.c_size_t],
+                               ctypes.c_int, True),
     "attend_count_tokens": ([ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
                              ctypes.c_size_t], ctypes.c_int, True),
     "attend_select_isa": ([ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int, True),

@@ -49,6 +49,24 @@ def library_version() -> str:
     return C.decode(lib.attend_version()) if hasattr(lib, "attend_version") else "unknown"
 
 
+def split_sentences(text: Text, lang: Optional[str] = None) -> List[str]:
+    """The sentences of text as attend_translate splits them (``attend split``; the rules:
+    docs/splitting.md): lang a language code ("de", "en", ...; None: every language's rules
+    together). Each sentence without the whitespace around it; [] for blank text."""
+    src, raw = _encode(text, "text")
+    spans = ctypes.POINTER(C.attend_span)()
+    err = C.err_buffer()
+    code = None if lang is None else _encode(lang, "lang")[1]
+    n = C.lib().attend_split_sentences(raw, len(raw), code, ctypes.byref(spans), err, C.ERR_LEN)
+    if n < 0:
+        raise AttendError(C.decode(err.value))
+    try:
+        return [raw[spans[k].begin:spans[k].end].decode("utf-8") for k in range(n)]
+    finally:
+        if spans:
+            C.libc_free(ctypes.cast(spans, ctypes.c_void_p))
+
+
 _isa_selected = False
 
 
