@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../text/sentences.h"
+#include "../model/attend.h"
 #include "cli.h"
 #include "line_reader.h"
 

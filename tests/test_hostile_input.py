@@ -82,7 +82,13 @@ def test_control_chars_and_nul():
 
 def test_long_line():
     long = b"Hallo Welt, " * 2000
+    # split into sentences (the default), the line is cut at its commas: all of it translated
     lines, err = ok_lines(b"kurz\n" + long + b"\nauch kurz\n", 3)
+    assert err == "", err
+    one, _ = ok_lines(b"Hallo Welt,\n", 1)
+    assert lines[1].count(one[0]) > 100, lines[1][:200]
+    # one sequence (--split none): cut to the model's positions, one warning
+    lines, err = ok_lines(b"kurz\n" + long + b"\nauch kurz\n", 3, "--split", "none")
     warn = [x for x in err.splitlines() if x]
     assert len(warn) == 1 and "line 2" in warn[0] and "longer than" in warn[0], err
     # the cut line translates as its first max_positions tokens would

@@ -213,7 +213,7 @@ def main():
         npz = os.path.join(work, "long.npz")
         long = " ".join(T.corpus_lines("tatoeba", "en", 30, skip=200))
         T.run_attend(["translate", "-m", gguf, "--src-lang", "en_XX", "--tgt-lang", "de_DE", "--dump-attention",
-                      npz, "--max-length", "1000", long])
+                      npz, "--max-length", "1000", "--split", "none", long])
         eng = np.load(npz)
         assert len(eng["s0/src_ids"]) == 20 and eng["s0/src_ids"][-1] == 2, eng["s0/src_ids"]
         assert len(eng["s0/tgt_ids"]) <= 20, len(eng["s0/tgt_ids"])

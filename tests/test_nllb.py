@@ -188,7 +188,7 @@ def main():
             texts_checked += 1
         # the source-language token first, through translate (what the model sees)
         for line in [s for s in lines if s.strip()][:40] + lines[-8:]:
-            r = am.translate(line, src_lang=langs[0], tgt_lang=langs[1])
+            r = am.translate(line, src_lang=langs[0], tgt_lang=langs[1], split=False)
             assert list(r.src_ids) == tok.encode(line, langs[0]), line
         rng = random.Random(7)
         special = sorted(tok.specials) + list(range(V - 3, V))

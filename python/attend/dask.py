@@ -266,12 +266,17 @@ def split_lines(data: bytes) -> List[bytes]:
     return lines
 
 
-def cli_line(raw: bytes, max_line_bytes: int) -> bytes:
+# attend translate reads this much of a line it splits into sentences (cli/translate.h)
+SPLIT_MAX_LINE = 1 << 20
+
+
+def cli_line(raw: bytes, max_line_bytes: int, split: bool = False) -> bytes:
     """One input line as attend translate gives it to the library: a line longer than
     max_line_bytes + 1 bytes is its first max_line_bytes + 1 bytes (the rest is dropped;
-    the library then cuts it to max_line_bytes and flags it truncated); otherwise one \\r
-    before the \\n is dropped."""
-    keep = max_line_bytes + 1
+    the library then cuts it to max_line_bytes and flags it truncated); split into
+    sentences, a line longer than SPLIT_MAX_LINE is its first SPLIT_MAX_LINE bytes;
+    otherwise one \\r before the \\n is dropped."""
+    keep = SPLIT_MAX_LINE if split else max_line_bytes + 1
     if len(raw) > keep:
         return raw[:keep]
     if raw.endswith(b"\r"):
@@ -309,8 +314,14 @@ def translate_chunk(index: int, first_line: int, n_lines: int, data: bytes,
                                  f"run started with ({fp} != {spec['fingerprint']})")
     mlb = int(model.config.max_line_bytes)
     items: List[Any] = []
+    notes: List[str] = []
+    cut: Dict[int, str] = {}
+    split = spec["options"].get("split", True)
     for raw in split_lines(data):
-        b = cli_line(raw, mlb)
+        b = cli_line(raw, mlb, split)
+        if split and len(raw) > SPLIT_MAX_LINE:  # the warning attend translate gives instead of the library's
+            cut[len(items)] = (f"line {first_line + len(items) + 1}: longer than {SPLIT_MAX_LINE} bytes; "
+                               f"translated its first {SPLIT_MAX_LINE}")
         try:
             b.decode("utf-8")
             items.append(b)
@@ -331,14 +342,15 @@ def translate_chunk(index: int, first_line: int, n_lines: int, data: bytes,
     results = model.translate(items, **opts, **spec["batching"]) if items else []
     t2 = time.perf_counter()
     out: List[str] = []
-    notes: List[str] = []
     n_best = spec["options"].get("n_best")
     translated = 0
     for i, r in enumerate(results):
         line_no = first_line + i + 1  # 1-based in the whole input, as attend translate counts
         if r.src_ids.size:
             translated += 1
-        if r.truncated:
+        if i in cut:
+            notes.append(cut[i])
+        elif r.truncated:
             notes.extend(_truncation_messages(model, line_no, r))
         if n_best:
             for k, h in enumerate(r.nbest):
@@ -609,6 +621,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("-b", "--batch-size", type=int, metavar="N", help="sentences translated together (default 32)")
     t.add_argument("--batch-tokens", type=int, metavar="N", help="at most N source tokens per batch")
     t.add_argument("--max-length", type=int, metavar="N", help="generation limit counting the start token")
+    t.add_argument("--split", choices=("sentences", "none"), default="sentences", metavar="MODE",
+                   help="sentences (default): a line's sentences translated one by one, joined; "
+                        "none: each line one sequence")
+    t.add_argument("--split-lang", metavar="L", help="the splitting rules' language (de, en, ...)")
     t.add_argument("--beam", type=int, metavar="N", help="beam search with N beams (1: greedy)")
     t.add_argument("--greedy", action="store_true", help="the same as --beam 1")
     t.add_argument("--length-penalty", type=float, metavar="X")
@@ -654,6 +670,10 @@ def translate_options(a: argparse.Namespace) -> Dict[str, Any]:
         o["sample"] = True
     if a.early_stopping is not None:
         o["early_stopping"] = {"true": True, "false": False, "never": "never"}[a.early_stopping]
+    if a.split == "none":
+        o["split"] = False
+    if a.split_lang is not None:
+        o["split_lang"] = a.split_lang
     return o
 
 
