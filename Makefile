@@ -9,7 +9,7 @@ CFLAGS  ?= $(OPT) -g
 CXXFLAGS?= $(OPT) -g
 ALL_CFLAGS   = $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp-simd -pthread -fPIC -fvisibility=hidden
 ALL_CXXFLAGS = $(CXXFLAGS) -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden
-LDLIBS  = -pthread -lsentencepiece -lz -lm
+LDLIBS  = -pthread -lsentencepiece -lgumbo -lz -lm
 # attend serve's HTTP server and JSON parser: linked into the attend binary only, not libattend
 SERVE_LIBS = -lmicrohttpd -lcjson
 
@@ -18,7 +18,8 @@ LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/
           model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c \
           model/encoder.c model/decoder.c model/relative.c model/tasks.c model/search.c model/trace.c model/outputs.c model/strategy.c \
           model/beam.c model/generate.c model/api.c model/align.c model/align_links.c model/quantize.c \
-          model/record_view.c model/split_lines.c text/chars.c text/split_rules.c text/sentences.c text/clauses.c
+          model/record_view.c model/split_lines.c model/translate_html.c text/chars.c text/split_rules.c text/sentences.c text/clauses.c \
+          text/markup_parse.c text/markup_render.c
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c cli/heatmap.c \
           cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/cmd_info.c cli/cmd_quantize.c \
@@ -29,7 +30,7 @@ CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/explore_html.o
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h text/*.h)
 
 # Debian packages the build (and make demo) needs, and those the tests add.
-BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev libmicrohttpd-dev libcjson-dev
+BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev libmicrohttpd-dev libcjson-dev libgumbo-dev
 DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unzip clang \
              libclang-rt-dev valgrind chromium chromium-driver time \
              python3-distributed python3-matplotlib python3-venv python3-pip

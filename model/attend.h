@@ -305,6 +305,23 @@ ATTEND_API char *attend_detokenize(const attend_model *m, const int *ids, int n)
  * batching by tokens. -1 with err on failure. */
 ATTEND_API int attend_count_tokens(const attend_model *m, const char *line, size_t len, char *err, size_t errlen);
 
+/* Translate n HTML fragments (document 0: a line of a page, a LibreTranslate "q" with
+ * "format": "html") or whole documents (document 1: the doctype kept). The text between
+ * block boundaries (<p>, <li>, <td>, <br>, headings...) is translated as attend_translate
+ * translates a line (split into sentences as p->split says), a sentence running across
+ * inline tags (<b>, <a>, <span>...) being one sentence to the model; each inline tag is put
+ * back around the target words aligned, under the model's own view, to the source words it
+ * wrapped, nested and closed as in the source, its start tag byte for byte. <script>,
+ * <style>, <pre>, <code>, <textarea> and translate="no" are copied untouched, comments kept;
+ * text is escaped again (& < >). Malformed HTML is repaired as browsers parse it (gumbo).
+ * out[i]: malloc'd HTML (attend_mem_free); truncated[i] (NULL: not wanted): a sentence was
+ * cut. p's search settings apply; n-best, prefixes and attention outputs do not. 0, or -1
+ * with err (also when any text could not be translated: nothing is silently dropped; out is
+ * then all NULL). docs/markup.md has the rules. */
+ATTEND_API int attend_translate_html(attend_model *m, const char *const *docs, const size_t *lens, int n,
+                                     int document, const attend_params *p, char **out, int *truncated, char *err,
+                                     size_t errlen);
+
 /* Sentence splitting (text/sentences.c; docs/splitting.md), as attend_translate uses it and
  * `attend split` prints it. */
 /* Bytes [begin, end) of the text. */

@@ -1,0 +1,460 @@
+/* text/markup_parse.c: HTML -> an output plan of raw pieces and segments (markup.h). gumbo
+ * builds the tree (browsers' rules: unclosed, stray and misnested tags repaired); one walk,
+ * with an explicit stack so that deep nesting costs heap, not C stack, writes the plan. */
+#include <gumbo.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "markup.h"
+
+typedef struct {
+    int segment;      /* -1: raw bytes */
+    char *raw;
+    size_t len, cap;
+} plan_piece;
+
+struct markup_doc {
+    plan_piece *pieces;
+    int n_pieces, cap_pieces;
+    markup_segment *segs;
+    int n_segs, cap_segs;
+};
+
+/* ---------------------------------------------------------------------------------------
+ * growing buffers */
+
+void markup_buf_add(markup_buf *b, const char *s, size_t n) {
+    if (b->oom || n == 0) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 64;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *d = realloc(b->data, cap);
+        if (!d) {
+            b->oom = 1;
+            return;
+        }
+        b->data = d, b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = 0;
+}
+
+void markup_buf_text(markup_buf *b, const char *s, size_t n) {
+    size_t from = 0;
+    for (size_t i = 0; i < n; i++) {
+        const char *e = s[i] == '&' ? "&amp;" : s[i] == '<' ? "&lt;" : s[i] == '>' ? "&gt;" : NULL;
+        if (!e) continue;
+        markup_buf_add(b, s + from, i - from);
+        markup_buf_add(b, e, strlen(e));
+        from = i + 1;
+    }
+    markup_buf_add(b, s + from, n - from);
+}
+
+/* Room for one more item of size sz in *arr (n used, *cap allocated). 0 or -1. */
+static int grow(void **arr, int n, int *cap, size_t sz) {
+    if (n < *cap) return 0;
+    const int c = *cap ? *cap * 2 : 16;
+    void *a = realloc(*arr, sz * (size_t)c);
+    if (!a) return -1;
+    *arr = a, *cap = c;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * what an element is */
+
+static int tag_in(GumboTag t, const GumboTag *set, int n) {
+    for (int i = 0; i < n; i++)
+        if (set[i] == t) return 1;
+    return 0;
+}
+
+/* Inline elements: their text stays in the sentence around them. Unknown (custom) elements
+ * display inline in a browser, so they are inline here too. */
+static int is_inline(GumboTag t) {
+    static const GumboTag set[] = {GUMBO_TAG_A,      GUMBO_TAG_ABBR,   GUMBO_TAG_ACRONYM, GUMBO_TAG_B,
+                                   GUMBO_TAG_BDI,    GUMBO_TAG_BDO,    GUMBO_TAG_BIG,     GUMBO_TAG_CITE,
+                                   GUMBO_TAG_DATA,   GUMBO_TAG_DEL,    GUMBO_TAG_DFN,     GUMBO_TAG_EM,
+                                   GUMBO_TAG_FONT,   GUMBO_TAG_I,      GUMBO_TAG_INS,     GUMBO_TAG_LABEL,
+                                   GUMBO_TAG_MARK,   GUMBO_TAG_NOBR,   GUMBO_TAG_Q,       GUMBO_TAG_RUBY,
+                                   GUMBO_TAG_RB,     GUMBO_TAG_RP,     GUMBO_TAG_RT,      GUMBO_TAG_RTC,
+                                   GUMBO_TAG_S,      GUMBO_TAG_SMALL,  GUMBO_TAG_SPAN,    GUMBO_TAG_STRIKE,
+                                   GUMBO_TAG_STRONG, GUMBO_TAG_SUB,    GUMBO_TAG_SUP,     GUMBO_TAG_TIME,
+                                   GUMBO_TAG_TT,     GUMBO_TAG_U,      GUMBO_TAG_VAR,     GUMBO_TAG_UNKNOWN,
+                                   GUMBO_TAG_IMG,    GUMBO_TAG_WBR,    GUMBO_TAG_INPUT,   GUMBO_TAG_CODE,
+                                   GUMBO_TAG_KBD,    GUMBO_TAG_SAMP};
+    return tag_in(t, set, (int)(sizeof set / sizeof *set));
+}
+
+static int is_void(GumboTag t) {
+    static const GumboTag set[] = {GUMBO_TAG_AREA,  GUMBO_TAG_BASE,  GUMBO_TAG_BR,    GUMBO_TAG_COL,
+                                   GUMBO_TAG_EMBED, GUMBO_TAG_HR,    GUMBO_TAG_IMG,   GUMBO_TAG_INPUT,
+                                   GUMBO_TAG_LINK,  GUMBO_TAG_META,  GUMBO_TAG_PARAM, GUMBO_TAG_SOURCE,
+                                   GUMBO_TAG_TRACK, GUMBO_TAG_WBR,   GUMBO_TAG_KEYGEN};
+    return tag_in(t, set, (int)(sizeof set / sizeof *set));
+}
+
+/* Copied byte for byte, never translated: code, scripts, preformatted text, form text,
+ * foreign content (SVG, MathML), templates, and whatever says translate="no". */
+static int is_untouched(const GumboNode *n) {
+    static const GumboTag set[] = {GUMBO_TAG_SCRIPT, GUMBO_TAG_STYLE, GUMBO_TAG_PRE,      GUMBO_TAG_TEXTAREA,
+                                   GUMBO_TAG_CODE,   GUMBO_TAG_KBD,   GUMBO_TAG_SAMP,     GUMBO_TAG_SVG,
+                                   GUMBO_TAG_MATH,   GUMBO_TAG_TEMPLATE, GUMBO_TAG_XMP,   GUMBO_TAG_LISTING,
+                                   GUMBO_TAG_PLAINTEXT};
+    const GumboElement *e = &n->v.element;
+    if (n->type == GUMBO_NODE_TEMPLATE || e->tag_namespace != GUMBO_NAMESPACE_HTML) return 1;
+    if (tag_in(e->tag, set, (int)(sizeof set / sizeof *set))) return 1;
+    const GumboAttribute *a = gumbo_get_attribute(&e->attributes, "translate");
+    return a && !strcmp(a->value, "no");
+}
+
+/* The element's name as its end tag spells it ("" when there is none to find). */
+static GumboStringPiece tag_name(const GumboElement *e) {
+    GumboStringPiece s = {gumbo_normalized_tagname(e->tag), 0};
+    s.length = strlen(s.data);
+    if (s.length || !e->original_tag.length) return s;
+    s = e->original_tag;
+    gumbo_tag_from_original_text(&s);
+    return s;
+}
+
+/* The end tag to write for e: the source's, else "</name>" when its start was written. */
+static void end_tag(markup_buf *b, const GumboElement *e) {
+    if (e->original_end_tag.length) {
+        markup_buf_add(b, e->original_end_tag.data, e->original_end_tag.length);
+        return;
+    }
+    GumboStringPiece name = tag_name(e);
+    if (!e->original_tag.length || is_void(e->tag) || !name.length) return;
+    markup_buf_add(b, "</", 2);
+    markup_buf_add(b, name.data, name.length);
+    markup_buf_add(b, ">", 1);
+}
+
+/* ---------------------------------------------------------------------------------------
+ * an untouched subtree, as the source wrote it (missing end tags added) */
+
+typedef struct {
+    const GumboNode *node;
+    unsigned child;
+} frame;
+
+static const GumboVector *children_of(const GumboNode *n) {
+    if (n->type == GUMBO_NODE_DOCUMENT) return &n->v.document.children;
+    if (n->type == GUMBO_NODE_ELEMENT || n->type == GUMBO_NODE_TEMPLATE) return &n->v.element.children;
+    return NULL;
+}
+
+/* Append root's source bytes to b. 0 or -1 (out of memory). */
+static int raw_subtree(markup_buf *b, const GumboNode *root) {
+    int cap = 64, n = 1;
+    frame *st = malloc(sizeof *st * (size_t)cap);
+    if (!st) return -1;
+    st[0] = (frame){root, 0};
+    markup_buf_add(b, root->v.element.original_tag.data, root->v.element.original_tag.length);
+    while (n > 0 && !b->oom) {
+        frame *f = &st[n - 1];
+        const GumboVector *kids = children_of(f->node);
+        if (!kids || f->child >= kids->length) {
+            if (kids) end_tag(b, &f->node->v.element);
+            n--;
+            continue;
+        }
+        const GumboNode *c = kids->data[f->child++];
+        if (c->type == GUMBO_NODE_ELEMENT || c->type == GUMBO_NODE_TEMPLATE) {
+            if (grow((void **)&st, n, &cap, sizeof *st)) break;
+            st[n++] = (frame){c, 0};
+            markup_buf_add(b, c->v.element.original_tag.data, c->v.element.original_tag.length);
+        } else {
+            markup_buf_add(b, c->v.text.original_text.data, c->v.text.original_text.length);
+        }
+    }
+    const int bad = n > 0 || b->oom;
+    free(st);
+    return bad ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * the plan */
+
+typedef struct {
+    markup_doc *d;
+    markup_buf text;     /* the current segment's text */
+    markup_inline *tags; /* its inline elements */
+    int n_tags, cap_tags;
+    int *open;           /* the inline elements open now (indices into tags), outer first */
+    int n_open, cap_open;
+    int oom;
+} builder;
+
+/* Append raw bytes to the plan (merged with raw bytes just before). */
+static void add_raw(builder *b, const char *s, size_t n) {
+    markup_doc *d = b->d;
+    if (n == 0 || b->oom) return;
+    plan_piece *last = d->n_pieces ? &d->pieces[d->n_pieces - 1] : NULL;
+    if (!last || last->segment >= 0) {
+        if (grow((void **)&d->pieces, d->n_pieces, &d->cap_pieces, sizeof *d->pieces)) {
+            b->oom = 1;
+            return;
+        }
+        last = &d->pieces[d->n_pieces++];
+        *last = (plan_piece){-1, NULL, 0, 0};
+    }
+    markup_buf m = {last->raw, last->len, last->cap, 0};
+    markup_buf_add(&m, s, n);
+    if (m.oom) b->oom = 1;
+    last->raw = m.data, last->len = m.len, last->cap = m.cap;
+}
+
+/* A new inline element of the current segment, starting here; its index or -1. */
+static int add_tag(builder *b, char *open, char *close) {
+    if (!open || grow((void **)&b->tags, b->n_tags, &b->cap_tags, sizeof *b->tags)) {
+        free(open), free(close);
+        return b->oom = 1, -1;
+    }
+    const int parent = b->n_open ? b->open[b->n_open - 1] : -1;
+    b->tags[b->n_tags] = (markup_inline){parent, b->text.len, b->text.len, open, close};
+    return b->n_tags++;
+}
+
+static char *copy(const char *s, size_t n) {
+    char *c = malloc(n + 1);
+    if (c) memcpy(c, s, n), c[n] = 0;
+    return c;
+}
+
+size_t markup_space_at(const char *s, size_t n) {
+    const unsigned char *u = (const unsigned char *)s;
+    if (n >= 1 && (u[0] == ' ' || (u[0] >= '\t' && u[0] <= '\r'))) return 1;
+    if (n >= 2 && u[0] == 0xc2 && u[1] == 0xa0) return 2;                   /* U+00A0 */
+    if (n < 3) return 0;
+    if (u[0] == 0xe2 && u[1] == 0x80 && (u[2] <= 0x8a || u[2] == 0xa8 || u[2] == 0xa9 || u[2] == 0xaf))
+        return 3;                                                           /* U+2000..200A, 2028, 2029, 202F */
+    if ((u[0] == 0xe2 && u[1] == 0x81 && u[2] == 0x9f) || (u[0] == 0xe3 && u[1] == 0x80 && u[2] == 0x80) ||
+        (u[0] == 0xe1 && u[1] == 0x9a && u[2] == 0x80))
+        return 3;                                                           /* U+205F, U+3000, U+1680 */
+    return 0;
+}
+
+/* The bytes of whitespace at the end of s[0..n). */
+static size_t trailing_space(const char *s, size_t n) {
+    size_t end = n;
+    while (end > 0) {
+        size_t k = 0;
+        for (size_t w = 1; w <= 3 && w <= end && !k; w++)
+            if (markup_space_at(s + end - w, w) == w) k = w;
+        if (!k) break;
+        end -= k;
+    }
+    return n - end;
+}
+
+/* The segment's inline elements, shifted to its trimmed text [lead, lead + len). */
+static void shift_tags(markup_inline *tags, int n, size_t lead, size_t len) {
+    for (int i = 0; i < n; i++) {
+        tags[i].begin = tags[i].begin < lead ? 0 : tags[i].begin - lead > len ? len : tags[i].begin - lead;
+        tags[i].end = tags[i].end < lead ? 0 : tags[i].end - lead > len ? len : tags[i].end - lead;
+    }
+}
+
+/* Inline elements still open when a block starts inside them (<a><div>...</div></a>) go on
+ * in the next segment as copies of themselves, so every segment's tags nest. */
+static void reopen(builder *b, const markup_inline *old) {
+    const int n = b->n_open;
+    b->n_open = 0;
+    for (int i = 0; i < n && !b->oom; i++) {
+        const markup_inline *t = &old[b->open[i]];
+        const int k = add_tag(b, copy(t->open, strlen(t->open)), t->close ? copy(t->close, strlen(t->close)) : NULL);
+        if (k >= 0) b->open[b->n_open++] = k;
+    }
+}
+
+/* End the current segment: the whitespace around its text goes out raw; its text and
+ * inline elements become a segment (whitespace alone, without elements, is raw). */
+static void flush(builder *b) {
+    const char *t = b->text.data ? b->text.data : "";
+    size_t n = b->text.len, lead = 0, k;
+    while (lead < n && (k = markup_space_at(t + lead, n - lead))) lead += k;
+    const size_t trail = trailing_space(t + lead, n - lead), len = n - lead - trail;
+    for (int i = 0; i < b->n_open; i++) b->tags[b->open[i]].end = n;
+    add_raw(b, t, lead);
+    markup_doc *d = b->d;
+    if (len || b->n_tags) {
+        if (grow((void **)&d->segs, d->n_segs, &d->cap_segs, sizeof *d->segs) ||
+            grow((void **)&d->pieces, d->n_pieces, &d->cap_pieces, sizeof *d->pieces)) {
+            b->oom = 1;
+            return;
+        }
+        markup_segment *s = &d->segs[d->n_segs];
+        *s = (markup_segment){copy(t + lead, len), len, b->tags, b->n_tags};
+        if (!s->text) b->oom = 1;
+        shift_tags(s->tags, s->n_tags, lead, len);
+        d->pieces[d->n_pieces++] = (plan_piece){d->n_segs++, NULL, 0, 0};
+        b->tags = NULL, b->n_tags = b->cap_tags = 0;
+        add_raw(b, t + lead + len, trail);
+        b->text.len = 0;
+        reopen(b, s->tags);
+        return;
+    }
+    b->text.len = 0;
+}
+
+/* "<name>" or "</name>" for an element whose source tag is missing. */
+static char *made_tag(const GumboElement *e, int end) {
+    GumboStringPiece name = tag_name(e);
+    char *s = malloc(name.length + 4);
+    if (!s) return NULL;
+    memcpy(s, end ? "</" : "<", 1 + (size_t)end);
+    memcpy(s + 1 + end, name.data, name.length);
+    memcpy(s + 1 + end + name.length, ">", 2);
+    return s;
+}
+
+enum { FRAME_OTHER, FRAME_INLINE, FRAME_BLOCK };
+typedef struct {
+    const GumboNode *node;
+    unsigned child;
+    int kind;
+} walk_frame;
+
+/* An element met in the walk: what it adds to the plan; *kind says whether its children
+ * are walked (FRAME_INLINE or FRAME_BLOCK) or not (FRAME_OTHER). */
+static void element(builder *b, const GumboNode *n, int *kind) {
+    const GumboElement *e = &n->v.element;
+    *kind = FRAME_OTHER;
+    if (is_untouched(n)) {
+        markup_buf raw = {0};
+        if (raw_subtree(&raw, n) || raw.oom) b->oom = 1;
+        if (is_inline(e->tag)) add_tag(b, raw.data ? raw.data : copy("", 0), NULL); /* in the sentence, not translated */
+        else flush(b), add_raw(b, raw.data, raw.len), free(raw.data);
+        return;
+    }
+    char *open = e->original_tag.length ? copy(e->original_tag.data, e->original_tag.length) : made_tag(e, 0);
+    if (is_inline(e->tag) && is_void(e->tag)) {
+        add_tag(b, open, NULL);
+    } else if (is_inline(e->tag)) {
+        const int k = add_tag(b, open, made_tag(e, 1));
+        if (k < 0 || grow((void **)&b->open, b->n_open, &b->cap_open, sizeof *b->open)) return;
+        b->open[b->n_open++] = k;
+        *kind = FRAME_INLINE;
+    } else {
+        flush(b);
+        add_raw(b, e->original_tag.data, e->original_tag.length);
+        free(open);
+        *kind = is_void(e->tag) ? FRAME_OTHER : FRAME_BLOCK;
+    }
+}
+
+/* A frame's children are done. */
+static void leave(builder *b, const walk_frame *f) {
+    if (f->kind == FRAME_INLINE) {
+        b->tags[b->open[--b->n_open]].end = b->text.len;
+    } else if (f->kind == FRAME_BLOCK) {
+        flush(b);
+        markup_buf end = {0};
+        end_tag(&end, &f->node->v.element);
+        add_raw(b, end.data, end.len);
+        free(end.data);
+    }
+}
+
+/* Walk the tree under root into the plan. */
+static void walk(builder *b, const GumboNode *root) {
+    int cap = 64, n = 1;
+    walk_frame *st = malloc(sizeof *st * (size_t)cap);
+    if (!st) return (void)(b->oom = 1);
+    st[0] = (walk_frame){root, 0, FRAME_OTHER};
+    while (n > 0 && !b->oom) {
+        walk_frame *f = &st[n - 1];
+        const GumboVector *kids = children_of(f->node);
+        if (!kids || f->child >= kids->length) {
+            leave(b, f);
+            n--;
+            continue;
+        }
+        const GumboNode *c = kids->data[f->child++];
+        int kind = FRAME_OTHER;
+        if (c->type == GUMBO_NODE_ELEMENT || c->type == GUMBO_NODE_TEMPLATE) element(b, c, &kind);
+        else if (c->type == GUMBO_NODE_COMMENT)
+            add_tag(b, copy(c->v.text.original_text.data, c->v.text.original_text.length), NULL);
+        else
+            markup_buf_add(&b->text, c->v.text.text, strlen(c->v.text.text));
+        if (b->text.oom) b->oom = 1;
+        if (kind == FRAME_OTHER) continue;
+        if (grow((void **)&st, n, &cap, sizeof *st)) b->oom = 1;
+        else st[n++] = (walk_frame){c, 0, kind};
+    }
+    free(st);
+}
+
+/* The doctype as "<!DOCTYPE name ...>" and a newline (gumbo keeps its fields, not its bytes). */
+static void doctype(builder *b, const GumboDocument *doc) {
+    markup_buf m = {0};
+    markup_buf_add(&m, "<!DOCTYPE ", 10);
+    markup_buf_add(&m, doc->name, strlen(doc->name));
+    const char *pub = doc->public_identifier, *sys = doc->system_identifier;
+    if (*pub) markup_buf_add(&m, " PUBLIC \"", 9), markup_buf_add(&m, pub, strlen(pub)), markup_buf_add(&m, "\"", 1);
+    if (*sys && !*pub) markup_buf_add(&m, " SYSTEM", 7);
+    if (*sys) markup_buf_add(&m, " \"", 2), markup_buf_add(&m, sys, strlen(sys)), markup_buf_add(&m, "\"", 1);
+    markup_buf_add(&m, ">\n", 2);
+    if (m.oom) b->oom = 1;
+    add_raw(b, m.data, m.len);
+    free(m.data);
+}
+
+markup_doc *markup_parse(const char *html, size_t len, int document, char *err, size_t errlen) {
+    GumboOptions o = kGumboDefaultOptions;
+    o.max_errors = 0; /* hostile pages make many: none are kept */
+    GumboOutput *g = gumbo_parse_with_options(&o, html ? html : "", html ? len : 0);
+    markup_doc *d = calloc(1, sizeof *d);
+    builder b = {d, {0}, NULL, 0, 0, NULL, 0, 0, !g || !d};
+    if (!b.oom && document && g->document->v.document.has_doctype) doctype(&b, &g->document->v.document);
+    if (!b.oom) walk(&b, g->document);
+    if (!b.oom) flush(&b);
+    for (int i = 0; i < b.n_tags; i++) free(b.tags[i].open), free(b.tags[i].close);
+    free(b.tags), free(b.open), free(b.text.data);
+    if (g) gumbo_destroy_output(&o, g);
+    if (b.oom) {
+        markup_free(d);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    return d;
+}
+
+void markup_free(markup_doc *d) {
+    if (!d) return;
+    for (int i = 0; i < d->n_pieces; i++) free(d->pieces[i].raw);
+    for (int i = 0; i < d->n_segs; i++) {
+        for (int k = 0; k < d->segs[i].n_tags; k++) free(d->segs[i].tags[k].open), free(d->segs[i].tags[k].close);
+        free(d->segs[i].tags);
+        free(d->segs[i].text);
+    }
+    free(d->pieces), free(d->segs), free(d);
+}
+
+int markup_segments(const markup_doc *d) { return d->n_segs; }
+const markup_segment *markup_segment_at(const markup_doc *d, int i) { return &d->segs[i]; }
+
+char *markup_render(const markup_doc *d, const char *const *translations, const int *const *links,
+                    const int *n_links, char *err, size_t errlen) {
+    markup_buf out = {0};
+    markup_buf_add(&out, "", 0);
+    for (int i = 0; i < d->n_pieces && !out.oom; i++) {
+        const plan_piece *p = &d->pieces[i];
+        if (p->segment < 0) markup_buf_add(&out, p->raw, p->len);
+        else if (markup_place(&out, &d->segs[p->segment], translations[p->segment],
+                              links ? links[p->segment] : NULL, n_links ? n_links[p->segment] : 0))
+            out.oom = 1;
+    }
+    if (!out.oom && !out.data) out.data = copy("", 0);
+    if (out.oom || !out.data) {
+        free(out.data);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    return out.data;
+}
