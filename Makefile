@@ -229,6 +229,7 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	  test $$? -eq 3
 	ATTEND_BIN=$(BUILD)/attend BROKEN_SAMPLE=3 $(PYTHON) tests/test_broken_files.py
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_hostile_input.py
+	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_split.py
 	@# attend serve under concurrent clients, bad input, disconnects and a SIGTERM in flight
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
 	@echo "sanitize: ok"
