@@ -173,7 +173,7 @@ E2E_IN   = printf 'Hallo Welt!\n\n  \nWo ist der Bahnhof?\r\nkaputt \377\376 \00
 # lines of several sentences (split, joined: block-diagonal attention, n-best joined)
 SPLIT_IN = printf 'Hallo Welt! Wo ist der Bahnhof? Ja.\nEins. Zwei.  Drei!\n\nkaputt \377. Ende \000 Nein.\nz. B. am 3. Mai. Gut.'
 
-.PHONY: sanitize sanitize-run tsan valgrind fuzz fuzz-smoke fuzz-build fuzz-gguf fuzz-translate fuzz-spm
+.PHONY: sanitize sanitize-run tsan valgrind fuzz fuzz-smoke fuzz-build fuzz-gguf fuzz-translate fuzz-spm fuzz-split
 
 sanitize:
 	$(MAKE) BUILD=$(SAN_DIR) CFLAGS="$(SAN_OPTS)" CXXFLAGS="$(SAN_OPTS)" \
@@ -239,6 +239,7 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	  test $$? -eq 3
 	ATTEND_BIN=$(BUILD)/attend BROKEN_SAMPLE=3 $(PYTHON) tests/test_broken_files.py
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_hostile_input.py
+	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_split.py
 	@# attend serve under concurrent clients, bad input, disconnects and a SIGTERM in flight
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
 	@echo "sanitize: ok"
@@ -290,8 +291,8 @@ valgrind: $(BUILD)/attend
 	  test $$? -eq 3
 	@echo "valgrind: ok"
 
-# make fuzz: libFuzzer (clang) on the loader, the translate path and the SentencePiece
-# model loader, FUZZ_SECONDS each;
+# make fuzz: libFuzzer (clang) on the loader, the translate path, the SentencePiece
+# model loader and the sentence splitter, FUZZ_SECONDS each;
 # corpora grow in build-fuzz/corpus/*, crashes land in build-fuzz/.
 FUZZ_DIR     = build-fuzz
 CORPUS       = $(FUZZ_DIR)/corpus
@@ -312,7 +313,7 @@ $(FUZZ_DIR)/engine/gemm_i8_amx.o: ALL_CFLAGS += -mamx-tile -mamx-int8 -mavx512f 
 
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) CXX=$(FUZZ_CXX) CFLAGS="$(FUZZ_OPTS)" \
-	  CXXFLAGS="$(FUZZ_OPTS)" $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_translate $(FUZZ_DIR)/fuzz_spm
+	  CXXFLAGS="$(FUZZ_OPTS)" $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_translate $(FUZZ_DIR)/fuzz_spm $(FUZZ_DIR)/fuzz_split
 
 $(BUILD)/fuzz_%: tests/fuzz_%.c $(BUILD)/libattend.a
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
@@ -349,7 +350,12 @@ fuzz-translate: fuzz-build $(CORPUS)/translate
 	FUZZ_MODEL=$(TINY) $(FUZZ_NICE) $(FUZZ_DIR)/fuzz_translate $(FUZZ_FLAGS) -max_len=4096 \
 	  -artifact_prefix=$(FUZZ_DIR)/ $(CORPUS)/translate
 
-fuzz: fuzz-gguf fuzz-translate fuzz-spm
+# the sentence and clause splitters (text/): seeded from the committed reproducers' folder
+fuzz-split: fuzz-build
+	mkdir -p $(CORPUS)/split && cp tests/data/fuzz/split/* $(CORPUS)/split/
+	$(FUZZ_NICE) $(FUZZ_DIR)/fuzz_split $(FUZZ_FLAGS) -max_len=4096 -artifact_prefix=$(FUZZ_DIR)/ $(CORPUS)/split
+
+fuzz: fuzz-gguf fuzz-translate fuzz-spm fuzz-split
 
 # The smoke run in make test is reproducible: fresh seed corpora, a fixed seed and a fixed
 # number of runs per target (about 10 s each here), so CI replays exactly the inputs that
@@ -357,13 +363,14 @@ fuzz: fuzz-gguf fuzz-translate fuzz-spm
 # with growing corpora, is make fuzz.
 SMOKE_FLAGS = -seed=1 -max_total_time=120 -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
 fuzz-smoke: fuzz-build
-	@for t in gguf translate spm; do echo "== fuzz_$$t replays tests/data/fuzz/$$t"; \
+	@for t in gguf translate spm split; do echo "== fuzz_$$t replays tests/data/fuzz/$$t"; \
 	  FUZZ_MODEL=$(TINY) $(FUZZ_DIR)/fuzz_$$t -runs=0 -artifact_prefix=$(FUZZ_DIR)/ tests/data/fuzz/$$t >$(FUZZ_DIR)/replay.log 2>&1 \
 	    || { cat $(FUZZ_DIR)/replay.log; exit 1; }; done
 	rm -rf $(FUZZ_DIR)/smoke
 	$(MAKE) fuzz-gguf CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=30000"
 	$(MAKE) fuzz-translate CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=10000"
 	$(MAKE) fuzz-spm CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=5000"
+	$(MAKE) fuzz-split CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=200000"
 
 # Benchmarks (not part of make test): attend vs the PyTorch reference on an opus-mt-en-de-
 # shaped random model, f32/f16/int8 x batch 1/64 x threads 1/2; writes BENCHMARKS.md.

@@ -76,6 +76,9 @@ static int split_stdin(const char *lang) {
             continue;
         }
         if (r.eof) break;
+        /* nothing more here yet: show what is done before waiting (one line in, its
+         * sentences out, for interactive use) */
+        if (!line_reader_waiting(&r) && (status = cli_flush_stdout()) != 0) break;
         if (line_reader_fill(&r) < 0) {
             fprintf(stderr, "attend split: reading input: %s\n", strerror(errno));
             status = EXIT_IO;

@@ -194,6 +194,7 @@ static const split_case others[] = {
     {"ru", "Я пришёл. Он ушёл.", {"Я пришёл.", "Он ушёл."}},
     {"el", "Γεια σου. Τι κάνεις;", {"Γεια σου.", "Τι κάνεις;"}},
     {"el", "Καλά. είμαι εδώ.", {"Καλά. είμαι εδώ."}},
+    {"el", "Τι κάνεις\xcd\xbe Καλά.", {"Τι κάνεις\xcd\xbe", "Καλά."}},
     {"fr", "Bonjour. Ça va?", {"Bonjour.", "Ça va?"}},
     {"fr", "Il a dit «Non!». Puis il est parti.", {"Il a dit «Non!».", "Puis il est parti."}},
     {"fr", "Dr. Dupont arrive. Il est là.", {"Dr. Dupont arrive.", "Il est là."}},

@@ -144,6 +144,7 @@ int tx_stop_kind(long cp) {
     case '!':
     case '?':
     case 0x061F: /* Arabic question mark */
+    case 0x037E: /* Greek question mark (most text uses ';', which cannot count) */
     case 0x06D4: /* Urdu full stop */
     case 0x0589: /* Armenian full stop */
     case 0x0964: /* Devanagari danda */
