@@ -23,6 +23,10 @@ typedef struct {
 static const split_case german[] = {
     {"de", "Er kam am 3. Oktober. Dann ging er.", {"Er kam am 3. Oktober.", "Dann ging er."}},
     {"de", "Hallo Welt. Wie geht es dir?", {"Hallo Welt.", "Wie geht es dir?"}},
+    /* a name with a small first letter and a capital inside starts a sentence */
+    {"de", "Ich musste mich verabschieden. eBay gibt ein Datum an.", {"Ich musste mich verabschieden.", "eBay gibt ein Datum an."}},
+    {"en", "I bought it. iPhones are expensive.", {"I bought it.", "iPhones are expensive."}},
+    {"en", "He stopped. then he went on.", {"He stopped. then he went on."}},
     {"de", "Das ist gut! Wirklich.", {"Das ist gut!", "Wirklich."}},
     {"de", "Wer bist du? Ich bin es.", {"Wer bist du?", "Ich bin es."}},
     {"de", "Das ist z. B. ein Test.", {"Das ist z. B. ein Test."}},

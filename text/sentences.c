@@ -92,6 +92,20 @@ static int keeps_open(const splitter *sp, const char *w, size_t n, int first, si
 /* ---------------------------------------------------------------------------------------
  * the candidate */
 
+/* Is the word at pos a name written with a small first letter and a capital inside ("eBay",
+ * "iPhone", "iOS"), which starts a sentence as it is? Looks at most 16 characters ahead. */
+static int mixed_case(const splitter *sp, size_t pos) {
+    for (int i = 0; i < 16 && pos < sp->len; i++) {
+        long cp;
+        int k = tx_decode(sp->t + pos, sp->len - pos, &cp);
+        tx_class c = tx_classify(cp);
+        if (c == TX_UPPER) return i > 0;
+        if (c != TX_LOWER) return 0;
+        pos += (size_t)k;
+    }
+    return 0;
+}
+
 /* Does a sentence start at pos: a capital, a digit or an uncased letter, maybe behind
  * opening quotes and brackets ("„Komm", "(Siehe", "¿Qué")? */
 static int starts_sentence(const splitter *sp, size_t pos) {
@@ -100,7 +114,7 @@ static int starts_sentence(const splitter *sp, size_t pos) {
         int k = tx_decode(sp->t + pos, sp->len - pos, &cp);
         if (!tx_is_opener(cp)) {
             tx_class c = tx_classify(cp);
-            return c == TX_UPPER || c == TX_DIGIT || c == TX_LETTER;
+            return c == TX_UPPER || c == TX_DIGIT || c == TX_LETTER || (c == TX_LOWER && mixed_case(sp, pos));
         }
         pos += (size_t)k;
     }
