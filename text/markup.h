@@ -26,6 +26,8 @@ typedef struct {
     char *open;        /* its start tag as the source wrote it (attributes byte for byte); for a
                         * comment or an untouched element (<code>, translate="no") all of it */
     char *close;       /* "</name>", or NULL for a void element (<img>, <wbr>, a comment) */
+    int space_before;  /* whitespace right before it in the source text, */
+    int space_after;   /* and right after it: kept around it where it lands between words */
 } markup_inline;
 
 /* A run of text between block boundaries: one text to translate. */

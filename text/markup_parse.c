@@ -216,7 +216,7 @@ static int add_tag(builder *b, char *open, char *close) {
         return b->oom = 1, -1;
     }
     const int parent = b->n_open ? b->open[b->n_open - 1] : -1;
-    b->tags[b->n_tags] = (markup_inline){parent, b->text.len, b->text.len, open, close};
+    b->tags[b->n_tags] = (markup_inline){parent, b->text.len, b->text.len, open, close, 0, 0};
     return b->n_tags++;
 }
 
@@ -252,9 +252,11 @@ static size_t trailing_space(const char *s, size_t n) {
     return n - end;
 }
 
-/* The segment's inline elements, shifted to its trimmed text [lead, lead + len). */
-static void shift_tags(markup_inline *tags, int n, size_t lead, size_t len) {
-    for (int i = 0; i < n; i++) {
+/* The segment's inline elements, shifted to its trimmed text [lead, lead + len) of t[0..n). */
+static void shift_tags(markup_inline *tags, int n_tags, const char *t, size_t n, size_t lead, size_t len) {
+    for (int i = 0; i < n_tags; i++) {
+        tags[i].space_before = tags[i].begin > 0 && (t[tags[i].begin - 1] == ' ' || t[tags[i].begin - 1] == '\n');
+        tags[i].space_after = tags[i].end < n && markup_space_at(t + tags[i].end, n - tags[i].end) > 0;
         tags[i].begin = tags[i].begin < lead ? 0 : tags[i].begin - lead > len ? len : tags[i].begin - lead;
         tags[i].end = tags[i].end < lead ? 0 : tags[i].end - lead > len ? len : tags[i].end - lead;
     }
@@ -291,7 +293,7 @@ static void flush(builder *b) {
         markup_segment *s = &d->segs[d->n_segs];
         *s = (markup_segment){copy(t + lead, len), len, b->tags, b->n_tags};
         if (!s->text) b->oom = 1;
-        shift_tags(s->tags, s->n_tags, lead, len);
+        shift_tags(s->tags, s->n_tags, t, n, lead, len);
         d->pieces[d->n_pieces++] = (plan_piece){d->n_segs++, NULL, 0, 0};
         b->tags = NULL, b->n_tags = b->cap_tags = 0;
         add_raw(b, t + lead + len, trail);

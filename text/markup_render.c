@@ -162,24 +162,51 @@ static void events_free(events *ev) {
     free(ev->open), free(ev->close), free(ev->zw), free(ev->sub_end), free(ev->stack);
 }
 
+/* The bytes of sentence punctuation (. , ; : ! ? …) ending the word w[0..n), never all
+ * of it: a tag closing on the word closes before them ("<b>dog</b>."). */
+static size_t trailing_punct(const char *w, size_t n) {
+    size_t k = n;
+    for (;;) {
+        if (k > 1 && strchr(".,;:!?", w[k - 1])) k--;
+        else if (k > 3 && !memcmp(w + k - 3, "\xe2\x80\xa6", 3)) k -= 3;
+        else break;
+    }
+    return n - k;
+}
+
+/* The zero-width elements (and their descendants) at position w of T words, with the
+ * source's space after them (before them at the end, where no word follows). */
+static void write_zero_widths(markup_buf *out, const events *ev, int *iz, int w, int T, const markup_inline *tags) {
+    for (; *iz < ev->n_zw && ev->zw[*iz].pos <= w; (*iz)++) {
+        const markup_inline *t = &tags[ev->zw[*iz].k];
+        const int at_end = w == T && T > 0;
+        if (at_end && t->space_before && out->len && out->data[out->len - 1] != ' ') markup_buf_add(out, " ", 1);
+        write_zero_width(out, tags, ev->zw[*iz].k, ev->sub_end[ev->zw[*iz].k], ev->stack);
+        if (!at_end && w < T && t->space_after) markup_buf_add(out, " ", 1);
+    }
+}
+
 /* The translation t (its words tw) with the events written in. */
 static void write_events(markup_buf *out, const char *t, const words *tw, const events *ev,
                          const markup_inline *tags) {
     int io = 0, ic = 0, iz = 0;
     size_t at = 0;
     for (int w = 0; w <= tw->n; w++) {
-        for (; ic < ev->n_close && ev->close[ic].pos < w; ic++)
-            markup_buf_add(out, tags[ev->close[ic].k].close, strlen(tags[ev->close[ic].k].close));
         const size_t gap_end = w < tw->n ? tw->begin[w] : strlen(t);
         markup_buf_add(out, t + at, gap_end - at); /* the translation's own spacing */
         for (; io < ev->n_open && ev->open[io].pos <= w; io++)
             markup_buf_add(out, tags[ev->open[io].k].open, strlen(tags[ev->open[io].k].open));
-        for (; iz < ev->n_zw && ev->zw[iz].pos <= w; iz++)
-            write_zero_width(out, tags, ev->zw[iz].k, ev->sub_end[ev->zw[iz].k], ev->stack);
+        write_zero_widths(out, ev, &iz, w, tw->n, tags);
         if (w == tw->n) break;
-        markup_buf_text(out, t + tw->begin[w], tw->end[w] - tw->begin[w]);
+        const size_t n = tw->end[w] - tw->begin[w], punct = trailing_punct(t + tw->begin[w], n);
+        markup_buf_text(out, t + tw->begin[w], n - punct);
+        for (; ic < ev->n_close && ev->close[ic].pos <= w; ic++)
+            markup_buf_add(out, tags[ev->close[ic].k].close, strlen(tags[ev->close[ic].k].close));
+        markup_buf_text(out, t + tw->end[w] - punct, punct);
         at = tw->end[w];
     }
+    for (; ic < ev->n_close; ic++) /* spans past the last word (none when they nest) */
+        markup_buf_add(out, tags[ev->close[ic].k].close, strlen(tags[ev->close[ic].k].close));
 }
 
 /* Each source word's first and last aligned target word (-1: none) into mn, mx. */
