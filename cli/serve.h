@@ -51,6 +51,8 @@ typedef struct {
     char view_name[64];
     int attention;      /* /v1: the attention matrices, compact as the explore page has them */
     int nbest;          /* /v1: the n-best list asked for */
+    int html;           /* /translate "format": "html": each q entry an HTML fragment, kept
+                         * whole (attend_translate_html) */
 } serve_request;
 
 /* Parse a request body (body_len bytes) for api into *r; 0, or an HTTP status (400) with a

@@ -71,7 +71,7 @@ static int add_entry(serve_request *r, const cJSON *e, int q, const serve_option
     const size_t n = strlen(s);
     if (!utf8_valid((const unsigned char *)s, n)) return bad(err, errlen, "q[%d] is not valid UTF-8", q);
     for (size_t from = 0;;) {
-        const char *nl = r->api == SERVE_LIBRE ? memchr(s + from, '\n', n - from) : NULL;
+        const char *nl = r->api == SERVE_LIBRE && !r->html ? memchr(s + from, '\n', n - from) : NULL;
         size_t end = nl ? (size_t)(nl - s) : n, len = end - from;
         if (r->api == SERVE_LIBRE && len && s[from + len - 1] == '\r') len--; /* as attend translate reads */
         if (r->n >= o->max_queue) return bad(err, errlen, "more than %d sentences in one request", o->max_queue);
@@ -137,11 +137,14 @@ static int read_languages(serve_request *r, const cJSON *root, const attend_mode
     return 0;
 }
 
-/* The fields of /translate it does not ignore. */
-static int read_libre(const cJSON *root, char *err, size_t errlen) {
+/* /translate's "format": "text" (the default) or "html" (each entry of q an HTML fragment or
+ * document: its text translated sentence by sentence, its tags placed by the alignments). */
+static int read_format(serve_request *r, const cJSON *root, char *err, size_t errlen) {
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(root, "format");
-    if (f && !(cJSON_IsString(f) && !strcmp(f->valuestring, "text")))
-        return bad(err, errlen, "\"format\": only \"text\" is supported");
+    if (!f) return 0;
+    if (!cJSON_IsString(f) || (strcmp(f->valuestring, "text") && strcmp(f->valuestring, "html")))
+        return bad(err, errlen, "\"format\" must be \"text\" or \"html\"");
+    r->html = !strcmp(f->valuestring, "html");
     return 0;
 }
 
@@ -307,7 +310,7 @@ static int read_v1(serve_request *r, const cJSON *root, const attend_config *c, 
 static void make_key(serve_request *r) {
     const attend_params *p = &r->p;
     const int one_best = p->n_best > 1 ? p->n_best : 1; /* 0 and 1 both mean the best only */
-    snprintf(r->key, sizeof r->key, "%d %d %d %d %d %a %d %d %d %d %a %d %d %a %a %llu %d %s %s %s%s", p->split, p->num_beams, one_best,
+    snprintf(r->key, sizeof r->key, "%d %d %d %d %d %d %a %d %d %d %d %a %d %d %a %a %llu %d %s %s %s%s", r->html, p->split, p->num_beams, one_best,
              p->early_stopping, p->set_length_penalty, (double)p->length_penalty, p->set_min_length, p->min_length,
              p->set_no_repeat_ngram_size, p->no_repeat_ngram_size, (double)p->repetition_penalty, p->sample,
              p->top_k, (double)p->top_p, (double)p->temperature, p->seed, p->max_length, r->langs[0], r->langs[1],
@@ -323,9 +326,9 @@ int serve_request_parse(const char *body, size_t body_len, int api, const attend
     cJSON *root = cJSON_ParseWithLength(body, body_len);
     if (!root) return bad(err, errlen, "the body is not valid JSON");
     int rc = cJSON_IsObject(root) ? 0 : bad(err, errlen, "the body must be a JSON object");
+    if (!rc && api == SERVE_LIBRE) rc = read_format(r, root, err, errlen);
     if (!rc) rc = read_q(r, root, o, err, errlen);
-    if (!rc && api == SERVE_LIBRE) rc = read_libre(root, err, errlen);
-    else if (!rc) rc = read_v1(r, root, attend_get_config(m), err, errlen);
+    if (!rc && api == SERVE_V1) rc = read_v1(r, root, attend_get_config(m), err, errlen);
     if (!rc) rc = read_languages(r, root, m, o, err, errlen);
     if (!rc) rc = read_split(r, root, err, errlen);
     cJSON_Delete(root);

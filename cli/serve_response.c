@@ -65,7 +65,7 @@ static void write_libre(FILE *f, serve_job *job) {
         }
         attend_result *res = &job->res[i];
         if (res->text && !res->status) {
-            one_line(res->text);
+            if (!r->html) one_line(res->text); /* HTML keeps its newlines (escaped by json_str) */
             /* json_str with its quotes stripped: the entry is one string of several lines */
             char *s = NULL;
             size_t n = 0;

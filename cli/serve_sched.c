@@ -136,6 +136,22 @@ static void fail_jobs(serve_job *jobs, int status, const char *message) {
     }
 }
 
+/* b's entries are HTML (requests with "format": "html", batched only with each other):
+ * translated by attend_translate_html, each result's text the translated HTML. 0, or -1
+ * with err. */
+static int translate_html(serve_sched *s, batch *b, const attend_params *p, attend_result *res, char *err,
+                          size_t errlen) {
+    if (!b->n) return 0;
+    char **html = calloc((size_t)b->n, sizeof(char *));
+    int *cut = calloc((size_t)b->n, sizeof(int));
+    int rc = html && cut ? attend_translate_html(s->m, b->lines, b->lens, b->n, 0, p, html, cut, err, errlen) : -1;
+    if (!html || !cut) snprintf(err, errlen, "out of memory");
+    for (int k = 0; !rc && k < b->n; k++) res[k].text = html[k], res[k].truncated = cut[k];
+    free(html);
+    free(cut);
+    return rc;
+}
+
 /* Translate b's sentences with the first job's settings (what is only reported, scores and
  * attention, asked when any job asks). 0, or -1 with err. */
 static int batch_translate(serve_sched *s, batch *b, char *err, size_t errlen) {
@@ -155,7 +171,11 @@ static int batch_translate(serve_sched *s, batch *b, char *err, size_t errlen) {
     p.batch_tokens = s->o->max_batch_tokens;
     attend_result *res = calloc((size_t)(b->n ? b->n : 1), sizeof *res);
     if (!res) return snprintf(err, errlen, "out of memory"), -1;
-    if (b->n && attend_translate(s->m, b->lines, b->lens, b->n, b->targets, &p, res, err, errlen)) {
+    const int rc = b->jobs->req.html ? translate_html(s, b, &p, res, err, errlen)
+                                     : b->n ? attend_translate(s->m, b->lines, b->lens, b->n, b->targets, &p, res, err,
+                                                               errlen)
+                                            : 0;
+    if (rc) {
         free(res);
         return -1;
     }
