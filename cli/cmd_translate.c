@@ -161,6 +161,11 @@ static int read_prefixes(translate_ctx *cx, char **pre, int n, int *owned) {
 /* Translate a chunk and write one line per input, in order. Blank lines give blank lines
  * without running the model. Returns 0 or an exit status. */
 static int translate_chunk(translate_ctx *cx, char **lines, size_t *lens, int n) {
+    if (cx->o->html) { /* HTML fragments: attend_translate_html, one output line each */
+        const int status = translate_html_lines(cx->m, &cx->p, lines, lens, n, cx->n_done);
+        cx->n_done += n;
+        return status;
+    }
     const char **todo = malloc(sizeof(char *) * (size_t)n);
     size_t *todo_len = malloc(sizeof(size_t) * (size_t)n);
     char **pre = calloc((size_t)n, sizeof(char *));
@@ -252,7 +257,8 @@ static int translate_stdin(translate_ctx *cx, int chunk) {
     line_reader r = {0};
     /* one byte more than the tokenizer reads, so that it sees the line was cut */
     r.max_line = (size_t)attend_get_config(cx->m)->max_line_bytes + 1;
-    if (cx->p.split == ATTEND_SPLIT_SENTENCES && r.max_line < SPLIT_MAX_LINE + 1) r.max_line = SPLIT_MAX_LINE + 1;
+    if ((cx->p.split == ATTEND_SPLIT_SENTENCES || cx->o->html) && r.max_line < SPLIT_MAX_LINE + 1)
+        r.max_line = SPLIT_MAX_LINE + 1; /* HTML: the tags do not count against the model */
     char **lines = malloc(sizeof(char *) * (size_t)chunk);
     size_t *lens = malloc(sizeof(size_t) * (size_t)chunk);
     if (!lines || !lens) {
@@ -348,7 +354,9 @@ int cmd_translate(int argc, char **argv) {
     translate_ctx cx = {&o, cli_load_model(o.common.model), {0}, NULL, 0, 0, NULL, 0};
     status = translate_check_with_model(&o, cx.m);
     if (!status) status = prepare(&cx);
-    if (!status) {
+    if (!status && o.document) {
+        status = translate_html_document(cx.m, &cx.p, o.document);
+    } else if (!status) {
         const int chunk = chunk_lines(&cx.p);
         status = o.n_texts > 0 ? translate_texts(&cx, chunk) : translate_stdin(&cx, chunk);
     }

@@ -31,6 +31,8 @@ typedef struct {
     const char *prefix_file;  /* --prefix-file FILE: line i's prefix is its line i */
     char **texts;             /* the TEXT arguments (gathered in place at the front of argv) */
     int n_texts;
+    int html;                 /* --format html: each line an HTML fragment */
+    const char *document;     /* --document FILE: one HTML document ("-": standard input) */
 } translate_options;
 
 /* attend translate --help. */
@@ -46,5 +48,13 @@ int translate_check_options(const translate_options *o);
 /* The options against the model: its languages, its beams for --n-best, its layers and heads
  * for --alignment (whose view becomes the model's own when none was given). 0 or EXIT_USAGE. */
 int translate_check_with_model(translate_options *o, const attend_model *m);
+
+/* --format html: lines[0..n) (lens bytes each, the input's lines first_line + 1 on) as HTML
+ * fragments, one output line each, blank lines blank. 0 or an exit status. */
+int translate_html_lines(attend_model *m, const attend_params *p, char **lines, const size_t *lens, int n,
+                         long long first_line);
+/* --document FILE: the whole file as one HTML document, translated to standard output. 0 or
+ * an exit status. */
+int translate_html_document(attend_model *m, const attend_params *p, const char *path);
 
 #endif

@@ -43,6 +43,12 @@ void translate_usage(FILE *f) {
             "                          one sequence (docs/splitting.md)\n"
             "      --split-lang L      the splitting rules' language, e.g. de or en\n"
             "                          (default: --src-lang, else every language's rules)\n"
+            "      --format FORMAT     text (default) or html: each line an HTML fragment; its\n"
+            "                          text translated, inline tags (<b>, <a>...) placed around\n"
+            "                          the words aligned to the ones they wrapped, <script>,\n"
+            "                          <pre>, <code>, translate=\"no\" untouched (docs/markup.md)\n"
+            "      --document FILE     translate FILE (- for standard input) as one HTML\n"
+            "                          document to standard output (implies --format html)\n"
             "      --dump-attention F  write every attention matrix, ids and pieces to the\n"
             "                          NumPy archive F (.npz; its keys: see\n"
             "                          docs/alignment-and-attention.md)\n"
@@ -147,6 +153,19 @@ static int take_alignment(const char *arg, translate_options *o) {
     return EXIT_USAGE;
 }
 
+/* --format text|html. */
+static int take_format(cli_args *a, translate_options *o) {
+    const char *v;
+    const int rc = cli_take_str(a, &v);
+    if (rc != CLI_OPT_TAKEN) return rc;
+    if (strcmp(v, "text") && strcmp(v, "html")) {
+        fprintf(stderr, "attend translate: --format is text or html, not '%s'\n", v);
+        return EXIT_USAGE;
+    }
+    o->html = !strcmp(v, "html");
+    return CLI_OPT_TAKEN;
+}
+
 /* Batching, verbosity and what is written besides the translations. */
 static int take_output_option(cli_args *a, translate_options *o) {
     const char *arg = a->argv[a->i];
@@ -156,6 +175,11 @@ static int take_output_option(cli_args *a, translate_options *o) {
     if (cli_is(a, NULL, "--prefix")) return cli_take_str(a, &o->prefix);
     if (cli_is(a, NULL, "--prefix-file")) return cli_take_str(a, &o->prefix_file);
     if (cli_is(a, NULL, "--alignment") || !strncmp(arg, "--alignment=", 12)) return take_alignment(arg, o);
+    if (cli_is(a, NULL, "--format")) return take_format(a, o);
+    if (cli_is(a, NULL, "--document")) {
+        o->html = 1;
+        return cli_take_str(a, &o->document);
+    }
     if (cli_is(a, "-v", "--verbose")) o->verbose = 1;
     else if (cli_is(a, NULL, "--dump-logits")) o->dump_logits = 1;
     else return CLI_OPT_OTHER;
@@ -192,6 +216,21 @@ int translate_parse(int argc, char **argv, translate_options *o) {
     return 0;
 }
 
+/* HTML in: what only plain text has (n-best lists, alignments, dumps, prefixes) is refused. */
+static int check_html(const translate_options *o) {
+    const char *what = o->nbest ? "--n-best" : o->align ? "--alignment" : o->dump_path ? "--dump-attention"
+                     : o->prefix || o->prefix_file ? "--prefix" : NULL;
+    if (o->html && what) {
+        fprintf(stderr, "attend translate: %s is for plain text: not with --format html or --document\n", what);
+        return EXIT_USAGE;
+    }
+    if (o->document && o->n_texts) {
+        fprintf(stderr, "attend translate: --document reads FILE: no TEXT arguments with it\n");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
 /* Options that do not go together, before the model is loaded. 0 or EXIT_USAGE. */
 int translate_check_options(const translate_options *o) {
     const attend_params *p = &o->p;
@@ -211,7 +250,7 @@ int translate_check_options(const translate_options *o) {
         fprintf(stderr, "attend translate: --dump-logits needs --dump-attention FILE\n");
         return EXIT_USAGE;
     }
-    return 0;
+    return check_html(o);
 }
 
 /* The options against the model: its languages, its beams for --n-best, its layers and heads
