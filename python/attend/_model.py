@@ -934,7 +934,7 @@ class Model:
                   src_lang: Optional[str] = None, tgt_lang: Optional[str] = None,
                   progress: bool = False, task: Optional[str] = None,
                   target_prefix: Union[None, Text, Sequence[Optional[Text]]] = None,
-                  split: bool = True, split_lang: Optional[str] = None
+                  split: bool = True, split_lang: Optional[str] = None, format: str = "text"
                   ) -> Union[Result, List[Result]]:
         """Translate one line (a str: returns one Result) or several (a list or any
         iterable of str: returns a list of Results, in order).
@@ -971,15 +971,83 @@ class Model:
           over them); False translates each line as one sequence. ``split_lang``
           (--split-lang): the splitting rules' language (default: src_lang, else every
           language's rules). A target prefix goes with a line's first sentence.
+        - ``format`` (--format): "text" (the default) or "html": each line an HTML
+          fragment, Result.text its translation with the tags put back (translate_html();
+          the Result holds no tokens or attention then).
 
         Blank lines (spaces, tabs, \\r, \\n, \\f, \\v, NUL only) give an empty Result without
         running the model. Bad arguments raise TypeError / ValueError; settings the library
         refuses (n_best above the beam count, sample with beams) raise AttendError."""
+        if format not in ("text", "html"):
+            raise ValueError(f"format is 'text' or 'html', not {format!r}")
+        if format == "html":
+            if n_best or attention or logits or target_prefix is not None:
+                raise ValueError("n_best, attention, logits and target_prefix are for plain text: not with "
+                                 "format='html'")
+            return self._html_results(lines, locals())
         single, items = _lines(lines, "line")
         p, batch_size, batch_tokens = self._settings(locals())
         prefixes = _prefixes(target_prefix, len(items), single)
         out = self._run(items, None, p, n_best or 0, batch_size, batch_tokens, verbose,
                         progress=progress, prefixes=prefixes)
+        return out[0] if single else out
+
+    def translate_html(self, docs: Union[Text, Iterable[Text]], *, document: bool = False,
+                       **options: Any) -> Union[str, List[str]]:
+        """Translate HTML (attend_translate_html; ``attend translate --format html``, or
+        ``--document`` with document=True): one str (returns a str) or several (a list). The
+        text between block tags is translated sentence by sentence, each inline tag (<b>,
+        <a href=...>, <span>...) put back around the target words aligned to the source words
+        it wrapped, <script>, <pre>, <code> and translate="no" copied untouched
+        (docs/markup.md). document=True: each str a whole page (its doctype kept). The other
+        options are translate()'s search and splitting keywords (beam, greedy, sample...,
+        split, split_lang, src_lang, tgt_lang, task, threads)."""
+        unknown = [k for k in options if k not in _PARAM_KEYWORDS or k in ("attention", "logits", "n_best")]
+        if unknown:
+            raise TypeError(f"translate_html() got an unexpected keyword argument {unknown[0]!r}")
+        single, items = _lines(docs, "document")
+        p, _, _ = self._settings(dict(_HTML_DEFAULTS, **options))
+        texts, cut = self._run_html(items, p, bool(document))
+        for i, c in enumerate(cut):
+            if c:
+                warnings.warn(f"document {i + 1}: a sentence was cut to the model's length", AttendWarning,
+                              stacklevel=2)
+        return texts[0] if single else texts
+
+    def _run_html(self, items: List[Tuple[str, bytes]], p: C.attend_params, document: bool
+                  ) -> Tuple[List[str], List[bool]]:
+        n = len(items)
+        arr = _char_array([b for _, b in items])
+        lens = (ctypes.c_size_t * max(n, 1))(*[len(b) for _, b in items])
+        out = (ctypes.c_void_p * max(n, 1))()
+        cut = (ctypes.c_int * max(n, 1))()
+        err = C.err_buffer()
+        h = self._enter()
+        try:
+            rc = C.lib().attend_translate_html(h, arr, lens, n, int(document), ctypes.byref(p), out, cut, err,
+                                               C.ERR_LEN)
+        finally:
+            self._leave()
+        if rc:
+            raise AttendError(C.decode(err.value))
+        texts = []
+        for i in range(n):
+            texts.append(C.decode(ctypes.cast(out[i], ctypes.c_char_p).value or b""))
+            C.libc_free(out[i])
+        return texts, [bool(c) for c in cut[:n]]
+
+    def _html_results(self, lines: Any, options: Dict[str, Any]) -> Union[Result, List[Result]]:
+        """translate(format='html'): Results holding translate_html()'s text."""
+        single, items = _lines(lines, "line")
+        p, _, _ = self._settings(options)
+        texts, cut = self._run_html(items, p, False)
+        out = []
+        for i, ((src, _), text) in enumerate(zip(items, texts)):
+            r = _blank_result(self.config, src, p, 0)
+            r.text, r.truncated = text, cut[i]
+            if cut[i]:
+                warnings.warn(f"line {i + 1}: a sentence was cut to the model's length", AttendWarning, stacklevel=3)
+            out.append(r)
         return out[0] if single else out
 
     def __call__(self, lines: Union[Text, Iterable[Text]], **options: Any) -> Union[Result, List[Result]]:
@@ -1212,6 +1280,9 @@ class Model:
 
 # the keywords Model._params takes (Model._settings forwards these of a call's options)
 _PARAM_KEYWORDS = [n for n in inspect.signature(Model._params).parameters if n != "self"]
+# translate_html()'s settings where a keyword is not given: translate()'s defaults
+_HTML_DEFAULTS = {n: v.default for n, v in inspect.signature(Model.translate).parameters.items()
+                  if n in _PARAM_KEYWORDS or n in ("batch_size", "batch_tokens")}
 
 
 def _translate_ids_call(h: int, src_ids: List[np.ndarray], p: C.attend_params,
