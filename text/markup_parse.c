@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "markup.h"
 
@@ -121,14 +122,25 @@ static GumboStringPiece tag_name(const GumboElement *e) {
     return s;
 }
 
-/* The end tag to write for e: the source's, else "</name>" when its start was written. */
+/* Is e's recorded end tag its own? (gumbo records the tag that closed an element, which may
+ * be another element's: "</table>" for an implied <tbody>, "</div>" for an open <p>.) */
+static int own_end_tag(const GumboElement *e) {
+    GumboStringPiece end = e->original_end_tag, name = tag_name(e);
+    if (end.length < 3) return 0;
+    gumbo_tag_from_original_text(&end);
+    return end.length == name.length && !strncasecmp(end.data, name.data, name.length);
+}
+
+/* The end tag to write for e, when its start tag was written: the source's own, else
+ * "</name>" (an element the source left open, or one closed by another's end tag). */
 static void end_tag(markup_buf *b, const GumboElement *e) {
-    if (e->original_end_tag.length) {
+    if (!e->original_tag.length || is_void(e->tag)) return;
+    if (own_end_tag(e)) {
         markup_buf_add(b, e->original_end_tag.data, e->original_end_tag.length);
         return;
     }
     GumboStringPiece name = tag_name(e);
-    if (!e->original_tag.length || is_void(e->tag) || !name.length) return;
+    if (!name.length) return;
     markup_buf_add(b, "</", 2);
     markup_buf_add(b, name.data, name.length);
     markup_buf_add(b, ">", 1);
@@ -148,8 +160,16 @@ static const GumboVector *children_of(const GumboNode *n) {
     return NULL;
 }
 
-/* Append root's source bytes to b. 0 or -1 (out of memory). */
+/* Append root's source bytes to b: from its start tag to its own end tag as they are in the
+ * source (the newline after <pre> included), else rebuilt from the tree. 0 or -1 (out of
+ * memory). */
 static int raw_subtree(markup_buf *b, const GumboNode *root) {
+    const GumboElement *e = &root->v.element;
+    if (e->original_tag.length && own_end_tag(e) && e->original_end_tag.data > e->original_tag.data) {
+        markup_buf_add(b, e->original_tag.data,
+                       (size_t)(e->original_end_tag.data - e->original_tag.data) + e->original_end_tag.length);
+        return b->oom ? -1 : 0;
+    }
     int cap = 64, n = 1;
     frame *st = malloc(sizeof *st * (size_t)cap);
     if (!st) return -1;
@@ -350,6 +370,19 @@ static void element(builder *b, const GumboNode *n, int *kind) {
     }
 }
 
+/* A comment: between blocks (nothing but whitespace before it in its segment) it is copied
+ * where it is; inside text it is a zero-width element of the sentence. */
+static void comment(builder *b, const GumboText *t) {
+    size_t k, at = 0;
+    while (at < b->text.len && (k = markup_space_at(b->text.data + at, b->text.len - at))) at += k;
+    if (at == b->text.len && b->n_tags == 0) {
+        flush(b);
+        add_raw(b, t->original_text.data, t->original_text.length);
+    } else {
+        add_tag(b, copy(t->original_text.data, t->original_text.length), NULL);
+    }
+}
+
 /* A frame's children are done. */
 static void leave(builder *b, const walk_frame *f) {
     if (f->kind == FRAME_INLINE) {
@@ -381,7 +414,7 @@ static void walk(builder *b, const GumboNode *root) {
         int kind = FRAME_OTHER;
         if (c->type == GUMBO_NODE_ELEMENT || c->type == GUMBO_NODE_TEMPLATE) element(b, c, &kind);
         else if (c->type == GUMBO_NODE_COMMENT)
-            add_tag(b, copy(c->v.text.original_text.data, c->v.text.original_text.length), NULL);
+            comment(b, &c->v.text);
         else
             markup_buf_add(&b->text, c->v.text.text, strlen(c->v.text.text));
         if (b->text.oom) b->oom = 1;
