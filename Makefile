@@ -171,6 +171,7 @@ SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cas
 SAN_ENV  = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 E2E_IN   = printf 'Hallo Welt!\n\n  \nWo ist der Bahnhof?\r\nkaputt \377\376 \000 Ende\nletzte Zeile'
 # lines of several sentences (split, joined: block-diagonal attention, n-best joined)
+HTML_IN  = printf '<p>Hallo <b>Welt</b>! Wo <i>ist <a href="x">der</a></i> Bahnhof?</p>\n<b>kaputt <i>x</b> y</i> <\n\n<script>nie zu\n<img src=a> Ein <!-- c --> Satz.\n\377<b>\000</b>'
 SPLIT_IN = printf 'Hallo Welt! Wo ist der Bahnhof? Ja.\nEins. Zwei.  Drei!\n\nkaputt \377. Ende \000 Nein.\nz. B. am 3. Mai. Gut.'
 
 .PHONY: sanitize sanitize-run tsan valgrind fuzz fuzz-smoke fuzz-build fuzz-gguf fuzz-translate fuzz-spm fuzz-split
@@ -206,6 +207,9 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 10
 	$(SPLIT_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY_M2M) --src-lang de --tgt-lang en --alignment >$(BUILD)/e2e.out
 	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 5
+	$(HTML_IN) | $(SAN_ENV) $(BUILD)/attend translate -m $(TINY) --format html -b 2 >$(BUILD)/e2e.out
+	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 6
+	$(SAN_ENV) $(BUILD)/attend translate -m $(TINY) --document tests/data/page-de.html >$(BUILD)/e2e.out
 	printf 'hallo welt\nein haus .\n' >$(BUILD)/cal.src; printf 'hello world\na house .\n' >$(BUILD)/cal.tgt; \
 	  printf '0-0 1-1\n0-0 1p1 2-2\n' >$(BUILD)/cal.wa; $(SAN_ENV) $(BUILD)/attend align -m $(TINY) --calibrate \
 	  $(BUILD)/cal.wa --source $(BUILD)/cal.src --target $(BUILD)/cal.tgt -o $(BUILD)/cal.gguf >/dev/null
@@ -285,6 +289,8 @@ valgrind: $(BUILD)/attend
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 --beam 3 --n-best 2 --prefix "Two" \
 	  --alignment --dump-attention $(BUILD)/vg.npz >/dev/null
 	$(E2E_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY_T5) -t 1 --beam 2 --task summarization >/dev/null
+	$(HTML_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 --format html >/dev/null
+	$(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 --document tests/data/page-de.html >/dev/null
 	$(SPLIT_IN) | $(VALGRIND) $(BUILD)/attend translate -m $(TINY) -t 1 -b 2 --beam 3 --n-best 2 --alignment \
 	  --dump-attention $(BUILD)/vg.npz --dump-logits --prefix "Two" >/dev/null
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(VALGRIND) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \

@@ -51,6 +51,7 @@ def main():
     p.add_argument("--n", type=int, default=300, help="news sentences (a multiple of 3)")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--html", action="store_true", help="also time --document on a page built from the slice")
     a = p.parse_args()
     news = evaluate.load_sets(D.data_dir(), 1234, 1000)["news"][: a.n - a.n % 3]
     src, ref = [s for s, _ in news], [t for _, t in news]
@@ -85,6 +86,53 @@ def main():
         print(f"| {name} | {med:.1f} | {len(src) / med:.2f} ({len(src) / med / base:.0%}) | {words} | {score:.1f} |")
     same = sum(x == y for x, y in zip(outs["three a line, split (default)"], joined))
     print(f"\nparagraph lines equal to their sentences one per line, joined: {same} of {len(para)}")
+    if a.html:
+        bench_html(a, para)
+
+
+def make_page(para):
+    """An HTML page of the paragraphs: a heading and a list every few, the first word of
+    every other sentence bold, a link in every third paragraph."""
+    import html as H
+    body = []
+    for i, p in enumerate(para):
+        words = H.escape(p).split(" ")
+        if i % 2 == 0 and len(words) > 3:
+            words[1] = f"<b>{words[1]}</b>"
+        if i % 3 == 0 and len(words) > 6:
+            words[5] = f'<a href="/n/{i}">{words[5]}</a>'
+        tag = "li" if i % 7 == 6 else "p"
+        if i % 10 == 0:
+            body.append(f"<h2>{H.escape(' '.join(p.split()[:6]))}</h2>")
+        body.append(f"<{tag}>{' '.join(words)}</{tag}>")
+    return ("<!DOCTYPE html>\n<html lang=\"de\"><head><meta charset=\"utf-8\"><title>Nachrichten</title>"
+            "<style>p { margin: 0 }</style></head>\n<body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def bench_html(a, para):
+    """--document on a page of the paragraphs against the same paragraphs as plain lines:
+    the difference is what markup costs (parsing, attention for the tagged segments, the
+    alignment, writing)."""
+    import tempfile
+    page = make_page(para)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "page.html")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(page)
+        doc, plain = [], []
+        for _ in range(a.rounds):
+            t = time.perf_counter()
+            p = subprocess.run([a.attend, "translate", "-m", a.model, "-t", str(a.threads), "--document", path],
+                               capture_output=True, text=True)
+            doc.append(time.perf_counter() - t)
+            if p.returncode != 0:
+                raise SystemExit(p.stderr)
+            plain.append(run(a.attend, a.model, para, a.threads, [])[0])
+    md, mp = statistics.median(doc), statistics.median(plain)
+    print(f"\n--document on a {len(page.encode()) / 1024:.0f} KiB page of the same {len(para)} paragraphs "
+          f"({page.count('<b>')} <b>, {page.count('<a ')} <a>, {page.count('<h2>')} <h2>): {md:.1f} s; "
+          f"the paragraphs as plain lines: {mp:.1f} s; outside the plain translation: {md - mp:.1f} s "
+          f"({(md - mp) / md:.0%})")
 
 
 if __name__ == "__main__":
