@@ -13,10 +13,10 @@ import re
 import subprocess
 import sys
 import time
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testlib as T  # noqa: E402
+import servelib as S  # noqa: E402
 
 MODEL = os.path.join(T.REPO, "models", "de-en.gguf")
 CASES = os.path.join(T.REPO, "tests", "data", "html-tagged-de.tsv")
@@ -167,25 +167,9 @@ def main():
         p = subprocess.run([sys.executable, "-c", code], input=json.dumps(src), capture_output=True, text=True, env=env)
         assert p.returncode == 0, p.stderr
         assert json.loads(p.stdout) == state["out"][:10]
-        port = 19000 + os.getpid() % 1000
-        srv = subprocess.Popen([T.ATTEND, "serve", "-m", MODEL, "--port", str(port), "-t", "1"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            body = None
-            for _ in range(300):
-                try:
-                    req = urllib.request.Request(f"http://127.0.0.1:{port}/translate",
-                                                 json.dumps({"q": src, "source": "de", "target": "en",
-                                                             "format": "html"}).encode(),
-                                                 {"Content-Type": "application/json"})
-                    body = json.load(urllib.request.urlopen(req, timeout=120))
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            assert body and body["translatedText"] == state["out"][:10], body
-        finally:
-            srv.terminate()
-            srv.wait(30)
+        with S.Server(MODEL, "-t", "1") as srv:
+            status, _, body = srv.post("/translate", {"q": src, "source": "de", "target": "en", "format": "html"})
+        assert status == 200 and body["translatedText"] == state["out"][:10], body
 
     run.check("the tagged word lands inside its tag (>= 90%)", tagged_word_inside_its_tag)
     if "out" in state:

@@ -9,10 +9,10 @@ import os
 import random
 import subprocess
 import sys
-import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testlib as T  # noqa: E402
+import servelib as S  # noqa: E402
 import evaluate  # noqa: E402  (tools/: the held-out slices, carved as training carved them)
 
 MODEL = os.path.join(T.REPO, "models", "de-en.gguf")
@@ -159,31 +159,12 @@ def main():
             assert abs(float(s) - float(sa) - float(sb)) < 1e-4, (s, sa, sb)
 
     def serve_agrees():
-        port = 18000 + os.getpid() % 1000
-        srv = subprocess.Popen([T.ATTEND, "serve", "-m", MODEL, "--port", str(port), "-t", "1"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        try:
-            lines = [p for p, _ in state["paras"][:8]]
-            body = None
-            for _ in range(200):
-                try:
-                    req = urllib.request.Request(f"http://127.0.0.1:{port}/translate",
-                                                 json.dumps({"q": lines, "source": "de", "target": "en"}).encode(),
-                                                 {"Content-Type": "application/json"})
-                    body = json.load(urllib.request.urlopen(req, timeout=120))
-                    break
-                except OSError:
-                    import time
-                    time.sleep(0.1)
-            assert body and body["translatedText"] == state["got"][:8], body
-            req = urllib.request.Request(f"http://127.0.0.1:{port}/translate",
-                                         json.dumps({"q": lines[:3], "split": False}).encode(),
-                                         {"Content-Type": "application/json"})
-            none = json.load(urllib.request.urlopen(req, timeout=120))["translatedText"]
-            assert none == translate(lines[:3], "--split", "none"), none
-        finally:
-            srv.terminate()
-            srv.wait(30)
+        lines = [p for p, _ in state["paras"][:8]]
+        with S.Server(MODEL, "-t", "1") as srv:
+            status, _, body = srv.post("/translate", {"q": lines, "source": "de", "target": "en"})
+            assert status == 200 and body["translatedText"] == state["got"][:8], body
+            status, _, body = srv.post("/translate", {"q": lines[:3], "split": False})
+        assert status == 200 and body["translatedText"] == translate(lines[:3], "--split", "none"), body
 
     run.check("paragraph round trip (held-out sentences)", round_trip)
     if "paras" in state:

@@ -12,9 +12,11 @@ import os
 import subprocess
 import sys
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import testlib as T  # noqa: E402
+
 REPO = os.path.dirname(HERE)
 ATTEND = os.environ.get("ATTEND_BIN", os.path.join(REPO, "build", "attend"))
 WHITESPACE = b" \t\r\n\v\f\0"
@@ -159,27 +161,17 @@ def test_help_and_usage_errors():
     assert "split" in p.stdout, p.stdout
 
 
-TESTS = [v for k, v in sorted(globals().items()) if k.startswith("test_")]
-
-
 def main():
+    run = T.Runner()
     if not os.path.exists(ATTEND):
         print(f"{ATTEND} missing: run make first")
-        print("0 passed, 1 failed")
-        return 1
-    passed = failed = 0
-    for t in TESTS:
-        try:
-            t()
-            passed += 1
-            print(f"ok   {t.__name__}")
-        except Exception:
-            failed += 1
-            print(f"FAIL {t.__name__}")
-            traceback.print_exc()
-    print(f"{passed} passed, {failed} failed")
-    return 1 if failed else 0
+        run.failed += 1
+        run.finish()
+    for name, t in sorted(globals().items()):
+        if name.startswith("test_") and callable(t):
+            run.check(name, t)
+    run.finish()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
