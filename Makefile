@@ -410,7 +410,7 @@ install: all
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$${prefix}/include' '' \
 	  'Name: attend' 'Description: Transformer encoder-decoder translation with every attention matrix' \
 	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lattend' \
-	  'Libs.private: -lsentencepiece -lz -lstdc++ -lm -pthread' >$(DESTDIR)$(LIBDIR)/pkgconfig/attend.pc
+	  'Libs.private: -lsentencepiece -lgumbo -lz -lstdc++ -lm -pthread' >$(DESTDIR)$(LIBDIR)/pkgconfig/attend.pc
 	if [ -f models/de-en.gguf ]; then install -m 644 models/de-en.gguf $(DESTDIR)$(PREFIX)/share/attend/; fi
 	install -d $(DESTDIR)$(PYTHON_SITE)/attend/export $(DESTDIR)$(PREFIX)/share/attend/tools
 	install -m 644 python/attend/*.py python/attend/py.typed python/attend/explore.html \

@@ -22,7 +22,7 @@ from setuptools.dist import Distribution
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 LIB_NAME = "libattend.so"
-BUILD_PKGS = "g++ make libsentencepiece-dev zlib1g-dev"
+BUILD_PKGS = "g++ make libsentencepiece-dev libgumbo-dev zlib1g-dev"
 
 
 def in_checkout():
