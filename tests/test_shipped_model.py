@@ -44,6 +44,19 @@ def read_cases():
         return [tuple(l.rstrip("\n").split("\t")) for l in f if l.strip()]
 
 
+def readme_demo_is_real():
+    """The output the README shows under its quick start is what tools/demo.sh prints (piped)."""
+    with open(os.path.join(T.REPO, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    at = readme.index("Its real output")
+    start = readme.index("```\n", at) + 4
+    shown = readme[start:readme.index("```\n", start)]
+    p = subprocess.run(["sh", os.path.join(T.REPO, "tools", "demo.sh")], capture_output=True, text=True,
+                       env=dict(os.environ, ATTEND=T.ATTEND, MODEL=MODEL))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == shown, "README's demo block differs from tools/demo.sh's output:\n" + p.stdout
+
+
 def main():
     if "--record" in sys.argv:
         out = T.run_attend(["translate", "-m", MODEL] + SOURCES).stdout.split("\n")[:-1]
@@ -91,6 +104,7 @@ def main():
     run.check("shipped model loads and verifies", loads_and_verifies)
     run.check("shipped model translates as recorded", translates_as_recorded)
     run.check("shipped model is the default", is_the_default_model)
+    run.check("README's demo output is make demo's", readme_demo_is_real)
     run.finish()
 
 
