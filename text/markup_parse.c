@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "markup.h"
 
@@ -24,7 +25,7 @@ struct markup_doc {
 /* ---------------------------------------------------------------------------------------
  * growing buffers */
 
-void markup_buf_add(markup_buf *b, const char *s, size_t n) {
+static void add_bytes(markup_buf *b, const char *s, size_t n) {
     if (b->oom || n == 0) return;
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
@@ -39,6 +40,19 @@ void markup_buf_add(markup_buf *b, const char *s, size_t n) {
     memcpy(b->data + b->len, s, n);
     b->len += n;
     b->data[b->len] = 0;
+}
+
+/* A NUL byte goes in as U+FFFD, as browsers read it in a tag, a comment or a script: the
+ * plan's pieces and the output are C strings, and a NUL inside a tag (<i\0>) cut it short
+ * there, leaving the tag unterminated. */
+void markup_buf_add(markup_buf *b, const char *s, size_t n) {
+    const char *z;
+    while (n && (z = memchr(s, 0, n))) {
+        add_bytes(b, s, (size_t)(z - s));
+        add_bytes(b, "\xef\xbf\xbd", 3);
+        n -= (size_t)(z - s) + 1, s = z + 1;
+    }
+    add_bytes(b, s, n);
 }
 
 void markup_buf_text(markup_buf *b, const char *s, size_t n) {
@@ -89,21 +103,25 @@ static int is_inline(GumboTag t) {
     return tag_in(t, set, (int)(sizeof set / sizeof *set));
 }
 
+/* Elements without content or end tag (the obsolete <frame>, <basefont>, <bgsound> too). */
 static int is_void(GumboTag t) {
     static const GumboTag set[] = {GUMBO_TAG_AREA,  GUMBO_TAG_BASE,  GUMBO_TAG_BR,    GUMBO_TAG_COL,
                                    GUMBO_TAG_EMBED, GUMBO_TAG_HR,    GUMBO_TAG_IMG,   GUMBO_TAG_INPUT,
                                    GUMBO_TAG_LINK,  GUMBO_TAG_META,  GUMBO_TAG_PARAM, GUMBO_TAG_SOURCE,
-                                   GUMBO_TAG_TRACK, GUMBO_TAG_WBR,   GUMBO_TAG_KEYGEN};
+                                   GUMBO_TAG_TRACK, GUMBO_TAG_WBR,   GUMBO_TAG_KEYGEN, GUMBO_TAG_FRAME,
+                                   GUMBO_TAG_BASEFONT, GUMBO_TAG_BGSOUND};
     return tag_in(t, set, (int)(sizeof set / sizeof *set));
 }
 
 /* Copied byte for byte, never translated: code, scripts, preformatted text, form text,
- * foreign content (SVG, MathML), templates, and whatever says translate="no". */
+ * foreign content (SVG, MathML), templates, and whatever says translate="no"; also the raw
+ * text of <iframe>, <noembed> and <noframes>, which browsers never show (escaped as
+ * translated text, it read back as other text). */
 static int is_untouched(const GumboNode *n) {
     static const GumboTag set[] = {GUMBO_TAG_SCRIPT, GUMBO_TAG_STYLE, GUMBO_TAG_PRE,      GUMBO_TAG_TEXTAREA,
                                    GUMBO_TAG_CODE,   GUMBO_TAG_KBD,   GUMBO_TAG_SAMP,     GUMBO_TAG_SVG,
                                    GUMBO_TAG_MATH,   GUMBO_TAG_TEMPLATE, GUMBO_TAG_XMP,   GUMBO_TAG_LISTING,
-                                   GUMBO_TAG_PLAINTEXT};
+                                   GUMBO_TAG_PLAINTEXT, GUMBO_TAG_IFRAME, GUMBO_TAG_NOEMBED, GUMBO_TAG_NOFRAMES};
     const GumboElement *e = &n->v.element;
     if (n->type == GUMBO_NODE_TEMPLATE || e->tag_namespace != GUMBO_NAMESPACE_HTML) return 1;
     if (tag_in(e->tag, set, (int)(sizeof set / sizeof *set))) return 1;
@@ -121,14 +139,25 @@ static GumboStringPiece tag_name(const GumboElement *e) {
     return s;
 }
 
-/* The end tag to write for e: the source's, else "</name>" when its start was written. */
+/* Whether the end tag t ("</name ...>") names name. */
+static int end_tag_names(GumboStringPiece t, GumboStringPiece name) {
+    size_t n = 0;
+    while (2 + n < t.length && !memchr(" \t\n\f\r/>", t.data[2 + n], 7)) n++;
+    return t.length > 2 && n == name.length && !strncasecmp(t.data + 2, name.data, n);
+}
+
+/* The end tag to write for e when its start was written: the source's when it names e, else
+ * "</name>". gumbo records as an element's end tag whichever end tag closed it, one that
+ * closed it implicitly too (</ul> for an open <li>, </h1> for an <h2>), and gives elements it
+ * implied (<tbody>, a <p> made from a stray </p>) the end tag but no start: writing those
+ * unbalanced the output. */
 static void end_tag(markup_buf *b, const GumboElement *e) {
-    if (e->original_end_tag.length) {
+    GumboStringPiece name = tag_name(e);
+    if (!e->original_tag.length || is_void(e->tag) || !name.length) return;
+    if (end_tag_names(e->original_end_tag, name)) {
         markup_buf_add(b, e->original_end_tag.data, e->original_end_tag.length);
         return;
     }
-    GumboStringPiece name = tag_name(e);
-    if (!e->original_tag.length || is_void(e->tag) || !name.length) return;
     markup_buf_add(b, "</", 2);
     markup_buf_add(b, name.data, name.length);
     markup_buf_add(b, ">", 1);
@@ -220,10 +249,13 @@ static int add_tag(builder *b, char *open, char *close) {
     return b->n_tags++;
 }
 
+/* s[0..n) as a C string (NUL bytes as U+FFFD, markup_buf_add), or NULL. */
 static char *copy(const char *s, size_t n) {
-    char *c = malloc(n + 1);
-    if (c) memcpy(c, s, n), c[n] = 0;
-    return c;
+    markup_buf c = {0};
+    markup_buf_add(&c, s, n);
+    if (!c.data && !c.oom) c.data = calloc(1, 1);
+    if (c.oom) free(c.data), c.data = NULL;
+    return c.data;
 }
 
 size_t markup_space_at(const char *s, size_t n) {
@@ -307,12 +339,12 @@ static void flush(builder *b) {
 /* "<name>" or "</name>" for an element whose source tag is missing. */
 static char *made_tag(const GumboElement *e, int end) {
     GumboStringPiece name = tag_name(e);
-    char *s = malloc(name.length + 4);
-    if (!s) return NULL;
-    memcpy(s, end ? "</" : "<", 1 + (size_t)end);
-    memcpy(s + 1 + end, name.data, name.length);
-    memcpy(s + 1 + end + name.length, ">", 2);
-    return s;
+    markup_buf s = {0};
+    markup_buf_add(&s, end ? "</" : "<", 1 + (size_t)end);
+    markup_buf_add(&s, name.data, name.length); /* a NUL of the source's name as U+FFFD */
+    markup_buf_add(&s, ">", 1);
+    if (s.oom) free(s.data), s.data = NULL;
+    return s.data;
 }
 
 enum { FRAME_OTHER, FRAME_INLINE, FRAME_BLOCK };
@@ -344,7 +376,8 @@ static void element(builder *b, const GumboNode *n, int *kind) {
         *kind = FRAME_INLINE;
     } else {
         flush(b);
-        add_raw(b, e->original_tag.data, e->original_tag.length);
+        if (is_void(e->tag) && !e->original_tag.length) add_raw(b, open, open ? strlen(open) : 0); /* </br>: a <br> */
+        else add_raw(b, e->original_tag.data, e->original_tag.length);
         free(open);
         *kind = is_void(e->tag) ? FRAME_OTHER : FRAME_BLOCK;
     }
