@@ -106,9 +106,11 @@ demo: build-deps
 # --- tests ---------------------------------------------------------------------------
 TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap \
             $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
-            $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split
+            $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split \
+            $(BUILD)/tests/test_markup
 
 $(TEST_BINS): tests/check.h
+$(BUILD)/tests/test_markup: tests/markup_check.h
 
 # test_npz compiles the writer itself, with a lowered zip64 threshold
 $(BUILD)/tests/test_npz: cli/npz.c cli/npz.h
