@@ -177,6 +177,40 @@ static const GumboVector *children_of(const GumboNode *n) {
     return NULL;
 }
 
+/* A comment as the source wrote it when that is "<!--...-->", else rebuilt from its text as
+ * "<!--text-->": one the source never closed ran to the source's end, and written where its
+ * words land it swallowed all that follows it in the output. (Bogus comments, <?x> and <!x>,
+ * are rebuilt too.) */
+static void comment(markup_buf *b, const GumboNode *c) {
+    const GumboStringPiece o = c->v.text.original_text;
+    if (o.length >= 7 && !memcmp(o.data, "<!--", 4) && !memcmp(o.data + o.length - 3, "-->", 3)) {
+        markup_buf_add(b, o.data, o.length);
+        return;
+    }
+    markup_buf_add(b, "<!--", 4);
+    markup_buf_add(b, c->v.text.text, strlen(c->v.text.text));
+    markup_buf_add(b, "-->", 3);
+}
+
+/* A text node of an untouched subtree (parent: its element), as the source wrote it. But
+ * gumbo's source bytes of a text run also hold the tags it ignored inside the run (the stray
+ * </b> of "<svg>!b>y</b></svg>"), which would come out unbalanced: a run outside raw text
+ * (<script>, <textarea>...) holding a '<' is written from its decoded text, escaped. */
+static void raw_text(markup_buf *b, const GumboNode *parent, const GumboNode *c) {
+    static const GumboTag raw[] = {GUMBO_TAG_SCRIPT,  GUMBO_TAG_STYLE,   GUMBO_TAG_XMP,      GUMBO_TAG_IFRAME,
+                                   GUMBO_TAG_NOEMBED, GUMBO_TAG_NOFRAMES, GUMBO_TAG_PLAINTEXT, GUMBO_TAG_TEXTAREA,
+                                   GUMBO_TAG_TITLE};
+    const GumboStringPiece o = c->v.text.original_text;
+    const GumboElement *e = &parent->v.element;
+    if (c->type == GUMBO_NODE_COMMENT)
+        comment(b, c);
+    else if ((c->type == GUMBO_NODE_TEXT || c->type == GUMBO_NODE_WHITESPACE) && memchr(o.data, '<', o.length) &&
+        !(e->tag_namespace == GUMBO_NAMESPACE_HTML && tag_in(e->tag, raw, (int)(sizeof raw / sizeof *raw))))
+        markup_buf_text(b, c->v.text.text, strlen(c->v.text.text));
+    else
+        markup_buf_add(b, o.data, o.length);
+}
+
 /* Append root's source bytes to b. 0 or -1 (out of memory). */
 static int raw_subtree(markup_buf *b, const GumboNode *root) {
     int cap = 64, n = 1;
@@ -198,7 +232,7 @@ static int raw_subtree(markup_buf *b, const GumboNode *root) {
             st[n++] = (frame){c, 0};
             markup_buf_add(b, c->v.element.original_tag.data, c->v.element.original_tag.length);
         } else {
-            markup_buf_add(b, c->v.text.original_text.data, c->v.text.original_text.length);
+            raw_text(b, f->node, c);
         }
     }
     const int bad = n > 0 || b->oom;
@@ -396,6 +430,14 @@ static void leave(builder *b, const walk_frame *f) {
     }
 }
 
+/* A comment: a zero-width element of the current segment. */
+static void add_comment(builder *b, const GumboNode *c) {
+    markup_buf m = {0};
+    comment(&m, c);
+    if (m.oom) free(m.data), m.data = NULL;
+    add_tag(b, m.data, NULL);
+}
+
 /* Walk the tree under root into the plan. */
 static void walk(builder *b, const GumboNode *root) {
     int cap = 64, n = 1;
@@ -414,7 +456,7 @@ static void walk(builder *b, const GumboNode *root) {
         int kind = FRAME_OTHER;
         if (c->type == GUMBO_NODE_ELEMENT || c->type == GUMBO_NODE_TEMPLATE) element(b, c, &kind);
         else if (c->type == GUMBO_NODE_COMMENT)
-            add_tag(b, copy(c->v.text.original_text.data, c->v.text.original_text.length), NULL);
+            add_comment(b, c);
         else
             markup_buf_add(&b->text, c->v.text.text, strlen(c->v.text.text));
         if (b->text.oom) b->oom = 1;
