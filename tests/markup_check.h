@@ -6,7 +6,7 @@
  * markup_balance_error(s, n): NULL when every start tag of a non-void element is closed by a
  * matching end tag, innermost first, and nothing else is closed; else what went wrong, where.
  * Comments, <!...> and <?...> are skipped, as is the content of raw-text elements (<script>,
- * <style>, <textarea>, ...) up to their end tag. */
+ * <style>, <textarea>, ...) up to their end tag. markup_render_identity(d): the render. */
 #ifndef ATTEND_TESTS_MARKUP_CHECK_H
 #define ATTEND_TESTS_MARKUP_CHECK_H
 
@@ -169,9 +169,9 @@ static int markup_word_count(const char *s, size_t n) {
     return words;
 }
 
-/* d rendered with each segment as its own translation, word i linked to word i: malloc'd,
- * NULL when out of memory. */
-static char *markup_render_identity(const markup_doc *d) {
+/* d rendered with each segment as its own translation, word i linked to word i (to word
+ * n - 1 - i of n when reverse: every tag moves): malloc'd, NULL when out of memory. */
+static char *markup_render_linked(const markup_doc *d, int reverse) {
     const int n = markup_segments(d);
     const char **tr = calloc((size_t)n + 1, sizeof *tr);
     int **links = calloc((size_t)n + 1, sizeof *links), *n_links = calloc((size_t)n + 1, sizeof *n_links);
@@ -183,12 +183,15 @@ static char *markup_render_identity(const markup_doc *d) {
         n_links[i] = markup_word_count(s->text, s->len);
         links[i] = malloc(sizeof(int) * (2 * (size_t)n_links[i] + 1));
         ok = links[i] != NULL;
-        for (int w = 0; ok && w < n_links[i]; w++) links[i][2 * w] = links[i][2 * w + 1] = w;
+        for (int w = 0; ok && w < n_links[i]; w++)
+            links[i][2 * w] = w, links[i][2 * w + 1] = reverse ? n_links[i] - 1 - w : w;
     }
     if (ok) out = markup_render(d, tr, (const int *const *)links, n_links, err, sizeof err);
     for (int i = 0; links && i < n; i++) free(links[i]);
     free(tr), free(links), free(n_links);
     return out;
 }
+
+static inline char *markup_render_identity(const markup_doc *d) { return markup_render_linked(d, 0); }
 
 #endif

@@ -273,7 +273,8 @@ static const char *const hostile_cases[] = {
     "<dl><dt>a<dd>b<dt>c</dl>", "<form><form>x</form></form>", "<nobr><nobr>x</nobr>", "<frameset><frame>",
     "<iframe><b>x</iframe>y", "<image src=x> <isindex>", "x <wbr> y <br/> z <hr> w",
     "<span><span><span>deep</span>", "<a><a>nested links</a></a>", "<em>a<p>b</em>c</p>",
-    "<ruby>漢<rt>kan</rt>字<rt>ji</rt></ruby>", "<b>\xff\xfe invalid \xc3 utf-8 \xe2\x82</b>",
+    "<ruby>漢<rt>kan</rt>字<rt>ji</rt></ruby>", "<svg>!b>y</b></svg> <pre>a</b>b</i> c</pre>",
+    "a <b>y c<!-- never closed, inside <b", "<code>x <!-- never closed</code> y", "<?php echo 1 ?> <!x> a", "<b>\xff\xfe invalid \xc3 utf-8 \xe2\x82</b>",
 };
 
 /* The big ones: 10,000-deep nesting, 10,000 siblings, 1 MB attributes and text. */
