@@ -47,7 +47,7 @@ help:
 	@echo "make install    PREFIX=$(PREFIX): binary, libraries, headers, attend.pc, shipped model, Python package (PYTHON_SITE)"
 	@echo "make sanitize   ASan+UBSan build in $(SAN_DIR): C tests and an end-to-end run"
 	@echo "make valgrind   memcheck (leaks, invalid reads) on the tiny test model"
-	@echo "make fuzz       libFuzzer: loader, translate path, SentencePiece models; FUZZ_SECONDS=$(FUZZ_SECONDS) each"
+	@echo "make fuzz       libFuzzer: loader, translate path, SentencePiece models, splitter, HTML markup; FUZZ_SECONDS=$(FUZZ_SECONDS) each"
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -106,9 +106,11 @@ demo: build-deps
 # --- tests ---------------------------------------------------------------------------
 TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap \
             $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
-            $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split
+            $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split \
+            $(BUILD)/tests/test_markup
 
 $(TEST_BINS): tests/check.h
+$(BUILD)/tests/test_markup: tests/markup_check.h
 
 # test_npz compiles the writer itself, with a lowered zip64 threshold
 $(BUILD)/tests/test_npz: cli/npz.c cli/npz.h
@@ -174,7 +176,8 @@ E2E_IN   = printf 'Hallo Welt!\n\n  \nWo ist der Bahnhof?\r\nkaputt \377\376 \00
 HTML_IN  = printf '<p>Hallo <b>Welt</b>! Wo <i>ist <a href="x">der</a></i> Bahnhof?</p>\n<b>kaputt <i>x</b> y</i> <\n\n<script>nie zu\n<img src=a> Ein <!-- c --> Satz.\n\377<b>\000</b>'
 SPLIT_IN = printf 'Hallo Welt! Wo ist der Bahnhof? Ja.\nEins. Zwei.  Drei!\n\nkaputt \377. Ende \000 Nein.\nz. B. am 3. Mai. Gut.'
 
-.PHONY: sanitize sanitize-run tsan valgrind fuzz fuzz-smoke fuzz-build fuzz-gguf fuzz-translate fuzz-spm fuzz-split
+.PHONY: sanitize sanitize-run tsan valgrind fuzz fuzz-smoke fuzz-build fuzz-gguf fuzz-translate fuzz-spm fuzz-split \
+        fuzz-markup
 
 sanitize:
 	$(MAKE) BUILD=$(SAN_DIR) CFLAGS="$(SAN_OPTS)" CXXFLAGS="$(SAN_OPTS)" \
@@ -319,8 +322,10 @@ $(FUZZ_DIR)/engine/gemm_i8_amx.o: ALL_CFLAGS += -mamx-tile -mamx-int8 -mavx512f 
 
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) CXX=$(FUZZ_CXX) CFLAGS="$(FUZZ_OPTS)" \
-	  CXXFLAGS="$(FUZZ_OPTS)" $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_translate $(FUZZ_DIR)/fuzz_spm $(FUZZ_DIR)/fuzz_split
+	  CXXFLAGS="$(FUZZ_OPTS)" $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_translate $(FUZZ_DIR)/fuzz_spm $(FUZZ_DIR)/fuzz_split \
+	  $(FUZZ_DIR)/fuzz_markup
 
+$(BUILD)/fuzz_markup: tests/markup_check.h
 $(BUILD)/fuzz_%: tests/fuzz_%.c $(BUILD)/libattend.a
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
@@ -361,7 +366,12 @@ fuzz-split: fuzz-build
 	mkdir -p $(CORPUS)/split && cp tests/data/fuzz/split/* $(CORPUS)/split/
 	$(FUZZ_NICE) $(FUZZ_DIR)/fuzz_split $(FUZZ_FLAGS) -max_len=4096 -artifact_prefix=$(FUZZ_DIR)/ $(CORPUS)/split
 
-fuzz: fuzz-gguf fuzz-translate fuzz-spm fuzz-split
+# HTML markup (text/markup_*.c): parse, render, balance; seeded from tests/data/fuzz/markup
+fuzz-markup: fuzz-build
+	mkdir -p $(CORPUS)/markup && cp tests/data/fuzz/markup/* $(CORPUS)/markup/
+	$(FUZZ_NICE) $(FUZZ_DIR)/fuzz_markup $(FUZZ_FLAGS) -max_len=4096 -artifact_prefix=$(FUZZ_DIR)/ $(CORPUS)/markup
+
+fuzz: fuzz-gguf fuzz-translate fuzz-spm fuzz-split fuzz-markup
 
 # The smoke run in make test is reproducible: fresh seed corpora, a fixed seed and a fixed
 # number of runs per target (about 10 s each here), so CI replays exactly the inputs that
@@ -369,7 +379,7 @@ fuzz: fuzz-gguf fuzz-translate fuzz-spm fuzz-split
 # with growing corpora, is make fuzz.
 SMOKE_FLAGS = -seed=1 -max_total_time=120 -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
 fuzz-smoke: fuzz-build
-	@for t in gguf translate spm split; do echo "== fuzz_$$t replays tests/data/fuzz/$$t"; \
+	@for t in gguf translate spm split markup; do echo "== fuzz_$$t replays tests/data/fuzz/$$t"; \
 	  FUZZ_MODEL=$(TINY) $(FUZZ_DIR)/fuzz_$$t -runs=0 -artifact_prefix=$(FUZZ_DIR)/ tests/data/fuzz/$$t >$(FUZZ_DIR)/replay.log 2>&1 \
 	    || { cat $(FUZZ_DIR)/replay.log; exit 1; }; done
 	rm -rf $(FUZZ_DIR)/smoke
@@ -377,6 +387,10 @@ fuzz-smoke: fuzz-build
 	$(MAKE) fuzz-translate CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=10000"
 	$(MAKE) fuzz-spm CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=5000"
 	$(MAKE) fuzz-split CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=200000"
+	@# fuzz_markup's reproducers are replayed above; its smoke run waits for the fix of an
+	@# open bug it finds within a second (inline elements reopened inside a <title> in the
+	@# body read back as text): then add
+	@# $(MAKE) fuzz-markup CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=20000"
 
 # Benchmarks (not part of make test): attend vs the PyTorch reference on an opus-mt-en-de-
 # shaped random model, f32/f16/int8 x batch 1/64 x threads 1/2; writes BENCHMARKS.md.

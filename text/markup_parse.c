@@ -25,7 +25,7 @@ struct markup_doc {
 /* ---------------------------------------------------------------------------------------
  * growing buffers */
 
-void markup_buf_add(markup_buf *b, const char *s, size_t n) {
+static void add_bytes(markup_buf *b, const char *s, size_t n) {
     if (b->oom || n == 0) return;
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 64;
@@ -40,6 +40,19 @@ void markup_buf_add(markup_buf *b, const char *s, size_t n) {
     memcpy(b->data + b->len, s, n);
     b->len += n;
     b->data[b->len] = 0;
+}
+
+/* A NUL byte goes in as U+FFFD, as browsers read it in a tag, a comment or a script: the
+ * plan's pieces and the output are C strings, and a NUL inside a tag (<i\0>) cut it short
+ * there, leaving the tag unterminated. */
+void markup_buf_add(markup_buf *b, const char *s, size_t n) {
+    const char *z;
+    while (n && (z = memchr(s, 0, n))) {
+        add_bytes(b, s, (size_t)(z - s));
+        add_bytes(b, "\xef\xbf\xbd", 3);
+        n -= (size_t)(z - s) + 1, s = z + 1;
+    }
+    add_bytes(b, s, n);
 }
 
 void markup_buf_text(markup_buf *b, const char *s, size_t n) {
@@ -90,21 +103,25 @@ static int is_inline(GumboTag t) {
     return tag_in(t, set, (int)(sizeof set / sizeof *set));
 }
 
+/* Elements without content or end tag (the obsolete <frame>, <basefont>, <bgsound> too). */
 static int is_void(GumboTag t) {
     static const GumboTag set[] = {GUMBO_TAG_AREA,  GUMBO_TAG_BASE,  GUMBO_TAG_BR,    GUMBO_TAG_COL,
                                    GUMBO_TAG_EMBED, GUMBO_TAG_HR,    GUMBO_TAG_IMG,   GUMBO_TAG_INPUT,
                                    GUMBO_TAG_LINK,  GUMBO_TAG_META,  GUMBO_TAG_PARAM, GUMBO_TAG_SOURCE,
-                                   GUMBO_TAG_TRACK, GUMBO_TAG_WBR,   GUMBO_TAG_KEYGEN};
+                                   GUMBO_TAG_TRACK, GUMBO_TAG_WBR,   GUMBO_TAG_KEYGEN, GUMBO_TAG_FRAME,
+                                   GUMBO_TAG_BASEFONT, GUMBO_TAG_BGSOUND};
     return tag_in(t, set, (int)(sizeof set / sizeof *set));
 }
 
 /* Copied byte for byte, never translated: code, scripts, preformatted text, form text,
- * foreign content (SVG, MathML), templates, and whatever says translate="no". */
+ * foreign content (SVG, MathML), templates, and whatever says translate="no"; also the raw
+ * text of <iframe>, <noembed> and <noframes>, which browsers never show (escaped as
+ * translated text, it read back as other text). */
 static int is_untouched(const GumboNode *n) {
     static const GumboTag set[] = {GUMBO_TAG_SCRIPT, GUMBO_TAG_STYLE, GUMBO_TAG_PRE,      GUMBO_TAG_TEXTAREA,
                                    GUMBO_TAG_CODE,   GUMBO_TAG_KBD,   GUMBO_TAG_SAMP,     GUMBO_TAG_SVG,
                                    GUMBO_TAG_MATH,   GUMBO_TAG_TEMPLATE, GUMBO_TAG_XMP,   GUMBO_TAG_LISTING,
-                                   GUMBO_TAG_PLAINTEXT};
+                                   GUMBO_TAG_PLAINTEXT, GUMBO_TAG_IFRAME, GUMBO_TAG_NOEMBED, GUMBO_TAG_NOFRAMES};
     const GumboElement *e = &n->v.element;
     if (n->type == GUMBO_NODE_TEMPLATE || e->tag_namespace != GUMBO_NAMESPACE_HTML) return 1;
     if (tag_in(e->tag, set, (int)(sizeof set / sizeof *set))) return 1;
@@ -122,25 +139,25 @@ static GumboStringPiece tag_name(const GumboElement *e) {
     return s;
 }
 
-/* Is e's recorded end tag its own? (gumbo records the tag that closed an element, which may
- * be another element's: "</table>" for an implied <tbody>, "</div>" for an open <p>.) */
-static int own_end_tag(const GumboElement *e) {
-    GumboStringPiece end = e->original_end_tag, name = tag_name(e);
-    if (end.length < 3) return 0;
-    gumbo_tag_from_original_text(&end);
-    return end.length == name.length && !strncasecmp(end.data, name.data, name.length);
+/* Whether the end tag t ("</name ...>") names name. */
+static int end_tag_names(GumboStringPiece t, GumboStringPiece name) {
+    size_t n = 0;
+    while (2 + n < t.length && !memchr(" \t\n\f\r/>", t.data[2 + n], 7)) n++;
+    return t.length > 2 && n == name.length && !strncasecmp(t.data + 2, name.data, n);
 }
 
-/* The end tag to write for e, when its start tag was written: the source's own, else
- * "</name>" (an element the source left open, or one closed by another's end tag). */
+/* The end tag to write for e when its start was written: the source's when it names e, else
+ * "</name>". gumbo records as an element's end tag whichever end tag closed it, one that
+ * closed it implicitly too (</ul> for an open <li>, </h1> for an <h2>), and gives elements it
+ * implied (<tbody>, a <p> made from a stray </p>) the end tag but no start: writing those
+ * unbalanced the output. */
 static void end_tag(markup_buf *b, const GumboElement *e) {
-    if (!e->original_tag.length || is_void(e->tag)) return;
-    if (own_end_tag(e)) {
+    GumboStringPiece name = tag_name(e);
+    if (!e->original_tag.length || is_void(e->tag) || !name.length) return;
+    if (end_tag_names(e->original_end_tag, name)) {
         markup_buf_add(b, e->original_end_tag.data, e->original_end_tag.length);
         return;
     }
-    GumboStringPiece name = tag_name(e);
-    if (!name.length) return;
     markup_buf_add(b, "</", 2);
     markup_buf_add(b, name.data, name.length);
     markup_buf_add(b, ">", 1);
@@ -160,21 +177,59 @@ static const GumboVector *children_of(const GumboNode *n) {
     return NULL;
 }
 
-/* Append root's source bytes to b: from its start tag to its own end tag as they are in the
- * source (the newline after <pre> included), else rebuilt from the tree. 0 or -1 (out of
- * memory). */
-static int raw_subtree(markup_buf *b, const GumboNode *root) {
-    const GumboElement *e = &root->v.element;
-    if (e->original_tag.length && own_end_tag(e) && e->original_end_tag.data > e->original_tag.data) {
-        markup_buf_add(b, e->original_tag.data,
-                       (size_t)(e->original_end_tag.data - e->original_tag.data) + e->original_end_tag.length);
-        return b->oom ? -1 : 0;
+/* A comment as the source wrote it when that is "<!--...-->", else rebuilt from its text as
+ * "<!--text-->": one the source never closed ran to the source's end, and written where its
+ * words land it swallowed all that follows it in the output. (Bogus comments, <?x> and <!x>,
+ * are rebuilt too.) */
+static void comment(markup_buf *b, const GumboNode *c) {
+    const GumboStringPiece o = c->v.text.original_text;
+    if (o.length >= 7 && !memcmp(o.data, "<!--", 4) && !memcmp(o.data + o.length - 3, "-->", 3)) {
+        markup_buf_add(b, o.data, o.length);
+        return;
     }
+    markup_buf_add(b, "<!--", 4);
+    markup_buf_add(b, c->v.text.text, strlen(c->v.text.text));
+    markup_buf_add(b, "-->", 3);
+}
+
+/* A text node of an untouched subtree (parent: its element), as the source wrote it. But
+ * gumbo's source bytes of a text run also hold the tags it ignored inside the run (the stray
+ * </b> of "<svg>!b>y</b></svg>"), which would come out unbalanced: a run outside raw text
+ * (<script>, <textarea>...) holding a '<' is written from its decoded text, escaped. */
+static void raw_text(markup_buf *b, const GumboNode *parent, const GumboNode *c) {
+    static const GumboTag raw[] = {GUMBO_TAG_SCRIPT,  GUMBO_TAG_STYLE,   GUMBO_TAG_XMP,      GUMBO_TAG_IFRAME,
+                                   GUMBO_TAG_NOEMBED, GUMBO_TAG_NOFRAMES, GUMBO_TAG_PLAINTEXT, GUMBO_TAG_TEXTAREA,
+                                   GUMBO_TAG_TITLE};
+    const GumboStringPiece o = c->v.text.original_text;
+    const GumboElement *e = &parent->v.element;
+    if (c->type == GUMBO_NODE_COMMENT)
+        comment(b, c);
+    else if ((c->type == GUMBO_NODE_TEXT || c->type == GUMBO_NODE_WHITESPACE) && memchr(o.data, '<', o.length) &&
+        !(e->tag_namespace == GUMBO_NAMESPACE_HTML && tag_in(e->tag, raw, (int)(sizeof raw / sizeof *raw))))
+        markup_buf_text(b, c->v.text.text, strlen(c->v.text.text));
+    else
+        markup_buf_add(b, o.data, o.length);
+}
+
+/* e's start tag as the source wrote it, and the newline after it that the parser drops at
+ * the start of <pre>, <textarea> and <listing> (src_end: the end of the source). */
+static void start_tag(markup_buf *b, const GumboElement *e, const char *src_end) {
+    const GumboStringPiece t = e->original_tag;
+    markup_buf_add(b, t.data, t.length);
+    if (t.length && t.data + t.length < src_end && t.data[t.length] == '\n' &&
+        (e->tag == GUMBO_TAG_PRE || e->tag == GUMBO_TAG_TEXTAREA || e->tag == GUMBO_TAG_LISTING))
+        markup_buf_add(b, "\n", 1);
+}
+
+/* Append root's source bytes to b, rebuilt from the tree (so that tags gumbo ignored inside
+ * it never come out), with the newline right after <pre>, <textarea> or <listing> that the
+ * parser drops kept. 0 or -1 (out of memory). */
+static int raw_subtree(markup_buf *b, const GumboNode *root, const char *src_end) {
     int cap = 64, n = 1;
     frame *st = malloc(sizeof *st * (size_t)cap);
     if (!st) return -1;
     st[0] = (frame){root, 0};
-    markup_buf_add(b, root->v.element.original_tag.data, root->v.element.original_tag.length);
+    start_tag(b, &root->v.element, src_end);
     while (n > 0 && !b->oom) {
         frame *f = &st[n - 1];
         const GumboVector *kids = children_of(f->node);
@@ -187,9 +242,9 @@ static int raw_subtree(markup_buf *b, const GumboNode *root) {
         if (c->type == GUMBO_NODE_ELEMENT || c->type == GUMBO_NODE_TEMPLATE) {
             if (grow((void **)&st, n, &cap, sizeof *st)) break;
             st[n++] = (frame){c, 0};
-            markup_buf_add(b, c->v.element.original_tag.data, c->v.element.original_tag.length);
+            start_tag(b, &c->v.element, src_end);
         } else {
-            markup_buf_add(b, c->v.text.original_text.data, c->v.text.original_text.length);
+            raw_text(b, f->node, c);
         }
     }
     const int bad = n > 0 || b->oom;
@@ -208,6 +263,7 @@ typedef struct {
     int *open;           /* the inline elements open now (indices into tags), outer first */
     int n_open, cap_open;
     int oom;
+    const char *src_end; /* the end of the source: start_tag looks one byte past a tag */
 } builder;
 
 /* Append raw bytes to the plan (merged with raw bytes just before). */
@@ -240,10 +296,13 @@ static int add_tag(builder *b, char *open, char *close) {
     return b->n_tags++;
 }
 
+/* s[0..n) as a C string (NUL bytes as U+FFFD, markup_buf_add), or NULL. */
 static char *copy(const char *s, size_t n) {
-    char *c = malloc(n + 1);
-    if (c) memcpy(c, s, n), c[n] = 0;
-    return c;
+    markup_buf c = {0};
+    markup_buf_add(&c, s, n);
+    if (!c.data && !c.oom) c.data = calloc(1, 1);
+    if (c.oom) free(c.data), c.data = NULL;
+    return c.data;
 }
 
 size_t markup_space_at(const char *s, size_t n) {
@@ -327,12 +386,12 @@ static void flush(builder *b) {
 /* "<name>" or "</name>" for an element whose source tag is missing. */
 static char *made_tag(const GumboElement *e, int end) {
     GumboStringPiece name = tag_name(e);
-    char *s = malloc(name.length + 4);
-    if (!s) return NULL;
-    memcpy(s, end ? "</" : "<", 1 + (size_t)end);
-    memcpy(s + 1 + end, name.data, name.length);
-    memcpy(s + 1 + end + name.length, ">", 2);
-    return s;
+    markup_buf s = {0};
+    markup_buf_add(&s, end ? "</" : "<", 1 + (size_t)end);
+    markup_buf_add(&s, name.data, name.length); /* a NUL of the source's name as U+FFFD */
+    markup_buf_add(&s, ">", 1);
+    if (s.oom) free(s.data), s.data = NULL;
+    return s.data;
 }
 
 enum { FRAME_OTHER, FRAME_INLINE, FRAME_BLOCK };
@@ -349,7 +408,7 @@ static void element(builder *b, const GumboNode *n, int *kind) {
     *kind = FRAME_OTHER;
     if (is_untouched(n)) {
         markup_buf raw = {0};
-        if (raw_subtree(&raw, n) || raw.oom) b->oom = 1;
+        if (raw_subtree(&raw, n, b->src_end) || raw.oom) b->oom = 1;
         if (is_inline(e->tag)) add_tag(b, raw.data ? raw.data : copy("", 0), NULL); /* in the sentence, not translated */
         else flush(b), add_raw(b, raw.data, raw.len), free(raw.data);
         return;
@@ -364,22 +423,10 @@ static void element(builder *b, const GumboNode *n, int *kind) {
         *kind = FRAME_INLINE;
     } else {
         flush(b);
-        add_raw(b, e->original_tag.data, e->original_tag.length);
+        if (is_void(e->tag) && !e->original_tag.length) add_raw(b, open, open ? strlen(open) : 0); /* </br>: a <br> */
+        else add_raw(b, e->original_tag.data, e->original_tag.length);
         free(open);
         *kind = is_void(e->tag) ? FRAME_OTHER : FRAME_BLOCK;
-    }
-}
-
-/* A comment: between blocks (nothing but whitespace before it in its segment) it is copied
- * where it is; inside text it is a zero-width element of the sentence. */
-static void comment(builder *b, const GumboText *t) {
-    size_t k, at = 0;
-    while (at < b->text.len && (k = markup_space_at(b->text.data + at, b->text.len - at))) at += k;
-    if (at == b->text.len && b->n_tags == 0) {
-        flush(b);
-        add_raw(b, t->original_text.data, t->original_text.length);
-    } else {
-        add_tag(b, copy(t->original_text.data, t->original_text.length), NULL);
     }
 }
 
@@ -393,6 +440,23 @@ static void leave(builder *b, const walk_frame *f) {
         end_tag(&end, &f->node->v.element);
         add_raw(b, end.data, end.len);
         free(end.data);
+    }
+}
+
+/* A comment: between blocks (nothing but whitespace before it in its segment) it is copied
+ * where it is; inside text it is a zero-width element of the sentence. */
+static void add_comment(builder *b, const GumboNode *c) {
+    markup_buf m = {0};
+    comment(&m, c);
+    if (m.oom) free(m.data), m.data = NULL;
+    size_t k, at = 0;
+    while (at < b->text.len && (k = markup_space_at(b->text.data + at, b->text.len - at))) at += k;
+    if (at == b->text.len && b->n_tags == 0 && m.data) {
+        flush(b);
+        add_raw(b, m.data, m.len);
+        free(m.data);
+    } else {
+        add_tag(b, m.data, NULL);
     }
 }
 
@@ -414,7 +478,7 @@ static void walk(builder *b, const GumboNode *root) {
         int kind = FRAME_OTHER;
         if (c->type == GUMBO_NODE_ELEMENT || c->type == GUMBO_NODE_TEMPLATE) element(b, c, &kind);
         else if (c->type == GUMBO_NODE_COMMENT)
-            comment(b, &c->v.text);
+            add_comment(b, c);
         else
             markup_buf_add(&b->text, c->v.text.text, strlen(c->v.text.text));
         if (b->text.oom) b->oom = 1;
@@ -445,7 +509,7 @@ markup_doc *markup_parse(const char *html, size_t len, int document, char *err, 
     o.max_errors = 0; /* hostile pages make many: none are kept */
     GumboOutput *g = gumbo_parse_with_options(&o, html ? html : "", html ? len : 0);
     markup_doc *d = calloc(1, sizeof *d);
-    builder b = {d, {0}, NULL, 0, 0, NULL, 0, 0, !g || !d};
+    builder b = {d, {0}, NULL, 0, 0, NULL, 0, 0, !g || !d, (html ? html : "") + (html ? len : 0)};
     if (!b.oom && document && g->document->v.document.has_doctype) doctype(&b, &g->document->v.document);
     if (!b.oom) walk(&b, g->document);
     if (!b.oom) flush(&b);
