@@ -211,11 +211,27 @@ static void raw_text(markup_buf *b, const GumboNode *parent, const GumboNode *c)
         markup_buf_add(b, o.data, o.length);
 }
 
-/* e's start tag as the source wrote it, and the newline after it that the parser drops at
- * the start of <pre>, <textarea> and <listing> (src_end: the end of the source). */
+/* A start tag as the source wrote it, but for control characters other than the HTML
+ * spaces, written as spaces: gumbo ends a tag name at a vertical tab (<i\v>: an <i>), a
+ * browser does not, and the two would read the output's tags differently. */
+static void tag_bytes(markup_buf *b, GumboStringPiece t) {
+    size_t from = 0;
+    if (!t.length) return; /* a tag the parser made: no bytes (and maybe no pointer) */
+    for (size_t i = 0; i < t.length; i++) {
+        const unsigned char c = (unsigned char)t.data[i];
+        if ((c >= 0x20 && c != 0x7f) || c == '\t' || c == '\n' || c == '\f' || c == '\r' || c == 0) continue;
+        markup_buf_add(b, t.data + from, i - from);
+        markup_buf_add(b, " ", 1);
+        from = i + 1;
+    }
+    markup_buf_add(b, t.data + from, t.length - from);
+}
+
+/* e's start tag as the source wrote it (tag_bytes), and the newline after it that the parser
+ * drops at the start of <pre>, <textarea> and <listing> (src_end: the end of the source). */
 static void start_tag(markup_buf *b, const GumboElement *e, const char *src_end) {
     const GumboStringPiece t = e->original_tag;
-    markup_buf_add(b, t.data, t.length);
+    tag_bytes(b, t);
     if (t.length && t.data + t.length < src_end && t.data[t.length] == '\n' &&
         (e->tag == GUMBO_TAG_PRE || e->tag == GUMBO_TAG_TEXTAREA || e->tag == GUMBO_TAG_LISTING))
         markup_buf_add(b, "\n", 1);
@@ -415,7 +431,10 @@ static void element(builder *b, const GumboNode *n, int *kind) {
         else flush(b), add_raw(b, raw.data, raw.len), free(raw.data);
         return;
     }
-    char *open = e->original_tag.length ? copy(e->original_tag.data, e->original_tag.length) : made_tag(e, 0);
+    markup_buf tag = {0};
+    tag_bytes(&tag, e->original_tag);
+    char *open = e->original_tag.length ? (tag.oom ? NULL : tag.data) : made_tag(e, 0);
+    if (!e->original_tag.length) free(tag.data);
     if (is_inline(e->tag) && is_void(e->tag)) {
         add_tag(b, open, NULL);
     } else if (is_inline(e->tag)) {
@@ -426,7 +445,7 @@ static void element(builder *b, const GumboNode *n, int *kind) {
     } else {
         flush(b);
         if (is_void(e->tag) && !e->original_tag.length) add_raw(b, open, open ? strlen(open) : 0); /* </br>: a <br> */
-        else add_raw(b, e->original_tag.data, e->original_tag.length);
+        else if (e->original_tag.length) add_raw(b, open, open ? strlen(open) : 0); /* not one the parser implied */
         free(open);
         *kind = is_void(e->tag) ? FRAME_OTHER : FRAME_BLOCK;
     }
