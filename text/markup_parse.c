@@ -423,11 +423,13 @@ static void element(builder *b, const GumboNode *n, int *kind) {
     const GumboElement *e = &n->v.element;
     *kind = FRAME_OTHER;
     /* a <title> inside an open inline element (only in a malformed body) holds plain text:
-     * the inline tags reopened in it would read back as text, so it is copied as it is */
-    if (is_untouched(n) || (e->tag == GUMBO_TAG_TITLE && b->n_open > 0)) {
+     * inline tags reopened in it would read back as text, so it stays in its sentence as it
+     * is, untranslated (and parses back to the same place) */
+    const int title_inline = e->tag == GUMBO_TAG_TITLE && b->n_open > 0;
+    if (is_untouched(n) || title_inline) {
         markup_buf raw = {0};
         if (raw_subtree(&raw, n, b->src_end) || raw.oom) b->oom = 1;
-        if (is_inline(e->tag)) add_tag(b, raw.data ? raw.data : copy("", 0), NULL); /* in the sentence, not translated */
+        if (is_inline(e->tag) || title_inline) add_tag(b, raw.data ? raw.data : copy("", 0), NULL); /* in the sentence, not translated */
         else flush(b), add_raw(b, raw.data, raw.len), free(raw.data);
         return;
     }
