@@ -136,6 +136,9 @@ static GumboStringPiece tag_name(const GumboElement *e) {
     if (s.length || !e->original_tag.length) return s;
     s = e->original_tag;
     gumbo_tag_from_original_text(&s);
+    /* as a browser reads the start tag tag_bytes writes: the name ends at a control character */
+    for (size_t i = 0; i < s.length; i++)
+        if ((s.data[i] > 0 && s.data[i] < 0x20) || s.data[i] == 0x7f) s.length = i;
     return s;
 }
 
