@@ -428,7 +428,8 @@ static void element(builder *b, const GumboNode *n, int *kind) {
     /* a <title> inside an open inline element (only in a malformed body) holds plain text:
      * inline tags reopened in it would read back as text, so it stays in its sentence as it
      * is, untranslated (and parses back to the same place) */
-    const int title_inline = e->tag == GUMBO_TAG_TITLE && b->n_open > 0;
+    /* a <title> in an open inline element, or an element whose name cannot be written back */
+    const int title_inline = (e->tag == GUMBO_TAG_TITLE && b->n_open > 0) || !tag_name(e).length;
     if (is_untouched(n) || title_inline) {
         markup_buf raw = {0};
         if (raw_subtree(&raw, n, b->src_end) || raw.oom) b->oom = 1;
@@ -530,18 +531,34 @@ static void doctype(builder *b, const GumboDocument *doc) {
     free(m.data);
 }
 
+/* A copy of s[0..n) with the control characters other than the HTML spaces (and NUL, read
+ * as U+FFFD) as spaces: gumbo and browsers disagree about them inside tags (gumbo ends a
+ * tag name at a vertical tab, a browser does not), and in text they are spaces to the model
+ * anyway. NULL when out of memory. */
+static char *without_controls(const char *s, size_t n) {
+    char *c = malloc(n + 1);
+    for (size_t i = 0; c && i < n; i++) {
+        const unsigned char x = (unsigned char)s[i];
+        c[i] = (x && x < 0x20 && x != '\t' && x != '\n' && x != '\f' && x != '\r') || x == 0x7f ? ' ' : s[i];
+    }
+    return c;
+}
+
 markup_doc *markup_parse(const char *html, size_t len, int document, char *err, size_t errlen) {
     GumboOptions o = kGumboDefaultOptions;
     o.max_errors = 0; /* hostile pages make many: none are kept */
-    GumboOutput *g = gumbo_parse_with_options(&o, html ? html : "", html ? len : 0);
+    if (!html) len = 0;
+    char *src = without_controls(html ? html : "", len);
+    GumboOutput *g = src ? gumbo_parse_with_options(&o, src, len) : NULL;
     markup_doc *d = calloc(1, sizeof *d);
-    builder b = {d, {0}, NULL, 0, 0, NULL, 0, 0, !g || !d, (html ? html : "") + (html ? len : 0)};
+    builder b = {d, {0}, NULL, 0, 0, NULL, 0, 0, !g || !d, src ? src + len : NULL};
     if (!b.oom && document && g->document->v.document.has_doctype) doctype(&b, &g->document->v.document);
     if (!b.oom) walk(&b, g->document);
     if (!b.oom) flush(&b);
     for (int i = 0; i < b.n_tags; i++) free(b.tags[i].open), free(b.tags[i].close);
     free(b.tags), free(b.open), free(b.text.data);
     if (g) gumbo_destroy_output(&o, g);
+    free(src);
     if (b.oom) {
         markup_free(d);
         snprintf(err, errlen, "out of memory");
