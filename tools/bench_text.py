@@ -80,7 +80,7 @@ def main():
     for name, (lines, _) in configs.items():
         med = statistics.median(times[name])
         out = outs[name] if name != "one sentence a line" else joined
-        score = bleu.corpus_bleu(out, para_ref)["score"]
+        score = bleu.corpus_bleu(out, para_ref)[0]
         words = sum(len(x.split()) for x in out)
         base = base or len(src) / med
         print(f"| {name} | {med:.1f} | {len(src) / med:.2f} ({len(src) / med / base:.0%}) | {words} | {score:.1f} |")
