@@ -149,6 +149,19 @@ static int end_tag_names(GumboStringPiece t, GumboStringPiece name) {
     return t.length > 2 && n == name.length && !strncasecmp(t.data + 2, name.data, n);
 }
 
+/* Is the name one that every reader ends where gumbo did (letters, digits, '-', '_', ':', '.',
+ * bytes of non-ASCII letters, NUL written as U+FFFD)? Names of byte soup ("f<", "d<t") are read differently by
+ * other parsers, so such an element is kept as it is, untranslated. */
+static int plain_name(GumboStringPiece n) {
+    for (size_t i = 0; i < n.length; i++) {
+        const unsigned char c = (unsigned char)n.data[i];
+        if (!(c >= 0x80 || c == 0 || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '-' || c == '_' || c == ':' || c == '.'))
+            return 0;
+    }
+    return n.length > 0;
+}
+
 /* The end tag to write for e when its start was written: the source's when it names e, else
  * "</name>". gumbo records as an element's end tag whichever end tag closed it, one that
  * closed it implicitly too (</ul> for an open <li>, </h1> for an <h2>), and gives elements it
@@ -429,7 +442,7 @@ static void element(builder *b, const GumboNode *n, int *kind) {
      * inline tags reopened in it would read back as text, so it stays in its sentence as it
      * is, untranslated (and parses back to the same place) */
     /* a <title> in an open inline element, or an element whose name cannot be written back */
-    const int title_inline = (e->tag == GUMBO_TAG_TITLE && b->n_open > 0) || !tag_name(e).length;
+    const int title_inline = (e->tag == GUMBO_TAG_TITLE && b->n_open > 0) || !plain_name(tag_name(e));
     if (is_untouched(n) || title_inline) {
         markup_buf raw = {0};
         if (raw_subtree(&raw, n, b->src_end) || raw.oom) b->oom = 1;
