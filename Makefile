@@ -387,9 +387,10 @@ fuzz-smoke: fuzz-build
 	$(MAKE) fuzz-translate CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=10000"
 	$(MAKE) fuzz-spm CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=5000"
 	$(MAKE) fuzz-split CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=200000"
-	@# 3,000 inputs: the seed-1 run finds an unbalanced output past ~4,000 (a name gumbo and
-	@# the checker read differently on byte soup; open, see the closing note of 2026-11-26)
-	$(MAKE) fuzz-markup CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=3000"
+	@# fuzz_markup: its reproducers are replayed above; no random run here yet: on byte soup
+	@# (tag names holding '<' or invalid bytes, "</>") it still finds outputs its checker reads
+	@# as unbalanced within a few thousand inputs, and not at the same count on every run
+	@# (open: the closing note of 2026-11-26). `make fuzz-markup` runs it.
 
 # Benchmarks (not part of make test): attend vs the PyTorch reference on an opus-mt-en-de-
 # shaped random model, f32/f16/int8 x batch 1/64 x threads 1/2; writes BENCHMARKS.md.
