@@ -153,7 +153,7 @@ BAD = [  # (body, status, words of the error)
     (b'{"q": []}', 400, "empty list"),
     (b'{"q": "Hallo \xff\xfe Welt"}', 400, "UTF-8"),
     (b'{"q": "Hallo \xed\xa0\x80"}', 400, "UTF-8"),
-    (b'{"q": "Hallo", "format": "html"}', 400, "format"),
+    (b'{"q": "Hallo", "format": "xml"}', 400, "format"),
     (b'', 400, "not valid JSON"),
 ]
 BAD_V1 = [
