@@ -56,6 +56,18 @@ def check_languages_rule():
         status, _, body = s.post("/detect", {"q": "Hallo"})
         assert status == 400 and "several languages" in body["error"], (status, body)
         assert s.stop() == 0
+    # the file-name rule (docs/serve.md): the last xx-yy, two letters each side, not touching a letter
+    tmp = T.tempdir()
+    try:
+        for name, pair in (("opus-mt-de-en", ["de", "en"]), ("opus-mt-de-en-big.gguf", ["de", "en"]),
+                           ("marian.fr-es.q8.gguf", ["fr", "es"]), ("deu-eng.gguf", []), ("tiny-v1.gguf", [])):
+            os.symlink(S.TINY, os.path.join(tmp, name))
+            with S.Server(os.path.join(tmp, name), "-t", "1") as s:
+                _, _, body = s.get("/languages")
+                assert [e["code"] for e in body] == pair, (name, body)
+                assert s.stop() == 0
+    finally:
+        shutil.rmtree(tmp)
     for bad in (["--languages", "deen"], ["--languages", "de-en-fr"]):
         out = subprocess.run([S.ATTEND, "serve", "-m", S.TINY, "--port", "0", *bad], capture_output=True, text=True,
                              timeout=30)
