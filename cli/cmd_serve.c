@@ -22,6 +22,7 @@ static void usage_serve(FILE *f) {
             "                       -> {\"translatedText\": ...}\n"
             "  POST /v1/translate   attend's own: search options, scores, log-probabilities, word\n"
             "                       alignments, attention matrices\n"
+            "  GET  /languages, GET /frontend/settings, POST /detect: the rest of LibreTranslate's API\n"
             "  GET  /health, GET /v1/model (the facts attend info prints), GET / (a live explore page)\n"
             "\n"
             "options:\n"
@@ -31,6 +32,9 @@ static void usage_serve(FILE *f) {
             "  -t, --threads N         threads translating (default: physical cores, or $OMP_NUM_THREADS)\n"
             "      --beam N, --greedy  the default search (default: the model's setting)\n"
             "      --src-lang L, --tgt-lang L  default languages of a multilingual model\n"
+            "      --languages SRC-TGT the language pair of a model without language tokens, for\n"
+            "                          /languages and \"source\": \"auto\" (default: read from the\n"
+            "                          file's name, e.g. de-en.gguf or opus-mt-de-en: docs/serve.md)\n"
             "      --task NAME         T5 models: the default task (attend info lists them)\n"
             "      --split MODE        sentences (default) or none: the default for requests\n"
             "                          (a request's \"split\": false turns it off)\n"
@@ -77,6 +81,7 @@ static int take_serve_option(cli_args *a, serve_options *o) {
     if (cli_is(a, NULL, "--timeout")) return cli_take_int(a, 1, 86400, &o->timeout);
     if (cli_is(a, NULL, "--max-connections")) return cli_take_int(a, 1, 100000, &o->max_connections);
     if (cli_is(a, NULL, "--allow-origin")) return cli_take_str(a, &o->allow_origin);
+    if (cli_is(a, NULL, "--languages")) return cli_take_str(a, &o->languages);
     if (cli_is(a, NULL, "--max-body")) {
         const int rc = cli_take_int(a, 1, 1 << 30, &body);
         o->max_body = body;
@@ -147,6 +152,22 @@ static int run_server(attend_model *m, const char *name, const serve_options *o)
     return EXIT_OK;
 }
 
+/* The pair of a model without language tokens: --languages, else the file's name (none is
+ * fine: /languages is then empty and "auto" refused). 0, or EXIT_USAGE with a message. */
+static int find_pair(const attend_model *m, const char *name, serve_options *o) {
+    const int multi = attend_get_config(m)->n_languages > 0;
+    if (o->languages && multi) {
+        fprintf(stderr, "attend serve: --languages: this model names its own languages (attend info lists them)\n");
+        return EXIT_USAGE;
+    }
+    if (o->languages && serve_pair_parse(o->languages, o->pair)) {
+        fprintf(stderr, "attend serve: --languages %s: give SRC-TGT, e.g. de-en\n", o->languages);
+        return EXIT_USAGE;
+    }
+    if (!o->languages && !multi) serve_pair_from_name(name, o->pair);
+    return 0;
+}
+
 int cmd_serve(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         usage_serve(stdout);
@@ -161,6 +182,7 @@ int cmd_serve(int argc, char **argv) {
     if (o.common.src_lang || o.common.tgt_lang)
         status = cli_check_languages("serve", m, o.common.src_lang, o.common.tgt_lang, 0);
     if (!status && cli_check_task("serve", m, o.common.task)) status = EXIT_USAGE;
+    if (!status) status = find_pair(m, slash ? slash + 1 : path, &o);
     if (!status) status = run_server(m, slash ? slash + 1 : path, &o);
     attend_free(m);
     return status;

@@ -27,9 +27,11 @@ typedef struct {
     int max_connections;       /* --max-connections */
     int access_log;            /* 0 with --no-access-log */
     int verbose;               /* -v: a line per batch on stderr */
+    const char *languages;     /* --languages SRC-TGT: the pair of a model without language tokens */
+    char pair[2][16];          /* that pair, from --languages or the model file's name ("" unknown) */
 } serve_options;
 
-enum { SERVE_LIBRE = 0, SERVE_V1 = 1 };
+enum { SERVE_LIBRE = 0, SERVE_V1 = 1, SERVE_DETECT = 2 };
 
 /* One parsed translation request: its sentences and how to translate them. */
 typedef struct {
@@ -53,6 +55,8 @@ typedef struct {
     int nbest;          /* /v1: the n-best list asked for */
     int html;           /* /translate "format": "html": each q entry an HTML fragment, kept
                          * whole (attend_translate_html) */
+    int alternatives;   /* /translate "alternatives": N more translations from the n-best list */
+    char detected[16];  /* /translate "source": "auto": the language answered as detectedLanguage */
 } serve_request;
 
 /* Parse a request body (body_len bytes) for api into *r; 0, or an HTTP status (400) with a
@@ -102,7 +106,25 @@ char *serve_response_model(const attend_model *m, const char *name, size_t *len)
 /* A LibreTranslate form body (application/x-www-form-urlencoded) as a JSON object's text
  * (malloc'd; NULL when it cannot be read), for serve_request_parse (serve_form.c). */
 struct MHD_Connection;
-char *serve_form_to_json(struct MHD_Connection *conn, const char *body, size_t len);
+char *serve_form_to_json(struct MHD_Connection *conn, const char *body, size_t len, int *nul);
+
+/* LibreTranslate's other endpoints (serve_libre.c). */
+/* The language pair in a model file's name ("de-en.gguf", "opus-mt-de-en"): 0 and pair
+ * filled, or -1 (none found; pair untouched). */
+int serve_pair_from_name(const char *name, char pair[2][16]);
+/* "SRC-TGT" (--languages) into pair: 0, or -1 when it is not of that form. */
+int serve_pair_parse(const char *arg, char pair[2][16]);
+/* The English name of a language code, or the code itself. */
+const char *serve_lang_name(const char *code);
+/* GET /languages and GET /frontend/settings, made once at start (malloc'd). */
+char *serve_libre_languages(const attend_model *m, const serve_options *o, size_t *len);
+char *serve_libre_settings(const attend_model *m, const serve_options *o, size_t *len);
+/* POST /detect: 200 and *out (malloc'd), or a status (400) with err. */
+int serve_libre_detect(const char *body, size_t len, const attend_model *m, const serve_options *o, char **out,
+                       size_t *outlen, char *err, size_t errlen);
+/* 1 when a string of the JSON text holds a NUL character (a \u0000 escape or a raw NUL
+ * byte): cJSON's strings would end there and drop the rest. */
+int serve_json_has_nul(const char *body, size_t len);
 
 /* The HTTP side (serve_http.c). */
 typedef struct serve_http serve_http;

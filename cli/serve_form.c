@@ -1,7 +1,8 @@
 /* LibreTranslate clients that post an HTML form (application/x-www-form-urlencoded, as
  * libretranslatepy does) instead of JSON: the fields, decoded by libmicrohttpd's post
  * processor, become the JSON object the same parser reads. Each field keeps its last value
- * (a repeated q is one text, as LibreTranslate reads a form). */
+ * (a repeated q is one text, as LibreTranslate reads a form). A NUL in a value (%00) is
+ * reported, not kept: the JSON object's strings would end there. */
 #include <cjson/cJSON.h>
 #include <microhttpd.h>
 #include <stdint.h>
@@ -14,7 +15,7 @@ typedef struct {
     cJSON *obj;
     char *key, *val; /* the field being read (its value arrives in pieces) */
     size_t len;
-    int failed;
+    int failed, nul;
 } form;
 
 /* The field read so far into the object. */
@@ -37,6 +38,7 @@ static enum MHD_Result form_field(void *cls, enum MHD_ValueKind kind, const char
         form_flush(f);
         if (!(f->key = strdup(key))) return f->failed = 1, MHD_NO;
     }
+    if (size && memchr(data, 0, size)) f->nul = 1;
     char *grown = realloc(f->val, f->len + size + 1);
     if (!grown) return f->failed = 1, MHD_NO;
     memcpy(grown + f->len, data, size);
@@ -46,14 +48,15 @@ static enum MHD_Result form_field(void *cls, enum MHD_ValueKind kind, const char
     return MHD_YES;
 }
 
-char *serve_form_to_json(struct MHD_Connection *conn, const char *body, size_t len) {
-    form f = {cJSON_CreateObject(), NULL, NULL, 0, 0};
+char *serve_form_to_json(struct MHD_Connection *conn, const char *body, size_t len, int *nul) {
+    form f = {cJSON_CreateObject(), NULL, NULL, 0, 0, 0};
     struct MHD_PostProcessor *pp = f.obj ? MHD_create_post_processor(conn, 16384, form_field, &f) : NULL;
     char *json = NULL;
     int ok = pp && MHD_post_process(pp, body, len) == MHD_YES;
     if (pp && MHD_destroy_post_processor(pp) != MHD_YES) ok = 0; /* freed either way */
     form_flush(&f);
-    if (ok && !f.failed) json = cJSON_PrintUnformatted(f.obj);
+    *nul = f.nul;
+    if (ok && !f.failed && !f.nul) json = cJSON_PrintUnformatted(f.obj);
     free(f.key);
     free(f.val);
     cJSON_Delete(f.obj);

@@ -29,6 +29,8 @@ struct serve_http {
     const serve_options *o;
     char *model_json, *page; /* GET /v1/model and GET /, made once */
     size_t model_json_len, page_len;
+    char *languages, *settings; /* GET /languages and GET /frontend/settings, made once */
+    size_t languages_len, settings_len;
     pthread_mutex_t mu;
     int inflight;
 };
@@ -51,6 +53,8 @@ typedef struct {
 /* ---------------------------------------------------------------------------------------
  * Answers */
 
+static int is_post_route(const char *path, int *api);
+
 /* Queue an answer; body is malloc'd (taken) unless persistent. */
 static enum MHD_Result reply(request *x, int status, char *body, size_t len, int persistent, const char *type) {
     struct MHD_Response *r =
@@ -62,8 +66,8 @@ static enum MHD_Result reply(request *x, int status, char *body, size_t len, int
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (x->h->o->allow_origin) MHD_add_response_header(r, "Access-Control-Allow-Origin", x->h->o->allow_origin);
     if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
-    if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, strcmp(x->path, "/translate") &&
-                                               strcmp(x->path, "/v1/translate") ? "GET" : "POST");
+    int api;
+    if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, is_post_route(x->path, &api) ? "POST" : "GET");
     const enum MHD_Result rc = MHD_queue_response(x->conn, (unsigned)status, r);
     MHD_destroy_response(r);
     x->status = status;
@@ -120,18 +124,35 @@ static int looks_like_json(const request *x) {
     return i < x->len && (x->body[i] == '{' || x->body[i] == '[');
 }
 
+/* A LibreTranslate form body becomes the JSON text the parsers read. 0, or a status (400)
+ * with a message in err. */
+static int form_to_json(request *x, char *err, size_t errlen) {
+    const char *type = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    const int form = type && !strncasecmp(type, "application/x-www-form-urlencoded", 33);
+    if (!form || looks_like_json(x)) return 0;
+    int nul = 0;
+    char *json = serve_form_to_json(x->conn, x->body ? x->body : "", x->len, &nul);
+    if (!json) return snprintf(err, errlen, nul ? "q contains a NUL character" : "the form could not be read"), 400;
+    free(x->body);
+    x->body = json, x->len = strlen(json);
+    return 0;
+}
+
+/* POST /detect: answered here, at once (no model call). */
+static enum MHD_Result answer_detect(request *x) {
+    char err[512], *out = NULL;
+    size_t len = 0;
+    int status = form_to_json(x, err, sizeof err);
+    if (!status) status = serve_libre_detect(x->body ? x->body : "", x->len, x->h->m, x->h->o, &out, &len, err, sizeof err);
+    return status == 200 ? reply_json(x, 200, out, len) : reply_error(x, status, err);
+}
+
 /* The body has arrived: parse it and hand it to the scheduler (or answer an error). */
 static enum MHD_Result start_translation(request *x, int api) {
     serve_http *h = x->h;
     char err[512];
-    const char *type = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
-    const int form = type && !strncasecmp(type, "application/x-www-form-urlencoded", 33);
-    if (api == SERVE_LIBRE && form && !looks_like_json(x)) {
-        char *json = serve_form_to_json(x->conn, x->body ? x->body : "", x->len);
-        if (!json) return reply_error(x, 400, "the form could not be read");
-        free(x->body);
-        x->body = json, x->len = strlen(json);
-    }
+    const int bad_form = api == SERVE_LIBRE ? form_to_json(x, err, sizeof err) : 0;
+    if (bad_form) return reply_error(x, bad_form, err);
     serve_job *job = calloc(1, sizeof *job);
     if (!job) return reply_error(x, 500, "out of memory");
     const int rc = serve_request_parse(x->body ? x->body : "", x->len, api, h->m, h->o, &job->req, err, sizeof err);
@@ -174,18 +195,23 @@ static enum MHD_Result finish_translation(request *x) {
 static int is_post_route(const char *path, int *api) {
     if (!strcmp(path, "/translate")) return *api = SERVE_LIBRE, 1;
     if (!strcmp(path, "/v1/translate")) return *api = SERVE_V1, 1;
+    if (!strcmp(path, "/detect")) return *api = SERVE_DETECT, 1;
     return 0;
 }
 
 static int is_get_route(const char *path) {
     return !strcmp(path, "/") || !strcmp(path, "/health") || !strcmp(path, "/v1/model") ||
-           !strcmp(path, "/favicon.ico");
+           !strcmp(path, "/favicon.ico") || !strcmp(path, "/languages") || !strcmp(path, "/frontend/settings");
 }
 
 static enum MHD_Result answer_get(request *x) {
     serve_http *h = x->h;
     if (!strcmp(x->path, "/v1/model"))
         return reply(x, 200, h->model_json, h->model_json_len, 1, "application/json; charset=utf-8");
+    if (!strcmp(x->path, "/languages"))
+        return reply(x, 200, h->languages, h->languages_len, 1, "application/json; charset=utf-8");
+    if (!strcmp(x->path, "/frontend/settings"))
+        return reply(x, 200, h->settings, h->settings_len, 1, "application/json; charset=utf-8");
     if (!strcmp(x->path, "/")) return reply(x, 200, h->page, h->page_len, 1, "text/html; charset=utf-8");
     if (!strcmp(x->path, "/favicon.ico")) return reply(x, 204, (char *)"", 0, 1, "image/x-icon"); /* none: no 404 */
     char *body = NULL;
@@ -262,7 +288,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char
     if (x->too_big) return reply_error(x, 413, "the body is larger than --max-body");
     int api = SERVE_LIBRE;
     is_post_route(x->path, &api);
-    return start_translation(x, api);
+    return api == SERVE_DETECT ? answer_detect(x) : start_translation(x, api);
 }
 
 /* The access log line, and the request's memory. */
@@ -353,11 +379,13 @@ serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sche
     pthread_mutex_init(&h->mu, NULL);
     h->model_json = serve_response_model(m, model_name, &h->model_json_len);
     h->page = make_page(m, model_name, o, &h->page_len);
+    h->languages = serve_libre_languages(m, o, &h->languages_len);
+    h->settings = serve_libre_settings(m, o, &h->settings_len);
     /* poll, not epoll: with epoll (MHD_USE_AUTO's choice on Linux) libmicrohttpd 0.9.75 at
      * times left every connection waiting for seconds under load (tests/test_serve_load.py) */
     const unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
                            (v6 ? MHD_USE_IPv6 : 0);
-    if (h->model_json && h->page)
+    if (h->model_json && h->page && h->languages && h->settings)
         h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, (void *)o,
                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
                                 MHD_OPTION_NOTIFY_COMPLETED, completed, h,
@@ -367,7 +395,7 @@ serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sche
     if (!h->d) {
         snprintf(err, errlen, "cannot listen on %s port %d (in use, or not an address of this machine?)", o->host,
                  o->port);
-        free(h->model_json), free(h->page), free(h);
+        free(h->model_json), free(h->page), free(h->languages), free(h->settings), free(h);
         return NULL;
     }
     return h;
@@ -395,5 +423,7 @@ void serve_http_stop(serve_http *h) {
     pthread_mutex_destroy(&h->mu);
     free(h->model_json);
     free(h->page);
+    free(h->languages);
+    free(h->settings);
     free(h);
 }

@@ -105,8 +105,32 @@ static int read_lang(serve_request *r, const cJSON *root, const char *name, int 
     if (!cJSON_IsString(v) || !*v->valuestring || strlen(v->valuestring) >= sizeof r->langs[0])
         return bad(err, errlen, "\"%s\" must be a language code", name);
     if (!strcmp(v->valuestring, "auto"))
-        return bad(err, errlen, "\"%s\": auto is not supported: name the language", name);
+        return bad(err, errlen, "\"%s\": auto is not supported for a model of several languages (language "
+                                "identification is not built yet): name the language", name);
     snprintf(r->langs[which], sizeof r->langs[which], "%s", v->valuestring);
+    return 0;
+}
+
+/* /translate on a model without language tokens: source and target, when given, must be the
+ * server's pair (--languages or the file's name; anything goes when it is unknown, as
+ * LibreTranslate clients always send both); "source": "auto" answers the pair's source. */
+static int read_libre_pair(serve_request *r, const cJSON *root, const serve_options *o, char *err, size_t errlen) {
+    static const char *const fields[2] = {"source", "target"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, fields[k]);
+        if (!v || cJSON_IsNull(v)) continue;
+        if (!cJSON_IsString(v)) return bad(err, errlen, "\"%s\" must be a language code", fields[k]);
+        if (k == 0 && !strcmp(v->valuestring, "auto")) {
+            if (!o->pair[0][0])
+                return bad(err, errlen, "\"source\": auto: the server does not know the model's source language "
+                                        "(start it with --languages SRC-TGT)");
+            snprintf(r->detected, sizeof r->detected, "%s", o->pair[0]);
+            continue;
+        }
+        if (o->pair[k][0] && strcmp(v->valuestring, o->pair[k]))
+            return bad(err, errlen, "%.60s is not supported: this server translates %s to %s (GET /languages)",
+                       v->valuestring, o->pair[0], o->pair[1]);
+    }
     return 0;
 }
 
@@ -117,7 +141,7 @@ static int read_languages(serve_request *r, const cJSON *root, const attend_mode
                           char *err, size_t errlen) {
     const attend_config *c = attend_get_config(m);
     const int libre = r->api == SERVE_LIBRE;
-    if (libre && !c->n_languages) return 0;
+    if (libre && !c->n_languages) return read_libre_pair(r, root, o, err, errlen);
     int rc = read_lang(r, root, libre ? "source" : "src_lang", 0, err, errlen);
     if (!rc) rc = read_lang(r, root, libre ? "target" : "tgt_lang", 1, err, errlen);
     if (rc) return rc;
@@ -287,6 +311,25 @@ static int read_split(serve_request *r, const cJSON *root, char *err, size_t err
     return rc;
 }
 
+/* /translate's "alternatives": N more translations from the n-best list (a number, or a
+ * numeric string from a form), N at most the beams the search keeps. */
+static int read_alternatives(serve_request *r, const cJSON *root, const attend_model *m, char *err, size_t errlen) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "alternatives");
+    if (!v || cJSON_IsNull(v)) return 0;
+    const attend_config *c = attend_get_config(m);
+    const int beams = r->p.num_beams ? r->p.num_beams : c->generation_recorded ? c->num_beams : 1;
+    char *end = NULL;
+    const double n = cJSON_IsNumber(v) ? v->valuedouble : cJSON_IsString(v) ? strtod(v->valuestring, &end) : -1;
+    if ((end && (end == v->valuestring || *end)) || n != floor(n) || n < 0 || n > 64)
+        return bad(err, errlen, "\"alternatives\" must be an integer from 0 to %d", beams);
+    if (n > beams)
+        return bad(err, errlen, "\"alternatives\" %d is more than the %d beams of the search (start the server "
+                                "with a larger --beam)", (int)n, beams);
+    r->alternatives = (int)n;
+    if (n > 0 && !r->html) r->p.n_best = (int)n + 1 < beams ? (int)n + 1 : beams; /* HTML: none, as LibreTranslate */
+    return 0;
+}
+
 /* The fields of /v1/translate after q. */
 static int read_v1(serve_request *r, const cJSON *root, const attend_config *c, char *err, size_t errlen) {
     int rc = unknown_fields(root, err, errlen);
@@ -323,10 +366,13 @@ int serve_request_parse(const char *body, size_t body_len, int api, const attend
     r->api = api;
     r->p = cli_model_params(&o->common);
     r->p.src_lang = r->p.tgt_lang = NULL;
+    /* refused, not cut: cJSON's strings end at a NUL, and the text after it would be lost */
+    if (serve_json_has_nul(body, body_len)) return bad(err, errlen, "q contains a NUL character");
     cJSON *root = cJSON_ParseWithLength(body, body_len);
     if (!root) return bad(err, errlen, "the body is not valid JSON");
     int rc = cJSON_IsObject(root) ? 0 : bad(err, errlen, "the body must be a JSON object");
     if (!rc && api == SERVE_LIBRE) rc = read_format(r, root, err, errlen);
+    if (!rc && api == SERVE_LIBRE) rc = read_alternatives(r, root, m, err, errlen);
     if (!rc) rc = read_q(r, root, o, err, errlen);
     if (!rc && api == SERVE_V1) rc = read_v1(r, root, attend_get_config(m), err, errlen);
     if (!rc) rc = read_languages(r, root, m, o, err, errlen);

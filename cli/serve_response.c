@@ -48,35 +48,90 @@ static void one_line(char *t) {
         if (*t == '\n' || *t == '\r') *t = ' ';
 }
 
-/* POST /translate: {"translatedText": "..."} or a list, one entry per q entry (its lines
- * joined with newlines again). A line that failed gives "", as attend translate. */
-static void write_libre(FILE *f, serve_job *job) {
-    const serve_request *r = &job->req;
-    fputs("{\"translatedText\":", f);
-    if (r->q_is_list) fputc('[', f);
-    for (int i = 0, q = -1; i <= r->n; i++) {
-        if (i == r->n || r->q_of[i] != q) { /* an entry ends, the next begins */
-            if (q >= 0) fputc('"', f);
-            if (i == r->n) break;
-            fputs(q >= 0 ? ",\"" : "\"", f);
-            q = r->q_of[i];
-        } else {
-            fputs("\\n", f);
-        }
+/* The text of entry q's lines from..to-1, joined with newlines: each line's k-th hypothesis
+ * (k 0: its translation; a line with fewer hypotheses gives its best). A line that failed
+ * gives "", as attend translate. malloc'd; NULL when out of memory. */
+static char *entry_text(const serve_job *job, int from, int to, int k) {
+    char *s = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&s, &n);
+    if (!f) return NULL;
+    for (int i = from; i < to; i++) {
         attend_result *res = &job->res[i];
-        if (res->text && !res->status) {
-            if (!r->html) one_line(res->text); /* HTML keeps its newlines (escaped by json_str) */
-            /* json_str with its quotes stripped: the entry is one string of several lines */
-            char *s = NULL;
-            size_t n = 0;
-            FILE *m = open_memstream(&s, &n);
-            if (m) json_str(m, res->text), fclose(m);
-            if (s && n >= 2) fwrite(s + 1, 1, n - 2, f);
-            free(s);
-        }
+        char *t = res->status ? NULL : k > 0 && k < res->n_best ? res->nbest[k].text : res->text;
+        if (t && !job->req.html) one_line(t); /* HTML keeps its newlines (escaped by json_str) */
+        if (i > from) fputc('\n', f);
+        if (t) fputs(t, f);
     }
-    if (r->q_is_list) fputc(']', f);
-    fputs("}\n", f);
+    if (fclose(f)) return free(s), NULL;
+    return s;
+}
+
+/* The alternatives of one entry: its other n-best joins, each once and none equal to the
+ * translation (as LibreTranslate's), at most r->alternatives. */
+static void write_alternatives(FILE *f, const serve_job *job, int from, int to, const char *best) {
+    char *seen[65] = {0};
+    int n = 0, most = 0;
+    for (int i = from; i < to; i++)
+        if (job->res[i].n_best > most) most = job->res[i].n_best;
+    fputc('[', f);
+    for (int k = 1; k < most && n < job->req.alternatives && n < 64; k++) {
+        char *t = entry_text(job, from, to, k);
+        int dup = !t || !strcmp(t, best);
+        for (int j = 0; j < n && !dup; j++) dup = !strcmp(seen[j], t);
+        if (dup) {
+            free(t);
+            continue;
+        }
+        fputs(n ? "," : "", f);
+        json_str(f, t);
+        seen[n++] = t;
+    }
+    fputc(']', f);
+    for (int j = 0; j < n; j++) free(seen[j]);
+}
+
+/* The line range of each entry of q: entry q's lines are first[q]..first[q+1]-1. */
+static void entry_ranges(const serve_request *r, int *first) {
+    for (int q = 0, i = 0; q <= r->n_q; q++) {
+        while (i < r->n && r->q_of[i] < q) i++;
+        first[q] = i;
+    }
+}
+
+/* POST /translate: {"translatedText": "..."} or a list, one entry per q entry (its lines
+ * joined with newlines again); with "alternatives", a list of strings per entry; with
+ * "source": "auto", detectedLanguage (one per entry for a list), as LibreTranslate answers. */
+static int write_libre(FILE *f, serve_job *job) {
+    const serve_request *r = &job->req;
+    int *first = malloc(sizeof(int) * (size_t)(r->n_q + 1));
+    char **texts = calloc((size_t)r->n_q, sizeof(char *));
+    int rc = first && texts ? 0 : -1;
+    if (!rc) entry_ranges(r, first);
+    for (int q = 0; q < r->n_q && !rc; q++) rc = (texts[q] = entry_text(job, first[q], first[q + 1], 0)) ? 0 : -1;
+    if (!rc) {
+        fputs(r->q_is_list ? "{\"translatedText\":[" : "{\"translatedText\":", f);
+        for (int q = 0; q < r->n_q; q++) fputs(q ? "," : "", f), json_str(f, texts[q]);
+        fputs(r->q_is_list ? "]" : "", f);
+        if (r->alternatives > 0) {
+            fputs(r->q_is_list ? ",\"alternatives\":[" : ",\"alternatives\":", f);
+            for (int q = 0; q < r->n_q; q++)
+                fputs(q ? "," : "", f), write_alternatives(f, job, first[q], first[q + 1], texts[q]);
+            fputs(r->q_is_list ? "]" : "", f);
+        }
+        if (r->detected[0]) {
+            fputs(r->q_is_list ? ",\"detectedLanguage\":[" : ",\"detectedLanguage\":", f);
+            for (int q = 0; q < r->n_q; q++)
+                fprintf(f, "%s{\"confidence\":100.0,\"language\":", q ? "," : ""), json_str(f, r->detected),
+                    fputc('}', f);
+            fputs(r->q_is_list ? "]" : "", f);
+        }
+        fputs("}\n", f);
+    }
+    for (int q = 0; texts && q < r->n_q; q++) free(texts[q]);
+    free(texts);
+    free(first);
+    return rc;
 }
 
 /* The n-best list of a /v1 result. */
@@ -144,7 +199,7 @@ void serve_response_job(serve_job *job) {
     membuf b;
     char err[512] = "out of memory";
     int rc = mem_open(&b);
-    if (!rc && job->req.api == SERVE_LIBRE) write_libre(b.f, job);
+    if (!rc && job->req.api == SERVE_LIBRE) rc = write_libre(b.f, job);
     else if (!rc) rc = write_v1(b.f, job, err, sizeof err);
     char *body = NULL;
     size_t len = 0;

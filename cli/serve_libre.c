@@ -1,0 +1,174 @@
+/* LibreTranslate's endpoints besides /translate (serve.h): GET /languages, GET
+ * /frontend/settings, POST /detect; the language pair of a model without language tokens
+ * (--languages, or the model file's name); the NUL check every JSON body passes. The JSON
+ * shapes are LibreTranslate's (its API spec), so that its clients and its web frontend work
+ * unchanged. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+#include "serve.h"
+
+/* ---------------------------------------------------------------------------------------
+ * Language codes and names */
+
+/* English names of the codes a translation model is most likely to carry (ISO 639-1); any
+ * other code is shown as itself, which LibreTranslate's clients accept. */
+static const char *const NAMES[][2] = {
+    {"ar", "Arabic"},     {"bg", "Bulgarian"},  {"ca", "Catalan"},    {"cs", "Czech"},      {"da", "Danish"},
+    {"de", "German"},     {"el", "Greek"},      {"en", "English"},    {"eo", "Esperanto"},  {"es", "Spanish"},
+    {"et", "Estonian"},   {"eu", "Basque"},     {"fa", "Persian"},    {"fi", "Finnish"},    {"fr", "French"},
+    {"ga", "Irish"},      {"gl", "Galician"},   {"he", "Hebrew"},     {"hi", "Hindi"},      {"hr", "Croatian"},
+    {"hu", "Hungarian"},  {"id", "Indonesian"}, {"is", "Icelandic"},  {"it", "Italian"},    {"ja", "Japanese"},
+    {"ko", "Korean"},     {"lt", "Lithuanian"}, {"lv", "Latvian"},    {"mt", "Maltese"},    {"nb", "Norwegian"},
+    {"nl", "Dutch"},      {"pl", "Polish"},     {"pt", "Portuguese"}, {"ro", "Romanian"},   {"ru", "Russian"},
+    {"sk", "Slovak"},     {"sl", "Slovenian"},  {"sq", "Albanian"},   {"sr", "Serbian"},    {"sv", "Swedish"},
+    {"th", "Thai"},       {"tr", "Turkish"},    {"uk", "Ukrainian"},  {"ur", "Urdu"},       {"vi", "Vietnamese"},
+    {"zh", "Chinese"},
+};
+
+const char *serve_lang_name(const char *code) {
+    for (size_t i = 0; i < sizeof NAMES / sizeof NAMES[0]; i++)
+        if (!strcmp(NAMES[i][0], code)) return NAMES[i][1];
+    return code;
+}
+
+static int is_lower(char c) { return c >= 'a' && c <= 'z'; }
+
+int serve_pair_parse(const char *arg, char pair[2][16]) {
+    const char *dash = strchr(arg, '-');
+    if (!dash || dash == arg || !dash[1] || strchr(dash + 1, '-') || dash - arg >= 16 || strlen(dash + 1) >= 16)
+        return -1;
+    snprintf(pair[0], 16, "%.*s", (int)(dash - arg), arg);
+    snprintf(pair[1], 16, "%s", dash + 1);
+    return 0;
+}
+
+/* The rule (docs/serve.md): the last "xx-yy" in the name, two lowercase letters on each side
+ * of a dash, neither side touching another letter: "de-en.gguf", "opus-mt-de-en",
+ * "marian.de-en.q8.gguf". Two letters only, so that "opus-mt-de-en-big" still reads de-en. */
+int serve_pair_from_name(const char *name, char pair[2][16]) {
+    const size_t n = strlen(name);
+    for (size_t i = n >= 5 ? n - 5 + 1 : 0; i-- > 0;) {
+        const char *s = name + i;
+        if (!is_lower(s[0]) || !is_lower(s[1]) || s[2] != '-' || !is_lower(s[3]) || !is_lower(s[4])) continue;
+        if ((i > 0 && is_lower(s[-1])) || is_lower(s[5])) continue;
+        snprintf(pair[0], 16, "%.2s", s);
+        snprintf(pair[1], 16, "%.2s", s + 3);
+        return 0;
+    }
+    return -1;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * GET /languages, GET /frontend/settings */
+
+/* The codes the server translates from: a multilingual model's own, else the pair's. */
+static int codes(const attend_model *m, const serve_options *o, const char *const **out, const char *pair[2]) {
+    const attend_config *c = attend_get_config(m);
+    if (c->n_languages) return *out = (const char *const *)c->languages, c->n_languages;
+    pair[0] = o->pair[0], pair[1] = o->pair[1];
+    *out = pair;
+    return o->pair[0][0] ? 2 : 0;
+}
+
+static void write_lang(FILE *f, const char *code) {
+    fputs("{\"code\":", f);
+    json_str(f, code);
+    fputs(",\"name\":", f);
+    json_str(f, serve_lang_name(code));
+}
+
+/* [{code, name, targets}]: a multilingual model translates each of its codes into every
+ * other; a pair model its source into its target (its target is listed, with no targets,
+ * so that a client checking "target" against the codes finds it). */
+char *serve_libre_languages(const attend_model *m, const serve_options *o, size_t *len) {
+    const char *pair[2], *const *list;
+    const int n = codes(m, o, &list, pair), multi = attend_get_config(m)->n_languages > 0;
+    char *out = NULL;
+    FILE *f = open_memstream(&out, len);
+    if (!f) return NULL;
+    fputc('[', f);
+    for (int i = 0; i < n; i++) {
+        fputs(i ? "," : "", f);
+        write_lang(f, list[i]);
+        fputs(",\"targets\":[", f);
+        for (int k = 0, first = 1; k < n; k++) {
+            if (k == i || (!multi && i == 1)) continue;
+            fputs(first ? "" : ",", f);
+            json_str(f, list[k]);
+            first = 0;
+        }
+        fputs("]}", f);
+    }
+    fputs("]\n", f);
+    if (fclose(f)) return free(out), NULL;
+    return out;
+}
+
+/* The fields LibreTranslate's web frontend reads; no keys, suggestions or file translation
+ * here, and no per-text character limit (--max-body bounds a request). frontendTimeout is
+ * LibreTranslate's default (ms the frontend waits after typing). */
+char *serve_libre_settings(const attend_model *m, const serve_options *o, size_t *len) {
+    const char *pair[2], *const *list;
+    const int n = codes(m, o, &list, pair);
+    char *out = NULL;
+    FILE *f = open_memstream(&out, len);
+    if (!f) return NULL;
+    fputs("{\"charLimit\":-1,\"frontendTimeout\":500,\"apiKeys\":false,\"keyRequired\":false,"
+          "\"suggestions\":false,\"filesTranslation\":false,\"supportedFilesFormat\":[],\"language\":{\"source\":",
+          f);
+    write_lang(f, n > 0 ? list[0] : "");
+    fputs("},\"target\":", f);
+    write_lang(f, n > 1 ? list[1] : "");
+    fputs("}}}\n", f);
+    if (fclose(f)) return free(out), NULL;
+    return out;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * POST /detect */
+
+/* Language identification is not built yet (docs/serve.md): a model with one source language
+ * is answered with that language, confidence 100 for any text; a multilingual model, whose
+ * source could be any of its languages, gets a 400 asking for the source. */
+int serve_libre_detect(const char *body, size_t len, const attend_model *m, const serve_options *o, char **out,
+                       size_t *outlen, char *err, size_t errlen) {
+    if (serve_json_has_nul(body, len)) return snprintf(err, errlen, "q contains a NUL character"), 400;
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    const cJSON *q = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "q") : NULL;
+    const int ok = cJSON_IsString(q) && *q->valuestring;
+    cJSON_Delete(root);
+    if (!ok) return snprintf(err, errlen, "Invalid request: missing q parameter (a non-empty string)"), 400;
+    if (attend_get_config(m)->n_languages)
+        return snprintf(err, errlen, "this model reads several languages and language identification is not "
+                                     "built yet: name the source language"), 400;
+    if (!o->pair[0][0])
+        return snprintf(err, errlen, "the server does not know the model's source language: start it with "
+                                     "--languages SRC-TGT"), 400;
+    char *s = NULL;
+    FILE *f = open_memstream(&s, outlen);
+    if (!f) return snprintf(err, errlen, "out of memory"), 500;
+    fputs("[{\"confidence\":100.0,\"language\":", f);
+    json_str(f, o->pair[0]);
+    fputs("}]\n", f);
+    if (fclose(f)) return free(s), snprintf(err, errlen, "out of memory"), 500;
+    *out = s;
+    return 200;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * NUL characters */
+
+int serve_json_has_nul(const char *body, size_t len) {
+    if (memchr(body, 0, len)) return 1;
+    for (size_t i = 0, in_string = 0; i < len; i++) {
+        if (body[i] == '"') in_string = !in_string;
+        if (!in_string || body[i] != '\\' || i + 1 >= len) continue;
+        if (body[i + 1] == 'u' && i + 5 < len && !memcmp(body + i + 2, "0000", 4)) return 1;
+        i++; /* the escaped character: \" does not end the string, \\ escapes nothing after it */
+    }
+    return 0;
+}
