@@ -36,13 +36,6 @@ typedef struct {
     const size_t *lens;   /* [n] the lines' bytes (more than SPLIT_MAX_LINE: cut) */
 } chunk_output;
 
-static int is_blank(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\f' && s[i] != '\v' && s[i] != 0)
-            return 0; /* NUL reads as a space (tokenizer/encode.c) */
-    return 1;
-}
-
 /* Write one input line's output: the translation r (NULL for a blank line) of a line the
  * reader cut (cut 1) or not. Returns 0 or an exit status. */
 static int write_line(translate_ctx *cx, attend_result *r, int cut) {
@@ -180,7 +173,7 @@ static int translate_chunk(translate_ctx *cx, char **lines, size_t *lens, int n)
     if (!status) status = read_prefixes(cx, pre, n, &owned);
     for (int i = 0; !status && i < n; i++) {
         slot[i] = -1;
-        if (!is_blank(lines[i], lens[i])) {
+        if (!cli_is_blank(lines[i], lens[i])) {
             slot[i] = k;
             todo_pre[k] = pre[i];
             todo[k] = lines[i];

@@ -45,8 +45,15 @@ void cli_warn_truncated(const attend_config *c, long long idx, const attend_resu
         }
 }
 
+int cli_is_blank(const char *s, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\f' && s[i] != '\v' && s[i] != 0)
+            return 0; /* NUL reads as a space (tokenizer/encode.c) */
+    return 1;
+}
+
 /* One line out, whatever the vocabulary holds: newlines become spaces. */
-static void one_line(char *t) {
+void cli_one_line(char *t) {
     for (; *t; t++)
         if (*t == '\n' || *t == '\r') *t = ' ';
 }
@@ -84,7 +91,7 @@ static int print_alignment(const attend_result *r, const attend_config *c, const
 
 int cli_write_nbest(long long idx, attend_result *r, const attend_config *c, const attend_view *view) {
     for (int k = 0; k < r->n_best; k++) { /* fewer hypotheses than asked cannot happen */
-        one_line(r->nbest[k].text);
+        cli_one_line(r->nbest[k].text);
         printf("%lld ||| %s ||| %.6f", idx, r->nbest[k].text, r->nbest[k].score);
         if (view) { /* each hypothesis's own attention */
             const attend_result h = cli_hypothesis_result(r, k);
@@ -96,7 +103,7 @@ int cli_write_nbest(long long idx, attend_result *r, const attend_config *c, con
 }
 
 int cli_write_translation(attend_result *r, const attend_config *c, const attend_view *view) {
-    one_line(r->text);
+    cli_one_line(r->text);
     fputs(r->text, stdout);
     if (view && print_alignment(r, c, view)) return EXIT_USAGE;
     fputc('\n', stdout);

@@ -11,6 +11,10 @@
 /* The line for an input that gave no translation (blank, or failed): an empty line, " ||| "
  * with --alignment, or nbest lines "i |||  ||| 0.000000" (idx counts lines from 0). */
 void cli_write_empty(long long idx, int nbest, int with_alignment);
+/* Is s[0..n) blank: spaces, tabs, \r, \f, \v and NUL only (such a line is not translated)? */
+int cli_is_blank(const char *s, size_t n);
+/* t on one line: a newline or CR becomes a space (one output line per input line). */
+void cli_one_line(char *t);
 /* On stderr: why line idx (1-based) was cut, if r was truncated. */
 void cli_warn_truncated(const attend_config *c, long long idx, const attend_result *r);
 /* r's hypotheses in Marian's n-best layout, "idx ||| text ||| score", best first; with view,

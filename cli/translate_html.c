@@ -6,22 +6,11 @@
 #include <string.h>
 
 #include "cli.h"
+#include "output.h"
 #include "translate.h"
 
 /* The largest --document read: a page is far smaller; a bigger file is refused, not cut. */
 #define MAX_DOCUMENT (256 << 20)
-
-static int is_blank(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\f' && s[i] != '\v' && s[i] != 0) return 0;
-    return 1;
-}
-
-/* s on one line: a newline or CR becomes a space (the output stays one line per line). */
-static void one_line(char *s) {
-    for (; *s; s++)
-        if (*s == '\n' || *s == '\r') *s = ' ';
-}
 
 int translate_html_lines(attend_model *m, const attend_params *p, char **lines, const size_t *lens, int n,
                          long long first_line) {
@@ -35,7 +24,7 @@ int translate_html_lines(attend_model *m, const attend_params *p, char **lines, 
         status = EXIT_FAIL;
     }
     for (int i = 0; !status && i < n; i++)
-        if (!is_blank(lines[i], lens[i])) {
+        if (!cli_is_blank(lines[i], lens[i])) {
             if (lens[i] > SPLIT_MAX_LINE)
                 fprintf(stderr, "attend: line %lld: longer than %d bytes; translated its first %d\n",
                         first_line + i + 1, SPLIT_MAX_LINE, SPLIT_MAX_LINE);
@@ -46,10 +35,10 @@ int translate_html_lines(attend_model *m, const attend_params *p, char **lines, 
         status = EXIT_FAIL;
     }
     for (int i = 0, j = 0; !status && i < n; i++) {
-        const int blank = is_blank(lines[i], lens[i]);
+        const int blank = cli_is_blank(lines[i], lens[i]);
         if (!blank && cut[j]) fprintf(stderr, "attend: line %lld: a sentence was cut to the model's length\n",
                                       first_line + i + 1);
-        if (!blank) one_line(out[j]);
+        if (!blank) cli_one_line(out[j]);
         fputs(blank ? "" : out[j++], stdout);
         fputc('\n', stdout);
     }

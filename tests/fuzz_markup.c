@@ -14,19 +14,6 @@
 
 #include "markup_check.h"
 
-/* The non-space bytes of every segment's text, in order: malloc'd. */
-static char *nonspace(const markup_doc *d) {
-    markup_buf b = {0};
-    markup_buf_add(&b, "", 0);
-    for (int i = 0; i < markup_segments(d); i++) {
-        const markup_segment *s = markup_segment_at(d, i);
-        for (size_t j = 0, k; j < s->len; j += k ? k : 1)
-            if (!(k = markup_space_at(s->text + j, s->len - j))) markup_buf_add(&b, s->text + j, 1);
-    }
-    if (b.oom) abort();
-    return b.data ? b.data : calloc(1, 1);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size == 0) return 0;
     const int document = data[0] & 1, reverse = (data[0] >> 1) & 1;
@@ -43,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!reverse) {
         markup_doc *again = markup_parse(out, strlen(out), document, err, sizeof err);
         if (!again) abort();
-        char *a = nonspace(d), *b = nonspace(again);
+        char *a = markup_nonspace(d), *b = markup_nonspace(again);
         if (strcmp(a, b)) {
             fprintf(stderr, "text changed:\n%s\nbecame\n%s\nin %s\n", a, b, out);
             abort();

@@ -192,6 +192,18 @@ static char *markup_render_linked(const markup_doc *d, int reverse) {
     return out;
 }
 
+/* The non-space bytes of every segment's text, in order: malloc'd (aborts when out of memory). */
+static inline char *markup_nonspace(const markup_doc *d) {
+    markup_buf b = {0};
+    for (int i = 0; i < markup_segments(d); i++) {
+        const markup_segment *s = markup_segment_at(d, i);
+        for (size_t j = 0, k; j < s->len; j += k ? k : 1)
+            if (!(k = markup_space_at(s->text + j, s->len - j))) markup_buf_add(&b, s->text + j, 1);
+    }
+    if (b.oom) abort();
+    return b.data ? b.data : calloc(1, 1);
+}
+
 static inline char *markup_render_identity(const markup_doc *d) { return markup_render_linked(d, 0); }
 
 #endif

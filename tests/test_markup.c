@@ -203,18 +203,6 @@ static void test_placement(void) {
 /* ---------------------------------------------------------------------------------------
  * hostile input: balanced output, no text lost, bounded time */
 
-/* The non-space characters of every segment's text, in order. */
-static char *nonspace_text(const markup_doc *d) {
-    markup_buf b = {0};
-    markup_buf_add(&b, "", 0);
-    for (int i = 0; i < markup_segments(d); i++) {
-        const markup_segment *s = markup_segment_at(d, i);
-        for (size_t j = 0, k; j < s->len; j += k ? k : 1)
-            if (!(k = markup_space_at(s->text + j, s->len - j))) markup_buf_add(&b, s->text + j, 1);
-    }
-    return b.data ? b.data : strdup("");
-}
-
 static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
@@ -236,7 +224,7 @@ static void hostile(const char *name, const char *html, size_t len, int document
     CHECKF(!bad, "%s: %s in \"%.300s\"", name, bad, out);
     markup_doc *again = out ? markup_parse(out, strlen(out), document, err, sizeof err) : NULL;
     if (again) {
-        char *a = nonspace_text(d), *b = nonspace_text(again);
+        char *a = markup_nonspace(d), *b = markup_nonspace(again);
         size_t i = 0;
         while (a[i] && a[i] == b[i]) i++;
         CHECKF(!a[i] && !b[i], "%s: text differs at %zu: \"%.40s\" became \"%.40s\"", name, i, a + i, b + i);
