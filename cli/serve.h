@@ -11,6 +11,7 @@
 
 #include "../model/align.h"
 #include "../model/attend.h"
+#include "langid.h"
 #include "options.h"
 
 /* The command line (cmd_serve.c; every limit documented in attend serve --help). */
@@ -56,7 +57,8 @@ typedef struct {
     int html;           /* /translate "format": "html": each q entry an HTML fragment, kept
                          * whole (attend_translate_html) */
     int alternatives;   /* /translate "alternatives": N more translations from the n-best list */
-    char detected[16];  /* /translate "source": "auto": the language answered as detectedLanguage */
+    char detected[64];  /* /translate "source": "auto": the language answered as detectedLanguage */
+    double detected_confidence; /* ... and its confidence, 0..100 */
 } serve_request;
 
 /* Parse a request body (body_len bytes) for api into *r; 0, or an HTTP status (400) with a
@@ -119,6 +121,18 @@ const char *serve_lang_name(const char *code);
 /* GET /languages and GET /frontend/settings, made once at start (malloc'd). */
 char *serve_libre_languages(const attend_model *m, const serve_options *o, size_t *len);
 char *serve_libre_settings(const attend_model *m, const serve_options *o, size_t *len);
+/* Language identification (cli/serve_detect.c, cli/langid.h): the codes the model translates
+ * from (a multilingual model's languages, else the pair's source; none when unknown) into
+ * among[0..max); their number. */
+int serve_detect_candidates(const attend_model *m, const serve_options *o, const char **among, int max);
+/* text[0..len) detected among them: out[0..n) best first, n >= 1 ("und", 0 when neither the
+ * candidates nor the text name a language); -1 when out of memory. */
+int serve_detect(const char *text, size_t len, const attend_model *m, const serve_options *o,
+                 langid_guess out[LANGID_MAX_GUESSES]);
+/* The request's text (all its lines) detected among those: r->detected and its confidence;
+ * 0, or -1 when out of memory. */
+int serve_detect_request(serve_request *r, const attend_model *m, const serve_options *o);
+
 /* POST /detect: 200 and *out (malloc'd), or a status (400) with err. */
 int serve_libre_detect(const char *body, size_t len, const attend_model *m, const serve_options *o, char **out,
                        size_t *outlen, char *err, size_t errlen);

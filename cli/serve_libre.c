@@ -131,29 +131,28 @@ char *serve_libre_settings(const attend_model *m, const serve_options *o, size_t
 /* ---------------------------------------------------------------------------------------
  * POST /detect */
 
-/* Language identification is not built yet (docs/serve.md): a model with one source language
- * is answered with that language, confidence 100 for any text; a multilingual model, whose
- * source could be any of its languages, gets a 400 asking for the source. */
+/* The guesses of serve_detect, best first, restricted to the languages the model translates
+ * from (docs/serve.md). */
 int serve_libre_detect(const char *body, size_t len, const attend_model *m, const serve_options *o, char **out,
                        size_t *outlen, char *err, size_t errlen) {
     if (serve_json_has_nul(body, len)) return snprintf(err, errlen, "q contains a NUL character"), 400;
     cJSON *root = cJSON_ParseWithLength(body, len);
     const cJSON *q = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "q") : NULL;
-    const int ok = cJSON_IsString(q) && *q->valuestring;
+    if (!cJSON_IsString(q) || !*q->valuestring) {
+        cJSON_Delete(root);
+        return snprintf(err, errlen, "Invalid request: missing q parameter (a non-empty string)"), 400;
+    }
+    langid_guess g[LANGID_MAX_GUESSES];
+    const int n = serve_detect(q->valuestring, strlen(q->valuestring), m, o, g);
     cJSON_Delete(root);
-    if (!ok) return snprintf(err, errlen, "Invalid request: missing q parameter (a non-empty string)"), 400;
-    if (attend_get_config(m)->n_languages)
-        return snprintf(err, errlen, "this model reads several languages and language identification is not "
-                                     "built yet: name the source language"), 400;
-    if (!o->pair[0][0])
-        return snprintf(err, errlen, "the server does not know the model's source language: start it with "
-                                     "--languages SRC-TGT"), 400;
     char *s = NULL;
-    FILE *f = open_memstream(&s, outlen);
+    FILE *f = n < 0 ? NULL : open_memstream(&s, outlen);
     if (!f) return snprintf(err, errlen, "out of memory"), 500;
-    fputs("[{\"confidence\":100.0,\"language\":", f);
-    json_str(f, o->pair[0]);
-    fputs("}]\n", f);
+    fputc('[', f);
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s{\"confidence\":%.1f,\"language\":", i ? "," : "", g[i].confidence), json_str(f, g[i].code),
+            fputc('}', f);
+    fputs("]\n", f);
     if (fclose(f)) return free(s), snprintf(err, errlen, "out of memory"), 500;
     *out = s;
     return 200;
