@@ -92,12 +92,27 @@ int candidate_of(const char *iso, const char *const *among, int n_among) {
     return -1;
 }
 
+// Does cld2's answer name one of the candidates?
+bool names_candidate(const Detection &d, const char *const *among, int n_among) {
+    for (int k = 0; k < 3; k++) {
+        char iso[8];
+        iso_of(d.lang[k], iso);
+        if (d.lang[k] != CLD2::UNKNOWN_LANGUAGE && d.percent[k] > 0 && candidate_of(iso, among, n_among) >= 0)
+            return true;
+    }
+    return false;
+}
+
 }  // namespace
 
 extern "C" int langid_detect(const char *text, size_t len, const char *const *among, int n_among,
                              langid_guess *out) {
     if (!among) n_among = 0;
-    const Detection d = run_cld2(clean(text ? text : "", text ? len : 0), hint_of(among, n_among));
+    const std::string clean_text = clean(text ? text : "", text ? len : 0);
+    Detection d = run_cld2(clean_text, "");
+    // the candidates as a hint only when cld2 named none of them: a hint sways short texts
+    // (a short English line hinted "de,en" turns German more often than unhinted)
+    if (n_among && !names_candidate(d, among, n_among)) d = run_cld2(clean_text, hint_of(among, n_among));
     int n = 0;
     for (int k = 0; k < 3 && n < LANGID_MAX_GUESSES; k++) {
         if (d.lang[k] == CLD2::UNKNOWN_LANGUAGE || d.lang[k] == CLD2::TG_UNKNOWN_LANGUAGE || d.percent[k] <= 0)
