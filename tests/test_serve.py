@@ -266,9 +266,12 @@ def check_multilingual():
             assert status == 200 and [t["text"] for t in body["translations"]] == want, body
         for body, words in (({"q": "Hallo", "source": "de"}, "give the source and target"),
                             ({"q": "Hallo", "source": "de", "target": "xx"}, "no language \"xx\""),
-                            ({"q": "Hallo", "source": "auto", "target": "en"}, "auto")):
+                            ({"q": "Hallo", "source": "de", "target": "auto"}, "auto")):
             status, _, answer = s.post("/translate", body)
             assert status == 400 and words in answer["error"], (body, status, answer)
+        # "source": "auto" detects among the model's languages (test_langid.py has more)
+        status, _, body = s.post("/translate", {"q": lines[1], "source": "auto", "target": "en"})
+        assert status == 200 and body["detectedLanguage"]["language"] == "de", body
         assert s.stop() == 0
 
 
