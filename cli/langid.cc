@@ -110,9 +110,15 @@ extern "C" int langid_detect(const char *text, size_t len, const char *const *am
     if (!among) n_among = 0;
     const std::string clean_text = clean(text ? text : "", text ? len : 0);
     Detection d = run_cld2(clean_text, "");
-    // the candidates as a hint only when cld2 named none of them: a hint sways short texts
-    // (a short English line hinted "de,en" turns German more often than unhinted)
-    if (n_among && !names_candidate(d, among, n_among)) d = run_cld2(clean_text, hint_of(among, n_among));
+    // cld2 named none of the candidates: sure of it, the text is in none of them (the first
+    // candidate, confidence 0, below); unsure (short text), ask again with the candidates as
+    // a hint, and trust that answer half as much. Hinting every time would sway short texts
+    // (a short English line hinted "de,en" turns German more often than unhinted).
+    double trust = 1.0;
+    if (n_among && !names_candidate(d, among, n_among)) {
+        if (d.reliable) d.lang[0] = d.lang[1] = d.lang[2] = CLD2::UNKNOWN_LANGUAGE;
+        else d = run_cld2(clean_text, hint_of(among, n_among)), trust = 0.5;
+    }
     int n = 0;
     for (int k = 0; k < 3 && n < LANGID_MAX_GUESSES; k++) {
         if (d.lang[k] == CLD2::UNKNOWN_LANGUAGE || d.lang[k] == CLD2::TG_UNKNOWN_LANGUAGE || d.percent[k] <= 0)
@@ -127,7 +133,7 @@ extern "C" int langid_detect(const char *text, size_t len, const char *const *am
         if (seen) continue;
         snprintf(out[n].code, sizeof out[n].code, "%s", code);
         // an unreliable answer (short or mixed text) is worth half its share of the text
-        out[n++].confidence = d.reliable ? d.percent[k] : d.percent[k] / 2.0;
+        out[n++].confidence = trust * (d.reliable ? d.percent[k] : d.percent[k] / 2.0);
     }
     if (n == 0 && n_among > 0) {  // nothing said: the first candidate, with no confidence
         snprintf(out[0].code, sizeof out[0].code, "%s", among[0]);
