@@ -133,6 +133,12 @@ def check_serve_multilingual():
         status, _, body = s.post("/translate", {"q": "Hallo", "source": "de", "target": "auto"})
         assert status == 400 and "auto" in body["error"], body
         assert s.stop() == 0
+    with S.Server(NLLB, "-t", "1") as s:  # NLLB's codes map to cld2's and back
+        status, _, body = s.post("/detect", {"q": "Zwei Kinder spielen im Schnee vor dem Haus."})
+        assert status == 200 and body[0]["language"] == "deu_Latn", body
+        status, _, body = s.post("/translate", {"q": "Zwei Kinder spielen.", "source": "auto", "target": "eng_Latn"})
+        assert status == 200 and body["detectedLanguage"]["language"] == "deu_Latn", body
+        assert s.stop() == 0
 
 
 def main():
@@ -142,7 +148,8 @@ def main():
     r.check("--among: answers only candidates, in their own spelling", check_candidates)
     r.check("hostile input: invalid UTF-8, NUL, 1 MB line, blank, no letters", check_hostile_input)
     r.check("serve de-en.gguf: /detect and source auto", check_serve_pair_model)
-    r.check("serve tiny-m2m.gguf: /detect among its languages, auto translates", check_serve_multilingual)
+    r.check("serve tiny-m2m.gguf, tiny-nllb.gguf: /detect among their languages, auto translates",
+            check_serve_multilingual)
     r.finish()
 
 
