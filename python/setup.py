@@ -27,7 +27,10 @@ from setuptools.dist import Distribution
 try:
     from setuptools.command.bdist_wheel import bdist_wheel  # setuptools >= 70.1
 except ImportError:
-    from wheel.bdist_wheel import bdist_wheel
+    try:
+        from wheel.bdist_wheel import bdist_wheel
+    except ImportError:  # no wheel package: an sdist or a plain install needs none
+        bdist_wheel = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -107,7 +110,7 @@ class SdistWithSources(sdist):
             shutil.copyfile(os.path.join(tree, rel), out)
 
 
-class ManylinuxWheel(bdist_wheel):
+class ManylinuxWheel(bdist_wheel or object):
     """Tagged py3-none-PLATFORM: the package is pure Python over a C library it opens with
     ctypes, so any CPython 3 can use it; only the platform (the library's) matters."""
 
@@ -126,5 +129,7 @@ class BinaryDistribution(Distribution):
         return True
 
 
-setup(cmdclass={"build_py": BuildPyWithLibrary, "sdist": SdistWithSources,
-                "bdist_wheel": ManylinuxWheel}, distclass=BinaryDistribution)
+COMMANDS = {"build_py": BuildPyWithLibrary, "sdist": SdistWithSources}
+if bdist_wheel is not None:
+    COMMANDS["bdist_wheel"] = ManylinuxWheel
+setup(cmdclass=COMMANDS, distclass=BinaryDistribution)

@@ -16,9 +16,9 @@ def is_c_tree(path):
 
 
 def find_c_tree(package_root):
-    """The folder to run make in: the checkout around python/, else the sdist's csrc/;
+    """The folder to run make in: the sdist's csrc/, else the checkout around python/;
     None when there is neither (a copy of python/ alone)."""
-    for tree in (os.path.dirname(package_root), os.path.join(package_root, SDIST_DIR)):
+    for tree in (os.path.join(package_root, SDIST_DIR), os.path.dirname(package_root)):
         if is_c_tree(tree):
             return tree
     return None

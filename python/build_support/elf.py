@@ -4,7 +4,11 @@ import subprocess
 
 
 def readelf(args, path):
-    p = subprocess.run(["readelf", "-W"] + args + [path], capture_output=True, text=True)
+    try:
+        p = subprocess.run(["readelf", "-W"] + args + [path], capture_output=True, text=True)
+    except FileNotFoundError:
+        raise SystemExit("attend: readelf is not installed (Debian: sudo apt-get install "
+                         "binutils; it comes with gcc)")
     if p.returncode != 0:
         raise RuntimeError("readelf " + " ".join(args) + " " + path + ": " + p.stderr.strip())
     return p.stdout
