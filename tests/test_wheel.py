@@ -34,22 +34,33 @@ TMP = T.tempdir()
 WHEELS = {}  # "checkout" / "sdist" -> path of the wheel built that way
 
 
+# run in the venv: the library's path, the translations, then what works or asks for numpy
 TRANSLATE = """
 import sys, attend
 m = attend.Model(sys.argv[1], threads=1)
 print(attend.library_path())
-for r in m.translate(sys.argv[2:]):
+rs = m.translate(sys.argv[2:])
+for r in rs:
     print(r.text)
 try:
     import numpy
     print("numpy importable")
 except ImportError:
     pass
-try:
-    m.translate(sys.argv[2], attention=True)
-    print("attention without numpy: no error")
-except ImportError as e:
-    print("ImportError:", e)
+blank, = m.translate([" "])
+r = m.translate(sys.argv[2], beam=3, n_best=2)
+assert blank.text == "" and list(blank.src_ids) == [], blank
+assert len(r.logprob) == len(r.tgt_ids) == len(r.tgt_tokens) > 0, r.logprob
+assert all(isinstance(x, float) and x <= 0 for x in r.logprob) and len(r.nbest) == 2, r.logprob
+assert [x.text for x in m.translate_iter(sys.argv[2:])] == [x.text for x in rs]
+for what, call in (("attention", lambda: m.translate(sys.argv[2], attention=True)),
+                   ("logits", lambda: m.translate(sys.argv[2], logits=True)),
+                   ("save_npz", lambda: attend.save_npz(rs, "x.npz"))):
+    try:
+        call()
+        print(what, "without numpy: no error")
+    except ImportError as e:
+        print("ImportError:", e)
 """
 
 
@@ -215,7 +226,8 @@ def venv_translates(how, python):
     library, texts, rest = out[0], out[1:1 + len(SENTENCES)], out[1 + len(SENTENCES):]
     assert library.startswith(venv) and library.endswith("/attend/libattend.so"), library
     assert texts == cli_translations(), (texts, cli_translations())
-    assert rest and rest[0].startswith("ImportError:") and "pip install numpy" in rest[0], rest
+    assert len(rest) == 3 and all(x.startswith("ImportError:") and "pip install numpy" in x
+                                  for x in rest), rest
     ldd = run(["ldd", library])
     spm = re.search(r"libsentencepiece\S* => (\S+)", ldd)
     assert spm and spm.group(1).startswith(os.path.dirname(library)), ldd
@@ -242,6 +254,7 @@ def main():
     if not pythons:
         print("skip: no Python besides /usr/bin/python3 on this machine (none in "
               "~/.pyenv/versions, python3 on PATH is Debian's): the bare-venv install is untested")
+        shutil.rmtree(TMP, ignore_errors=True)
         r.finish()
     for how, py in zip(("checkout", "sdist"), pythons * 2):
         r.check(f"a bare venv of {py} installs the {how}'s wheel offline, translates as the CLI "
