@@ -30,12 +30,14 @@ CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/explore_html.o
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h text/*.h)
 
 # Debian packages the build (and make demo) needs, and those the tests add.
-BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev libmicrohttpd-dev libcjson-dev libgumbo-dev
+BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev libmicrohttpd-dev libcjson-dev libgumbo-dev \
+             patchelf
 DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unzip clang \
              libclang-rt-dev valgrind chromium chromium-driver time \
              python3-distributed python3-matplotlib python3-venv python3-pip
 
-.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client install clean help
+.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client install clean help \
+        wheel sdist
 
 all: $(BUILD)/attend $(BUILD)/libattend.a $(BUILD)/libattend.so
 
@@ -45,6 +47,7 @@ help:
 	@echo "make demo       install what is missing, build, translate with the shipped model"
 	@echo "make test       install what is missing, build, run every test"
 	@echo "make install    PREFIX=$(PREFIX): binary, libraries, headers, attend.pc, shipped model, Python package (PYTHON_SITE)"
+	@echo "make wheel      the Python package as a py3-none-manylinux wheel in $(WHEEL_DIR) (make sdist: its sdist)"
 	@echo "make sanitize   ASan+UBSan build in $(SAN_DIR): C tests and an end-to-end run"
 	@echo "make valgrind   memcheck (leaks, invalid reads) on the tiny test model"
 	@echo "make fuzz       libFuzzer: loader, translate path, SentencePiece models, splitter, HTML markup; FUZZ_SECONDS=$(FUZZ_SECONDS) each"
@@ -444,6 +447,21 @@ install: all
 	  tools/export_mbart.py tools/export_t5.py tools/gguf_io.py $(DESTDIR)$(PREFIX)/share/attend/tools/
 	install -m 644 tools/attend_package.py tools/safetensors_np.py tools/nllb_languages.py \
 	  $(DESTDIR)$(PREFIX)/share/attend/tools/
+
+# make wheel: the Python package as one wheel for every CPython 3 on Linux (python/setup.py:
+# libattend.so self-contained, tagged py3-none-manylinux_X_Y); make sdist: the source
+# package, with the library's C sources, from which pip builds the same wheel. Offline:
+# setuptools and wheel as installed, nothing downloaded.
+WHEEL_DIR ?= $(BUILD)/wheel
+wheel:
+	@mkdir -p $(WHEEL_DIR) && rm -f $(WHEEL_DIR)/attend-*.whl
+	$(PYTHON) -m pip wheel --no-build-isolation --no-index --no-deps -w $(WHEEL_DIR) ./python
+
+sdist:
+	@mkdir -p $(WHEEL_DIR) && rm -f $(WHEEL_DIR)/attend-*.tar.gz
+	cd python && $(PYTHON) -c 'import sys; from setuptools import build_meta as b; \
+	  b.build_sdist(sys.argv[1])' $(abspath $(WHEEL_DIR)) >/dev/null
+	@ls $(WHEEL_DIR)/attend-*.tar.gz
 
 clean:
 	rm -rf $(BUILD) $(SAN_DIR) $(FUZZ_DIR) $(TSAN_DIR) python/build
