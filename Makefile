@@ -107,13 +107,18 @@ demo: build-deps
 TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap \
             $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
             $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split \
-            $(BUILD)/tests/test_markup
+            $(BUILD)/tests/test_markup $(BUILD)/tests/test_serve_limits
 
 $(TEST_BINS): tests/check.h
 $(BUILD)/tests/test_markup: tests/markup_check.h
 
 # test_npz compiles the writer itself, with a lowered zip64 threshold
 $(BUILD)/tests/test_npz: cli/npz.c cli/npz.h
+
+# attend serve's gate and form parser: their sources included, with cJSON
+$(BUILD)/tests/test_serve_limits: tests/test_serve_limits.c cli/serve_limits.c cli/serve_multipart.c cli/serve.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -lcjson $(LDLIBS)
 
 # the heatmap test links the CLI's drawing code
 $(BUILD)/tests/test_heatmap: tests/test_heatmap.c $(BUILD)/cli/heatmap.o $(BUILD)/libattend.a
