@@ -74,14 +74,16 @@ static int file_format(const char *name) {
     return -1;
 }
 
-/* A string field of the form (absent: none) into obj. 0, or -1 (out of memory). */
-static int copy_field(cJSON *obj, const serve_part *parts, int n, const char *name) {
+/* A string field of the form (absent: none) into obj. 0, or a status (400: a NUL, which
+ * would cut the JSON string; 500) with err. */
+static int copy_field(cJSON *obj, const serve_part *parts, int n, const char *name, char *err, size_t errlen) {
     const serve_part *p = part_named(parts, n, name);
-    if (!p || memchr(p->data, 0, p->len)) return 0; /* a NUL: as absent (checked by what reads it) */
+    if (!p) return 0;
+    if (memchr(p->data, 0, p->len)) return snprintf(err, errlen, "the form field %s holds a NUL byte", name), 400;
     char *s = strndup(p->data, p->len);
     const int ok = s && cJSON_AddStringToObject(obj, name, s);
     free(s);
-    return ok ? 0 : -1;
+    return ok ? 0 : (snprintf(err, errlen, "out of memory"), 500);
 }
 
 int serve_file_to_json(const char *content_type, const char *body, size_t len, char **json, size_t *json_len,
@@ -101,12 +103,15 @@ int serve_file_to_json(const char *content_type, const char *body, size_t len, c
     if (memchr(file->data, 0, file->len)) return snprintf(err, errlen, "the file holds a NUL byte: not text"), 400;
     cJSON *obj = cJSON_CreateObject();
     char *text = strndup(file->data, file->len);
-    int ok = obj && text && cJSON_AddStringToObject(obj, "q", text) &&
-             cJSON_AddStringToObject(obj, "format", format == 0 ? "text" : "html");
+    const int ok = obj && text && cJSON_AddStringToObject(obj, "q", text) &&
+                   cJSON_AddStringToObject(obj, "format", format == 0 ? "text" : "html");
     free(text);
-    for (int k = 0; ok && k < 3; k++) ok = !copy_field(obj, parts, n, (const char *[]){"source", "target", "api_key"}[k]);
-    *json = ok ? cJSON_PrintUnformatted(obj) : NULL;
+    static const char *const fields[] = {"source", "target", "api_key"};
+    int rc = ok ? 0 : (snprintf(err, errlen, "out of memory"), 500);
+    for (int k = 0; !rc && k < 3; k++) rc = copy_field(obj, parts, n, fields[k], err, errlen);
+    *json = rc ? NULL : cJSON_PrintUnformatted(obj);
     cJSON_Delete(obj);
+    if (rc) return rc;
     if (!*json) return snprintf(err, errlen, "out of memory"), 500;
     *json_len = strlen(*json);
     return 0;

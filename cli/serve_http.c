@@ -210,6 +210,7 @@ static enum MHD_Result finish_translation(request *x) {
         char *url = serve_files_put(x->h->files, x->conn, x->h->o->host, x->file_name, body, job->body_len,
                                     &job->body_len);
         free(body);
+        if (!url) return reply_error(x, 500, "the translated file could not be kept (out of memory?)");
         body = url;
     }
     const enum MHD_Result rc = body ? reply_json(x, job->http_status, body, job->body_len)

@@ -228,7 +228,8 @@ def check_file_errors(server):
     cases = [({"source": "de"}, "missing file"), ({"file": "not a file"}, "missing file"),
              ({"file": ("a.txt", b"")}, "empty"), ({"file": ("a.txt", b"Hal\x00lo")}, "NUL"),
              ({"file": ("a.txt", b"\xff\xfe bad")}, "UTF-8"),
-             ({"file": ("a.txt", b"Hallo"), "target": "fr"}, "not supported")]
+             ({"file": ("a.txt", b"Hallo"), "target": "fr"}, "not supported"),
+             ({"file": ("a.txt", b"Hallo"), "source": "d\x00e"}, "NUL")]
     for fields, words in cases:
         status, _, body = post_file(server, fields)
         assert status == 400 and words in body["error"], (fields, status, body)
