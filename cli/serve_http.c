@@ -144,12 +144,18 @@ static int form_to_json(request *x, char *err, size_t errlen) {
     return 0;
 }
 
+/* Keys and limits (serve_limits.c) on the body, read as JSON: 0, or 403, 429 (with
+ * x->retry_after) or 400 with err. */
+static int gate(request *x, char *err, size_t errlen) {
+    return serve_limits_check(x->h->limits, x->client, x->body ? x->body : "", x->len, &x->retry_after, err, errlen);
+}
+
 /* POST /detect: answered here, at once (no model call). */
 static enum MHD_Result answer_detect(request *x) {
     char err[512], *out = NULL;
     size_t len = 0;
     int status = form_to_json(x, err, sizeof err);
-    if (!status) status = serve_limits_check(x->h->limits, x->client, x->body, x->len, &x->retry_after, err, sizeof err);
+    if (!status) status = gate(x, err, sizeof err);
     if (!status) status = serve_libre_detect(x->body ? x->body : "", x->len, x->h->m, x->h->o, &out, &len, err, sizeof err);
     return status == 200 ? reply_json(x, 200, out, len) : reply_error(x, status, err);
 }
@@ -171,8 +177,10 @@ static int file_to_json(request *x, char *err, size_t errlen) {
 static enum MHD_Result start_translation(request *x, int api) {
     serve_http *h = x->h;
     char err[512];
-    int bad_form = api == SERVE_LIBRE ? form_to_json(x, err, sizeof err) : api == SERVE_FILE ? file_to_json(x, err, sizeof err) : 0;
-    if (!bad_form) bad_form = serve_limits_check(h->limits, x->client, x->body ? x->body : "", x->len, &x->retry_after, err, sizeof err);
+    int bad_form = api == SERVE_LIBRE ? form_to_json(x, err, sizeof err)
+                   : api == SERVE_FILE ? file_to_json(x, err, sizeof err)
+                                       : 0;
+    if (!bad_form) bad_form = gate(x, err, sizeof err);
     if (bad_form) return reply_error(x, bad_form, err);
     serve_job *job = calloc(1, sizeof *job);
     if (!job) return reply_error(x, 500, "out of memory");

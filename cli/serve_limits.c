@@ -55,7 +55,8 @@ static int read_key_line(serve_limits *l, char *line, const char *path, int line
     if (strtok_r(NULL, " \t\r\n", &save))
         return snprintf(err, errlen, "--api-keys %s:%d: more than a key and a limit on the line", path, lineno), -1;
     if (strlen(key) >= KEY_MAX)
-        return snprintf(err, errlen, "--api-keys %s:%d: the key is longer than %d bytes", path, lineno, KEY_MAX - 1), -1;
+        return snprintf(err, errlen, "--api-keys %s:%d: the key is longer than %d bytes", path, lineno, KEY_MAX - 1),
+               -1;
     long n = 0;
     if (limit) {
         char *end = NULL;

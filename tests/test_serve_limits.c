@@ -80,7 +80,8 @@ static void test_keys_file(void) {
     if (l) CHECK(!strcmp(l->keys[2].key, "gamma") && l->keys[2].per_minute == 5 && l->keys[0].per_minute == 0);
     serve_limits_free(l);
     static const char *const bad[][2] = {
-        {"alpha\nbeta 0\n", ":2:"}, {"alpha\nbeta x\n", ":2:"}, {"a 1 2\n", ":1:"}, {"a\n\na\n", ":3: the key is given twice"},
+        {"alpha\nbeta 0\n", ":2:"}, {"alpha\nbeta x\n", ":2:"}, {"a 1 2\n", ":1:"},
+        {"a\n\na\n", ":3: the key is given twice"},
         {"# nothing\n", "no key"}, {"k -5\n", ":1:"}, {"k 99999999999999999999\n", ":1:"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -161,12 +162,16 @@ static void test_multipart(void) {
     CHECK(serve_multipart_parse(TYPE, huge, n + big + 14, p, 16, err, sizeof err) == -1 && strstr(err, "longer"));
     free(huge);
     static const char *const hostile[] = {
-        "--XyZ--", "--XyZ\r\n\r\n\r\n--XyZ--", "--XyZ\r\nContent-Disposition: attachment; name=\"a\"\r\n\r\nx\r\n--XyZ--",
-        "--XyZ\r\nContent-Disposition: form-data; name=\"a\r\n\r\nx\r\n--XyZ--", "--XyZ\r\nContent-Disposition: form-data\r\n\r\nx\r\n--XyZ--",
+        "--XyZ--",
+        "--XyZ\r\n\r\n\r\n--XyZ--",
+        "--XyZ\r\nContent-Disposition: attachment; name=\"a\"\r\n\r\nx\r\n--XyZ--",
+        "--XyZ\r\nContent-Disposition: form-data; name=\"a\r\n\r\nx\r\n--XyZ--",
+        "--XyZ\r\nContent-Disposition: form-data\r\n\r\nx\r\n--XyZ--",
         "--XyZ\r\nContent-Disposition: form-data; name=\"a\"\r\n\r\nx\r\n--XyZjunk",
     };
     for (size_t i = 0; i < sizeof hostile / sizeof hostile[0]; i++)
-        CHECKF(serve_multipart_parse(TYPE, hostile[i], strlen(hostile[i]), p, 16, err, sizeof err) == -1, "body %zu", i);
+        CHECKF(serve_multipart_parse(TYPE, hostile[i], strlen(hostile[i]), p, 16, err, sizeof err) == -1, "body %zu",
+               i);
     /* random bytes around the delimiter: never a crash, never a part outside the body */
     srand(7);
     char buf[256];

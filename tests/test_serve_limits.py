@@ -243,7 +243,8 @@ def check_hostile_multipart(server):
         (good, "multipart/form-data; boundary=other"), (good[: len(good) // 2], None),
         (good[:-22], None), (b"", None), (b"\x00" * 100, None), (b"--attendTestBoundary--\r\n", None),
         (b"--attendTestBoundary\r\nX: " + b"a" * 20000 + b"\r\n\r\nx\r\n--attendTestBoundary--", None),
-        (b"--attendTestBoundary\r\n" + b"Content-Disposition: form-data; name=\"f\"\r\n\r\nx\r\n--attendTestBoundary\r\n" * 40
+        (b"--attendTestBoundary\r\n"
+         + b"Content-Disposition: form-data; name=\"f\"\r\n\r\nx\r\n--attendTestBoundary\r\n" * 40
          + b"--attendTestBoundary--", None),
     ]
     for body, kind in bodies:
