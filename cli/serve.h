@@ -131,7 +131,7 @@ int serve_json_has_nul(const char *body, size_t len);
 
 /* API keys and request limits (serve_limits.c): --api-keys, --req-limit, --char-limit. */
 typedef struct serve_limits serve_limits;
-enum { SERVE_LIMIT_SUBJECTS = 4096 }; /* addresses and keys whose rate is kept, at most */
+enum { SERVE_LIMIT_SUBJECTS = 4096 }; /* client addresses whose rate is kept, at most */
 /* Read the keys file (NULL: no keys); cap: the buckets kept (0: SERVE_LIMIT_SUBJECTS). NULL
  * with err (naming the file's line) when the file cannot be read or is malformed. */
 serve_limits *serve_limits_new(const char *keys_path, int req_limit, int char_limit, int cap, char *err,
@@ -143,8 +143,9 @@ void serve_limits_free(serve_limits *l);
  * a JSON object while a limit is on), with err. */
 int serve_limits_check(serve_limits *l, const char *client, const char *body, size_t len, int *retry_after,
                        char *err, size_t errlen);
-/* Take one request from subject's bucket (per_minute tokens, refilled at per_minute a minute)
- * at time now (seconds): 0, or -1 with *retry_after (whole seconds, >= 1). */
+/* Take one request from the bucket of subject (a client's address; per_minute tokens, refilled
+ * at per_minute a minute) at time now (seconds): 0, or -1 with *retry_after (whole seconds,
+ * >= 1). */
 int serve_limits_take(serve_limits *l, const char *subject, int per_minute, double now, int *retry_after);
 /* Buckets held now (at most the cap). */
 int serve_limits_subjects(serve_limits *l);

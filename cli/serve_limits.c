@@ -4,12 +4,13 @@
  * 429 with Retry-After; a key with its own limit is held to that instead), --char-limit N
  * (characters of q per request: else 400).
  *
- * The rate is a token bucket per subject (an address, or a key with its own limit): N tokens,
- * refilled continuously at N per minute, one taken per request. A client may send a burst of
- * N, then one every 60/N seconds; there is no minute boundary to send 2N across. The table of
- * buckets is bounded (SERVE_LIMIT_SUBJECTS): when it is full the bucket used longest ago is
- * dropped (a full bucket first: dropping it loses nothing), so a flood from many addresses
- * costs a fixed amount of memory. One mutex guards the table: the HTTP side may call from
+ * The rate is a token bucket per address, or per key with its own limit: N tokens, refilled
+ * continuously at N per minute, one taken per request. A client may send a burst of N, then
+ * one every 60/N seconds; there is no minute boundary to send 2N across. A key's bucket lives
+ * with the key (the keys are few, from a file); the addresses' table is bounded
+ * (SERVE_LIMIT_SUBJECTS): when it is full the bucket used longest ago is dropped (a full one
+ * first: dropping it loses nothing), so a flood from many addresses costs a fixed amount of
+ * memory and cannot reset a key's bucket. One mutex guards both: the HTTP side may call from
  * several threads. */
 #include <cjson/cJSON.h>
 #include <ctype.h>
@@ -23,23 +24,31 @@
 
 #define KEY_MAX 256 /* bytes of one key */
 
+#define SUBJECT_MAX 80 /* bytes of an address's name in the table */
+
+/* A token bucket: tokens left at time `at` (seconds, monotonic); per_minute 0 when unused. */
+typedef struct {
+    double tokens, at;
+    int per_minute;
+} bucket;
+
 typedef struct {
     char *key;
     int per_minute; /* 0: none of its own (the address limit applies) */
+    bucket b;       /* its own: a key's bucket is never dropped (the keys are few, from a file) */
 } api_key;
 
 typedef struct {
-    char subject[KEY_MAX + 8]; /* "a:ADDRESS" or "k:KEY"; "" when the slot is free */
-    double tokens, at;         /* tokens left at time `at` (seconds, monotonic) */
-    int per_minute;
-} bucket;
+    char subject[SUBJECT_MAX]; /* the client's address */
+    bucket b;
+} address;
 
 struct serve_limits {
     api_key *keys;
     int n_keys, keys_on;
     int req_limit, char_limit; /* 0: none */
     pthread_mutex_t mu;
-    bucket *buckets;
+    address *buckets;
     int n_buckets, cap;
 };
 
@@ -72,6 +81,7 @@ static int read_key_line(serve_limits *l, char *line, const char *path, int line
     api_key *grown = realloc(l->keys, sizeof *grown * (size_t)(l->n_keys + 1));
     if (!grown) return snprintf(err, errlen, "out of memory"), -1;
     l->keys = grown;
+    memset(&l->keys[l->n_keys], 0, sizeof l->keys[0]);
     if (!(l->keys[l->n_keys].key = strdup(key))) return snprintf(err, errlen, "out of memory"), -1;
     l->keys[l->n_keys++].per_minute = (int)n;
     return 0;
@@ -133,42 +143,40 @@ static double tokens_now(const bucket *b, double now) {
     return t < b->per_minute ? t : b->per_minute;
 }
 
-/* The slot for subject: its own, else a free one, else the one to drop (full first, then
- * the one used longest ago). Never NULL (cap >= 1). */
-static bucket *find_bucket(serve_limits *l, const char *subject, double now, int *fresh) {
-    bucket *victim = NULL;
+/* Take a token from b (per_minute a minute; a new or changed bucket starts full). 0, or -1
+ * with *retry_after: whole seconds until the next token (at least 1). Under l->mu. */
+static int take(bucket *b, int per_minute, double now, int *retry_after) {
+    if (b->per_minute != per_minute) b->per_minute = per_minute, b->tokens = per_minute, b->at = now;
+    b->tokens = tokens_now(b, now), b->at = now;
+    if (b->tokens >= 1.0) return b->tokens -= 1.0, 0;
+    *retry_after = (int)ceil((1.0 - b->tokens) * 60.0 / per_minute - 1e-9);
+    if (*retry_after < 1) *retry_after = 1;
+    return -1;
+}
+
+/* The slot for subject: its own, else a free one, else the one to drop (a full one first:
+ * dropping it loses nothing; else the one used longest ago). Never NULL (cap >= 1). */
+static address *find_address(serve_limits *l, const char *subject, double now) {
+    address *victim = NULL;
     int victim_full = 0;
     for (int i = 0; i < l->n_buckets; i++) {
-        bucket *b = &l->buckets[i];
-        if (!strcmp(b->subject, subject)) return *fresh = 0, b;
-        const int full = tokens_now(b, now) >= b->per_minute;
-        if (!victim || (full && !victim_full) || (full == victim_full && b->at < victim->at))
-            victim = b, victim_full = full;
+        address *a = &l->buckets[i];
+        if (!strcmp(a->subject, subject)) return a;
+        const int full = tokens_now(&a->b, now) >= a->b.per_minute;
+        if (!victim || (full && !victim_full) || (full == victim_full && a->b.at < victim->b.at))
+            victim = a, victim_full = full;
     }
-    *fresh = 1;
-    return l->n_buckets < l->cap ? &l->buckets[l->n_buckets++] : victim;
+    address *a = l->n_buckets < l->cap ? &l->buckets[l->n_buckets++] : victim;
+    memset(a, 0, sizeof *a);
+    snprintf(a->subject, sizeof a->subject, "%s", subject);
+    return a;
 }
 
 int serve_limits_take(serve_limits *l, const char *subject, int per_minute, double now, int *retry_after) {
     *retry_after = 0;
     if (per_minute <= 0) return 0;
     pthread_mutex_lock(&l->mu);
-    int fresh;
-    bucket *b = find_bucket(l, subject, now, &fresh);
-    if (fresh || b->per_minute != per_minute) {
-        snprintf(b->subject, sizeof b->subject, "%s", subject);
-        b->per_minute = per_minute, b->tokens = per_minute, b->at = now;
-    }
-    b->tokens = tokens_now(b, now), b->at = now;
-    int rc = 0;
-    if (b->tokens >= 1.0) {
-        b->tokens -= 1.0;
-    } else {
-        const double wait = (1.0 - b->tokens) * 60.0 / per_minute; /* until the next token */
-        *retry_after = (int)ceil(wait - 1e-9);
-        if (*retry_after < 1) *retry_after = 1;
-        rc = -1;
-    }
+    const int rc = take(&find_address(l, subject, now)->b, per_minute, now, retry_after);
     pthread_mutex_unlock(&l->mu);
     return rc;
 }
@@ -199,7 +207,7 @@ static long long q_chars(const cJSON *root) {
     return n;
 }
 
-static const api_key *find_key(const serve_limits *l, const char *key) {
+static api_key *find_key(serve_limits *l, const char *key) {
     for (int i = 0; i < l->n_keys; i++)
         if (!strcmp(l->keys[i].key, key)) return &l->keys[i];
     return NULL;
@@ -210,21 +218,22 @@ static int check_rate(serve_limits *l, const char *client, const cJSON *root, in
                       size_t errlen) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "api_key");
     const char *given = cJSON_IsString(v) && *v->valuestring ? v->valuestring : NULL;
-    const api_key *key = given ? find_key(l, given) : NULL;
+    api_key *key = given ? find_key(l, given) : NULL;
     if (l->keys_on && !given)
         return snprintf(err, errlen, "Invalid API key: this server asks for an \"api_key\" with every request"), 403;
     if (l->keys_on && !key) return snprintf(err, errlen, "Invalid API key"), 403;
-    char subject[KEY_MAX + 8];
-    int limit = l->req_limit;
-    if (key && key->per_minute) {
-        snprintf(subject, sizeof subject, "k:%s", key->key);
-        limit = key->per_minute;
+    const int own = key && key->per_minute, limit = own ? key->per_minute : l->req_limit;
+    int rc = 0;
+    if (own) {
+        pthread_mutex_lock(&l->mu);
+        rc = take(&key->b, limit, serve_now(), retry_after);
+        pthread_mutex_unlock(&l->mu);
     } else {
-        snprintf(subject, sizeof subject, "a:%s", client);
+        rc = serve_limits_take(l, client, limit, serve_now(), retry_after);
     }
-    if (!serve_limits_take(l, subject, limit, serve_now(), retry_after)) return 0;
+    if (!rc) return 0;
     snprintf(err, errlen, "Slowdown: %d per 1 minute%s (retry in %d s)", limit,
-             key && key->per_minute ? " for this API key" : "", *retry_after);
+             own ? " for this API key" : "", *retry_after);
     return 429;
 }
 

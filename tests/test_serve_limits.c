@@ -19,17 +19,17 @@ static void test_bucket(void) {
     char err[256];
     serve_limits *l = serve_limits_new(NULL, 3, 0, 0, err, sizeof err);
     int retry = -1;
-    for (int i = 0; i < 3; i++) CHECKF(!serve_limits_take(l, "a:x", 3, 100.0, &retry), "burst request %d", i);
-    CHECK(serve_limits_take(l, "a:x", 3, 100.0, &retry) == -1 && retry == 20);
-    CHECK(serve_limits_take(l, "a:x", 3, 110.5, &retry) == -1 && retry == 10); /* 9.5 s: rounded up */
-    CHECK(serve_limits_take(l, "a:y", 3, 110.5, &retry) == 0);                 /* another address: its own */
-    CHECK(serve_limits_take(l, "a:x", 3, 119.99, &retry) == -1 && retry == 1);
-    CHECK(serve_limits_take(l, "a:x", 3, 120.0, &retry) == 0);
-    CHECK(serve_limits_take(l, "a:x", 3, 120.0, &retry) == -1);
+    for (int i = 0; i < 3; i++) CHECKF(!serve_limits_take(l, "x", 3, 100.0, &retry), "burst request %d", i);
+    CHECK(serve_limits_take(l, "x", 3, 100.0, &retry) == -1 && retry == 20);
+    CHECK(serve_limits_take(l, "x", 3, 110.5, &retry) == -1 && retry == 10); /* 9.5 s: rounded up */
+    CHECK(serve_limits_take(l, "y", 3, 110.5, &retry) == 0);                 /* another address: its own */
+    CHECK(serve_limits_take(l, "x", 3, 119.99, &retry) == -1 && retry == 1);
+    CHECK(serve_limits_take(l, "x", 3, 120.0, &retry) == 0);
+    CHECK(serve_limits_take(l, "x", 3, 120.0, &retry) == -1);
     /* hammering every 0.1 s for ten minutes: 3 at once, then one per 20 s, never 2N in a minute */
     serve_limits *h = serve_limits_new(NULL, 0, 0, 0, err, sizeof err);
     int allowed[6000] = {0}, total = 0;
-    for (int t = 0; t < 6000; t++) total += allowed[t] = !serve_limits_take(h, "a:z", 3, t / 10.0, &retry);
+    for (int t = 0; t < 6000; t++) total += allowed[t] = !serve_limits_take(h, "z", 3, t / 10.0, &retry);
     CHECKF(total == 3 + 599 / 20, "%d allowed in ten minutes", total);
     int most = 0;
     for (int t = 0; t + 600 <= 6000; t++) {
@@ -38,7 +38,7 @@ static void test_bucket(void) {
         if (n > most) most = n;
     }
     CHECKF(most <= 2 * 3 - 1, "%d allowed in one minute", most); /* a bucket's most: N, then N-1 refilled */
-    CHECK(serve_limits_take(h, "a:z", 0, 0, &retry) == 0 && retry == 0); /* no limit */
+    CHECK(serve_limits_take(h, "z", 0, 0, &retry) == 0 && retry == 0); /* no limit */
     serve_limits_free(h);
     serve_limits_free(l);
 }
@@ -48,14 +48,14 @@ static void test_table_bound(void) {
     char err[256], subject[32];
     serve_limits *l = serve_limits_new(NULL, 1, 0, 4, err, sizeof err);
     int retry;
-    CHECK(serve_limits_take(l, "a:victim", 1, 0.0, &retry) == 0);
-    CHECK(serve_limits_take(l, "a:victim", 1, 0.5, &retry) == -1);
+    CHECK(serve_limits_take(l, "victim", 1, 0.0, &retry) == 0);
+    CHECK(serve_limits_take(l, "victim", 1, 0.5, &retry) == -1);
     for (int i = 0; i < 1000; i++) {
-        snprintf(subject, sizeof subject, "a:10.0.%d.%d", i / 256, i % 256);
+        snprintf(subject, sizeof subject, "10.0.%d.%d", i / 256, i % 256);
         serve_limits_take(l, subject, 1, 1.0 + i * 0.001, &retry);
     }
     CHECKF(serve_limits_subjects(l) == 4, "%d subjects", serve_limits_subjects(l));
-    CHECK(serve_limits_take(l, "a:10.0.3.231", 1, 2.0, &retry) == -1); /* the newest is still held */
+    CHECK(serve_limits_take(l, "10.0.3.231", 1, 2.0, &retry) == -1); /* the newest is still held */
     serve_limits_free(l);
 }
 
@@ -117,6 +117,40 @@ static void test_check(void) {
     serve_limits *none = serve_limits_new(NULL, 0, 0, 0, err, sizeof err);
     for (int i = 0; i < 100; i++) CHECK(check(none, "1.1.1.1", "anything", &retry, err) == 0);
     serve_limits_free(none);
+}
+
+/* Eight threads on one table: a key's bucket of 1000 gives exactly 1000 of 4000, however the
+ * takes interleave, while the threads' addresses churn the small table (never dropping the
+ * key's bucket, which lives with the key). */
+typedef struct {
+    serve_limits *l;
+    int id, allowed;
+} taker;
+
+static void *take_many(void *arg) {
+    taker *t = arg;
+    char client[32], err[256];
+    int retry;
+    for (int i = 0; i < 500; i++) {
+        snprintf(client, sizeof client, "10.%d.%d.%d", t->id, i / 256, i % 256);
+        t->allowed += !check(t->l, client, "{\"q\":\"a\",\"api_key\":\"shared\"}", &retry, err);
+        serve_limits_take(t->l, client, 1, 5.0 + i, &retry);
+    }
+    return NULL;
+}
+
+static void test_threads(void) {
+    char err[256];
+    serve_limits *l = limits_from("shared 1000\n", 0, 0, err, sizeof err);
+    l->cap = 16; /* the table is made with SERVE_LIMIT_SUBJECTS slots: use 16 of them */
+    pthread_t th[8];
+    taker t[8];
+    for (int i = 0; i < 8; i++) t[i] = (taker){l, i, 0}, pthread_create(&th[i], NULL, take_many, &t[i]);
+    int total = 0;
+    for (int i = 0; i < 8; i++) pthread_join(th[i], NULL), total += t[i].allowed;
+    CHECKF(total == 1000, "%d of 4000 allowed", total);
+    CHECK(serve_limits_subjects(l) == 16);
+    serve_limits_free(l);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -190,6 +224,7 @@ int main(void) {
     test_table_bound();
     test_keys_file();
     test_check();
+    test_threads();
     test_multipart();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
