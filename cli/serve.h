@@ -176,6 +176,9 @@ extern const char *const SERVE_FILE_FORMATS[]; /* ".txt", ".html", ".htm", NULL 
  * upload's name cleaned into name: 0, or 400 (500) with err. */
 int serve_file_to_json(const char *content_type, const char *body, size_t len, char **json, size_t *json_len,
                        char name[SERVE_FILE_NAME], char *err, size_t errlen);
+/* A multipart form's plain fields as a JSON object's text (malloc'd; NULL with err): POST
+ * /translate and /detect as LibreTranslate's web page sends them (FormData). */
+char *serve_multipart_to_json(const char *content_type, const char *body, size_t len, char *err, size_t errlen);
 typedef struct serve_files serve_files;
 serve_files *serve_files_new(void);
 void serve_files_free(serve_files *fs);

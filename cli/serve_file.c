@@ -117,6 +117,28 @@ int serve_file_to_json(const char *content_type, const char *body, size_t len, c
     return 0;
 }
 
+/* A multipart form's plain fields (files skipped; a repeated field keeps its last value, as a
+ * urlencoded form does) as a JSON object's text. */
+char *serve_multipart_to_json(const char *content_type, const char *body, size_t len, char *err, size_t errlen) {
+    serve_part parts[SERVE_FORM_PARTS];
+    const int n = serve_multipart_parse(content_type, body, len, parts, SERVE_FORM_PARTS, err, errlen);
+    if (n < 0) return NULL;
+    cJSON *obj = cJSON_CreateObject();
+    int rc = obj ? 0 : (snprintf(err, errlen, "out of memory"), 500);
+    for (int i = 0; i < n && !rc; i++) {
+        char name[64];
+        if (parts[i].filename || parts[i].name_len >= sizeof name) continue;
+        snprintf(name, sizeof name, "%.*s", (int)parts[i].name_len, parts[i].name);
+        if (part_named(parts, n, name) != &parts[i]) continue; /* a later one wins */
+        cJSON_DeleteItemFromObjectCaseSensitive(obj, name);
+        rc = copy_field(obj, parts, n, name, err, errlen);
+    }
+    char *json = rc ? NULL : cJSON_PrintUnformatted(obj);
+    if (!rc && !json) snprintf(err, errlen, "out of memory");
+    cJSON_Delete(obj);
+    return json;
+}
+
 /* ---------------------------------------------------------------------------------------
  * The translated files, kept for download */
 

@@ -135,7 +135,15 @@ static int looks_like_json(const request *x) {
 static int form_to_json(request *x, char *err, size_t errlen) {
     const char *type = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     const int form = type && !strncasecmp(type, "application/x-www-form-urlencoded", 33);
-    if (!form || looks_like_json(x)) return 0;
+    const int multipart = type && !strncasecmp(type, "multipart/form-data", 19);
+    if ((!form && !multipart) || looks_like_json(x)) return 0;
+    if (multipart) { /* LibreTranslate's web page posts FormData */
+        char *from_parts = serve_multipart_to_json(type, x->body ? x->body : "", x->len, err, errlen);
+        if (!from_parts) return 400;
+        free(x->body);
+        x->body = from_parts, x->len = strlen(from_parts);
+        return 0;
+    }
     int nul = 0;
     char *json = serve_form_to_json(x->conn, x->body ? x->body : "", x->len, &nul);
     if (!json) return snprintf(err, errlen, nul ? "q contains a NUL character" : "the form could not be read"), 400;

@@ -101,6 +101,25 @@ def check_valid_key_under_limit(server):
     assert status == 200 and "translatedFileUrl" in body, (status, body)
 
 
+def check_multipart_forms(server):
+    """POST /translate and /detect as LibreTranslate's web page sends them (FormData: a
+    multipart form), the key among the fields; its empty key when none is stored is 403."""
+    want = S.translate_cli(S.SHIPPED, ["Wo ist der Bahnhof?"])[0]
+    page = {"q": "Wo ist der Bahnhof?", "source": "de", "target": "en", "format": "text", "api_key": "fast"}
+    body, headers = multipart(page, boundary="----WebKitFormBoundaryx1y2z3")
+    status, _, answer = server.request("POST", "/translate", body, headers=headers)
+    assert status == 200 and answer == {"translatedText": want}, (status, answer)
+    body, headers = multipart({"q": "Hallo", "api_key": "fast"})
+    status, _, answer = server.request("POST", "/detect", body, headers=headers)
+    assert status == 200 and answer[0]["language"] == "de", (status, answer)
+    body, headers = multipart(dict(page, api_key=""))
+    status, _, answer = server.request("POST", "/translate", body, headers=headers)
+    assert status == 403, (status, answer)
+    body, headers = multipart(page)
+    status, _, answer = server.request("POST", "/translate", body[:-30], headers=headers)
+    assert status == 400 and "cut short" in answer["error"], (status, answer)
+
+
 def check_char_limit(server):
     """--char-limit 40 counts characters (code points), not bytes, over all of q."""
     ok = "ä" * 40  # 80 bytes
@@ -275,6 +294,7 @@ def main():
         r.check("GET /languages, /frontend/settings, /health: open, not counted", check_open_endpoints, server)
         r.check("403: no key or an unknown one, on every POST endpoint", check_403, server)
         r.check("a valid key under its limit: never 403 or 429", check_valid_key_under_limit, server)
+        r.check("multipart /translate and /detect, as LibreTranslate's page posts", check_multipart_forms, server)
         r.check("--char-limit: characters, not bytes; 400", check_char_limit, server)
         r.check("a key's own limit: 429 with Retry-After", check_key_limit, server)
         r.check("--req-limit per address for a key without one: 429 with Retry-After", check_address_limit, server)
