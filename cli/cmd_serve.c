@@ -45,6 +45,8 @@ static void usage_serve(FILE *f) {
             "                          most 8N ms after its first (default 5)\n"
             "      --max-body BYTES    largest request body (default 1048576; larger: 413)\n"
             "      --max-queue N       sentences waiting at most (default 1024; more: 503)\n"
+            "      --max-wait S        refuse (503) while the queue holds more than S seconds\n"
+            "                          of work at the rate measured so far (default 10)\n"
             "      --timeout S         seconds a request may wait in the queue (then 503) and an\n"
             "                          idle connection stays open (default 30)\n"
             "      --max-connections N open connections at most (default 512)\n"
@@ -72,6 +74,7 @@ static serve_options serve_default_options(void) {
     o.max_body = 1 << 20;
     o.max_queue = 1024;
     o.timeout = 30;
+    o.max_wait = 10;
     o.max_connections = 512;
     o.access_log = 1;
     return o;
@@ -85,6 +88,7 @@ static int take_serve_option(cli_args *a, serve_options *o) {
     if (cli_is(a, NULL, "--max-batch-tokens")) return cli_take_int(a, 1, 1 << 20, &o->max_batch_tokens);
     if (cli_is(a, NULL, "--gather-ms")) return cli_take_int(a, 0, 10000, &o->gather_ms);
     if (cli_is(a, NULL, "--max-queue")) return cli_take_int(a, 1, 1 << 20, &o->max_queue);
+    if (cli_is(a, NULL, "--max-wait")) return cli_take_int(a, 1, 86400, &o->max_wait);
     if (cli_is(a, NULL, "--timeout")) return cli_take_int(a, 1, 86400, &o->timeout);
     if (cli_is(a, NULL, "--max-connections")) return cli_take_int(a, 1, 100000, &o->max_connections);
     if (cli_is(a, NULL, "--allow-origin")) return cli_take_str(a, &o->allow_origin);

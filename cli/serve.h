@@ -22,6 +22,7 @@ typedef struct {
     long long max_body;        /* --max-body: request body bytes (413 above) */
     const char *allow_origin;  /* --allow-origin: Access-Control-Allow-Origin (none unless given) */
     int max_queue;             /* --max-queue: sentences waiting (503 above) */
+    int max_wait;              /* --max-wait: seconds of queued work, at the measured rate (503 above) */
     int timeout;               /* --timeout: seconds a request may wait in the queue; idle connections */
     int gather_ms;             /* --gather-ms: a batch gathers until no request came for this long */
     int max_connections;       /* --max-connections */
