@@ -185,8 +185,8 @@ serve_files *serve_files_new(void);
 void serve_files_free(serve_files *fs);
 /* Keep the text of a /translate answer ({"translatedText": ...}) as the file name; its
  * answer {"translatedFileUrl": "http://HOST/download_file/ID"} (malloc'd), or NULL. HOST is
- * the request's Host header, else fallback_host. */
-char *serve_files_put(serve_files *fs, struct MHD_Connection *conn, const char *fallback_host, const char *name,
+ * the request's Host header, else host:port (the address bound). */
+char *serve_files_put(serve_files *fs, struct MHD_Connection *conn, const char *host, int port, const char *name,
                       const char *answer, size_t answer_len, size_t *outlen);
 /* Answer GET /download_file/ID: 200 with the file, or 404; *status and *sent for the log.
  * libmicrohttpd's MHD_YES or MHD_NO. */

@@ -7,7 +7,6 @@
  * SERVE_FILES_BYTES bytes (the oldest dropped first), each for SERVE_FILES_SECONDS. */
 #include <cjson/cJSON.h>
 #include <ctype.h>
-#include <fcntl.h>
 #include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,9 +128,7 @@ char *serve_multipart_to_json(const char *content_type, const char *body, size_t
         char name[64];
         if (parts[i].filename || parts[i].name_len >= sizeof name) continue;
         snprintf(name, sizeof name, "%.*s", (int)parts[i].name_len, parts[i].name);
-        if (part_named(parts, n, name) != &parts[i]) continue; /* a later one wins */
-        cJSON_DeleteItemFromObjectCaseSensitive(obj, name);
-        rc = copy_field(obj, parts, n, name, err, errlen);
+        if (part_named(parts, n, name) == &parts[i]) rc = copy_field(obj, parts, n, name, err, errlen); /* the last */
     }
     char *json = rc ? NULL : cJSON_PrintUnformatted(obj);
     if (!rc && !json) snprintf(err, errlen, "out of memory");
@@ -210,15 +207,17 @@ static int keep(serve_files *fs, char *data, size_t len, const char *name, char 
 }
 
 /* "http://HOST" from the request's Host header when it is a plain host[:port], else the
- * address the server is bound to. */
-static void base_url(struct MHD_Connection *conn, const char *fallback, char *out, size_t outlen) {
+ * address and port the server is bound to. */
+static void base_url(struct MHD_Connection *conn, const char *bound, int port, char *out, size_t outlen) {
     const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
     int ok = host && *host && strlen(host) < 256;
     for (const char *c = host; ok && *c; c++) ok = isalnum((unsigned char)*c) || strchr(".-:[]", *c);
-    snprintf(out, outlen, "http://%s", ok ? host : fallback);
+    if (ok) snprintf(out, outlen, "http://%s", host);
+    else if (strchr(bound, ':')) snprintf(out, outlen, "http://[%s]:%d", bound, port); /* IPv6 */
+    else snprintf(out, outlen, "http://%s:%d", bound, port);
 }
 
-char *serve_files_put(serve_files *fs, struct MHD_Connection *conn, const char *fallback_host, const char *name,
+char *serve_files_put(serve_files *fs, struct MHD_Connection *conn, const char *host, int port, const char *name,
                       const char *answer, size_t answer_len, size_t *outlen) {
     cJSON *root = cJSON_ParseWithLength(answer, answer_len);
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "translatedText");
@@ -226,7 +225,7 @@ char *serve_files_put(serve_files *fs, struct MHD_Connection *conn, const char *
     cJSON_Delete(root);
     char id[SERVE_FILE_ID], url[512], *out = NULL;
     if (!text || keep(fs, text, strlen(text), name, id)) return NULL;
-    base_url(conn, fallback_host, url, sizeof url);
+    base_url(conn, host, port, url, sizeof url);
     FILE *f = open_memstream(&out, outlen);
     if (!f) return NULL;
     fputs("{\"translatedFileUrl\":", f);
@@ -254,15 +253,16 @@ static char *find_copy(serve_files *fs, const char *id, size_t *len, const char 
     return copy;
 }
 
-int serve_files_download(serve_files *fs, struct MHD_Connection *conn, const char *id,
-                                     const char *allow_origin, int *status, size_t *sent) {
+int serve_files_download(serve_files *fs, struct MHD_Connection *conn, const char *id, const char *allow_origin,
+                         int *status, size_t *sent) {
     size_t len = 0;
     const char *type;
     char *data = find_copy(fs, id, &len, &type);
-    if (!data) data = serve_response_error("no such file (translated files are kept for a while only)", &len),
-               type = "application/json; charset=utf-8", *status = 404;
-    else
-        *status = 200;
+    *status = data ? 200 : 404;
+    if (!data) {
+        data = serve_response_error("no such file (translated files are kept for a while only)", &len);
+        type = "application/json; charset=utf-8";
+    }
     struct MHD_Response *r = data ? MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE) : NULL;
     if (!r) return free(data), MHD_NO;
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);

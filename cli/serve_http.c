@@ -223,8 +223,8 @@ static enum MHD_Result finish_translation(request *x) {
     char *body = job->body;
     job->body = NULL;
     if (body && x->file_name[0] && job->http_status == 200) { /* /translate_file: keep it, answer its URL */
-        char *url = serve_files_put(x->h->files, x->conn, x->h->o->host, x->file_name, body, job->body_len,
-                                    &job->body_len);
+        char *url = serve_files_put(x->h->files, x->conn, x->h->o->host, serve_http_port(x->h), x->file_name, body,
+                                    job->body_len, &job->body_len);
         free(body);
         if (!url) return reply_error(x, 500, "the translated file could not be kept (out of memory?)");
         body = url;

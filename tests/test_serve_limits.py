@@ -7,8 +7,10 @@
 unsupported formats, hostile multipart (400, the server still answering) and a file over
 --max-body (413). The gate's arithmetic itself is tests/test_serve_limits.c.
 Run: /usr/bin/python3 tests/test_serve_limits.py"""
+import json
 import os
 import re
+import socket
 import subprocess
 import sys
 
@@ -239,6 +241,26 @@ def check_file_names(server):
         assert status == 404 and "error" in body, (path, status, body)
 
 
+def check_file_url_host(server):
+    """The URL names the Host the client asked; without one (HTTP/1.0), or with one that is not
+    a plain host:port, the address and port the server is bound to."""
+    body, headers = multipart({"file": ("a.txt", b"Hallo.")})
+    status, _, answer = server.request("POST", "/translate_file", body, headers=dict(headers, Host="example.org:99"))
+    assert status == 200 and answer["translatedFileUrl"].startswith("http://example.org:99/download_file/"), answer
+    status, _, answer = server.request("POST", "/translate_file", body, headers=dict(headers, Host="x/<y>"))
+    assert status == 200 and answer["translatedFileUrl"].startswith(f"http://127.0.0.1:{server.port}/"), answer
+    with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+        sock.sendall(b"POST /translate_file HTTP/1.0\r\nContent-Type: " + headers["Content-Type"].encode()
+                     + b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        raw = b""
+        while chunk := sock.recv(65536):
+            raw += chunk
+    answer = json.loads(raw.split(b"\r\n\r\n", 1)[1])
+    assert raw.startswith(b"HTTP/1.") and b" 200 " in raw.split(b"\r\n")[0], raw
+    status, _, data = download(server, answer["translatedFileUrl"])
+    assert status == 200 and data.decode() == "Hello.", (status, data)
+
+
 def check_file_errors(server):
     """Unsupported formats and bad files: 400 naming what is wrong."""
     for name in ("doc.pdf", "doc.docx", "noextension", ".txt"):
@@ -304,6 +326,7 @@ def main():
         r.check("translate_file .txt: what /translate gives; download", check_txt_file, server)
         r.check("translate_file .html/.htm: the HTML path", check_html_file, server)
         r.check("upload names cleaned; unknown downloads 404", check_file_names, server)
+        r.check("the download URL's host: Host, else the bound address", check_file_url_host, server)
         r.check("unsupported formats and bad files: 400", check_file_errors, server)
         r.check("hostile multipart: 400, the server goes on", check_hostile_multipart, server)
         assert server.stop() == 0
