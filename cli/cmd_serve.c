@@ -22,7 +22,8 @@ static void usage_serve(FILE *f) {
             "                       -> {\"translatedText\": ...}\n"
             "  POST /v1/translate   attend's own: search options, scores, log-probabilities, word\n"
             "                       alignments, attention matrices\n"
-            "  GET  /languages, GET /frontend/settings, POST /detect: the rest of LibreTranslate's API\n"
+            "  GET  /languages, GET /frontend/settings, POST /detect, POST /translate_file (.txt,\n"
+            "       .html; GET /download_file/NAME): the rest of LibreTranslate's API\n"
             "  GET  /health, GET /v1/model (the facts attend info prints), GET / (a live explore page)\n"
             "\n"
             "options:\n"
@@ -51,6 +52,12 @@ static void usage_serve(FILE *f) {
             "      --max-connections N open connections at most (default 512)\n"
             "      --allow-origin O    send Access-Control-Allow-Origin: O (default: no CORS header)\n"
             "      --no-access-log     no line per request on stderr\n"
+            "      --api-keys FILE     require an \"api_key\" with each translate, detect and file\n"
+            "                          request: FILE has one key a line, optionally followed by\n"
+            "                          its own requests per minute (KEY 120); # comments (else 403)\n"
+            "      --req-limit N       requests per client address per minute (default: no limit;\n"
+            "                          more: 429 with Retry-After); a key's own limit replaces it\n"
+            "      --char-limit N      characters of q per request (default: no limit; more: 400)\n"
             "  -v, --verbose           a line per batch on stderr (its sentences and requests)\n"
             "  -h, --help              this help\n"
             "\n"
@@ -86,6 +93,9 @@ static int take_serve_option(cli_args *a, serve_options *o) {
     if (cli_is(a, NULL, "--max-connections")) return cli_take_int(a, 1, 100000, &o->max_connections);
     if (cli_is(a, NULL, "--allow-origin")) return cli_take_str(a, &o->allow_origin);
     if (cli_is(a, NULL, "--languages")) return cli_take_str(a, &o->languages);
+    if (cli_is(a, NULL, "--api-keys")) return cli_take_str(a, &o->api_keys);
+    if (cli_is(a, NULL, "--req-limit")) return cli_take_int(a, 1, 1000000, &o->req_limit);
+    if (cli_is(a, NULL, "--char-limit")) return cli_take_int(a, 1, 1 << 30, &o->char_limit);
     if (cli_is(a, NULL, "--max-body")) {
         const int rc = cli_take_int(a, 1, 1 << 30, &body);
         o->max_body = body;

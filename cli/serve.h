@@ -30,9 +30,12 @@ typedef struct {
     int verbose;               /* -v: a line per batch on stderr */
     const char *languages;     /* --languages SRC-TGT: the pair of a model without language tokens */
     char pair[2][16];          /* that pair, from --languages or the model file's name ("" unknown) */
+    const char *api_keys;      /* --api-keys FILE: a key required with each request (serve_limits.c) */
+    int req_limit;             /* --req-limit: requests per client address per minute (0: none) */
+    int char_limit;            /* --char-limit: characters of q per request (0: none) */
 } serve_options;
 
-enum { SERVE_LIBRE = 0, SERVE_V1 = 1, SERVE_DETECT = 2 };
+enum { SERVE_LIBRE = 0, SERVE_V1 = 1, SERVE_DETECT = 2, SERVE_FILE = 3 };
 
 /* One parsed translation request: its sentences and how to translate them. */
 typedef struct {
@@ -126,6 +129,69 @@ int serve_libre_detect(const char *body, size_t len, const attend_model *m, cons
 /* 1 when a string of the JSON text holds a NUL character (a \u0000 escape or a raw NUL
  * byte): cJSON's strings would end there and drop the rest. */
 int serve_json_has_nul(const char *body, size_t len);
+
+/* API keys and request limits (serve_limits.c): --api-keys, --req-limit, --char-limit. */
+typedef struct serve_limits serve_limits;
+enum { SERVE_LIMIT_SUBJECTS = 4096 }; /* client addresses whose rate is kept, at most */
+/* Read the keys file (NULL: no keys); cap: the buckets kept (0: SERVE_LIMIT_SUBJECTS). NULL
+ * with err (naming the file's line) when the file cannot be read or is malformed. */
+serve_limits *serve_limits_new(const char *keys_path, int req_limit, int char_limit, int cap, char *err,
+                               size_t errlen);
+void serve_limits_free(serve_limits *l);
+/* A request's JSON body from client (its address) through the gate: 0 (go on), 403 (no or an
+ * unknown "api_key" while keys are required), 429 (past the key's or the address's rate;
+ * *retry_after: seconds until a request is allowed again) or 400 (q past --char-limit, or not
+ * a JSON object while a limit is on), with err. */
+int serve_limits_check(serve_limits *l, const char *client, const char *body, size_t len, int *retry_after,
+                       char *err, size_t errlen);
+/* Take one request from the bucket of subject (a client's address; per_minute tokens, refilled
+ * at per_minute a minute) at time now (seconds): 0, or -1 with *retry_after (whole seconds,
+ * >= 1). */
+int serve_limits_take(serve_limits *l, const char *subject, int per_minute, double now, int *retry_after);
+/* Buckets held now (at most the cap). */
+int serve_limits_subjects(serve_limits *l);
+
+/* A multipart/form-data body split into parts pointing into it (serve_multipart.c). */
+typedef struct {
+    const char *name, *filename; /* filename NULL for a plain field */
+    size_t name_len, filename_len;
+    const char *data;
+    size_t len;
+} serve_part;
+enum { SERVE_PART_HEADERS = 8192, SERVE_FORM_PARTS = 16 };
+/* The parts (at most max_parts), or -1 with err: not multipart/form-data, no boundary, a part
+ * cut short, no closing delimiter, headers longer than SERVE_PART_HEADERS. */
+int serve_multipart_parse(const char *content_type, const char *body, size_t len, serve_part *parts,
+                          int max_parts, char *err, size_t errlen);
+
+/* POST /translate_file and GET /download_file/NAME (serve_file.c). */
+enum {
+    SERVE_FILE_NAME = 48,                 /* bytes of an upload's (cleaned) name */
+    SERVE_FILE_ID = SERVE_FILE_NAME + 17, /* "16 hex digits.NAME" */
+    SERVE_FILES_KEPT = 64,                /* translated files kept at most */
+    SERVE_FILES_BYTES = 64 << 20,         /* and their bytes */
+    SERVE_FILES_SECONDS = 1800            /* each for this long */
+};
+extern const char *const SERVE_FILE_FORMATS[]; /* ".txt", ".html", ".htm", NULL */
+/* The form of POST /translate_file as the JSON text /translate reads (*json malloc'd), the
+ * upload's name cleaned into name: 0, or 400 (500) with err. */
+int serve_file_to_json(const char *content_type, const char *body, size_t len, char **json, size_t *json_len,
+                       char name[SERVE_FILE_NAME], char *err, size_t errlen);
+/* A multipart form's plain fields as a JSON object's text (malloc'd; NULL with err): POST
+ * /translate and /detect as LibreTranslate's web page sends them (FormData). */
+char *serve_multipart_to_json(const char *content_type, const char *body, size_t len, char *err, size_t errlen);
+typedef struct serve_files serve_files;
+serve_files *serve_files_new(void);
+void serve_files_free(serve_files *fs);
+/* Keep the text of a /translate answer ({"translatedText": ...}) as the file name; its
+ * answer {"translatedFileUrl": "http://HOST/download_file/ID"} (malloc'd), or NULL. HOST is
+ * the request's Host header, else host:port (the address bound). */
+char *serve_files_put(serve_files *fs, struct MHD_Connection *conn, const char *host, int port, const char *name,
+                      const char *answer, size_t answer_len, size_t *outlen);
+/* Answer GET /download_file/ID: 200 with the file, or 404; *status and *sent for the log.
+ * libmicrohttpd's MHD_YES or MHD_NO. */
+int serve_files_download(serve_files *fs, struct MHD_Connection *conn, const char *id,
+                                     const char *allow_origin, int *status, size_t *sent);
 
 /* The HTTP side (serve_http.c). */
 typedef struct serve_http serve_http;

@@ -33,6 +33,8 @@ struct serve_http {
     size_t languages_len, settings_len;
     pthread_mutex_t mu;
     int inflight;
+    serve_limits *limits; /* --api-keys, --req-limit, --char-limit (serve_limits.c) */
+    serve_files *files;   /* translated files kept for GET /download_file (serve_file.c) */
 };
 
 /* One request on one connection. */
@@ -48,6 +50,8 @@ typedef struct {
     int ready;      /* the job's answer is there (h->mu) */
     int status;
     size_t sent;
+    int retry_after;                  /* a 429's Retry-After (seconds) */
+    char file_name[SERVE_FILE_NAME]; /* POST /translate_file: the upload's name */
 } request;
 
 /* ---------------------------------------------------------------------------------------
@@ -65,7 +69,9 @@ static enum MHD_Result reply(request *x, int status, char *body, size_t len, int
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (x->h->o->allow_origin) MHD_add_response_header(r, "Access-Control-Allow-Origin", x->h->o->allow_origin);
-    if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+    char retry[16];
+    snprintf(retry, sizeof retry, "%d", x->retry_after > 0 ? x->retry_after : 1);
+    if (status == 503 || status == 429) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, retry);
     int api;
     if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, is_post_route(x->path, &api) ? "POST" : "GET");
     const enum MHD_Result rc = MHD_queue_response(x->conn, (unsigned)status, r);
@@ -129,7 +135,15 @@ static int looks_like_json(const request *x) {
 static int form_to_json(request *x, char *err, size_t errlen) {
     const char *type = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
     const int form = type && !strncasecmp(type, "application/x-www-form-urlencoded", 33);
-    if (!form || looks_like_json(x)) return 0;
+    const int multipart = type && !strncasecmp(type, "multipart/form-data", 19);
+    if ((!form && !multipart) || looks_like_json(x)) return 0;
+    if (multipart) { /* LibreTranslate's web page posts FormData */
+        char *from_parts = serve_multipart_to_json(type, x->body ? x->body : "", x->len, err, errlen);
+        if (!from_parts) return 400;
+        free(x->body);
+        x->body = from_parts, x->len = strlen(from_parts);
+        return 0;
+    }
     int nul = 0;
     char *json = serve_form_to_json(x->conn, x->body ? x->body : "", x->len, &nul);
     if (!json) return snprintf(err, errlen, nul ? "q contains a NUL character" : "the form could not be read"), 400;
@@ -138,24 +152,48 @@ static int form_to_json(request *x, char *err, size_t errlen) {
     return 0;
 }
 
+/* Keys and limits (serve_limits.c) on the body, read as JSON: 0, or 403, 429 (with
+ * x->retry_after) or 400 with err. */
+static int gate(request *x, char *err, size_t errlen) {
+    return serve_limits_check(x->h->limits, x->client, x->body ? x->body : "", x->len, &x->retry_after, err, errlen);
+}
+
 /* POST /detect: answered here, at once (no model call). */
 static enum MHD_Result answer_detect(request *x) {
     char err[512], *out = NULL;
     size_t len = 0;
     int status = form_to_json(x, err, sizeof err);
+    if (!status) status = gate(x, err, sizeof err);
     if (!status) status = serve_libre_detect(x->body ? x->body : "", x->len, x->h->m, x->h->o, &out, &len, err, sizeof err);
     return status == 200 ? reply_json(x, 200, out, len) : reply_error(x, status, err);
+}
+
+/* POST /translate_file: the multipart form becomes /translate's JSON (serve_file.c). 0, or a
+ * status with err. */
+static int file_to_json(request *x, char *err, size_t errlen) {
+    const char *type = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    char *json = NULL;
+    size_t len = 0;
+    const int rc = serve_file_to_json(type, x->body ? x->body : "", x->len, &json, &len, x->file_name, err, errlen);
+    if (rc) return rc;
+    free(x->body);
+    x->body = json, x->len = len;
+    return 0;
 }
 
 /* The body has arrived: parse it and hand it to the scheduler (or answer an error). */
 static enum MHD_Result start_translation(request *x, int api) {
     serve_http *h = x->h;
     char err[512];
-    const int bad_form = api == SERVE_LIBRE ? form_to_json(x, err, sizeof err) : 0;
+    int bad_form = api == SERVE_LIBRE ? form_to_json(x, err, sizeof err)
+                   : api == SERVE_FILE ? file_to_json(x, err, sizeof err)
+                                       : 0;
+    if (!bad_form) bad_form = gate(x, err, sizeof err);
     if (bad_form) return reply_error(x, bad_form, err);
     serve_job *job = calloc(1, sizeof *job);
     if (!job) return reply_error(x, 500, "out of memory");
-    const int rc = serve_request_parse(x->body ? x->body : "", x->len, api, h->m, h->o, &job->req, err, sizeof err);
+    const int rc = serve_request_parse(x->body ? x->body : "", x->len, api == SERVE_FILE ? SERVE_LIBRE : api, h->m,
+                                       h->o, &job->req, err, sizeof err);
     free(x->body);
     x->body = NULL;
     if (rc) {
@@ -184,6 +222,13 @@ static enum MHD_Result finish_translation(request *x) {
     serve_job *job = x->job;
     char *body = job->body;
     job->body = NULL;
+    if (body && x->file_name[0] && job->http_status == 200) { /* /translate_file: keep it, answer its URL */
+        char *url = serve_files_put(x->h->files, x->conn, x->h->o->host, serve_http_port(x->h), x->file_name, body,
+                                    job->body_len, &job->body_len);
+        free(body);
+        if (!url) return reply_error(x, 500, "the translated file could not be kept (out of memory?)");
+        body = url;
+    }
     const enum MHD_Result rc = body ? reply_json(x, job->http_status, body, job->body_len)
                                     : reply_error(x, 500, "out of memory");
     return rc;
@@ -196,12 +241,14 @@ static int is_post_route(const char *path, int *api) {
     if (!strcmp(path, "/translate")) return *api = SERVE_LIBRE, 1;
     if (!strcmp(path, "/v1/translate")) return *api = SERVE_V1, 1;
     if (!strcmp(path, "/detect")) return *api = SERVE_DETECT, 1;
+    if (!strcmp(path, "/translate_file")) return *api = SERVE_FILE, 1;
     return 0;
 }
 
 static int is_get_route(const char *path) {
     return !strcmp(path, "/") || !strcmp(path, "/health") || !strcmp(path, "/v1/model") ||
-           !strcmp(path, "/favicon.ico") || !strcmp(path, "/languages") || !strcmp(path, "/frontend/settings");
+           !strcmp(path, "/favicon.ico") || !strcmp(path, "/languages") || !strcmp(path, "/frontend/settings") ||
+           !strncmp(path, "/download_file/", 15);
 }
 
 static enum MHD_Result answer_get(request *x) {
@@ -213,6 +260,8 @@ static enum MHD_Result answer_get(request *x) {
     if (!strcmp(x->path, "/frontend/settings"))
         return reply(x, 200, h->settings, h->settings_len, 1, "application/json; charset=utf-8");
     if (!strcmp(x->path, "/")) return reply(x, 200, h->page, h->page_len, 1, "text/html; charset=utf-8");
+    if (!strncmp(x->path, "/download_file/", 15))
+        return serve_files_download(h->files, x->conn, x->path + 15, h->o->allow_origin, &x->status, &x->sent);
     if (!strcmp(x->path, "/favicon.ico")) return reply(x, 204, (char *)"", 0, 1, "image/x-icon"); /* none: no 404 */
     char *body = NULL;
     const int n = asprintf(&body, "{\"status\":\"ok\",\"pending\":%d}\n", serve_sched_pending(h->s));
@@ -381,6 +430,14 @@ serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sche
     h->page = make_page(m, model_name, o, &h->page_len);
     h->languages = serve_libre_languages(m, o, &h->languages_len);
     h->settings = serve_libre_settings(m, o, &h->settings_len);
+    h->limits = serve_limits_new(o->api_keys, o->req_limit, o->char_limit, 0, err, errlen);
+    h->files = serve_files_new();
+    if (!h->limits || !h->files) {
+        if (h->limits) snprintf(err, errlen, "out of memory"); /* else err is the keys file's message */
+        serve_limits_free(h->limits), serve_files_free(h->files);
+        free(h->model_json), free(h->page), free(h->languages), free(h->settings), free(h);
+        return NULL;
+    }
     /* poll, not epoll: with epoll (MHD_USE_AUTO's choice on Linux) libmicrohttpd 0.9.75 at
      * times left every connection waiting for seconds under load (tests/test_serve_load.py) */
     const unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
@@ -395,6 +452,7 @@ serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sche
     if (!h->d) {
         snprintf(err, errlen, "cannot listen on %s port %d (in use, or not an address of this machine?)", o->host,
                  o->port);
+        serve_limits_free(h->limits), serve_files_free(h->files);
         free(h->model_json), free(h->page), free(h->languages), free(h->settings), free(h);
         return NULL;
     }
@@ -425,5 +483,7 @@ void serve_http_stop(serve_http *h) {
     free(h->page);
     free(h->languages);
     free(h->settings);
+    serve_limits_free(h->limits);
+    serve_files_free(h->files);
     free(h);
 }

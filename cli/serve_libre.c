@@ -108,18 +108,20 @@ char *serve_libre_languages(const attend_model *m, const serve_options *o, size_
     return out;
 }
 
-/* The fields LibreTranslate's web frontend reads; no keys, suggestions or file translation
- * here, and no per-text character limit (--max-body bounds a request). frontendTimeout is
- * LibreTranslate's default (ms the frontend waits after typing). */
+/* The fields LibreTranslate's web frontend reads: keys (--api-keys), the character limit
+ * (--char-limit; -1: none), the file formats of /translate_file; no suggestions.
+ * frontendTimeout is LibreTranslate's default (ms the frontend waits after typing). */
 char *serve_libre_settings(const attend_model *m, const serve_options *o, size_t *len) {
     const char *pair[2], *const *list;
     const int n = codes(m, o, &list, pair);
     char *out = NULL;
     FILE *f = open_memstream(&out, len);
     if (!f) return NULL;
-    fputs("{\"charLimit\":-1,\"frontendTimeout\":500,\"apiKeys\":false,\"keyRequired\":false,"
-          "\"suggestions\":false,\"filesTranslation\":false,\"supportedFilesFormat\":[],\"language\":{\"source\":",
-          f);
+    const char *keys = o->api_keys ? "true" : "false";
+    fprintf(f, "{\"charLimit\":%d,\"frontendTimeout\":500,\"apiKeys\":%s,\"keyRequired\":%s,\"suggestions\":false,"
+            "\"filesTranslation\":true,\"supportedFilesFormat\":", o->char_limit > 0 ? o->char_limit : -1, keys, keys);
+    json_strs(f, SERVE_FILE_FORMATS, 3);
+    fputs(",\"language\":{\"source\":", f);
     write_lang(f, n > 0 ? list[0] : "");
     fputs("},\"target\":", f);
     write_lang(f, n > 1 ? list[1] : "");

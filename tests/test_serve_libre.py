@@ -81,7 +81,7 @@ def check_settings(server):
     status, _, body = server.get("/frontend/settings")
     assert status == 200, status
     assert body == {"charLimit": -1, "frontendTimeout": 500, "apiKeys": False, "keyRequired": False,
-                    "suggestions": False, "filesTranslation": False, "supportedFilesFormat": [],
+                    "suggestions": False, "filesTranslation": True, "supportedFilesFormat": [".txt", ".html", ".htm"],
                     "language": {"source": {"code": "de", "name": "German"},
                                  "target": {"code": "en", "name": "English"}}}, body
 
