@@ -30,6 +30,9 @@ typedef struct {
     int verbose;               /* -v: a line per batch on stderr */
     const char *languages;     /* --languages SRC-TGT: the pair of a model without language tokens */
     char pair[2][16];          /* that pair, from --languages or the model file's name ("" unknown) */
+    const char *model_args[16]; /* every -m FILE[:SRC-TGT], in order (several: one server for all) */
+    int n_model_args;
+    const char *models_dir;     /* --models DIR: every .gguf in it, by name */
     const char *api_keys;      /* --api-keys FILE: a key required with each request (serve_limits.c) */
     int req_limit;             /* --req-limit: requests per client address per minute (0: none) */
     int char_limit;            /* --char-limit: characters of q per request (0: none) */
@@ -193,10 +196,32 @@ char *serve_files_put(serve_files *fs, struct MHD_Connection *conn, const char *
 int serve_files_download(serve_files *fs, struct MHD_Connection *conn, const char *id,
                                      const char *allow_origin, int *status, size_t *sent);
 
+/* The models of one server (serve_models.c): each with its options (its own pair) and its
+ * own scheduler, so batching stays per model. */
+typedef struct {
+    attend_model *m;
+    char name[128];  /* the file's base name without .gguf: /v1 "model" names it */
+    serve_options o; /* the server's options, with this model's pair */
+    serve_sched *s;
+} serve_model;
+
+typedef struct {
+    serve_model *list;
+    int n;
+} serve_models;
+
+/* The model a request body (JSON) goes to: its index, or -400 with err (no model covers the
+ * pair; /v1 "model" names none). With one model always 0. */
+int serve_route(const serve_models *ms, const char *body, size_t len, int api, char *err, size_t errlen);
+/* GET /languages over every model; GET /v1/model (the first model's facts and "models"). */
+char *serve_models_languages(const serve_models *ms, size_t *len);
+char *serve_models_json(const serve_models *ms, size_t *len);
+/* Sentences queued or being translated, every scheduler together. */
+int serve_models_pending(const serve_models *ms);
+
 /* The HTTP side (serve_http.c). */
 typedef struct serve_http serve_http;
-serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sched *s, const serve_options *o,
-                             char *err, size_t errlen);
+serve_http *serve_http_start(const serve_models *ms, const serve_options *o, char *err, size_t errlen);
 /* The port bound (useful with --port 0). */
 int serve_http_port(const serve_http *h);
 /* Stop accepting connections (the listening socket is closed). */

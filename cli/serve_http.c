@@ -24,8 +24,7 @@ extern const char explore_html[]; /* build/cli/explore_html.c, from python/atten
 
 struct serve_http {
     struct MHD_Daemon *d;
-    attend_model *m;
-    serve_sched *s;
+    const serve_models *ms; /* each with its scheduler; the first answers what is not routed */
     const serve_options *o;
     char *model_json, *page; /* GET /v1/model and GET /, made once */
     size_t model_json_len, page_len;
@@ -164,7 +163,9 @@ static enum MHD_Result answer_detect(request *x) {
     size_t len = 0;
     int status = form_to_json(x, err, sizeof err);
     if (!status) status = gate(x, err, sizeof err);
-    if (!status) status = serve_libre_detect(x->body ? x->body : "", x->len, x->h->m, x->h->o, &out, &len, err, sizeof err);
+    const serve_model *first = &x->h->ms->list[0];
+    if (!status)
+        status = serve_libre_detect(x->body ? x->body : "", x->len, first->m, &first->o, &out, &len, err, sizeof err);
     return status == 200 ? reply_json(x, 200, out, len) : reply_error(x, status, err);
 }
 
@@ -190,10 +191,13 @@ static enum MHD_Result start_translation(request *x, int api) {
                                        : 0;
     if (!bad_form) bad_form = gate(x, err, sizeof err);
     if (bad_form) return reply_error(x, bad_form, err);
+    const int kind = api == SERVE_FILE ? SERVE_LIBRE : api;
+    const int k = serve_route(h->ms, x->body ? x->body : "", x->len, kind, err, sizeof err);
+    if (k < 0) return reply_error(x, -k, err);
+    const serve_model *sm = &h->ms->list[k];
     serve_job *job = calloc(1, sizeof *job);
     if (!job) return reply_error(x, 500, "out of memory");
-    const int rc = serve_request_parse(x->body ? x->body : "", x->len, api == SERVE_FILE ? SERVE_LIBRE : api, h->m,
-                                       h->o, &job->req, err, sizeof err);
+    const int rc = serve_request_parse(x->body ? x->body : "", x->len, kind, sm->m, &sm->o, &job->req, err, sizeof err);
     free(x->body);
     x->body = NULL;
     if (rc) {
@@ -205,7 +209,7 @@ static enum MHD_Result start_translation(request *x, int api) {
     x->job = job;
     /* suspended before the scheduler sees it, so its resume always finds it suspended */
     MHD_suspend_connection(x->conn);
-    if (serve_sched_submit(h->s, job)) {
+    if (serve_sched_submit(sm->s, job)) {
         job->http_status = 503;
         job->body = serve_response_error("the queue is full or the server is stopping; retry", &job->body_len);
         job_finished(job);
@@ -264,7 +268,7 @@ static enum MHD_Result answer_get(request *x) {
         return serve_files_download(h->files, x->conn, x->path + 15, h->o->allow_origin, &x->status, &x->sent);
     if (!strcmp(x->path, "/favicon.ico")) return reply(x, 204, (char *)"", 0, 1, "image/x-icon"); /* none: no 404 */
     char *body = NULL;
-    const int n = asprintf(&body, "{\"status\":\"ok\",\"pending\":%d}\n", serve_sched_pending(h->s));
+    const int n = asprintf(&body, "{\"status\":\"ok\",\"pending\":%d}\n", serve_models_pending(h->ms));
     return n < 0 ? MHD_NO : reply_json(x, 200, body, (size_t)n);
 }
 
@@ -414,8 +418,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     vfprintf(stderr, fmt, ap);
 }
 
-serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sched *s, const serve_options *o,
-                             char *err, size_t errlen) {
+serve_http *serve_http_start(const serve_models *ms, const serve_options *o, char *err, size_t errlen) {
     struct sockaddr_storage ss;
     int v6;
     if (make_address(o, &ss, &v6)) {
@@ -424,12 +427,15 @@ serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sche
     }
     serve_http *h = calloc(1, sizeof *h);
     if (!h) return snprintf(err, errlen, "out of memory"), NULL;
-    h->m = m, h->s = s, h->o = o;
+    h->ms = ms, h->o = o;
     pthread_mutex_init(&h->mu, NULL);
-    h->model_json = serve_response_model(m, model_name, &h->model_json_len);
-    h->page = make_page(m, model_name, o, &h->page_len);
-    h->languages = serve_libre_languages(m, o, &h->languages_len);
-    h->settings = serve_libre_settings(m, o, &h->settings_len);
+    const serve_model *first = &ms->list[0]; /* the page, the settings' defaults */
+    h->model_json = ms->n == 1 ? serve_response_model(first->m, first->name, &h->model_json_len)
+                               : serve_models_json(ms, &h->model_json_len);
+    h->page = make_page(first->m, first->name, o, &h->page_len);
+    h->languages = ms->n == 1 ? serve_libre_languages(first->m, &first->o, &h->languages_len)
+                              : serve_models_languages(ms, &h->languages_len);
+    h->settings = serve_libre_settings(first->m, &first->o, &h->settings_len);
     h->limits = serve_limits_new(o->api_keys, o->req_limit, o->char_limit, 0, err, errlen);
     h->files = serve_files_new();
     if (!h->limits || !h->files) {
