@@ -162,7 +162,7 @@ BAD_V1 = [
     ({"q": "Hallo", "beam": 0}, "beam"),
     ({"q": "Hallo", "prefix": 3}, "prefix"),
     ({"q": "Hallo", "max_len": 3}, "unknown field"),
-    ({"q": "Hallo", "model": "/etc/passwd"}, "unknown field"),
+    ({"q": "Hallo", "model": "/etc/passwd"}, "no model named"),  # a name, never a path
     ({"q": "Hallo", "alignment": "last:99"}, "alignment"),
     ({"q": ["a", "b"], "target_text": "x"}, "target_text"),
     ({"q": "Hallo", "sample": True, "beam": 4}, "sample"),
