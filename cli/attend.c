@@ -27,6 +27,7 @@ static void usage(FILE *f) {
             "  serve       an HTTP translation server (LibreTranslate's API and attend's own,\n"
             "              batching across requests, a live explore page)\n"
             "  split       split arguments or standard input into sentences, one per line\n"
+            "  detect      the language of each argument or line of standard input\n"
             "  quantize    rewrite a checkpoint with int8 matrices (per-row scales)\n"
             "  bench       time translation of random sources; measure memory bandwidth\n"
             "  isa         print the kernel set in use ($ATTEND_ISA=generic|avx2|avx512 forces one)\n"
@@ -86,6 +87,7 @@ static int run(int argc, char **argv) {
     if (!strcmp(cmd, "explore")) return cmd_explore(argc - 1, argv + 1);
     if (!strcmp(cmd, "serve")) return cmd_serve(argc - 1, argv + 1);
     if (!strcmp(cmd, "split")) return cmd_split(argc - 1, argv + 1);
+    if (!strcmp(cmd, "detect")) return cmd_detect(argc - 1, argv + 1);
     fprintf(stderr, "attend: unknown command '%s'\n", cmd);
     usage(stderr);
     return EXIT_USAGE;

@@ -50,5 +50,6 @@ int cmd_align(int argc, char **argv);
 int cmd_explore(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_split(int argc, char **argv);
+int cmd_detect(int argc, char **argv);
 
 #endif

@@ -63,7 +63,8 @@ typedef struct {
     int html;           /* /translate "format": "html": each q entry an HTML fragment, kept
                          * whole (attend_translate_html) */
     int alternatives;   /* /translate "alternatives": N more translations from the n-best list */
-    char detected[16];  /* /translate "source": "auto": the language answered as detectedLanguage */
+    char detected[32];  /* /translate "source": "auto": the language answered as detectedLanguage */
+    float detected_confidence; /* and its confidence (0..100) */
 } serve_request;
 
 /* Parse a request body (body_len bytes) for api into *r; 0, or an HTTP status (400) with a
@@ -126,9 +127,6 @@ const char *serve_lang_name(const char *code);
 /* GET /languages and GET /frontend/settings, made once at start (malloc'd). */
 char *serve_libre_languages(const attend_model *m, const serve_options *o, size_t *len);
 char *serve_libre_settings(const attend_model *m, const serve_options *o, size_t *len);
-/* POST /detect: 200 and *out (malloc'd), or a status (400) with err. */
-int serve_libre_detect(const char *body, size_t len, const attend_model *m, const serve_options *o, char **out,
-                       size_t *outlen, char *err, size_t errlen);
 /* 1 when a string of the JSON text holds a NUL character (a \u0000 escape or a raw NUL
  * byte): cJSON's strings would end there and drop the rest. */
 int serve_json_has_nul(const char *body, size_t len);
@@ -216,6 +214,16 @@ int serve_route(const serve_models *ms, const char *body, size_t len, int api, c
 /* GET /languages over every model; GET /v1/model (the first model's facts and "models"). */
 char *serve_models_languages(const serve_models *ms, size_t *len);
 char *serve_models_json(const serve_models *ms, size_t *len);
+/* Language identification (serve_detect.c, CLD2 through langid.h), among the languages the
+ * models translate from. POST /detect: 200 and *out (malloc'd), or a status with err. */
+int serve_detect(const serve_models *ms, const char *body, size_t len, char **out, size_t *outlen, char *err,
+                 size_t errlen);
+/* "source": "auto" in a /translate body: the language detected among the sources of the
+ * models that translate into its target replaces it in *body (re-written, *len updated),
+ * and is written to detected with its confidence. 0 (also when there is no auto, or q is of
+ * the wrong type for parsing to refuse), or 400/500 with err. */
+int serve_resolve_auto(const serve_models *ms, char **body, size_t *len, char *detected, size_t cap,
+                       float *confidence, char *err, size_t errlen);
 /* Sentences queued or being translated, every scheduler together. */
 int serve_models_pending(const serve_models *ms);
 

@@ -163,9 +163,7 @@ static enum MHD_Result answer_detect(request *x) {
     size_t len = 0;
     int status = form_to_json(x, err, sizeof err);
     if (!status) status = gate(x, err, sizeof err);
-    const serve_model *first = &x->h->ms->list[0];
-    if (!status)
-        status = serve_libre_detect(x->body ? x->body : "", x->len, first->m, &first->o, &out, &len, err, sizeof err);
+    if (!status) status = serve_detect(x->h->ms, x->body ? x->body : "", x->len, &out, &len, err, sizeof err);
     return status == 200 ? reply_json(x, 200, out, len) : reply_error(x, status, err);
 }
 
@@ -192,6 +190,13 @@ static enum MHD_Result start_translation(request *x, int api) {
     if (!bad_form) bad_form = gate(x, err, sizeof err);
     if (bad_form) return reply_error(x, bad_form, err);
     const int kind = api == SERVE_FILE ? SERVE_LIBRE : api;
+    char detected[32] = "";
+    float confidence = 0;
+    if (kind == SERVE_LIBRE && x->body) {
+        const int bad = serve_resolve_auto(h->ms, &x->body, &x->len, detected, sizeof detected, &confidence, err,
+                                           sizeof err);
+        if (bad) return reply_error(x, bad, err);
+    }
     const int k = serve_route(h->ms, x->body ? x->body : "", x->len, kind, err, sizeof err);
     if (k < 0) return reply_error(x, -k, err);
     const serve_model *sm = &h->ms->list[k];
@@ -203,6 +208,10 @@ static enum MHD_Result start_translation(request *x, int api) {
     if (rc) {
         job_free(job);
         return reply_error(x, rc, err);
+    }
+    if (detected[0]) {
+        snprintf(job->req.detected, sizeof job->req.detected, "%s", detected);
+        job->req.detected_confidence = confidence;
     }
     job->finish = job_finished;
     job->user = x;

@@ -1,6 +1,7 @@
-/* LibreTranslate's endpoints besides /translate (serve.h): GET /languages, GET
- * /frontend/settings, POST /detect; the language pair of a model without language tokens
- * (--languages, or the model file's name); the NUL check every JSON body passes. The JSON
+/* LibreTranslate's endpoints besides /translate (serve.h): GET /languages and GET
+ * /frontend/settings (POST /detect is serve_detect.c's); the language pair of a model
+ * without language tokens (--languages, or the model file's name); the NUL check every
+ * JSON body passes. The JSON
  * shapes are LibreTranslate's (its API spec), so that its clients and its web frontend work
  * unchanged. */
 #include <cjson/cJSON.h>
@@ -128,37 +129,6 @@ char *serve_libre_settings(const attend_model *m, const serve_options *o, size_t
     fputs("}}}\n", f);
     if (fclose(f)) return free(out), NULL;
     return out;
-}
-
-/* ---------------------------------------------------------------------------------------
- * POST /detect */
-
-/* Language identification is not built yet (docs/serve.md): a model with one source language
- * is answered with that language, confidence 100 for any text; a multilingual model, whose
- * source could be any of its languages, gets a 400 asking for the source. */
-int serve_libre_detect(const char *body, size_t len, const attend_model *m, const serve_options *o, char **out,
-                       size_t *outlen, char *err, size_t errlen) {
-    if (serve_json_has_nul(body, len)) return snprintf(err, errlen, "q contains a NUL character"), 400;
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    const cJSON *q = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "q") : NULL;
-    const int ok = cJSON_IsString(q) && *q->valuestring;
-    cJSON_Delete(root);
-    if (!ok) return snprintf(err, errlen, "Invalid request: missing q parameter (a non-empty string)"), 400;
-    if (attend_get_config(m)->n_languages)
-        return snprintf(err, errlen, "this model reads several languages and language identification is not "
-                                     "built yet: name the source language"), 400;
-    if (!o->pair[0][0])
-        return snprintf(err, errlen, "the server does not know the model's source language: start it with "
-                                     "--languages SRC-TGT"), 400;
-    char *s = NULL;
-    FILE *f = open_memstream(&s, outlen);
-    if (!f) return snprintf(err, errlen, "out of memory"), 500;
-    fputs("[{\"confidence\":100.0,\"language\":", f);
-    json_str(f, o->pair[0]);
-    fputs("}]\n", f);
-    if (fclose(f)) return free(s), snprintf(err, errlen, "out of memory"), 500;
-    *out = s;
-    return 200;
 }
 
 /* ---------------------------------------------------------------------------------------

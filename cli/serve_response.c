@@ -122,7 +122,8 @@ static int write_libre(FILE *f, serve_job *job) {
         if (r->detected[0]) {
             fputs(r->q_is_list ? ",\"detectedLanguage\":[" : ",\"detectedLanguage\":", f);
             for (int q = 0; q < r->n_q; q++)
-                fprintf(f, "%s{\"confidence\":100.0,\"language\":", q ? "," : ""), json_str(f, r->detected),
+                fprintf(f, "%s{\"confidence\":%.1f,\"language\":", q ? "," : "", r->detected_confidence),
+                    json_str(f, r->detected),
                     fputc('}', f);
             fputs(r->q_is_list ? "]" : "", f);
         }
