@@ -51,7 +51,11 @@ static void usage_serve(FILE *f) {
             "                          of work at the rate measured so far (default 10)\n"
             "      --timeout S         seconds a request may wait in the queue (then 503) and an\n"
             "                          idle connection stays open (default 30)\n"
-            "      --max-connections N open connections at most (default 512)\n"
+            "      --max-connections N open connections at most (default 512; more: 503)\n"
+            "      --max-per-address N open connections from one address at most (default 128;\n"
+            "                          more: 503; 0: no limit)\n"
+            "      --head-timeout S    seconds for a request's head to arrive whole, counted from\n"
+            "                          its first byte however slowly it trickles (default 10; 408)\n"
             "      --allow-origin O    send Access-Control-Allow-Origin: O (default: no CORS header)\n"
             "      --no-access-log     no line per request on stderr\n"
             "      --api-keys FILE     require an \"api_key\" with each translate, detect and file\n"
@@ -78,6 +82,8 @@ static serve_options serve_default_options(void) {
     o.timeout = 30;
     o.max_wait = 10;
     o.max_connections = 512;
+    o.max_per_address = 128;
+    o.head_timeout = 10;
     o.access_log = 1;
     return o;
 }
@@ -101,6 +107,8 @@ static int take_serve_option(cli_args *a, serve_options *o) {
     if (cli_is(a, NULL, "--max-wait")) return cli_take_int(a, 1, 86400, &o->max_wait);
     if (cli_is(a, NULL, "--timeout")) return cli_take_int(a, 1, 86400, &o->timeout);
     if (cli_is(a, NULL, "--max-connections")) return cli_take_int(a, 1, 100000, &o->max_connections);
+    if (cli_is(a, NULL, "--max-per-address")) return cli_take_int(a, 0, 100000, &o->max_per_address);
+    if (cli_is(a, NULL, "--head-timeout")) return cli_take_int(a, 1, 3600, &o->head_timeout);
     if (cli_is(a, NULL, "--allow-origin")) return cli_take_str(a, &o->allow_origin);
     if (cli_is(a, NULL, "--languages")) return cli_take_str(a, &o->languages);
     if (cli_is(a, NULL, "--api-keys")) return cli_take_str(a, &o->api_keys);

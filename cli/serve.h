@@ -1,6 +1,7 @@
-/* serve: attend serve, an HTTP translation server over one loaded model. The parts, one job
- * each: cmd_serve.c (options, start, wait for a signal, shut down), serve_http.c (the
- * libmicrohttpd daemon: routes, bodies, limits, suspend/resume, access log), serve_request.c
+/* serve: attend serve, an HTTP translation server over one or several loaded models. The
+ * parts, one job each: cmd_serve.c (options, start, wait for a signal, shut down),
+ * http_server.c (connections, limits, deadlines), serve_http.c (routes, answers, the access
+ * log), serve_models.c (which model a request goes to), serve_request.c
  * (a JSON body into a serve_request), serve_sched.c (the scheduler thread: requests arriving
  * together are translated as one batch), serve_response.c (results and errors as JSON). */
 #ifndef ATTEND_CLI_SERVE_H
@@ -26,6 +27,8 @@ typedef struct {
     int timeout;               /* --timeout: seconds a request may wait in the queue; idle connections */
     int gather_ms;             /* --gather-ms: a batch gathers until no request came for this long */
     int max_connections;       /* --max-connections */
+    int max_per_address;       /* --max-per-address: open connections from one address (0: no limit) */
+    int head_timeout;          /* --head-timeout: seconds for a request's head to arrive whole */
     int access_log;            /* 0 with --no-access-log */
     int verbose;               /* -v: a line per batch on stderr */
     const char *languages;     /* --languages SRC-TGT: the pair of a model without language tokens */
@@ -113,8 +116,7 @@ char *serve_response_model(const attend_model *m, const char *name, size_t *len)
 
 /* A LibreTranslate form body (application/x-www-form-urlencoded) as a JSON object's text
  * (malloc'd; NULL when it cannot be read), for serve_request_parse (serve_form.c). */
-struct MHD_Connection;
-char *serve_form_to_json(struct MHD_Connection *conn, const char *body, size_t len, int *nul);
+char *serve_form_to_json(const char *body, size_t len, int *nul);
 
 /* LibreTranslate's other endpoints (serve_libre.c). */
 /* The language pair in a model file's name ("de-en.gguf", "opus-mt-de-en"): 0 and pair
@@ -187,12 +189,11 @@ void serve_files_free(serve_files *fs);
 /* Keep the text of a /translate answer ({"translatedText": ...}) as the file name; its
  * answer {"translatedFileUrl": "http://HOST/download_file/ID"} (malloc'd), or NULL. HOST is
  * the request's Host header, else host:port (the address bound). */
-char *serve_files_put(serve_files *fs, struct MHD_Connection *conn, const char *host, int port, const char *name,
+struct http_conn;
+char *serve_files_put(serve_files *fs, struct http_conn *conn, const char *host, int port, const char *name,
                       const char *answer, size_t answer_len, size_t *outlen);
-/* Answer GET /download_file/ID: 200 with the file, or 404; *status and *sent for the log.
- * libmicrohttpd's MHD_YES or MHD_NO. */
-int serve_files_download(serve_files *fs, struct MHD_Connection *conn, const char *id,
-                                     const char *allow_origin, int *status, size_t *sent);
+/* Answer GET /download_file/ID: 200 with the file, or 404. */
+void serve_files_download(serve_files *fs, struct http_conn *conn, const char *id, const char *allow_origin);
 
 /* The models of one server (serve_models.c): each with its options (its own pair) and its
  * own scheduler, so batching stays per model. */

@@ -7,13 +7,13 @@
  * SERVE_FILES_BYTES bytes (the oldest dropped first), each for SERVE_FILES_SECONDS. */
 #include <cjson/cJSON.h>
 #include <ctype.h>
-#include <microhttpd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
 
+#include "http_server.h"
 #include "json.h"
 #include "serve.h"
 
@@ -208,8 +208,8 @@ static int keep(serve_files *fs, char *data, size_t len, const char *name, char 
 
 /* "http://HOST" from the request's Host header when it is a plain host[:port], else the
  * address and port the server is bound to. */
-static void base_url(struct MHD_Connection *conn, const char *bound, int port, char *out, size_t outlen) {
-    const char *host = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST);
+static void base_url(struct http_conn *conn, const char *bound, int port, char *out, size_t outlen) {
+    const char *host = http_header(conn, "Host");
     int ok = host && *host && strlen(host) < 256;
     for (const char *c = host; ok && *c; c++) ok = isalnum((unsigned char)*c) || strchr(".-:[]", *c);
     if (ok) snprintf(out, outlen, "http://%s", host);
@@ -217,7 +217,7 @@ static void base_url(struct MHD_Connection *conn, const char *bound, int port, c
     else snprintf(out, outlen, "http://%s:%d", bound, port);
 }
 
-char *serve_files_put(serve_files *fs, struct MHD_Connection *conn, const char *host, int port, const char *name,
+char *serve_files_put(serve_files *fs, struct http_conn *conn, const char *host, int port, const char *name,
                       const char *answer, size_t answer_len, size_t *outlen) {
     cJSON *root = cJSON_ParseWithLength(answer, answer_len);
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(root, "translatedText");
@@ -253,28 +253,20 @@ static char *find_copy(serve_files *fs, const char *id, size_t *len, const char 
     return copy;
 }
 
-int serve_files_download(serve_files *fs, struct MHD_Connection *conn, const char *id, const char *allow_origin,
-                         int *status, size_t *sent) {
+void serve_files_download(serve_files *fs, struct http_conn *conn, const char *id, const char *allow_origin) {
     size_t len = 0;
     const char *type;
     char *data = find_copy(fs, id, &len, &type);
-    *status = data ? 200 : 404;
+    const int status = data ? 200 : 404;
     if (!data) {
         data = serve_response_error("no such file (translated files are kept for a while only)", &len);
         type = "application/json; charset=utf-8";
     }
-    struct MHD_Response *r = data ? MHD_create_response_from_buffer(len, data, MHD_RESPMEM_MUST_FREE) : NULL;
-    if (!r) return free(data), MHD_NO;
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (allow_origin) MHD_add_response_header(r, "Access-Control-Allow-Origin", allow_origin);
-    if (*status == 200) {
-        char disposition[SERVE_FILE_ID + 64];
-        const char *dot = strchr(id, '.');
-        snprintf(disposition, sizeof disposition, "attachment; filename=\"%s\"", dot ? dot + 1 : id);
-        MHD_add_response_header(r, "Content-Disposition", disposition);
-    }
-    const enum MHD_Result rc = MHD_queue_response(conn, (unsigned)*status, r);
-    MHD_destroy_response(r);
-    *sent = len;
-    return rc;
+    char disposition[SERVE_FILE_ID + 64];
+    const char *dot = strchr(id, '.');
+    snprintf(disposition, sizeof disposition, "attachment; filename=\"%s\"", dot ? dot + 1 : id);
+    const char *headers[5] = {NULL}, **h = headers;
+    if (allow_origin) *h++ = "Access-Control-Allow-Origin", *h++ = allow_origin;
+    if (status == 200) *h++ = "Content-Disposition", *h++ = disposition;
+    http_respond(conn, status, type, headers, data ? data : (char *)"", data ? len : 0, data == NULL);
 }
