@@ -110,7 +110,7 @@ demo: build-deps
 TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap \
             $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
             $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split \
-            $(BUILD)/tests/test_markup $(BUILD)/tests/test_serve_limits
+            $(BUILD)/tests/test_markup $(BUILD)/tests/test_serve_limits $(BUILD)/tests/test_http_parse
 
 $(TEST_BINS): tests/check.h
 $(BUILD)/tests/test_markup: tests/markup_check.h
@@ -122,6 +122,11 @@ $(BUILD)/tests/test_npz: cli/npz.c cli/npz.h
 $(BUILD)/tests/test_serve_limits: tests/test_serve_limits.c cli/serve_limits.c cli/serve_multipart.c cli/serve.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -lcjson $(LDLIBS)
+
+# attend serve's HTTP parsers: their source included
+$(BUILD)/tests/test_http_parse: tests/test_http_parse.c cli/http_parse.c cli/http_parse.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< cli/http_parse.c $(LDLIBS)
 
 # the heatmap test links the CLI's drawing code
 $(BUILD)/tests/test_heatmap: tests/test_heatmap.c $(BUILD)/cli/heatmap.o $(BUILD)/libattend.a
