@@ -271,6 +271,7 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_split.py
 	@# attend serve under concurrent clients, bad input, disconnects and a SIGTERM in flight
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
+	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_serve_hostile.py
 	@echo "sanitize: ok"
 
 # make tsan: the library, test_api_threads and test_pool built with clang's ThreadSanitizer:
@@ -292,6 +293,8 @@ tsan:
 	@# attend serve: the HTTP thread, the scheduler and its pool under concurrent clients (tests/test_serve_load.py)
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" ATTEND_BIN=$(TSAN_DIR)/attend \
 	  SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" ATTEND_BIN=$(TSAN_DIR)/attend \
+	  $(PYTHON) tests/test_serve_hostile.py
 	@echo "tsan: ok"
 
 # make valgrind: memcheck on the normal build, no leaks and no errors allowed.
