@@ -664,23 +664,54 @@ class _CtrlC:
     value). So while the call runs, in the main thread and when SIGINT has Python's
     default handler, a handler that only notes the signal takes its place: on_batch sees
     ``pending`` and asks the library to stop, and the caller raises KeyboardInterrupt
-    once the call has returned. Anywhere else (other threads, a handler of the user's)
-    nothing changes."""
+    once the call has returned. Within a batch the library reads ``flag`` (attend_params.stop)
+    before every decoding step: CPython's own C handler writes each signal to the wakeup fd,
+    and a watcher thread, which runs while the library holds no GIL, sets the flag at once,
+    so the call stops within a step whatever the batch size. The wakeup fd is taken only
+    when nobody (asyncio, say) has one. Anywhere else (other threads, a handler of the
+    user's) nothing changes."""
 
     def __init__(self) -> None:
         self.pending = False
+        self.flag = ctypes.c_int(0)
         self._old: Any = None
+        self._pipe: Any = None
+        self._watcher: Any = None
 
     def _note(self, signum: int, frame: Any) -> None:
         self.pending = True
+        self.flag.value = 1
+
+    def _watch(self, fd: int) -> None:
+        while True:
+            got = os.read(fd, 64)
+            if not got or bytes([signal.SIGINT]) in got:
+                if got:
+                    self.flag.value = 1
+                return
 
     def __enter__(self) -> "_CtrlC":
         if (threading.current_thread() is threading.main_thread()
                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
             self._old = signal.signal(signal.SIGINT, self._note)
+            r, w = os.pipe()
+            os.set_blocking(w, False)
+            if signal.set_wakeup_fd(w) == -1:
+                self._pipe = (r, w)
+                self._watcher = threading.Thread(target=self._watch, args=(r,), daemon=True)
+                self._watcher.start()
+            else:  # someone's own wakeup fd: leave it in place
+                signal.set_wakeup_fd(signal.set_wakeup_fd(-1))
+                os.close(r), os.close(w)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self._pipe is not None:
+            signal.set_wakeup_fd(-1)
+            os.close(self._pipe[1])  # the watcher reads the end of the pipe and returns
+            self._watcher.join()
+            os.close(self._pipe[0])
+            self._pipe = self._watcher = None
         if self._old is not None:
             # signal.signal runs a signal still pending through _note first
             signal.signal(signal.SIGINT, self._old)
@@ -1252,6 +1283,7 @@ class Model:
 
         callback = C.ON_BATCH(on_batch)
         p.on_batch = callback
+        p.stop = ctypes.pointer(ctrl_c.flag)
         p.batch_size, p.batch_tokens = batch, batch_tokens
         with ctrl_c:
             h = self._enter()
@@ -1266,6 +1298,7 @@ class Model:
             finally:
                 self._leave()
                 p.on_batch = C.ON_BATCH()
+                p.stop = None
                 if own_progress:
                     shown.close()
         if ctrl_c.pending:
