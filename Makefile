@@ -10,8 +10,8 @@ CXXFLAGS?= $(OPT) -g
 ALL_CFLAGS   = $(CFLAGS) -std=c11 -D_GNU_SOURCE -Wall -Wextra -fopenmp-simd -pthread -fPIC -fvisibility=hidden
 ALL_CXXFLAGS = $(CXXFLAGS) -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden
 LDLIBS  = -pthread -lsentencepiece -lgumbo -lz -lm
-# attend serve's HTTP server and JSON parser: linked into the attend binary only, not libattend
-SERVE_LIBS = -lmicrohttpd -lcjson -lcld2
+# attend serve's JSON parser and language identifier (CLD2): the attend binary only, not libattend
+SERVE_LIBS = -lcjson -lcld2
 
 LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
           tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c \
@@ -24,20 +24,20 @@ LIB_CXX = tokenizer/spm.cc
 CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c cli/heatmap.c \
           cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/translate_html.c cli/cmd_info.c cli/cmd_quantize.c \
           cli/cmd_align.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/explore_json.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c \
-          cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c cli/serve_libre.c cli/cmd_split.c \
-          cli/cmd_detect.c cli/langid_codes.c cli/serve_detect.c
-CLI_CXX = cli/langid.cc
+          cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c cli/serve_libre.c cli/serve_limits.c cli/serve_multipart.c cli/serve_file.c cli/serve_models.c cli/serve_detect.c cli/http_server.c cli/http_parse.c cli/cmd_split.c cli/cmd_detect.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
-CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(CLI_CXX:%.cc=$(BUILD)/%.o) $(BUILD)/cli/explore_html.o
+CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/langid.o $(BUILD)/cli/explore_html.o
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h text/*.h)
 
 # Debian packages the build (and make demo) needs, and those the tests add.
-BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev libmicrohttpd-dev libcjson-dev libgumbo-dev libcld2-dev
+BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev libcjson-dev libgumbo-dev libcld2-dev \
+             patchelf
 DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unzip clang \
              libclang-rt-dev valgrind chromium chromium-driver time \
              python3-distributed python3-matplotlib python3-venv python3-pip
 
-.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client install clean help
+.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client install clean help \
+        wheel sdist
 
 all: $(BUILD)/attend $(BUILD)/libattend.a $(BUILD)/libattend.so
 
@@ -47,6 +47,7 @@ help:
 	@echo "make demo       install what is missing, build, translate with the shipped model"
 	@echo "make test       install what is missing, build, run every test"
 	@echo "make install    PREFIX=$(PREFIX): binary, libraries, headers, attend.pc, shipped model, Python package (PYTHON_SITE)"
+	@echo "make wheel      the Python package as a py3-none-manylinux wheel in $(WHEEL_DIR) (make sdist: its sdist)"
 	@echo "make sanitize   ASan+UBSan build in $(SAN_DIR): C tests and an end-to-end run"
 	@echo "make valgrind   memcheck (leaks, invalid reads) on the tiny test model"
 	@echo "make fuzz       libFuzzer: loader, translate path, SentencePiece models, splitter, HTML markup; FUZZ_SECONDS=$(FUZZ_SECONDS) each"
@@ -109,13 +110,23 @@ demo: build-deps
 TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap \
             $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
             $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split \
-            $(BUILD)/tests/test_markup
+            $(BUILD)/tests/test_markup $(BUILD)/tests/test_serve_limits $(BUILD)/tests/test_http_parse
 
 $(TEST_BINS): tests/check.h
 $(BUILD)/tests/test_markup: tests/markup_check.h
 
 # test_npz compiles the writer itself, with a lowered zip64 threshold
 $(BUILD)/tests/test_npz: cli/npz.c cli/npz.h
+
+# attend serve's gate and form parser: their sources included, with cJSON
+$(BUILD)/tests/test_serve_limits: tests/test_serve_limits.c cli/serve_limits.c cli/serve_multipart.c cli/serve.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< -lcjson $(LDLIBS)
+
+# attend serve's HTTP parsers: their source included
+$(BUILD)/tests/test_http_parse: tests/test_http_parse.c cli/http_parse.c cli/http_parse.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< cli/http_parse.c $(LDLIBS)
 
 # the heatmap test links the CLI's drawing code
 $(BUILD)/tests/test_heatmap: tests/test_heatmap.c $(BUILD)/cli/heatmap.o $(BUILD)/libattend.a
@@ -260,6 +271,7 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_split.py
 	@# attend serve under concurrent clients, bad input, disconnects and a SIGTERM in flight
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
+	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_serve_hostile.py
 	@echo "sanitize: ok"
 
 # make tsan: the library, test_api_threads and test_pool built with clang's ThreadSanitizer:
@@ -281,6 +293,8 @@ tsan:
 	@# attend serve: the HTTP thread, the scheduler and its pool under concurrent clients (tests/test_serve_load.py)
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" ATTEND_BIN=$(TSAN_DIR)/attend \
 	  SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" ATTEND_BIN=$(TSAN_DIR)/attend \
+	  $(PYTHON) tests/test_serve_hostile.py
 	@echo "tsan: ok"
 
 # make valgrind: memcheck on the normal build, no leaks and no errors allowed.
@@ -446,6 +460,21 @@ install: all
 	  tools/export_mbart.py tools/export_t5.py tools/gguf_io.py $(DESTDIR)$(PREFIX)/share/attend/tools/
 	install -m 644 tools/attend_package.py tools/safetensors_np.py tools/nllb_languages.py \
 	  $(DESTDIR)$(PREFIX)/share/attend/tools/
+
+# make wheel: the Python package as one wheel for every CPython 3 on Linux (python/setup.py:
+# libattend.so self-contained, tagged py3-none-manylinux_X_Y); make sdist: the source
+# package, with the library's C sources, from which pip builds the same wheel. Offline:
+# setuptools and wheel as installed, nothing downloaded.
+WHEEL_DIR ?= $(BUILD)/wheel
+wheel:
+	@mkdir -p $(WHEEL_DIR) && rm -f $(WHEEL_DIR)/attend-*.whl
+	$(PYTHON) -m pip wheel --no-build-isolation --no-index --no-deps -w $(WHEEL_DIR) ./python
+
+sdist:
+	@mkdir -p $(WHEEL_DIR) && rm -f $(WHEEL_DIR)/attend-*.tar.gz
+	cd python && $(PYTHON) -c 'import sys; from setuptools import build_meta as b; \
+	  b.build_sdist(sys.argv[1])' $(abspath $(WHEEL_DIR)) >/dev/null
+	@ls $(WHEEL_DIR)/attend-*.tar.gz
 
 clean:
 	rm -rf $(BUILD) $(SAN_DIR) $(FUZZ_DIR) $(TSAN_DIR) python/build

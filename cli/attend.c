@@ -27,7 +27,7 @@ static void usage(FILE *f) {
             "  serve       an HTTP translation server (LibreTranslate's API and attend's own,\n"
             "              batching across requests, a live explore page)\n"
             "  split       split arguments or standard input into sentences, one per line\n"
-            "  detect      the language of each line of standard input (libcld2)\n"
+            "  detect      the language of each argument or line of standard input\n"
             "  quantize    rewrite a checkpoint with int8 matrices (per-row scales)\n"
             "  bench       time translation of random sources; measure memory bandwidth\n"
             "  isa         print the kernel set in use ($ATTEND_ISA=generic|avx2|avx512 forces one)\n"

@@ -1,5 +1,5 @@
-/* attend detect: the language of each line of standard input (cli/langid.h, libcld2). No
- * model needed. */
+/* attend detect: the language of each TEXT argument or line of standard input (CLD2, through
+ * langid.h), as attend serve's POST /detect answers it. No model needed. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,46 +8,54 @@
 #include "cli.h"
 #include "langid.h"
 #include "line_reader.h"
-#include "output.h"
 
-#define DETECT_MAX_AMONG 256
+#define DETECT_MAX_LINE ((size_t)1 << 20) /* a line is read up to here; the rest is ignored */
+#define DETECT_MAX_AMONG 64
 
 static void detect_help(void) {
-    printf("usage: attend detect [--among CODES]\n"
+    printf("usage: attend detect [--among CODES] [--all] [TEXT...]\n"
            "\n"
-           "Print the language of each line of standard input, one line out per line in:\n"
-           "CODE<TAB>CONFIDENCE, the ISO 639-1 code and a confidence from 0 to 100 (a blank\n"
-           "line gives a blank line; text with no letters gives \"und<TAB>0\"). The identifier\n"
-           "is libcld2; very short lines (a word or two) are often guessed wrong.\n"
+           "Print the language of each TEXT argument, or else of each line of standard input:\n"
+           "one line each, CODE<TAB>CONFIDENCE (0-100; halved when the text is too short for a\n"
+           "reliable answer), a blank line for a blank line. Language identification is CLD2's\n"
+           "(Debian's libcld2: 80+ languages from character n-grams); invalid UTF-8 and control\n"
+           "characters are read as spaces, and only a line's first MiB is read.\n"
            "\n"
            "options:\n"
-           "  --among CODES  only these languages, comma-separated: de,en or a model's own\n"
-           "                 codes (de_DE, deu_Latn), printed as given. The best of them is\n"
-           "                 always printed, with a low confidence when the text says little\n"
-           "  -h, --help     this help\n"
-           "\n"
-           "More: docs/cli.md (attend detect).\n");
+           "  --among CODES  answer only these codes, comma-separated (ISO 639-1 \"de\", or a\n"
+           "                 model's \"de_DE\", \"deu_Latn\"); a text in none of them gets the\n"
+           "                 first with confidence 0. attend serve passes its models' languages\n"
+           "  --all          every guess (up to 3), best first, tab-separated on the line\n"
+           "  -h, --help     this help\n");
 }
 
-static void detect_one(const char *s, size_t n, const char *const *among, int n_among) {
-    if (cli_is_blank(s, n)) {
-        putchar('\n');
-        return;
-    }
-    langid_guess g[LANGID_MAX_GUESSES];
-    if (langid_detect(s, n, among, n_among, g) == 0) printf("und\t0\n");
-    else printf("%s\t%.0f\n", g[0].code, g[0].confidence);
+typedef struct {
+    const char *among[DETECT_MAX_AMONG];
+    int n_among, all;
+    char *among_buf;
+} detect_options;
+
+static void detect_one(const detect_options *o, const char *text, size_t n) {
+    langid_guess g[3];
+    int k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (text[i] != ' ' && text[i] != '\t' && text[i] != '\r') {
+            k = langid_detect(text, n, o->among, o->n_among, g, o->all ? 3 : 1);
+            break;
+        }
+    for (int i = 0; i < k; i++) printf("%s%s\t%.1f", i ? "\t" : "", g[i].code, g[i].confidence);
+    putchar('\n');
 }
 
-static int detect_stdin(const char *const *among, int n_among) {
+static int detect_stdin(const detect_options *o) {
     line_reader r = {0};
-    r.max_line = LANGID_MAX_BYTES; /* the identifier reads no further */
+    r.max_line = DETECT_MAX_LINE;
     int status = 0;
     while (!status) {
         char *s;
         size_t n;
         if (line_reader_take(&r, &s, &n)) {
-            detect_one(s, n, among, n_among);
+            detect_one(o, s, n);
             continue;
         }
         if (r.eof) break;
@@ -58,17 +66,23 @@ static int detect_stdin(const char *const *among, int n_among) {
         }
     }
     free(r.buf);
-    return status;
+    return status ? status : cli_flush_stdout();
 }
 
-/* "de,en" into among[] (pointing into list, whose commas become NULs); the count, or -1. */
-static int split_among(char *list, const char **among) {
-    int n = 0;
-    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        if (n == DETECT_MAX_AMONG) return -1;
-        among[n++] = tok;
+/* --among de,en,fr into o->among (pointing into a copy). 0 or EXIT_USAGE. */
+static int parse_among(detect_options *o, const char *list) {
+    free(o->among_buf);
+    o->among_buf = strdup(list);
+    o->n_among = 0;
+    for (char *save = NULL, *c = strtok_r(o->among_buf, ",", &save); c; c = strtok_r(NULL, ",", &save)) {
+        if (o->n_among == DETECT_MAX_AMONG) {
+            fprintf(stderr, "attend detect: --among: at most %d codes\n", DETECT_MAX_AMONG);
+            return EXIT_USAGE;
+        }
+        o->among[o->n_among++] = c;
     }
-    return n;
+    if (!o->n_among) fprintf(stderr, "attend detect: --among needs language codes, e.g. de,en\n");
+    return o->n_among ? 0 : EXIT_USAGE;
 }
 
 int cmd_detect(int argc, char **argv) {
@@ -76,17 +90,20 @@ int cmd_detect(int argc, char **argv) {
         detect_help();
         return EXIT_OK;
     }
-    char *list = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--among") && i + 1 < argc) list = argv[++i];
-        else if (!strncmp(argv[i], "--among=", 8)) list = argv[i] + 8;
-        else return cli_unknown_option("detect", argv[i]);
+    detect_options o = {0};
+    int ntexts = 0, status = 0; /* the TEXT arguments, gathered in place at argv[1..] */
+    for (int i = 1, opts = 1; i < argc && !status; i++) {
+        if (opts && !strcmp(argv[i], "--")) opts = 0;
+        else if (opts && !strcmp(argv[i], "--all")) o.all = 1;
+        else if (opts && !strcmp(argv[i], "--among") && i + 1 < argc) status = parse_among(&o, argv[++i]);
+        else if (opts && !strcmp(argv[i], "--among")) status = parse_among(&o, "");
+        else if (opts && !strncmp(argv[i], "--among=", 8)) status = parse_among(&o, argv[i] + 8);
+        else if (opts && cli_is_option(argv[i])) status = cli_unknown_option("detect", argv[i]);
+        else argv[1 + ntexts++] = argv[i];
     }
-    const char *among[DETECT_MAX_AMONG];
-    const int n_among = list ? split_among(list, among) : 0;
-    if (n_among < 0 || (list && n_among == 0)) {
-        fprintf(stderr, "attend detect: --among needs 1 to %d comma-separated codes\n", DETECT_MAX_AMONG);
-        return EXIT_USAGE;
-    }
-    return detect_stdin(n_among ? among : NULL, n_among);
+    if (!status && ntexts == 0) status = detect_stdin(&o);
+    for (int i = 1; !status && i <= ntexts; i++) detect_one(&o, argv[i], strlen(argv[i]));
+    if (!status && ntexts) status = cli_flush_stdout();
+    free(o.among_buf);
+    return status;
 }

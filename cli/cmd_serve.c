@@ -1,6 +1,8 @@
 /* attend serve: a translation server over one model (fixed at start: no request names a file
  * or a model). Options, start, wait for SIGTERM or SIGINT, then stop accepting, finish what is
  * in flight and exit 0. The parts: serve.h. */
+#include <dirent.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +24,8 @@ static void usage_serve(FILE *f) {
             "                       -> {\"translatedText\": ...}\n"
             "  POST /v1/translate   attend's own: search options, scores, log-probabilities, word\n"
             "                       alignments, attention matrices\n"
-            "  GET  /languages, GET /frontend/settings, POST /detect: the rest of LibreTranslate's API\n"
+            "  GET  /languages, GET /frontend/settings, POST /detect, POST /translate_file (.txt,\n"
+            "       .html; GET /download_file/NAME): the rest of LibreTranslate's API\n"
             "  GET  /health, GET /v1/model (the facts attend info prints), GET / (a live explore page)\n"
             "\n"
             "options:\n"
@@ -44,11 +47,23 @@ static void usage_serve(FILE *f) {
             "                          most 8N ms after its first (default 5)\n"
             "      --max-body BYTES    largest request body (default 1048576; larger: 413)\n"
             "      --max-queue N       sentences waiting at most (default 1024; more: 503)\n"
+            "      --max-wait S        refuse (503) while the queue holds more than S seconds\n"
+            "                          of work at the rate measured so far (default 10)\n"
             "      --timeout S         seconds a request may wait in the queue (then 503) and an\n"
             "                          idle connection stays open (default 30)\n"
-            "      --max-connections N open connections at most (default 512)\n"
+            "      --max-connections N open connections at most (default 512; more: 503)\n"
+            "      --max-per-address N open connections from one address at most (default 128;\n"
+            "                          more: 503; 0: no limit)\n"
+            "      --head-timeout S    seconds for a request's head to arrive whole, counted from\n"
+            "                          its first byte however slowly it trickles (default 10; 408)\n"
             "      --allow-origin O    send Access-Control-Allow-Origin: O (default: no CORS header)\n"
             "      --no-access-log     no line per request on stderr\n"
+            "      --api-keys FILE     require an \"api_key\" with each translate, detect and file\n"
+            "                          request: FILE has one key a line, optionally followed by\n"
+            "                          its own requests per minute (KEY 120); # comments (else 403)\n"
+            "      --req-limit N       requests per client address per minute (default: no limit;\n"
+            "                          more: 429 with Retry-After); a key's own limit replaces it\n"
+            "      --char-limit N      characters of q per request (default: no limit; more: 400)\n"
             "  -v, --verbose           a line per batch on stderr (its sentences and requests)\n"
             "  -h, --help              this help\n"
             "\n"
@@ -65,7 +80,10 @@ static serve_options serve_default_options(void) {
     o.max_body = 1 << 20;
     o.max_queue = 1024;
     o.timeout = 30;
+    o.max_wait = 10;
     o.max_connections = 512;
+    o.max_per_address = 128;
+    o.head_timeout = 10;
     o.access_log = 1;
     return o;
 }
@@ -73,15 +91,29 @@ static serve_options serve_default_options(void) {
 /* One option of serve's own at a->i. */
 static int take_serve_option(cli_args *a, serve_options *o) {
     int body;
+    if (cli_is(a, "-m", "--model")) {
+        if (o->n_model_args == (int)(sizeof o->model_args / sizeof o->model_args[0])) {
+            fprintf(stderr, "attend serve: at most %d models (-m)\n", o->n_model_args);
+            return EXIT_USAGE;
+        }
+        return cli_take_str(a, &o->model_args[o->n_model_args++]);
+    }
+    if (cli_is(a, NULL, "--models")) return cli_take_str(a, &o->models_dir);
     if (cli_is(a, NULL, "--host")) return cli_take_str(a, &o->host);
     if (cli_is(a, NULL, "--port")) return cli_take_int(a, 0, 65535, &o->port);
     if (cli_is(a, NULL, "--max-batch-tokens")) return cli_take_int(a, 1, 1 << 20, &o->max_batch_tokens);
     if (cli_is(a, NULL, "--gather-ms")) return cli_take_int(a, 0, 10000, &o->gather_ms);
     if (cli_is(a, NULL, "--max-queue")) return cli_take_int(a, 1, 1 << 20, &o->max_queue);
+    if (cli_is(a, NULL, "--max-wait")) return cli_take_int(a, 1, 86400, &o->max_wait);
     if (cli_is(a, NULL, "--timeout")) return cli_take_int(a, 1, 86400, &o->timeout);
     if (cli_is(a, NULL, "--max-connections")) return cli_take_int(a, 1, 100000, &o->max_connections);
+    if (cli_is(a, NULL, "--max-per-address")) return cli_take_int(a, 0, 100000, &o->max_per_address);
+    if (cli_is(a, NULL, "--head-timeout")) return cli_take_int(a, 1, 3600, &o->head_timeout);
     if (cli_is(a, NULL, "--allow-origin")) return cli_take_str(a, &o->allow_origin);
     if (cli_is(a, NULL, "--languages")) return cli_take_str(a, &o->languages);
+    if (cli_is(a, NULL, "--api-keys")) return cli_take_str(a, &o->api_keys);
+    if (cli_is(a, NULL, "--req-limit")) return cli_take_int(a, 1, 1000000, &o->req_limit);
+    if (cli_is(a, NULL, "--char-limit")) return cli_take_int(a, 1, 1 << 30, &o->char_limit);
     if (cli_is(a, NULL, "--max-body")) {
         const int rc = cli_take_int(a, 1, 1 << 30, &body);
         o->max_body = body;
@@ -102,8 +134,8 @@ static int parse_serve(int argc, char **argv, serve_options *o) {
     *o = serve_default_options();
     cli_args a = {"serve", argc, argv, 0};
     for (a.i = 1; a.i < argc; a.i++) {
-        int rc = cli_model_option(&a, &o->common);
-        if (rc == CLI_OPT_OTHER) rc = take_serve_option(&a, o);
+        int rc = take_serve_option(&a, o); /* -m first: serve takes several */
+        if (rc == CLI_OPT_OTHER) rc = cli_model_option(&a, &o->common);
         if (rc == CLI_OPT_OTHER) {
             if (cli_is_option(argv[a.i])) return cli_unknown_option("serve", argv[a.i]);
             fprintf(stderr, "attend serve: takes no arguments, only options (see --help)\n");
@@ -115,18 +147,45 @@ static int parse_serve(int argc, char **argv, serve_options *o) {
 }
 
 /* After SIGTERM or SIGINT: wait (up to --timeout) for the requests in flight, then stop. */
-static void drain(serve_http *h, serve_sched *s, const serve_options *o) {
+static void drain(serve_http *h, serve_models *ms, const serve_options *o) {
     serve_http_quiesce(h);
     const double until = serve_now() + o->timeout;
     while (serve_http_inflight(h) > 0 && serve_now() < until) usleep(20000);
-    serve_sched_stop(s); /* answers whatever is still queued */
+    for (int k = 0; k < ms->n; k++) serve_sched_stop(ms->list[k].s); /* answers whatever is still queued */
     for (int i = 0; i < 50 && serve_http_inflight(h) > 0; i++) usleep(20000);
     serve_http_stop(h);
-    serve_sched_free(s); /* only now: a keep-alive client may have asked until the line above */
+    /* only now: a keep-alive client may have asked until the line above */
+    for (int k = 0; k < ms->n; k++) serve_sched_free(ms->list[k].s), ms->list[k].s = NULL;
+}
+
+/* One scheduler per model; 0, or -1 with err (those started are stopped). */
+static int start_schedulers(serve_models *ms, char *err, size_t errlen) {
+    for (int k = 0; k < ms->n; k++) {
+        serve_model *sm = &ms->list[k];
+        if ((sm->s = serve_sched_start(sm->m, &sm->o, err, errlen))) continue;
+        while (k-- > 0) serve_sched_stop(ms->list[k].s), serve_sched_free(ms->list[k].s), ms->list[k].s = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* The start line: each model, its pair, the address. */
+static void print_start(const serve_models *ms, const serve_options *o, const serve_http *h) {
+    for (int k = 0; k < ms->n; k++) {
+        if (ms->n == 1) break;
+        const serve_model *sm = &ms->list[k];
+        if (attend_get_config(sm->m)->n_languages) fprintf(stderr, "attend serve: %s: multilingual\n", sm->name);
+        else if (sm->o.pair[0][0]) fprintf(stderr, "attend serve: %s: %s-%s\n", sm->name, sm->o.pair[0], sm->o.pair[1]);
+        else fprintf(stderr, "attend serve: %s: pair unknown (name it: -m FILE:SRC-TGT)\n", sm->name);
+    }
+    fprintf(stderr, "attend serve: %s on http://%s%s%s:%d/ (%d threads)\n",
+            ms->n == 1 ? ms->list[0].name : "several models", strchr(o->host, ':') ? "[" : "", o->host,
+            strchr(o->host, ':') ? "]" : "", serve_http_port(h),
+            o->common.threads ? o->common.threads : attend_default_threads());
 }
 
 /* Run until a signal; the exit status. */
-static int run_server(attend_model *m, const char *name, const serve_options *o) {
+static int run_server(serve_models *ms, const serve_options *o) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -134,38 +193,93 @@ static int run_server(attend_model *m, const char *name, const serve_options *o)
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread started from here on too */
     signal(SIGPIPE, SIG_IGN);
     char err[512];
-    serve_sched *s = serve_sched_start(m, o, err, sizeof err);
-    serve_http *h = s ? serve_http_start(m, name, s, o, err, sizeof err) : NULL;
+    serve_http *h = start_schedulers(ms, err, sizeof err) ? NULL : serve_http_start(ms, o, err, sizeof err);
     if (!h) {
         fprintf(stderr, "attend serve: %s\n", err);
-        if (s) serve_sched_stop(s), serve_sched_free(s);
+        for (int k = 0; k < ms->n; k++)
+            if (ms->list[k].s) serve_sched_stop(ms->list[k].s), serve_sched_free(ms->list[k].s);
         return EXIT_USAGE;
     }
-    fprintf(stderr, "attend serve: %s on http://%s%s%s:%d/ (%d threads)\n", name, strchr(o->host, ':') ? "[" : "",
-            o->host, strchr(o->host, ':') ? "]" : "", serve_http_port(h),
-            o->common.threads ? o->common.threads : attend_default_threads());
+    print_start(ms, o, h);
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "attend serve: %s: finishing the requests in flight\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    drain(h, s, o);
+    drain(h, ms, o);
     fprintf(stderr, "attend serve: stopped\n");
     return EXIT_OK;
 }
 
-/* The pair of a model without language tokens: --languages, else the file's name (none is
- * fine: /languages is then empty and "auto" refused). 0, or EXIT_USAGE with a message. */
-static int find_pair(const attend_model *m, const char *name, serve_options *o) {
+/* The pair of a model without language tokens: FILE:SRC-TGT, --languages (one model only),
+ * else the file's name (none is fine: /languages then lists nothing for it and "auto" is
+ * refused). 0, or EXIT_USAGE with a message. */
+static int find_pair(const attend_model *m, const char *name, const char *given, serve_options *o) {
     const int multi = attend_get_config(m)->n_languages > 0;
-    if (o->languages && multi) {
-        fprintf(stderr, "attend serve: --languages: this model names its own languages (attend info lists them)\n");
+    if (given && multi) {
+        fprintf(stderr, "attend serve: %s: %s: this model names its own languages (attend info lists them)\n", name,
+                given);
         return EXIT_USAGE;
     }
-    if (o->languages && serve_pair_parse(o->languages, o->pair)) {
-        fprintf(stderr, "attend serve: --languages %s: give SRC-TGT, e.g. de-en\n", o->languages);
+    if (given && serve_pair_parse(given, o->pair)) {
+        fprintf(stderr, "attend serve: %s: give the pair as SRC-TGT, e.g. de-en\n", given);
         return EXIT_USAGE;
     }
-    if (!o->languages && !multi) serve_pair_from_name(name, o->pair);
+    if (!given && !multi) serve_pair_from_name(name, o->pair);
     return 0;
+}
+
+/* --models DIR: every *.gguf in it, sorted by name, added to the -m list (paths malloc'd,
+ * freed at exit with the process). 0, or EXIT_USAGE with a message. */
+static int add_models_dir(serve_options *o) {
+    struct dirent **names;
+    const int n = scandir(o->models_dir, &names, NULL, alphasort);
+    if (n < 0) {
+        fprintf(stderr, "attend serve: --models %s: %s\n", o->models_dir, strerror(errno));
+        return EXIT_USAGE;
+    }
+    int rc = 0;
+    for (int i = 0; i < n; i++) {
+        const size_t len = strlen(names[i]->d_name);
+        char *path = NULL;
+        if (!rc && len > 5 && !strcmp(names[i]->d_name + len - 5, ".gguf") &&
+            asprintf(&path, "%s/%s", o->models_dir, names[i]->d_name) > 0) {
+            if (o->n_model_args < (int)(sizeof o->model_args / sizeof o->model_args[0]))
+                o->model_args[o->n_model_args++] = path;
+            else
+                fprintf(stderr, "attend serve: --models %s: at most %d models\n", o->models_dir, o->n_model_args),
+                    free(path), rc = EXIT_USAGE;
+        }
+        free(names[i]);
+    }
+    free(names);
+    if (!rc && !o->n_model_args) fprintf(stderr, "attend serve: --models %s: no .gguf file in it\n", o->models_dir);
+    return rc ? rc : o->n_model_args ? 0 : EXIT_USAGE;
+}
+
+/* -m FILE:SRC-TGT: the file and the pair (NULL when the argument names a file as it is). */
+static const char *split_pair(const char *arg, char *path, size_t cap) {
+    snprintf(path, cap, "%s", arg);
+    char *colon = strrchr(path, ':'), pair[2][16];
+    if (!colon || access(path, F_OK) == 0 || serve_pair_parse(colon + 1, pair)) return NULL;
+    *colon = 0;
+    return arg + (colon - path) + 1;
+}
+
+/* Load model k of the -m list into sm: its name, its options and pair. 0 or EXIT_USAGE. */
+static int load_one(const serve_options *o, int k, serve_model *sm) {
+    char buf[4200], file[4200];
+    const char *given = o->n_model_args ? split_pair(o->model_args[k], file, sizeof file) : NULL;
+    const char *arg = o->n_model_args ? file : o->common.model;
+    const char *path = cli_model_path(arg, buf, sizeof buf), *slash = strrchr(path, '/');
+    snprintf(sm->name, sizeof sm->name, "%s", slash ? slash + 1 : path);
+    sm->m = cli_load_model(path);
+    sm->o = *o;
+    if (!given && o->n_model_args <= 1) given = o->languages;
+    int status = 0;
+    if (o->n_model_args <= 1 && (o->common.src_lang || o->common.tgt_lang))
+        status = cli_check_languages("serve", sm->m, o->common.src_lang, o->common.tgt_lang, 0);
+    if (!status && cli_check_task("serve", sm->m, o->common.task)) status = EXIT_USAGE;
+    if (!status) status = find_pair(sm->m, sm->name, given, &sm->o);
+    return status;
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -175,15 +289,19 @@ int cmd_serve(int argc, char **argv) {
     }
     serve_options o;
     int status = parse_serve(argc, argv, &o);
+    if (!status && o.models_dir) status = add_models_dir(&o);
+    if (!status && o.languages && o.n_model_args > 1) {
+        fprintf(stderr, "attend serve: --languages names one model's pair: with several, give each as -m FILE:SRC-TGT\n");
+        status = EXIT_USAGE;
+    }
     if (status) return status;
-    char buf[4200];
-    const char *path = cli_model_path(o.common.model, buf, sizeof buf), *slash = strrchr(path, '/');
-    attend_model *m = cli_load_model(path);
-    if (o.common.src_lang || o.common.tgt_lang)
-        status = cli_check_languages("serve", m, o.common.src_lang, o.common.tgt_lang, 0);
-    if (!status && cli_check_task("serve", m, o.common.task)) status = EXIT_USAGE;
-    if (!status) status = find_pair(m, slash ? slash + 1 : path, &o);
-    if (!status) status = run_server(m, slash ? slash + 1 : path, &o);
-    attend_free(m);
+    serve_models ms = {calloc((size_t)(o.n_model_args ? o.n_model_args : 1), sizeof(serve_model)),
+                       o.n_model_args ? o.n_model_args : 1};
+    if (!ms.list) return fprintf(stderr, "attend serve: out of memory\n"), EXIT_FAIL;
+    int loaded = 0;
+    for (; !status && loaded < ms.n; loaded++) status = load_one(&o, loaded, &ms.list[loaded]);
+    if (!status) status = run_server(&ms, &o);
+    for (int k = 0; k < loaded; k++) attend_free(ms.list[k].m);
+    free(ms.list);
     return status;
 }

@@ -1,144 +1,126 @@
-// langid.h over libcld2: clean the text, ask cld2 (hinted with the candidates), keep the
-// candidates' answers, and fall back to the first candidate when cld2 names none of them.
-#include "langid.h"
+// langid (langid.h): CLD2 behind a C interface. CLD2 reads interchange-valid UTF-8 only,
+// so every text is first cleaned (invalid bytes and control characters become spaces);
+// it knows ISO 639-1 codes, so a model's codes ("de_DE", "deu_Latn") are mapped to them.
+#include <cstdio> // compact_lang_det.h uses FILE without including it
 
-#include <cstdio>  // before cld2's header, which uses FILE without it
 #include <cld2/public/compact_lang_det.h>
 #include <cld2/public/encodings.h>
 
 #include <cstring>
 #include <string>
 
+#include "langid.h"
+
 namespace {
 
-// Length of the valid UTF-8 sequence at s[0..n), or 0 (overlong forms, surrogates and code
-// points past U+10FFFF are invalid, as cld2 would refuse them).
-size_t utf8_seq(const unsigned char *s, size_t n) {
-    const unsigned c = s[0];
-    if (c < 0x80) return 1;
-    size_t len = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+constexpr size_t MAX_BYTES = 64 * 1024; // past this, more text does not change the answer
+
+// ISO 639-3 (NLLB's codes) to 639-1, for the languages CLD2 knows.
+const char *const ISO3[][2] = {
+    {"afr", "af"}, {"amh", "am"}, {"arb", "ar"}, {"ara", "ar"}, {"asm", "as"}, {"azj", "az"}, {"aze", "az"},
+    {"bak", "ba"}, {"bel", "be"}, {"ben", "bn"}, {"bod", "bo"}, {"bos", "bs"}, {"bul", "bg"}, {"cat", "ca"},
+    {"ceb", "ceb"}, {"ces", "cs"}, {"cym", "cy"}, {"dan", "da"}, {"deu", "de"}, {"ell", "el"}, {"eng", "en"},
+    {"epo", "eo"}, {"est", "et"}, {"ekk", "et"}, {"eus", "eu"}, {"fao", "fo"}, {"fas", "fa"}, {"pes", "fa"},
+    {"fin", "fi"}, {"fra", "fr"}, {"gla", "gd"}, {"gle", "ga"}, {"glg", "gl"}, {"guj", "gu"}, {"hat", "ht"},
+    {"hau", "ha"}, {"heb", "he"}, {"hin", "hi"}, {"hrv", "hr"}, {"hun", "hu"}, {"hye", "hy"}, {"ibo", "ig"},
+    {"ind", "id"}, {"isl", "is"}, {"ita", "it"}, {"jav", "jw"}, {"jpn", "ja"}, {"kan", "kn"}, {"kat", "ka"},
+    {"kaz", "kk"}, {"khm", "km"}, {"kin", "rw"}, {"kir", "ky"}, {"kor", "ko"}, {"kur", "ku"}, {"lao", "lo"},
+    {"lat", "la"}, {"lav", "lv"}, {"lvs", "lv"}, {"lit", "lt"}, {"ltz", "lb"}, {"mal", "ml"}, {"mar", "mr"},
+    {"mkd", "mk"}, {"mlt", "mt"}, {"mon", "mn"}, {"khk", "mn"}, {"mri", "mi"}, {"msa", "ms"}, {"zsm", "ms"},
+    {"mya", "my"}, {"nep", "ne"}, {"npi", "ne"}, {"nld", "nl"}, {"nno", "nn"}, {"nob", "no"}, {"nor", "no"},
+    {"nya", "ny"}, {"oci", "oc"}, {"ori", "or"}, {"ory", "or"}, {"pan", "pa"}, {"pol", "pl"}, {"por", "pt"},
+    {"pus", "ps"}, {"pbt", "ps"}, {"ron", "ro"}, {"rus", "ru"}, {"sin", "si"}, {"slk", "sk"}, {"slv", "sl"},
+    {"smo", "sm"}, {"sna", "sn"}, {"snd", "sd"}, {"som", "so"}, {"sot", "st"}, {"spa", "es"}, {"sqi", "sq"},
+    {"als", "sq"}, {"srp", "sr"}, {"sun", "su"}, {"swa", "sw"}, {"swh", "sw"}, {"swe", "sv"}, {"tam", "ta"},
+    {"tat", "tt"}, {"tel", "te"}, {"tgk", "tg"}, {"tgl", "tl"}, {"tha", "th"}, {"tir", "ti"}, {"tur", "tr"},
+    {"uig", "ug"}, {"ukr", "uk"}, {"urd", "ur"}, {"uzb", "uz"}, {"uzn", "uz"}, {"vie", "vi"}, {"xho", "xh"},
+    {"yid", "yi"}, {"ydd", "yi"}, {"yor", "yo"}, {"zho", "zh"}, {"zul", "zu"},
+};
+
+// The length of the UTF-8 character at s (n bytes left) when it is valid, else 0.
+size_t utf8_char(const unsigned char *s, size_t n) {
+    const unsigned char c = s[0];
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
     if (!len || len > n) return 0;
     for (size_t i = 1; i < len; i++)
         if ((s[i] & 0xC0) != 0x80) return 0;
-    if (c == 0xE0 && s[1] < 0xA0) return 0;  // overlong
-    if (c == 0xED && s[1] >= 0xA0) return 0;  // surrogates
-    if (c == 0xF0 && s[1] < 0x90) return 0;  // overlong
-    if (c == 0xF4 && s[1] >= 0x90) return 0;  // past U+10FFFF
-    if (c == 0xC2 && s[1] < 0xA0) return 0;  // C1 controls: not text
+    unsigned cp = len == 1 ? c : c & (0x7F >> len);
+    for (size_t i = 1; i < len; i++) cp = (cp << 6) | (s[i] & 0x3F);
+    static const unsigned least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0; // overlong, surrogate
     return len;
 }
 
-// The text cld2 sees: at most LANGID_MAX_BYTES, invalid bytes and control characters as spaces.
+// text as CLD2 may read it: valid UTF-8, control characters and invalid bytes as spaces.
 std::string clean(const char *text, size_t len) {
     std::string out;
     const unsigned char *s = reinterpret_cast<const unsigned char *>(text);
-    if (len > LANGID_MAX_BYTES) len = LANGID_MAX_BYTES;
-    out.reserve(len);
-    for (size_t i = 0; i < len;) {
-        const size_t k = utf8_seq(s + i, len - i);
-        if (!k || (k == 1 && s[i] < 0x20) || (k == 1 && s[i] == 0x7F)) {
-            out.push_back(' ');
-            i += k ? k : 1;
-            continue;
+    for (size_t i = 0; i < len && out.size() < MAX_BYTES;) {
+        const size_t n = utf8_char(s + i, len - i);
+        if (!n || (n == 1 && (s[i] < 0x20 || s[i] == 0x7F))) {
+            out += ' ';
+            i += n ? n : 1;
+        } else {
+            out.append(text + i, n);
+            i += n;
         }
-        out.append(text + i, k);
-        i += k;
     }
     return out;
 }
 
-// cld2's code for lang as ISO 639-1 ("zh-Hant" -> "zh", "iw" -> "he").
-void iso_of(CLD2::Language lang, char out[8]) { langid_iso_code(CLD2::LanguageCode(lang), out); }
-
-struct Detection {
-    CLD2::Language lang[3];
-    int percent[3];
-    bool reliable;
-};
-
-Detection run_cld2(const std::string &text, const std::string &hint) {
-    Detection d = {{CLD2::UNKNOWN_LANGUAGE, CLD2::UNKNOWN_LANGUAGE, CLD2::UNKNOWN_LANGUAGE}, {0, 0, 0}, false};
-    if (text.empty()) return d;
-    CLD2::CLDHints hints = {hint.empty() ? nullptr : hint.c_str(), nullptr, CLD2::UNKNOWN_ENCODING,
-                            CLD2::UNKNOWN_LANGUAGE};
-    double scores[3];
-    int text_bytes = 0, valid = 0;
-    CLD2::ExtDetectLanguageSummaryCheckUTF8(text.data(), (int)text.size(), true, &hints,
-                                            CLD2::kCLDFlagBestEffort, d.lang, d.percent, scores, nullptr,
-                                            &text_bytes, &d.reliable, &valid);
-    return d;
+// CLD2's Language for a model's code, UNKNOWN_LANGUAGE when it has none.
+CLD2::Language language_of(const char *code) {
+    char iso[32];
+    langid_iso(code, iso, sizeof iso);
+    return *iso ? CLD2::GetLanguageFromName(iso) : CLD2::UNKNOWN_LANGUAGE;
 }
 
-// The candidates' ISO codes joined as cld2's content-language hint ("de,en"); none for a long
-// list, where a hint favouring everything says nothing.
-std::string hint_of(const char *const *among, int n_among) {
-    std::string hint;
-    for (int i = 0; i < n_among && n_among <= 8; i++) {
-        char iso[8];
-        if (langid_iso_code(among[i], iso)) continue;
-        if (!hint.empty()) hint.push_back(',');
-        hint += iso;
-    }
-    return hint;
+int add(langid_guess *out, int n, int max, const char *code, float confidence) {
+    if (n >= max) return n;
+    snprintf(out[n].code, sizeof out[n].code, "%s", code);
+    out[n].confidence = confidence;
+    return n + 1;
 }
 
-// The candidate that iso stands for, or -1.
-int candidate_of(const char *iso, const char *const *among, int n_among) {
-    for (int i = 0; i < n_among; i++) {
-        char c[8];
-        langid_iso_code(among[i], c);
-        if (!strcmp(c, iso)) return i;
-    }
-    return -1;
+} // namespace
+
+void langid_iso(const char *code, char *out, size_t cap) {
+    size_t n = strcspn(code, "_-");
+    char base[8] = "";
+    if (n >= 2 && n <= 3) snprintf(base, sizeof base, "%.*s", (int)n, code);
+    for (char *p = base; *p; p++) *p = (char)(*p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+    const char *iso = n == 2 ? base : "";
+    for (const auto &e : ISO3)
+        if (n == 3 && !strcmp(e[0], base)) iso = e[1];
+    snprintf(out, cap, "%s", iso);
 }
 
-// Does cld2's answer name one of the candidates?
-bool names_candidate(const Detection &d, const char *const *among, int n_among) {
-    for (int k = 0; k < 3; k++) {
-        char iso[8];
-        iso_of(d.lang[k], iso);
-        if (d.lang[k] != CLD2::UNKNOWN_LANGUAGE && d.percent[k] > 0 && candidate_of(iso, among, n_among) >= 0)
-            return true;
-    }
-    return false;
-}
-
-}  // namespace
-
-extern "C" int langid_detect(const char *text, size_t len, const char *const *among, int n_among,
-                             langid_guess *out) {
-    if (!among) n_among = 0;
-    const std::string clean_text = clean(text ? text : "", text ? len : 0);
-    Detection d = run_cld2(clean_text, "");
-    // cld2 named none of the candidates: sure of it, the text is in none of them (the first
-    // candidate, confidence 0, below); unsure (short text), ask again with the candidates as
-    // a hint, and trust that answer half as much. Hinting every time would sway short texts
-    // (a short English line hinted "de,en" turns German more often than unhinted).
-    double trust = 1.0;
-    if (n_among && !names_candidate(d, among, n_among)) {
-        if (d.reliable) d.lang[0] = d.lang[1] = d.lang[2] = CLD2::UNKNOWN_LANGUAGE;
-        else d = run_cld2(clean_text, hint_of(among, n_among)), trust = 0.5;
-    }
+int langid_detect(const char *text, size_t len, const char *const *candidates, int n_candidates, langid_guess *out,
+                  int max) {
+    const std::string s = clean(text, len);
+    /* no hints: CLD2's Content-Language hint outweighs the text itself on short texts
+     * ("I am hungry" with the hint "de,en" comes back German) */
+    CLD2::CLDHints hints = {nullptr, nullptr, CLD2::UNKNOWN_ENCODING, CLD2::UNKNOWN_LANGUAGE};
+    CLD2::Language lang3[3];
+    int percent3[3], text_bytes = 0, valid = 0;
+    double score3[3];
+    bool reliable = false;
+    CLD2::ExtDetectLanguageSummaryCheckUTF8(s.data(), (int)s.size(), true, &hints, CLD2::kCLDFlagBestEffort, lang3,
+                                            percent3, score3, nullptr, &text_bytes, &reliable, &valid);
     int n = 0;
-    for (int k = 0; k < 3 && n < LANGID_MAX_GUESSES; k++) {
-        if (d.lang[k] == CLD2::UNKNOWN_LANGUAGE || d.lang[k] == CLD2::TG_UNKNOWN_LANGUAGE || d.percent[k] <= 0)
+    for (int k = 0; k < 3; k++) {
+        if (lang3[k] == CLD2::UNKNOWN_LANGUAGE || percent3[k] <= 0) continue;
+        const float confidence = (float)percent3[k] * (reliable ? 1.0f : 0.5f);
+        if (!n_candidates) {
+            n = add(out, n, max, CLD2::LanguageCode(lang3[k]), confidence);
             continue;
-        char iso[8];
-        iso_of(d.lang[k], iso);
-        const int c = n_among ? candidate_of(iso, among, n_among) : -1;
-        if (n_among && c < 0) continue;
-        const char *code = c >= 0 ? among[c] : iso;
-        bool seen = false;
-        for (int j = 0; j < n; j++) seen = seen || !strcmp(out[j].code, code);
-        if (seen) continue;
-        snprintf(out[n].code, sizeof out[n].code, "%s", code);
-        // an unreliable answer (short or mixed text) is worth half its share of the text
-        out[n++].confidence = trust * (d.reliable ? d.percent[k] : d.percent[k] / 2.0);
+        }
+        for (int i = 0; i < n_candidates; i++)
+            if (language_of(candidates[i]) == lang3[k]) {
+                n = add(out, n, max, candidates[i], confidence);
+                break;
+            }
     }
-    if (n == 0 && n_among > 0) {  // nothing said: the first candidate, with no confidence
-        snprintf(out[0].code, sizeof out[0].code, "%s", among[0]);
-        out[0].confidence = 0;
-        n = 1;
-    }
+    if (!n && n_candidates) n = add(out, n, max, candidates[0], 0.0f); // in none of them: say so
     return n;
 }

@@ -1,8 +1,9 @@
-/* Language identification: a small C interface over libcld2 (Debian's libcld2-dev), linked
- * into the attend binary only (not libattend). Any bytes are accepted: invalid UTF-8 and
- * control characters are blanked, long texts are cut to their first LANGID_MAX_BYTES. */
-#ifndef ATTEND_LANGID_H
-#define ATTEND_LANGID_H
+/* langid: which language a text is in, for attend serve's POST /detect and "source":
+ * "auto" and for attend detect. A thin wrapper over CLD2 (Debian's libcld2: a maintained
+ * identifier of 80+ languages from character n-grams, made for this job) behind a C
+ * interface; linked into the attend binary only, never into libattend. */
+#ifndef ATTEND_CLI_LANGID_H
+#define ATTEND_CLI_LANGID_H
 
 #include <stddef.h>
 
@@ -10,26 +11,27 @@
 extern "C" {
 #endif
 
-#define LANGID_MAX_BYTES (64 * 1024) /* cld2 needs far less to decide; bounds the time */
-#define LANGID_MAX_GUESSES 3
-
 typedef struct {
-    char code[64];     /* the candidate's own spelling ("deu_Latn"), or cld2's ISO 639-1 code */
-    double confidence; /* 0..100 */
+    char code[32];    /* a candidate's code as given (e.g. "deu_Latn"), else CLD2's ("de") */
+    float confidence; /* 0..100: CLD2's share of the text in that language, halved when
+                       * CLD2 does not call its answer reliable (short text) */
 } langid_guess;
 
-/* Guess the language of text[0..len). among: n_among candidate codes in any model's form
- * ("de", "de_DE", "deu_Latn", "__de__"), or NULL for any language cld2 knows. Writes up to
- * LANGID_MAX_GUESSES guesses to out, best first, and returns their number: with candidates
- * always >= 1 (the best candidate, with a low confidence when the text says little), without
- * them 0 when nothing was recognised (empty text, digits only). */
-int langid_detect(const char *text, size_t len, const char *const *among, int n_among, langid_guess *out);
+/* Up to max guesses for the language of text (any bytes: invalid UTF-8 and control
+ * characters are read as spaces; only the first 64 KiB are looked at), best first.
+ * candidates (n_candidates > 0): only these codes are answered (ISO 639-1 "de", a model's
+ * "de_DE" or "deu_Latn"), and a text in none of them gets the first candidate with
+ * confidence 0. Returns the guesses written
+ * (0: nothing to say, e.g. an empty text without candidates). */
+int langid_detect(const char *text, size_t len, const char *const *candidates, int n_candidates, langid_guess *out,
+                  int max);
 
-/* The ISO 639-1 code a model's language code stands for into out ("deu_Latn" -> "de",
- * "de_DE" -> "de", "nb" -> "no"); 0, or -1 when it has none we know (out gets its base). */
-int langid_iso_code(const char *code, char out[8]);
+/* The ISO 639-1 code a model's language code stands for ("de_DE", "deu_Latn", "de" -> "de"),
+ * written to out; "" when it has none. */
+void langid_iso(const char *code, char *out, size_t cap);
 
 #ifdef __cplusplus
 }
 #endif
+
 #endif

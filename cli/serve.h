@@ -1,6 +1,7 @@
-/* serve: attend serve, an HTTP translation server over one loaded model. The parts, one job
- * each: cmd_serve.c (options, start, wait for a signal, shut down), serve_http.c (the
- * libmicrohttpd daemon: routes, bodies, limits, suspend/resume, access log), serve_request.c
+/* serve: attend serve, an HTTP translation server over one or several loaded models. The
+ * parts, one job each: cmd_serve.c (options, start, wait for a signal, shut down),
+ * http_server.c (connections, limits, deadlines), serve_http.c (routes, answers, the access
+ * log), serve_models.c (which model a request goes to), serve_request.c
  * (a JSON body into a serve_request), serve_sched.c (the scheduler thread: requests arriving
  * together are translated as one batch), serve_response.c (results and errors as JSON). */
 #ifndef ATTEND_CLI_SERVE_H
@@ -11,7 +12,6 @@
 
 #include "../model/align.h"
 #include "../model/attend.h"
-#include "langid.h"
 #include "options.h"
 
 /* The command line (cmd_serve.c; every limit documented in attend serve --help). */
@@ -23,16 +23,25 @@ typedef struct {
     long long max_body;        /* --max-body: request body bytes (413 above) */
     const char *allow_origin;  /* --allow-origin: Access-Control-Allow-Origin (none unless given) */
     int max_queue;             /* --max-queue: sentences waiting (503 above) */
+    int max_wait;              /* --max-wait: seconds of queued work, at the measured rate (503 above) */
     int timeout;               /* --timeout: seconds a request may wait in the queue; idle connections */
     int gather_ms;             /* --gather-ms: a batch gathers until no request came for this long */
     int max_connections;       /* --max-connections */
+    int max_per_address;       /* --max-per-address: open connections from one address (0: no limit) */
+    int head_timeout;          /* --head-timeout: seconds for a request's head to arrive whole */
     int access_log;            /* 0 with --no-access-log */
     int verbose;               /* -v: a line per batch on stderr */
     const char *languages;     /* --languages SRC-TGT: the pair of a model without language tokens */
     char pair[2][16];          /* that pair, from --languages or the model file's name ("" unknown) */
+    const char *model_args[16]; /* every -m FILE[:SRC-TGT], in order (several: one server for all) */
+    int n_model_args;
+    const char *models_dir;     /* --models DIR: every .gguf in it, by name */
+    const char *api_keys;      /* --api-keys FILE: a key required with each request (serve_limits.c) */
+    int req_limit;             /* --req-limit: requests per client address per minute (0: none) */
+    int char_limit;            /* --char-limit: characters of q per request (0: none) */
 } serve_options;
 
-enum { SERVE_LIBRE = 0, SERVE_V1 = 1, SERVE_DETECT = 2 };
+enum { SERVE_LIBRE = 0, SERVE_V1 = 1, SERVE_DETECT = 2, SERVE_FILE = 3 };
 
 /* One parsed translation request: its sentences and how to translate them. */
 typedef struct {
@@ -57,8 +66,8 @@ typedef struct {
     int html;           /* /translate "format": "html": each q entry an HTML fragment, kept
                          * whole (attend_translate_html) */
     int alternatives;   /* /translate "alternatives": N more translations from the n-best list */
-    char detected[64];  /* /translate "source": "auto": the language answered as detectedLanguage */
-    double detected_confidence; /* ... and its confidence, 0..100 */
+    char detected[32];  /* /translate "source": "auto": the language answered as detectedLanguage */
+    float detected_confidence; /* and its confidence (0..100) */
 } serve_request;
 
 /* Parse a request body (body_len bytes) for api into *r; 0, or an HTTP status (400) with a
@@ -107,8 +116,7 @@ char *serve_response_model(const attend_model *m, const char *name, size_t *len)
 
 /* A LibreTranslate form body (application/x-www-form-urlencoded) as a JSON object's text
  * (malloc'd; NULL when it cannot be read), for serve_request_parse (serve_form.c). */
-struct MHD_Connection;
-char *serve_form_to_json(struct MHD_Connection *conn, const char *body, size_t len, int *nul);
+char *serve_form_to_json(const char *body, size_t len, int *nul);
 
 /* LibreTranslate's other endpoints (serve_libre.c). */
 /* The language pair in a model file's name ("de-en.gguf", "opus-mt-de-en"): 0 and pair
@@ -121,29 +129,108 @@ const char *serve_lang_name(const char *code);
 /* GET /languages and GET /frontend/settings, made once at start (malloc'd). */
 char *serve_libre_languages(const attend_model *m, const serve_options *o, size_t *len);
 char *serve_libre_settings(const attend_model *m, const serve_options *o, size_t *len);
-/* Language identification (cli/serve_detect.c, cli/langid.h): the codes the model translates
- * from (a multilingual model's languages, else the pair's source; none when unknown) into
- * among[0..max); their number. */
-int serve_detect_candidates(const attend_model *m, const serve_options *o, const char **among, int max);
-/* text[0..len) detected among them: out[0..n) best first, n >= 1 ("und", 0 when neither the
- * candidates nor the text name a language); -1 when out of memory. */
-int serve_detect(const char *text, size_t len, const attend_model *m, const serve_options *o,
-                 langid_guess out[LANGID_MAX_GUESSES]);
-/* The request's text (all its lines) detected among those: r->detected and its confidence;
- * 0, or -1 when out of memory. */
-int serve_detect_request(serve_request *r, const attend_model *m, const serve_options *o);
-
-/* POST /detect: 200 and *out (malloc'd), or a status (400) with err. */
-int serve_libre_detect(const char *body, size_t len, const attend_model *m, const serve_options *o, char **out,
-                       size_t *outlen, char *err, size_t errlen);
 /* 1 when a string of the JSON text holds a NUL character (a \u0000 escape or a raw NUL
  * byte): cJSON's strings would end there and drop the rest. */
 int serve_json_has_nul(const char *body, size_t len);
 
+/* API keys and request limits (serve_limits.c): --api-keys, --req-limit, --char-limit. */
+typedef struct serve_limits serve_limits;
+enum { SERVE_LIMIT_SUBJECTS = 4096 }; /* client addresses whose rate is kept, at most */
+/* Read the keys file (NULL: no keys); cap: the buckets kept (0: SERVE_LIMIT_SUBJECTS). NULL
+ * with err (naming the file's line) when the file cannot be read or is malformed. */
+serve_limits *serve_limits_new(const char *keys_path, int req_limit, int char_limit, int cap, char *err,
+                               size_t errlen);
+void serve_limits_free(serve_limits *l);
+/* A request's JSON body from client (its address) through the gate: 0 (go on), 403 (no or an
+ * unknown "api_key" while keys are required), 429 (past the key's or the address's rate;
+ * *retry_after: seconds until a request is allowed again) or 400 (q past --char-limit, or not
+ * a JSON object while a limit is on), with err. */
+int serve_limits_check(serve_limits *l, const char *client, const char *body, size_t len, int *retry_after,
+                       char *err, size_t errlen);
+/* Take one request from the bucket of subject (a client's address; per_minute tokens, refilled
+ * at per_minute a minute) at time now (seconds): 0, or -1 with *retry_after (whole seconds,
+ * >= 1). */
+int serve_limits_take(serve_limits *l, const char *subject, int per_minute, double now, int *retry_after);
+/* Buckets held now (at most the cap). */
+int serve_limits_subjects(serve_limits *l);
+
+/* A multipart/form-data body split into parts pointing into it (serve_multipart.c). */
+typedef struct {
+    const char *name, *filename; /* filename NULL for a plain field */
+    size_t name_len, filename_len;
+    const char *data;
+    size_t len;
+} serve_part;
+enum { SERVE_PART_HEADERS = 8192, SERVE_FORM_PARTS = 16 };
+/* The parts (at most max_parts), or -1 with err: not multipart/form-data, no boundary, a part
+ * cut short, no closing delimiter, headers longer than SERVE_PART_HEADERS. */
+int serve_multipart_parse(const char *content_type, const char *body, size_t len, serve_part *parts,
+                          int max_parts, char *err, size_t errlen);
+
+/* POST /translate_file and GET /download_file/NAME (serve_file.c). */
+enum {
+    SERVE_FILE_NAME = 48,                 /* bytes of an upload's (cleaned) name */
+    SERVE_FILE_ID = SERVE_FILE_NAME + 17, /* "16 hex digits.NAME" */
+    SERVE_FILES_KEPT = 64,                /* translated files kept at most */
+    SERVE_FILES_BYTES = 64 << 20,         /* and their bytes */
+    SERVE_FILES_SECONDS = 1800            /* each for this long */
+};
+extern const char *const SERVE_FILE_FORMATS[]; /* ".txt", ".html", ".htm", NULL */
+/* The form of POST /translate_file as the JSON text /translate reads (*json malloc'd), the
+ * upload's name cleaned into name: 0, or 400 (500) with err. */
+int serve_file_to_json(const char *content_type, const char *body, size_t len, char **json, size_t *json_len,
+                       char name[SERVE_FILE_NAME], char *err, size_t errlen);
+/* A multipart form's plain fields as a JSON object's text (malloc'd; NULL with err): POST
+ * /translate and /detect as LibreTranslate's web page sends them (FormData). */
+char *serve_multipart_to_json(const char *content_type, const char *body, size_t len, char *err, size_t errlen);
+typedef struct serve_files serve_files;
+serve_files *serve_files_new(void);
+void serve_files_free(serve_files *fs);
+/* Keep the text of a /translate answer ({"translatedText": ...}) as the file name; its
+ * answer {"translatedFileUrl": "http://HOST/download_file/ID"} (malloc'd), or NULL. HOST is
+ * the request's Host header, else host:port (the address bound). */
+struct http_conn;
+char *serve_files_put(serve_files *fs, struct http_conn *conn, const char *host, int port, const char *name,
+                      const char *answer, size_t answer_len, size_t *outlen);
+/* Answer GET /download_file/ID: 200 with the file, or 404. */
+void serve_files_download(serve_files *fs, struct http_conn *conn, const char *id, const char *allow_origin);
+
+/* The models of one server (serve_models.c): each with its options (its own pair) and its
+ * own scheduler, so batching stays per model. */
+typedef struct {
+    attend_model *m;
+    char name[128];  /* the file's base name without .gguf: /v1 "model" names it */
+    serve_options o; /* the server's options, with this model's pair */
+    serve_sched *s;
+} serve_model;
+
+typedef struct {
+    serve_model *list;
+    int n;
+} serve_models;
+
+/* The model a request body (JSON) goes to: its index, or -400 with err (no model covers the
+ * pair; /v1 "model" names none). With one model always 0. */
+int serve_route(const serve_models *ms, const char *body, size_t len, int api, char *err, size_t errlen);
+/* GET /languages over every model; GET /v1/model (the first model's facts and "models"). */
+char *serve_models_languages(const serve_models *ms, size_t *len);
+char *serve_models_json(const serve_models *ms, size_t *len);
+/* Language identification (serve_detect.c, CLD2 through langid.h), among the languages the
+ * models translate from. POST /detect: 200 and *out (malloc'd), or a status with err. */
+int serve_detect(const serve_models *ms, const char *body, size_t len, char **out, size_t *outlen, char *err,
+                 size_t errlen);
+/* "source": "auto" in a /translate body: the language detected among the sources of the
+ * models that translate into its target replaces it in *body (re-written, *len updated),
+ * and is written to detected with its confidence. 0 (also when there is no auto, or q is of
+ * the wrong type for parsing to refuse), or 400/500 with err. */
+int serve_resolve_auto(const serve_models *ms, char **body, size_t *len, char *detected, size_t cap,
+                       float *confidence, char *err, size_t errlen);
+/* Sentences queued or being translated, every scheduler together. */
+int serve_models_pending(const serve_models *ms);
+
 /* The HTTP side (serve_http.c). */
 typedef struct serve_http serve_http;
-serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sched *s, const serve_options *o,
-                             char *err, size_t errlen);
+serve_http *serve_http_start(const serve_models *ms, const serve_options *o, char *err, size_t errlen);
 /* The port bound (useful with --port 0). */
 int serve_http_port(const serve_http *h);
 /* Stop accepting connections (the listening socket is closed). */

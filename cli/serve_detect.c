@@ -1,50 +1,116 @@
-/* Language identification for the server: POST /detect and /translate's "source": "auto"
- * (cli/langid.h), restricted to the languages the model translates from. */
+/* Language identification in attend serve (serve.h): POST /detect and "source": "auto" on
+ * /translate, both answered among the languages the server translates from (CLD2 through
+ * langid.h). "auto" is resolved before routing: the detected code replaces it in the body,
+ * so that routing and parsing see a named source as if the client had sent it. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "langid.h"
 #include "serve.h"
 
-int serve_detect_candidates(const attend_model *m, const serve_options *o, const char **among, int max) {
-    const attend_config *c = attend_get_config(m);
-    int n = 0;
-    for (int i = 0; i < c->n_languages && n < max; i++) among[n++] = c->languages[i];
-    if (!c->n_languages && o->pair[0][0] && max > 0) among[n++] = o->pair[0];
-    return n;
-}
+#define MAX_SOURCES 512
 
-int serve_detect(const char *text, size_t len, const attend_model *m, const serve_options *o,
-                 langid_guess out[LANGID_MAX_GUESSES]) {
-    const attend_config *c = attend_get_config(m);
-    const int max = c->n_languages > 1 ? c->n_languages : 1;
-    const char **among = malloc(sizeof(char *) * (size_t)max);
-    if (!among) return -1;
-    const int n_among = serve_detect_candidates(m, o, among, max);
-    int n = langid_detect(text, len, n_among ? among : NULL, n_among, out);
-    free(among);
-    if (n == 0) { /* no candidates and no letters: say so rather than answer nothing */
-        snprintf(out[0].code, sizeof out[0].code, "und");
-        out[0].confidence = 0;
-        n = 1;
+/* The source languages of the models that translate into tgt ("": any target), each once:
+ * a pair model's source, a multilingual model's every code. */
+static int sources(const serve_models *ms, const char *tgt, const char **out, int cap) {
+    int n = 0;
+    for (int k = 0; k < ms->n; k++) {
+        const serve_model *sm = &ms->list[k];
+        const attend_config *c = attend_get_config(sm->m);
+        const char *const *codes = (const char *const *)c->languages;
+        const char *pair_src[1] = {sm->o.pair[0]};
+        int nc = c->n_languages;
+        if (!nc && sm->o.pair[0][0] && (!*tgt || !strcmp(tgt, sm->o.pair[1]))) codes = pair_src, nc = 1;
+        for (int i = 0; i < nc && n < cap; i++) {
+            int seen = 0;
+            for (int j = 0; j < n && !seen; j++) seen = !strcmp(out[j], codes[i]);
+            if (!seen) out[n++] = codes[i];
+        }
     }
     return n;
 }
 
-int serve_detect_request(serve_request *r, const attend_model *m, const serve_options *o) {
-    char *text = NULL;
+static int no_sources(char *err, size_t errlen) {
+    snprintf(err, errlen, "the server does not know its models' source languages: name the pair of a model "
+                          "without language tokens (--languages SRC-TGT, or -m FILE:SRC-TGT)");
+    return 400;
+}
+
+/* q's text (a string, or a list of strings joined by newlines), malloc'd; NULL when q is
+ * neither. */
+static char *q_text(const cJSON *root) {
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "q");
+    if (cJSON_IsString(q)) return strdup(q->valuestring);
+    if (!cJSON_IsArray(q)) return NULL;
     size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    if (!f) return -1;
-    for (int i = 0; i < r->n && len < LANGID_MAX_BYTES; i++) /* the whole request, as one text */
-        fwrite(r->lines[i], 1, r->lens[i], f), fputc('\n', f), fflush(f);
-    if (fclose(f)) return free(text), -1;
-    langid_guess g[LANGID_MAX_GUESSES];
-    const int n = serve_detect(text, len, m, o, g);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, q) len += cJSON_IsString(e) ? strlen(e->valuestring) + 1 : 0;
+    char *s = malloc(len + 1), *p = s;
+    if (!s) return NULL;
+    cJSON_ArrayForEach(e, q) if (cJSON_IsString(e)) p += sprintf(p, "%s\n", e->valuestring);
+    *p = 0;
+    return s;
+}
+
+int serve_detect(const serve_models *ms, const char *body, size_t len, char **out, size_t *outlen, char *err,
+                 size_t errlen) {
+    if (serve_json_has_nul(body, len)) return snprintf(err, errlen, "q contains a NUL character"), 400;
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    const cJSON *q = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "q") : NULL;
+    char *text = cJSON_IsString(q) && *q->valuestring ? strdup(q->valuestring) : NULL;
+    cJSON_Delete(root);
+    if (!text) return snprintf(err, errlen, "Invalid request: missing q parameter (a non-empty string)"), 400;
+    const char *cands[MAX_SOURCES];
+    const int nc = sources(ms, "", cands, MAX_SOURCES);
+    langid_guess g[3];
+    const int ng = nc ? langid_detect(text, strlen(text), cands, nc, g, 3) : 0;
     free(text);
-    if (n < 0) return -1;
-    snprintf(r->detected, sizeof r->detected, "%s", g[0].code);
-    r->detected_confidence = g[0].confidence;
+    if (!nc) return no_sources(err, errlen);
+    char *s = NULL;
+    FILE *f = open_memstream(&s, outlen);
+    if (!f) return snprintf(err, errlen, "out of memory"), 500;
+    fputc('[', f);
+    for (int i = 0; i < ng; i++) {
+        fprintf(f, "%s{\"confidence\":%.1f,\"language\":", i ? "," : "", g[i].confidence);
+        json_str(f, g[i].code);
+        fputc('}', f);
+    }
+    fputs("]\n", f);
+    if (fclose(f)) return free(s), snprintf(err, errlen, "out of memory"), 500;
+    *out = s;
+    return 200;
+}
+
+int serve_resolve_auto(const serve_models *ms, char **body, size_t *len, char *detected, size_t cap,
+                       float *confidence, char *err, size_t errlen) {
+    cJSON *root = cJSON_ParseWithLength(*body, *len);
+    const cJSON *src = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "source") : NULL;
+    if (!cJSON_IsString(src) || strcmp(src->valuestring, "auto")) return cJSON_Delete(root), 0;
+    const cJSON *tgt = cJSON_GetObjectItemCaseSensitive(root, "target");
+    const char *cands[MAX_SOURCES], *target = cJSON_IsString(tgt) ? tgt->valuestring : "";
+    const int nc = sources(ms, target, cands, MAX_SOURCES);
+    if (!nc && *target && sources(ms, "", cands, MAX_SOURCES)) {
+        snprintf(err, errlen, "\"source\": auto: no model translates into %.20s (GET /languages)", target);
+        return cJSON_Delete(root), 400;
+    }
+    char *text = q_text(root);
+    const int have_text = text != NULL; /* else q is of the wrong type: parsing says so */
+    langid_guess g;
+    const int rc = !nc ? no_sources(err, errlen) : 0;
+    const int found = !rc && have_text && langid_detect(text, strlen(text), cands, nc, &g, 1) > 0;
+    free(text);
+    if (!found) return cJSON_Delete(root), rc;
+    snprintf(detected, cap, "%s", g.code);
+    *confidence = g.confidence;
+    char *json = NULL;
+    if (cJSON_ReplaceItemInObjectCaseSensitive(root, "source", cJSON_CreateString(g.code)))
+        json = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    if (!json) return snprintf(err, errlen, "out of memory"), 500;
+    free(*body);
+    *body = json, *len = strlen(json);
     return 0;
 }

@@ -1,13 +1,11 @@
-/* The HTTP side of attend serve (serve.h), on libmicrohttpd: one internal polling thread
- * reads requests and writes answers; a translation request is parsed here, handed to the
- * scheduler and its connection suspended until the answer is ready (the scheduler resumes
- * it), so a slow or vanished client never holds up the model. Limits: --max-body for bodies
- * (413), the header memory per connection, --timeout for idle connections (slow clients),
- * --max-connections; an access log line per request on stderr. */
+/* The HTTP side of attend serve (serve.h), on http_server.h: its loop thread reads requests
+ * whole and writes answers; a translation request is parsed here, handed to the scheduler of
+ * the model it is routed to, and answered once the scheduler resumes it, so a slow or
+ * vanished client never holds up a model. The connection layer (limits, deadlines, errors
+ * before routing, half-closed clients) is http_server.c's; an access log line per request
+ * on stderr. */
 #include <arpa/inet.h>
-#include <microhttpd.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,15 +15,15 @@
 #include <unistd.h>
 
 #include "explore_json.h"
+#include "http_server.h"
 #include "json.h"
 #include "serve.h"
 
 extern const char explore_html[]; /* build/cli/explore_html.c, from python/attend/explore.html */
 
 struct serve_http {
-    struct MHD_Daemon *d;
-    attend_model *m;
-    serve_sched *s;
+    http_server *server;
+    const serve_models *ms; /* each with its scheduler; the first answers what is not routed */
     const serve_options *o;
     char *model_json, *page; /* GET /v1/model and GET /, made once */
     size_t model_json_len, page_len;
@@ -33,21 +31,20 @@ struct serve_http {
     size_t languages_len, settings_len;
     pthread_mutex_t mu;
     int inflight;
+    serve_limits *limits; /* --api-keys, --req-limit, --char-limit (serve_limits.c) */
+    serve_files *files;   /* translated files kept for GET /download_file (serve_file.c) */
 };
 
-/* One request on one connection. */
+/* One request on one connection (*http_data(conn)). */
 typedef struct {
     serve_http *h;
-    struct MHD_Connection *conn;
+    http_conn *conn;
     double started;
-    char client[64], method[16], path[96];
-    char *body;
-    size_t len, cap;
-    int too_big;
+    char *body; /* the request's body (taken from the connection), rewritten as JSON */
+    size_t len;
     serve_job *job; /* with the scheduler, or answered */
-    int ready;      /* the job's answer is there (h->mu) */
-    int status;
-    size_t sent;
+    int retry_after;                  /* a 429's Retry-After (seconds) */
+    char file_name[SERVE_FILE_NAME]; /* POST /translate_file: the upload's name */
 } request;
 
 /* ---------------------------------------------------------------------------------------
@@ -55,59 +52,43 @@ typedef struct {
 
 static int is_post_route(const char *path, int *api);
 
-/* Queue an answer; body is malloc'd (taken) unless persistent. */
-static enum MHD_Result reply(request *x, int status, char *body, size_t len, int persistent, const char *type) {
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(len, body, persistent ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        if (!persistent) free(body);
-        return MHD_NO;
-    }
-    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-    if (x->h->o->allow_origin) MHD_add_response_header(r, "Access-Control-Allow-Origin", x->h->o->allow_origin);
-    if (status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+/* The answer; body is malloc'd (taken) unless persistent. */
+static void reply(request *x, int status, char *body, size_t len, int persistent, const char *type) {
+    const char *headers[9] = {NULL}, **h = headers;
+    char retry[16];
     int api;
-    if (status == 405) MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, is_post_route(x->path, &api) ? "POST" : "GET");
-    const enum MHD_Result rc = MHD_queue_response(x->conn, (unsigned)status, r);
-    MHD_destroy_response(r);
-    x->status = status;
-    x->sent = len;
-    return rc;
+    snprintf(retry, sizeof retry, "%d", x->retry_after > 0 ? x->retry_after : 1);
+    if (x->h->o->allow_origin) *h++ = "Access-Control-Allow-Origin", *h++ = x->h->o->allow_origin;
+    if (status == 503 || status == 429) *h++ = "Retry-After", *h++ = retry;
+    if (status == 405) *h++ = "Allow", *h++ = is_post_route(http_path(x->conn), &api) ? "POST" : "GET";
+    http_respond(x->conn, status, type, headers, body, len, persistent);
 }
 
-static enum MHD_Result reply_json(request *x, int status, char *body, size_t len) {
-    return reply(x, status, body, len, 0, "application/json; charset=utf-8");
+static void reply_json(request *x, int status, char *body, size_t len) {
+    reply(x, status, body, len, 0, "application/json; charset=utf-8");
 }
 
-static enum MHD_Result reply_error(request *x, int status, const char *msg) {
-    size_t len;
+static void reply_error(request *x, int status, const char *msg) {
+    size_t len = 0;
     char *body = serve_response_error(msg, &len);
-    return body ? reply_json(x, status, body, len) : MHD_NO;
+    if (body) reply_json(x, status, body, len);
+    else reply(x, 500, (char *)"", 0, 1, "application/json; charset=utf-8");
 }
 
 /* CORS preflight, only with --allow-origin. */
-static enum MHD_Result reply_preflight(request *x) {
-    struct MHD_Response *r = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
-    if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Access-Control-Allow-Origin", x->h->o->allow_origin);
-    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Content-Type");
-    const enum MHD_Result rc = MHD_queue_response(x->conn, 204, r);
-    MHD_destroy_response(r);
-    x->status = 204;
-    return rc;
+static void reply_preflight(request *x) {
+    const char *headers[] = {"Access-Control-Allow-Origin", x->h->o->allow_origin, "Access-Control-Allow-Methods",
+                             "GET, POST, OPTIONS", "Access-Control-Allow-Headers", "Content-Type", NULL};
+    http_respond(x->conn, 204, NULL, headers, (char *)"", 0, 1);
 }
 
 /* ---------------------------------------------------------------------------------------
- * Translation requests: parse, queue, suspend; answer once resumed */
+ * Translation requests: parse, queue; answer once resumed */
 
-/* Called by the scheduler: the answer is ready, the connection goes on. */
+/* Called by the scheduler: the answer is ready, the connection goes on (on the loop). */
 static void job_finished(serve_job *job) {
     request *x = job->user;
-    pthread_mutex_lock(&x->h->mu);
-    x->ready = 1;
-    pthread_mutex_unlock(&x->h->mu);
-    MHD_resume_connection(x->conn);
+    http_resume(x->conn);
 }
 
 static void job_free(serve_job *job) {
@@ -127,66 +108,112 @@ static int looks_like_json(const request *x) {
 /* A LibreTranslate form body becomes the JSON text the parsers read. 0, or a status (400)
  * with a message in err. */
 static int form_to_json(request *x, char *err, size_t errlen) {
-    const char *type = MHD_lookup_connection_value(x->conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_TYPE);
+    const char *type = http_header(x->conn, "Content-Type");
     const int form = type && !strncasecmp(type, "application/x-www-form-urlencoded", 33);
-    if (!form || looks_like_json(x)) return 0;
+    const int multipart = type && !strncasecmp(type, "multipart/form-data", 19);
+    if ((!form && !multipart) || looks_like_json(x)) return 0;
+    if (multipart) { /* LibreTranslate's web page posts FormData */
+        char *from_parts = serve_multipart_to_json(type, x->body ? x->body : "", x->len, err, errlen);
+        if (!from_parts) return 400;
+        free(x->body);
+        x->body = from_parts, x->len = strlen(from_parts);
+        return 0;
+    }
     int nul = 0;
-    char *json = serve_form_to_json(x->conn, x->body ? x->body : "", x->len, &nul);
+    char *json = serve_form_to_json(x->body ? x->body : "", x->len, &nul);
     if (!json) return snprintf(err, errlen, nul ? "q contains a NUL character" : "the form could not be read"), 400;
     free(x->body);
     x->body = json, x->len = strlen(json);
     return 0;
 }
+/* Keys and limits (serve_limits.c) on the body, read as JSON: 0, or 403, 429 (with
+ * x->retry_after) or 400 with err. */
+static int gate(request *x, char *err, size_t errlen) {
+    return serve_limits_check(x->h->limits, http_client(x->conn), x->body ? x->body : "", x->len, &x->retry_after, err, errlen);
+}
 
 /* POST /detect: answered here, at once (no model call). */
-static enum MHD_Result answer_detect(request *x) {
+static void answer_detect(request *x) {
     char err[512], *out = NULL;
     size_t len = 0;
     int status = form_to_json(x, err, sizeof err);
-    if (!status) status = serve_libre_detect(x->body ? x->body : "", x->len, x->h->m, x->h->o, &out, &len, err, sizeof err);
-    return status == 200 ? reply_json(x, 200, out, len) : reply_error(x, status, err);
+    if (!status) status = gate(x, err, sizeof err);
+    if (!status) status = serve_detect(x->h->ms, x->body ? x->body : "", x->len, &out, &len, err, sizeof err);
+    if (status == 200) reply_json(x, 200, out, len);
+    else reply_error(x, status, err);
+}
+
+/* POST /translate_file: the multipart form becomes /translate's JSON (serve_file.c). 0, or a
+ * status with err. */
+static int file_to_json(request *x, char *err, size_t errlen) {
+    const char *type = http_header(x->conn, "Content-Type");
+    char *json = NULL;
+    size_t len = 0;
+    const int rc = serve_file_to_json(type, x->body ? x->body : "", x->len, &json, &len, x->file_name, err, errlen);
+    if (rc) return rc;
+    free(x->body);
+    x->body = json, x->len = len;
+    return 0;
 }
 
 /* The body has arrived: parse it and hand it to the scheduler (or answer an error). */
-static enum MHD_Result start_translation(request *x, int api) {
+static void start_translation(request *x, int api) {
     serve_http *h = x->h;
     char err[512];
-    const int bad_form = api == SERVE_LIBRE ? form_to_json(x, err, sizeof err) : 0;
+    int bad_form = api == SERVE_LIBRE ? form_to_json(x, err, sizeof err)
+                   : api == SERVE_FILE ? file_to_json(x, err, sizeof err)
+                                       : 0;
+    if (!bad_form) bad_form = gate(x, err, sizeof err);
     if (bad_form) return reply_error(x, bad_form, err);
+    const int kind = api == SERVE_FILE ? SERVE_LIBRE : api;
+    char detected[32] = "";
+    float confidence = 0;
+    if (kind == SERVE_LIBRE && x->body) {
+        const int bad = serve_resolve_auto(h->ms, &x->body, &x->len, detected, sizeof detected, &confidence, err,
+                                           sizeof err);
+        if (bad) return reply_error(x, bad, err);
+    }
+    const int k = serve_route(h->ms, x->body ? x->body : "", x->len, kind, err, sizeof err);
+    if (k < 0) return reply_error(x, -k, err);
+    const serve_model *sm = &h->ms->list[k];
     serve_job *job = calloc(1, sizeof *job);
     if (!job) return reply_error(x, 500, "out of memory");
-    const int rc = serve_request_parse(x->body ? x->body : "", x->len, api, h->m, h->o, &job->req, err, sizeof err);
+    const int rc = serve_request_parse(x->body ? x->body : "", x->len, kind, sm->m, &sm->o, &job->req, err, sizeof err);
     free(x->body);
     x->body = NULL;
     if (rc) {
         job_free(job);
         return reply_error(x, rc, err);
     }
+    if (detected[0]) {
+        snprintf(job->req.detected, sizeof job->req.detected, "%s", detected);
+        job->req.detected_confidence = confidence;
+    }
     job->finish = job_finished;
     job->user = x;
     x->job = job;
-    /* suspended before the scheduler sees it, so its resume always finds it suspended */
-    MHD_suspend_connection(x->conn);
-    if (serve_sched_submit(h->s, job)) {
+    if (serve_sched_submit(sm->s, job)) {
         job->http_status = 503;
-        job->body = serve_response_error("the queue is full or the server is stopping; retry", &job->body_len);
+        job->body = serve_response_error("the queue is full (see --max-queue, --max-wait) or the server is "
+                                         "stopping; retry", &job->body_len);
         job_finished(job);
     }
-    return MHD_YES;
 }
 
-/* Resumed: the scheduler's answer, or (a wake-up without one) wait on. */
-static enum MHD_Result finish_translation(request *x) {
-    pthread_mutex_lock(&x->h->mu);
-    const int ready = x->ready;
-    pthread_mutex_unlock(&x->h->mu);
-    if (!ready) return MHD_YES;
+/* Resumed: the scheduler's answer. */
+static void finish_translation(request *x) {
     serve_job *job = x->job;
     char *body = job->body;
     job->body = NULL;
-    const enum MHD_Result rc = body ? reply_json(x, job->http_status, body, job->body_len)
-                                    : reply_error(x, 500, "out of memory");
-    return rc;
+    if (body && x->file_name[0] && job->http_status == 200) { /* /translate_file: keep it, answer its URL */
+        char *url = serve_files_put(x->h->files, x->conn, x->h->o->host, serve_http_port(x->h), x->file_name, body,
+                                    job->body_len, &job->body_len);
+        free(body);
+        if (!url) return reply_error(x, 500, "the translated file could not be kept (out of memory?)");
+        body = url;
+    }
+    if (body) reply_json(x, job->http_status, body, job->body_len);
+    else reply_error(x, 500, "out of memory");
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -196,117 +223,80 @@ static int is_post_route(const char *path, int *api) {
     if (!strcmp(path, "/translate")) return *api = SERVE_LIBRE, 1;
     if (!strcmp(path, "/v1/translate")) return *api = SERVE_V1, 1;
     if (!strcmp(path, "/detect")) return *api = SERVE_DETECT, 1;
+    if (!strcmp(path, "/translate_file")) return *api = SERVE_FILE, 1;
     return 0;
 }
 
 static int is_get_route(const char *path) {
     return !strcmp(path, "/") || !strcmp(path, "/health") || !strcmp(path, "/v1/model") ||
-           !strcmp(path, "/favicon.ico") || !strcmp(path, "/languages") || !strcmp(path, "/frontend/settings");
+           !strcmp(path, "/favicon.ico") || !strcmp(path, "/languages") || !strcmp(path, "/frontend/settings") ||
+           !strncmp(path, "/download_file/", 15);
 }
 
-static enum MHD_Result answer_get(request *x) {
+static void answer_get(request *x) {
     serve_http *h = x->h;
-    if (!strcmp(x->path, "/v1/model"))
+    const char *path = http_path(x->conn);
+    if (!strcmp(path, "/v1/model"))
         return reply(x, 200, h->model_json, h->model_json_len, 1, "application/json; charset=utf-8");
-    if (!strcmp(x->path, "/languages"))
+    if (!strcmp(path, "/languages"))
         return reply(x, 200, h->languages, h->languages_len, 1, "application/json; charset=utf-8");
-    if (!strcmp(x->path, "/frontend/settings"))
+    if (!strcmp(path, "/frontend/settings"))
         return reply(x, 200, h->settings, h->settings_len, 1, "application/json; charset=utf-8");
-    if (!strcmp(x->path, "/")) return reply(x, 200, h->page, h->page_len, 1, "text/html; charset=utf-8");
-    if (!strcmp(x->path, "/favicon.ico")) return reply(x, 204, (char *)"", 0, 1, "image/x-icon"); /* none: no 404 */
+    if (!strcmp(path, "/")) return reply(x, 200, h->page, h->page_len, 1, "text/html; charset=utf-8");
+    if (!strncmp(path, "/download_file/", 15))
+        return serve_files_download(h->files, x->conn, path + 15, h->o->allow_origin);
+    if (!strcmp(path, "/favicon.ico")) return reply(x, 204, (char *)"", 0, 1, "image/x-icon"); /* none: no 404 */
     char *body = NULL;
-    const int n = asprintf(&body, "{\"status\":\"ok\",\"pending\":%d}\n", serve_sched_pending(h->s));
-    return n < 0 ? MHD_NO : reply_json(x, 200, body, (size_t)n);
+    const int n = asprintf(&body, "{\"status\":\"ok\",\"pending\":%d}\n", serve_models_pending(h->ms));
+    if (n < 0) return reply_error(x, 500, "out of memory");
+    reply_json(x, 200, body, (size_t)n);
 }
 
-/* The first call for a request: its context, and the answers that need no body (GET,
- * errors, a declared body over the limit). Returns MHD_YES to read the body. */
-static enum MHD_Result first_call(serve_http *h, struct MHD_Connection *conn, const char *url, const char *method,
-                                  void **con_cls) {
+/* A whole request (http_config.on_request): its context, then its answer or its job. */
+static void on_request(void *user, http_conn *conn) {
+    serve_http *h = user;
     request *x = calloc(1, sizeof *x);
-    if (!x) return MHD_NO;
+    if (!x) {
+        size_t len = 0;
+        char *body = serve_response_error("out of memory", &len);
+        return http_respond(conn, 500, "application/json; charset=utf-8", NULL, body, body ? len : 0, !body);
+    }
     x->h = h, x->conn = conn, x->started = serve_now();
-    snprintf(x->method, sizeof x->method, "%s", method);
-    snprintf(x->path, sizeof x->path, "%s", url);
-    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-    if (sa && sa->sa_family == AF_INET)
-        inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, x->client, sizeof x->client);
-    else if (sa && sa->sa_family == AF_INET6)
-        inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, x->client, sizeof x->client);
-    *con_cls = x;
+    *http_data(conn) = x;
+    x->body = http_body(conn, &x->len);
+    http_take_body(conn);
     pthread_mutex_lock(&h->mu);
     h->inflight++;
     pthread_mutex_unlock(&h->mu);
-    int api;
+    int api = SERVE_LIBRE;
+    const char *method = http_method(conn), *path = http_path(conn);
     const int post = !strcmp(method, "POST"), get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
     if (!strcmp(method, "OPTIONS") && h->o->allow_origin) return reply_preflight(x);
-    if (!is_post_route(url, &api) && !is_get_route(url)) return reply_error(x, 404, "not found");
-    if (is_post_route(url, &api) != post || (!post && !get))
+    if (!is_post_route(path, &api) && !is_get_route(path)) return reply_error(x, 404, "not found");
+    if (is_post_route(path, &api) != post || (!post && !get))
         return reply_error(x, 405, post || get ? "method not allowed on this path" : "method not allowed");
     if (get) return answer_get(x);
-    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > (unsigned long long)h->o->max_body)
-        return reply_error(x, 413, "the body is larger than --max-body");
-    return MHD_YES;
+    if (api == SERVE_DETECT) return answer_detect(x);
+    start_translation(x, api);
 }
 
-/* Keep a piece of the body (past --max-body: only note it). */
-static int take_body(request *x, const char *data, size_t n) {
-    if (x->too_big || x->len + n > (size_t)x->h->o->max_body) {
-        x->too_big = 1;
-        free(x->body);
-        x->body = NULL;
-        x->len = x->cap = 0;
-        return 0;
-    }
-    if (x->len + n + 1 > x->cap) {
-        size_t cap = x->cap ? x->cap * 2 : 4096;
-        while (cap < x->len + n + 1) cap *= 2;
-        char *grown = realloc(x->body, cap);
-        if (!grown) return -1;
-        x->body = grown, x->cap = cap;
-    }
-    memcpy(x->body + x->len, data, n);
-    x->len += n;
-    x->body[x->len] = 0;
-    return 0;
+static void on_resume(void *user, http_conn *conn) {
+    (void)user;
+    finish_translation(*http_data(conn));
 }
 
-static enum MHD_Result handle(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-                              const char *version, const char *upload, size_t *upload_size, void **con_cls) {
-    (void)version;
-    request *x = *con_cls;
-    if (!x) return first_call(cls, conn, url, method, con_cls);
-    if (x->status) return MHD_YES; /* answered already (the rest of a refused body) */
-    if (*upload_size) {
-        const int rc = take_body(x, upload, *upload_size);
-        *upload_size = 0;
-        return rc ? MHD_NO : MHD_YES;
-    }
-    if (x->job) return finish_translation(x);
-    if (x->too_big) return reply_error(x, 413, "the body is larger than --max-body");
-    int api = SERVE_LIBRE;
-    is_post_route(x->path, &api);
-    return api == SERVE_DETECT ? answer_detect(x) : start_translation(x, api);
-}
-
-/* The access log line, and the request's memory. */
-static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, enum MHD_RequestTerminationCode toe) {
-    serve_http *h = cls;
-    request *x = *con_cls;
-    (void)conn;
-    if (!x) return;
-    if (h->o->access_log) {
-        static const char *const why[] = {"", " (error)", " (timed out)", " (server stopping)", " (read error)",
-                                          " (client closed)"};
-        fprintf(stderr, "%s \"%s %s\" %d %zu %.1fms%s\n", x->client[0] ? x->client : "-", x->method, x->path,
-                x->status, x->sent, (serve_now() - x->started) * 1000.0, toe < 6 ? why[toe] : "");
-    }
+/* The access log line, and the request's memory (http_config.on_done). */
+static void on_done(void *user, http_conn *conn, int status, size_t sent, const char *why) {
+    serve_http *h = user;
+    request *x = *http_data(conn);
+    if (h->o->access_log)
+        fprintf(stderr, "%s \"%s %s\" %d %zu %.1fms%s%s%s\n", http_client(conn), http_method(conn), http_path(conn),
+                status, sent, x ? (serve_now() - x->started) * 1000.0 : 0.0, *why ? " (" : "", why, *why ? ")" : "");
+    if (!x) return; /* answered by the connection layer before it reached the server */
     job_free(x->job);
     free(x->body);
     free(x);
-    *con_cls = NULL;
+    *http_data(conn) = NULL;
     pthread_mutex_lock(&h->mu);
     h->inflight--;
     pthread_mutex_unlock(&h->mu);
@@ -358,15 +348,14 @@ static int make_address(const serve_options *o, struct sockaddr_storage *ss, int
     return -1;
 }
 
-/* libmicrohttpd's own messages (clients that went away, ...), with -v only. */
-static void mhd_log(void *cls, const char *fmt, va_list ap) {
-    if (!((const serve_options *)cls)->verbose) return;
-    fputs("attend serve: libmicrohttpd: ", stderr);
-    vfprintf(stderr, fmt, ap);
+static void free_http(serve_http *h) {
+    serve_limits_free(h->limits), serve_files_free(h->files);
+    free(h->model_json), free(h->page), free(h->languages), free(h->settings);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
 }
 
-serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sched *s, const serve_options *o,
-                             char *err, size_t errlen) {
+serve_http *serve_http_start(const serve_models *ms, const serve_options *o, char *err, size_t errlen) {
     struct sockaddr_storage ss;
     int v6;
     if (make_address(o, &ss, &v6)) {
@@ -375,41 +364,39 @@ serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sche
     }
     serve_http *h = calloc(1, sizeof *h);
     if (!h) return snprintf(err, errlen, "out of memory"), NULL;
-    h->m = m, h->s = s, h->o = o;
+    h->ms = ms, h->o = o;
     pthread_mutex_init(&h->mu, NULL);
-    h->model_json = serve_response_model(m, model_name, &h->model_json_len);
-    h->page = make_page(m, model_name, o, &h->page_len);
-    h->languages = serve_libre_languages(m, o, &h->languages_len);
-    h->settings = serve_libre_settings(m, o, &h->settings_len);
-    /* poll, not epoll: with epoll (MHD_USE_AUTO's choice on Linux) libmicrohttpd 0.9.75 at
-     * times left every connection waiting for seconds under load (tests/test_serve_load.py) */
-    const unsigned flags = MHD_USE_POLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-                           (v6 ? MHD_USE_IPv6 : 0);
-    if (h->model_json && h->page && h->languages && h->settings)
-        h->d = MHD_start_daemon(flags, 0, NULL, NULL, handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, (void *)o,
-                                MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                                MHD_OPTION_NOTIFY_COMPLETED, completed, h,
-                                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)o->timeout,
-                                MHD_OPTION_CONNECTION_LIMIT, (unsigned)o->max_connections,
-                                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)65536, MHD_OPTION_END);
-    if (!h->d) {
-        snprintf(err, errlen, "cannot listen on %s port %d (in use, or not an address of this machine?)", o->host,
-                 o->port);
-        free(h->model_json), free(h->page), free(h->languages), free(h->settings), free(h);
-        return NULL;
+    const serve_model *first = &ms->list[0]; /* the page, the settings' defaults */
+    h->model_json = ms->n == 1 ? serve_response_model(first->m, first->name, &h->model_json_len)
+                               : serve_models_json(ms, &h->model_json_len);
+    h->page = make_page(first->m, first->name, o, &h->page_len);
+    h->languages = ms->n == 1 ? serve_libre_languages(first->m, &first->o, &h->languages_len)
+                              : serve_models_languages(ms, &h->languages_len);
+    h->settings = serve_libre_settings(first->m, &first->o, &h->settings_len);
+    h->limits = serve_limits_new(o->api_keys, o->req_limit, o->char_limit, 0, err, errlen);
+    h->files = serve_files_new();
+    if (!h->limits || !h->files || !h->model_json || !h->page || !h->languages || !h->settings) {
+        if (h->limits) snprintf(err, errlen, "out of memory"); /* else err is the keys file's message */
+        return free_http(h), NULL;
+    }
+    const http_config cfg = {.max_head = 65536, .max_body = o->max_body, .head_timeout = o->head_timeout,
+                             .idle_timeout = o->timeout, .max_connections = o->max_connections,
+                             .max_per_address = o->max_per_address, .on_request = on_request,
+                             .on_resume = on_resume, .on_done = on_done, .error_body = serve_response_error,
+                             .user = h, .verbose = o->verbose};
+    char why[256] = "";
+    h->server = http_start((struct sockaddr *)&ss, v6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in),
+                           &cfg, why, sizeof why);
+    if (!h->server) {
+        snprintf(err, errlen, "cannot listen on %s port %d (%s)", o->host, o->port, why);
+        return free_http(h), NULL;
     }
     return h;
 }
 
-int serve_http_port(const serve_http *h) {
-    const union MHD_DaemonInfo *i = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
-    return i ? i->port : -1;
-}
+int serve_http_port(const serve_http *h) { return http_port(h->server); }
 
-void serve_http_quiesce(serve_http *h) {
-    const MHD_socket fd = MHD_quiesce_daemon(h->d);
-    if (fd != MHD_INVALID_SOCKET) close(fd);
-}
+void serve_http_quiesce(serve_http *h) { http_quiesce(h->server); }
 
 int serve_http_inflight(serve_http *h) {
     pthread_mutex_lock(&h->mu);
@@ -419,11 +406,6 @@ int serve_http_inflight(serve_http *h) {
 }
 
 void serve_http_stop(serve_http *h) {
-    MHD_stop_daemon(h->d);
-    pthread_mutex_destroy(&h->mu);
-    free(h->model_json);
-    free(h->page);
-    free(h->languages);
-    free(h->settings);
-    free(h);
+    http_stop(h->server);
+    free_http(h);
 }

@@ -1,6 +1,7 @@
-/* LibreTranslate's endpoints besides /translate (serve.h): GET /languages, GET
- * /frontend/settings, POST /detect; the language pair of a model without language tokens
- * (--languages, or the model file's name); the NUL check every JSON body passes. The JSON
+/* LibreTranslate's endpoints besides /translate (serve.h): GET /languages and GET
+ * /frontend/settings (POST /detect is serve_detect.c's); the language pair of a model
+ * without language tokens (--languages, or the model file's name); the NUL check every
+ * JSON body passes. The JSON
  * shapes are LibreTranslate's (its API spec), so that its clients and its web frontend work
  * unchanged. */
 #include <cjson/cJSON.h>
@@ -108,54 +109,26 @@ char *serve_libre_languages(const attend_model *m, const serve_options *o, size_
     return out;
 }
 
-/* The fields LibreTranslate's web frontend reads; no keys, suggestions or file translation
- * here, and no per-text character limit (--max-body bounds a request). frontendTimeout is
- * LibreTranslate's default (ms the frontend waits after typing). */
+/* The fields LibreTranslate's web frontend reads: keys (--api-keys), the character limit
+ * (--char-limit; -1: none), the file formats of /translate_file; no suggestions.
+ * frontendTimeout is LibreTranslate's default (ms the frontend waits after typing). */
 char *serve_libre_settings(const attend_model *m, const serve_options *o, size_t *len) {
     const char *pair[2], *const *list;
     const int n = codes(m, o, &list, pair);
     char *out = NULL;
     FILE *f = open_memstream(&out, len);
     if (!f) return NULL;
-    fputs("{\"charLimit\":-1,\"frontendTimeout\":500,\"apiKeys\":false,\"keyRequired\":false,"
-          "\"suggestions\":false,\"filesTranslation\":false,\"supportedFilesFormat\":[],\"language\":{\"source\":",
-          f);
+    const char *keys = o->api_keys ? "true" : "false";
+    fprintf(f, "{\"charLimit\":%d,\"frontendTimeout\":500,\"apiKeys\":%s,\"keyRequired\":%s,\"suggestions\":false,"
+            "\"filesTranslation\":true,\"supportedFilesFormat\":", o->char_limit > 0 ? o->char_limit : -1, keys, keys);
+    json_strs(f, SERVE_FILE_FORMATS, 3);
+    fputs(",\"language\":{\"source\":", f);
     write_lang(f, n > 0 ? list[0] : "");
     fputs("},\"target\":", f);
     write_lang(f, n > 1 ? list[1] : "");
     fputs("}}}\n", f);
     if (fclose(f)) return free(out), NULL;
     return out;
-}
-
-/* ---------------------------------------------------------------------------------------
- * POST /detect */
-
-/* The guesses of serve_detect, best first, restricted to the languages the model translates
- * from (docs/serve.md). */
-int serve_libre_detect(const char *body, size_t len, const attend_model *m, const serve_options *o, char **out,
-                       size_t *outlen, char *err, size_t errlen) {
-    if (serve_json_has_nul(body, len)) return snprintf(err, errlen, "q contains a NUL character"), 400;
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    const cJSON *q = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "q") : NULL;
-    if (!cJSON_IsString(q) || !*q->valuestring) {
-        cJSON_Delete(root);
-        return snprintf(err, errlen, "Invalid request: missing q parameter (a non-empty string)"), 400;
-    }
-    langid_guess g[LANGID_MAX_GUESSES];
-    const int n = serve_detect(q->valuestring, strlen(q->valuestring), m, o, g);
-    cJSON_Delete(root);
-    char *s = NULL;
-    FILE *f = n < 0 ? NULL : open_memstream(&s, outlen);
-    if (!f) return snprintf(err, errlen, "out of memory"), 500;
-    fputc('[', f);
-    for (int i = 0; i < n; i++)
-        fprintf(f, "%s{\"confidence\":%.1f,\"language\":", i ? "," : "", g[i].confidence), json_str(f, g[i].code),
-            fputc('}', f);
-    fputs("]\n", f);
-    if (fclose(f)) return free(s), snprintf(err, errlen, "out of memory"), 500;
-    *out = s;
-    return 200;
 }
 
 /* ---------------------------------------------------------------------------------------

@@ -104,24 +104,27 @@ static int read_lang(serve_request *r, const cJSON *root, const char *name, int 
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsString(v) || !*v->valuestring || strlen(v->valuestring) >= sizeof r->langs[0])
         return bad(err, errlen, "\"%s\" must be a language code", name);
-    if (!strcmp(v->valuestring, "auto") && (which != 0 || r->api != SERVE_LIBRE))
-        return bad(err, errlen, "\"%s\": auto is only for /translate's source", name);
+    if (!strcmp(v->valuestring, "auto"))
+        return bad(err, errlen, "\"%s\": auto is not supported for a model of several languages (language "
+                                "identification is not built yet): name the language", name);
     snprintf(r->langs[which], sizeof r->langs[which], "%s", v->valuestring);
     return 0;
 }
 
 /* /translate on a model without language tokens: source and target, when given, must be the
  * server's pair (--languages or the file's name; anything goes when it is unknown, as
- * LibreTranslate clients always send both); "source": "auto" is detected (serve_detect_request). */
-static int read_libre_pair(serve_request *r, const cJSON *root, const attend_model *m, const serve_options *o,
-                           char *err, size_t errlen) {
+ * LibreTranslate clients always send both); "source": "auto" answers the pair's source. */
+static int read_libre_pair(serve_request *r, const cJSON *root, const serve_options *o, char *err, size_t errlen) {
     static const char *const fields[2] = {"source", "target"};
     for (int k = 0; k < 2; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, fields[k]);
         if (!v || cJSON_IsNull(v)) continue;
         if (!cJSON_IsString(v)) return bad(err, errlen, "\"%s\" must be a language code", fields[k]);
         if (k == 0 && !strcmp(v->valuestring, "auto")) {
-            if (serve_detect_request(r, m, o)) return bad(err, errlen, "out of memory");
+            if (!o->pair[0][0])
+                return bad(err, errlen, "\"source\": auto: the server does not know the model's source language "
+                                        "(start it with --languages SRC-TGT)");
+            snprintf(r->detected, sizeof r->detected, "%s", o->pair[0]);
             continue;
         }
         if (o->pair[k][0] && strcmp(v->valuestring, o->pair[k]))
@@ -138,14 +141,10 @@ static int read_languages(serve_request *r, const cJSON *root, const attend_mode
                           char *err, size_t errlen) {
     const attend_config *c = attend_get_config(m);
     const int libre = r->api == SERVE_LIBRE;
-    if (libre && !c->n_languages) return read_libre_pair(r, root, m, o, err, errlen);
+    if (libre && !c->n_languages) return read_libre_pair(r, root, o, err, errlen);
     int rc = read_lang(r, root, libre ? "source" : "src_lang", 0, err, errlen);
     if (!rc) rc = read_lang(r, root, libre ? "target" : "tgt_lang", 1, err, errlen);
     if (rc) return rc;
-    if (!strcmp(r->langs[0], "auto")) { /* detected among the model's languages */
-        if (serve_detect_request(r, m, o)) return bad(err, errlen, "out of memory");
-        snprintf(r->langs[0], sizeof r->langs[0], "%s", r->detected);
-    }
     const char *dflt[2] = {o->common.src_lang, o->common.tgt_lang};
     for (int k = 0; k < 2; k++) {
         if (!r->langs[k][0] && dflt[k]) snprintf(r->langs[k], sizeof r->langs[k], "%s", dflt[k]);
@@ -242,7 +241,7 @@ static int read_texts(serve_request *r, const cJSON *root, const char *name, cha
 static const char *const V1_FIELDS[] = {"q", "target_text", "prefix", "task", "src_lang", "tgt_lang", "beam", "n_best", "sample",
                                         "top_k", "top_p", "temperature", "seed", "max_length", "min_length",
                                         "length_penalty", "no_repeat_ngram_size", "repetition_penalty",
-                                        "alignment", "attention", "split", NULL};
+                                        "alignment", "attention", "split", "api_key", "model", NULL};
 
 static int unknown_fields(const cJSON *root, char *err, size_t errlen) {
     const cJSON *e;

@@ -21,7 +21,10 @@ struct serve_sched {
     pthread_cond_t cv;
     serve_job *head, *tail; /* the queue, oldest first */
     int queued;             /* sentences in the queue */
+    long long queued_tokens; /* their source tokens */
     int busy;               /* sentences being translated */
+    int busy_tokens;        /* their source tokens */
+    double rate;            /* source tokens translated a second, measured (0 until then) */
     int stopping;
 };
 
@@ -55,12 +58,14 @@ int serve_sched_submit(serve_sched *s, serve_job *job) {
     job->queued_at = serve_now();
     job->next = NULL;
     pthread_mutex_lock(&s->mu);
-    const int full = s->stopping || (s->queued > 0 && s->queued + job->req.n > s->o->max_queue);
+    const int full = s->stopping || (s->queued > 0 && s->queued + job->req.n > s->o->max_queue) ||
+                     (s->queued > 0 && s->rate > 0 && (s->queued_tokens + s->busy_tokens) / s->rate > s->o->max_wait);
     if (!full) {
         if (s->tail) s->tail->next = job;
         else s->head = job;
         s->tail = job;
         s->queued += job->req.n;
+        s->queued_tokens += job->tokens;
         pthread_cond_signal(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
@@ -75,15 +80,26 @@ int serve_sched_pending(serve_sched *s) {
 }
 
 /* ---------------------------------------------------------------------------------------
- * One batch: the sentences of several jobs in one attend_translate call */
+ * One batch: the sentences of several jobs in one attend_translate call. The library hands
+ * results over batch by batch (attend_params.on_batch, SERVE_BATCH_SENTENCES sentences each, shortest
+ * first): a job is answered as soon as its last sentence is done, so the short requests of a
+ * large gathering do not wait for the long ones. */
+
+/* Sentences per library batch: past this, batching gains little on a compute-bound step
+ * (BENCHMARKS.md "Serving"), and a smaller batch answers its requests sooner. */
+#define SERVE_BATCH_SENTENCES 32
 
 typedef struct {
-    serve_job *jobs; /* linked through next */
+    serve_job **jobs; /* [n_jobs] */
+    int n_jobs;
+    int *left;        /* [n_jobs] sentences of job j not yet handed over */
+    char *answered;   /* [n_jobs] job j handed back already: never touched again */
     const char **lines;
     size_t *lens;
-    const char **targets; /* NULL when no job forces a translation */
+    const char **targets;  /* NULL when no job forces a translation */
     const char **prefixes; /* NULL when no job gives a prefix */
     int *job_of, *line_of, n;
+    attend_result *res;    /* [n] the library's results, moved to their jobs */
 } batch;
 
 /* Collect the non-blank sentences of b's jobs. 0 or -1 (out of memory). */
@@ -94,9 +110,14 @@ static int batch_collect(batch *b, int total) {
     b->prefixes = calloc((size_t)total, sizeof(char *));
     b->job_of = malloc(sizeof(int) * (size_t)total);
     b->line_of = malloc(sizeof(int) * (size_t)total);
-    if (!b->lines || !b->lens || !b->targets || !b->prefixes || !b->job_of || !b->line_of) return -1;
-    int j = 0, forced = 0, prefixed = 0;
-    for (serve_job *job = b->jobs; job; job = job->next, j++) {
+    b->left = calloc((size_t)b->n_jobs, sizeof(int));
+    b->answered = calloc((size_t)b->n_jobs, 1);
+    if (!b->lines || !b->lens || !b->targets || !b->prefixes || !b->job_of || !b->line_of || !b->left ||
+        !b->answered)
+        return -1;
+    int forced = 0, prefixed = 0;
+    for (int j = 0; j < b->n_jobs; j++) {
+        serve_job *job = b->jobs[j];
         job->res = calloc((size_t)job->req.n, sizeof(attend_result));
         if (!job->res) return -1;
         for (int i = 0; i < job->req.n; i++) {
@@ -109,6 +130,7 @@ static int batch_collect(batch *b, int total) {
             prefixed |= b->prefixes[b->n] != NULL;
             b->job_of[b->n] = j;
             b->line_of[b->n++] = i;
+            b->left[j]++;
         }
     }
     if (!forced) free(b->targets), b->targets = NULL;
@@ -123,98 +145,125 @@ static void batch_free(batch *b) {
     free(b->prefixes);
     free(b->job_of);
     free(b->line_of);
+    free(b->left);
+    free(b->answered);
+    free(b->res);
 }
 
-/* Every job of b answered with status and message (the results freed). */
-static void fail_jobs(serve_job *jobs, int status, const char *message) {
-    for (serve_job *job = jobs; job; job = job->next) {
-        for (int i = 0; job->res && i < job->req.n; i++) attend_result_free(&job->res[i]);
-        free(job->res);
-        job->res = NULL;
+/* Job j's answer made and the job handed back (it belongs to the HTTP side from now on). */
+static void answer(batch *b, int j) {
+    serve_response_job(b->jobs[j]);
+    b->answered[j] = 1;
+    b->jobs[j]->finish(b->jobs[j]);
+}
+
+/* Move result k to its job; answer the job when it was its last. */
+static void hand_over(batch *b, int k) {
+    const int j = b->job_of[k];
+    b->jobs[j]->res[b->line_of[k]] = b->res[k];
+    memset(&b->res[k], 0, sizeof b->res[k]);
+    b->job_of[k] = -1; /* moved */
+    if (--b->left[j] == 0) answer(b, j);
+}
+
+/* attend_params.on_batch: these results are complete. */
+static int batch_done(void *user, const int *index, int n) {
+    batch *b = user;
+    for (int i = 0; i < n; i++) hand_over(b, index[i]);
+    return 0;
+}
+
+/* Job j's results freed, for an error answer or a retry. */
+static void drop_results(serve_job *job) {
+    for (int i = 0; job->res && i < job->req.n; i++) attend_result_free(&job->res[i]);
+    free(job->res);
+    job->res = NULL;
+}
+
+/* Every job of b not answered yet answered with status and message, and handed back. */
+static void fail_jobs(batch *b, int status, const char *message) {
+    for (int j = 0; j < b->n_jobs; j++) {
+        if (b->answered[j]) continue;
+        serve_job *job = b->jobs[j];
+        drop_results(job);
         job->http_status = status;
         job->body = serve_response_error(message, &job->body_len);
+        b->answered[j] = 1;
+        job->finish(job);
     }
 }
 
 /* b's entries are HTML (requests with "format": "html", batched only with each other):
  * translated by attend_translate_html, each result's text the translated HTML. 0, or -1
  * with err. */
-static int translate_html(serve_sched *s, batch *b, const attend_params *p, attend_result *res, char *err,
-                          size_t errlen) {
+static int translate_html(serve_sched *s, batch *b, const attend_params *p, char *err, size_t errlen) {
     if (!b->n) return 0;
     char **html = calloc((size_t)b->n, sizeof(char *));
     int *cut = calloc((size_t)b->n, sizeof(int));
     int rc = html && cut ? attend_translate_html(s->m, b->lines, b->lens, b->n, 0, p, html, cut, err, errlen) : -1;
     if (!html || !cut) snprintf(err, errlen, "out of memory");
-    for (int k = 0; !rc && k < b->n; k++) res[k].text = html[k], res[k].truncated = cut[k];
+    for (int k = 0; !rc && k < b->n; k++) b->res[k].text = html[k], b->res[k].truncated = cut[k];
     free(html);
     free(cut);
     return rc;
 }
 
 /* Translate b's sentences with the first job's settings (what is only reported, scores and
- * attention, asked when any job asks). 0, or -1 with err. */
+ * attention, asked when any job asks), answering each job once its sentences are done.
+ * 0, or -1 with err (the jobs not answered still to be). */
 static int batch_translate(serve_sched *s, batch *b, char *err, size_t errlen) {
-    attend_params p = b->jobs->req.p;
-    for (serve_job *job = b->jobs->next; job; job = job->next) {
-        p.want_scores |= job->req.p.want_scores;
-        p.want_attention |= job->req.p.want_attention;
+    attend_params p = b->jobs[0]->req.p;
+    for (int j = 1; j < b->n_jobs; j++) {
+        p.want_scores |= b->jobs[j]->req.p.want_scores;
+        p.want_attention |= b->jobs[j]->req.p.want_attention;
     }
-    if (s->o->verbose) {
-        int n = 0;
-        for (serve_job *job = b->jobs; job; job = job->next) n++;
-        fprintf(stderr, "attend serve: batch of %d sentence%s from %d request%s\n", b->n, b->n == 1 ? "" : "s", n,
-                n == 1 ? "" : "s");
-    }
+    if (s->o->verbose)
+        fprintf(stderr, "attend serve: batch of %d sentence%s from %d request%s\n", b->n, b->n == 1 ? "" : "s",
+                b->n_jobs, b->n_jobs == 1 ? "" : "s");
     p.target_prefix = b->prefixes;
-    p.batch_size = 64;
+    p.batch_size = SERVE_BATCH_SENTENCES;
     p.batch_tokens = s->o->max_batch_tokens;
-    attend_result *res = calloc((size_t)(b->n ? b->n : 1), sizeof *res);
-    if (!res) return snprintf(err, errlen, "out of memory"), -1;
-    const int rc = b->jobs->req.html ? translate_html(s, b, &p, res, err, errlen)
-                                     : b->n ? attend_translate(s->m, b->lines, b->lens, b->n, b->targets, &p, res, err,
-                                                               errlen)
-                                            : 0;
-    if (rc) {
-        free(res);
-        return -1;
-    }
-    serve_job **by_index = malloc(sizeof(serve_job *) * (size_t)(b->n + 1));
-    int j = 0;
-    for (serve_job *job = b->jobs; by_index && job; job = job->next) by_index[j++] = job;
-    for (int k = 0; k < b->n; k++) { /* each result moves to its job */
-        if (by_index) by_index[b->job_of[k]]->res[b->line_of[k]] = res[k];
-        else attend_result_free(&res[k]);
-    }
-    free(by_index);
-    free(res);
-    return by_index ? 0 : (snprintf(err, errlen, "out of memory"), -1);
+    p.on_batch = batch_done;
+    p.user = b;
+    if (!(b->res = calloc((size_t)(b->n ? b->n : 1), sizeof *b->res)))
+        return snprintf(err, errlen, "out of memory"), -1;
+    for (int j = 0; j < b->n_jobs; j++)
+        if (!b->left[j]) answer(b, j); /* blank lines only */
+    const int html = b->jobs[0]->req.html;
+    const int rc = html ? translate_html(s, b, &p, err, errlen)
+                        : b->n ? attend_translate(s->m, b->lines, b->lens, b->n, b->targets, &p, b->res, err, errlen)
+                               : 0;
+    for (int k = 0; !rc && k < b->n; k++) /* what on_batch did not hand over (the HTML path) */
+        if (b->job_of[k] >= 0) hand_over(b, k);
+    return rc;
 }
 
-/* Translate the jobs (a list) together; when that fails, each alone, so one bad request does
- * not fail the others. Every job gets its answer. */
-static void run_jobs(serve_sched *s, serve_job *jobs, int sentences) {
-    batch b = {.jobs = jobs};
+/* Translate the jobs together; when that fails, each unanswered one alone, so one bad request
+ * does not fail the others. Every job gets its answer and is handed back. */
+static void run_jobs(serve_sched *s, serve_job **jobs, int n_jobs, int sentences) {
+    batch b = {.jobs = jobs, .n_jobs = n_jobs};
     char err[512];
     int rc = batch_collect(&b, sentences > 0 ? sentences : 1);
     if (rc) snprintf(err, sizeof err, "out of memory");
     else rc = batch_translate(s, &b, err, sizeof err);
-    batch_free(&b);
-    if (rc && jobs->next) {
-        for (serve_job *job = jobs, *next; job; job = next) {
-            next = job->next;
-            for (int i = 0; job->res && i < job->req.n; i++) attend_result_free(&job->res[i]);
-            free(job->res);
-            job->res = NULL;
-            job->next = NULL;
-            run_jobs(s, job, job->req.n);
-            job->next = next;
+    if (rc && n_jobs > 1 && b.answered) {
+        for (int j = 0; j < n_jobs; j++) {
+            if (b.answered[j]) continue;
+            drop_results(jobs[j]);
+            b.answered[j] = 1;
+            run_jobs(s, &jobs[j], 1, jobs[j]->req.n);
         }
-        return;
+    } else if (rc && b.answered) {
+        fail_jobs(&b, 400, err);
+    } else if (rc) { /* out of memory before anything was answered */
+        for (int j = 0; j < n_jobs; j++) {
+            drop_results(jobs[j]);
+            jobs[j]->http_status = 500;
+            jobs[j]->body = serve_response_error("out of memory", &jobs[j]->body_len);
+            jobs[j]->finish(jobs[j]);
+        }
     }
-    if (rc) fail_jobs(jobs, 400, err);
-    else
-        for (serve_job *job = jobs; job; job = job->next) serve_response_job(job);
+    batch_free(&b);
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -278,22 +327,45 @@ static serve_job *take_batch(serve_sched *s, int *sentences, serve_job **late) {
         }
         *prev = next; /* unlink */
         s->queued -= j->req.n;
+        s->queued_tokens -= j->tokens;
         j->next = NULL;
         if (late_job) j->next = *late, *late = j;
         else *end = j, end = &j->next, tokens += t, *sentences += j->req.n;
     }
     s->tail = last;
     s->busy = *sentences;
+    s->busy_tokens = tokens;
     return out;
 }
 
-/* Hand each job back (its answer is ready). */
-static void finish_jobs(serve_job *jobs) {
-    for (serve_job *job = jobs, *next; job; job = next) {
+/* Jobs that waited past --timeout: answered 503 and handed back. */
+static void answer_late(serve_job *late) {
+    for (serve_job *job = late, *next; job; job = next) {
         next = job->next;
         job->next = NULL;
+        job->http_status = 503;
+        job->body = serve_response_error("timed out waiting in the queue (see --timeout)", &job->body_len);
         job->finish(job);
     }
+}
+
+/* Translate a list of jobs (from take_batch): each is answered and handed back. */
+static void run_list(serve_sched *s, serve_job *list, int sentences) {
+    int n = 0;
+    for (serve_job *j = list; j; j = j->next) n++;
+    serve_job **jobs = malloc(sizeof *jobs * (size_t)(n ? n : 1));
+    n = 0;
+    for (serve_job *j = list, *next; j; j = next) {
+        next = j->next;
+        j->next = NULL;
+        if (jobs) jobs[n++] = j;
+        else { /* out of memory: each alone, with the array of one on the stack */
+            serve_job *one[1] = {j};
+            run_jobs(s, one, 1, j->req.n);
+        }
+    }
+    if (jobs && n) run_jobs(s, jobs, n, sentences);
+    free(jobs);
 }
 
 static void *sched_main(void *arg) {
@@ -303,12 +375,14 @@ static void *sched_main(void *arg) {
         int sentences;
         serve_job *late = NULL, *jobs = take_batch(s, &sentences, &late);
         pthread_mutex_unlock(&s->mu);
-        fail_jobs(late, 503, "timed out waiting in the queue (see --timeout)");
-        finish_jobs(late);
-        if (jobs) run_jobs(s, jobs, sentences);
-        finish_jobs(jobs);
+        answer_late(late);
+        const double t0 = serve_now();
+        if (jobs) run_list(s, jobs, sentences);
+        const double took = serve_now() - t0;
         pthread_mutex_lock(&s->mu);
-        s->busy = 0;
+        if (s->busy_tokens > 0 && took > 0) /* a moving average: the rate follows the load's mix */
+            s->rate = s->rate > 0 ? 0.7 * s->rate + 0.3 * s->busy_tokens / took : s->busy_tokens / took;
+        s->busy = s->busy_tokens = 0;
     }
     pthread_mutex_unlock(&s->mu);
     return NULL;

@@ -157,9 +157,17 @@ static void pool_free(void *ptr) {
 static void make_key(void) { pthread_key_create(&pool_key, pool_free); }
 
 /* The calling thread's pool with at least want workers when the system lets it start them
- * (fewer otherwise); NULL without memory. Called only between jobs. */
+ * (fewer otherwise); NULL without memory. Called only between jobs. A pool far larger than
+ * asked for (one call with threads=64, then calls with 2) is joined and made anew: its idle
+ * workers would all wake, spin and sleep again on every job, on cores the call did not ask
+ * for. */
 static pool *get_pool(int want) {
     pool *p = my_pool;
+    if (p && p->n_workers > 2 * want + 2) {
+        pthread_setspecific(pool_key, NULL);
+        pool_free(p);
+        my_pool = p = NULL;
+    }
     if (!p) {
         pthread_once(&pool_key_once, make_key);
         p = aligned_alloc(_Alignof(pool), sizeof *p); /* sizeof is a multiple of the alignment */

@@ -45,7 +45,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 9
+#define ATTEND_ABI 10
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */
@@ -174,6 +174,11 @@ typedef struct {
     int split;
     const char *split_lang; /* the rules' language ("de", "en", ...; NULL: src_lang, else
                              * the rules of every language together) */
+    /* If not NULL: read before every decoding step of every batch; once it is non-zero the
+     * call stops within a step and returns -1 ("stopped"; the lines handed over by
+     * on_batch stay the caller's). Set it from another thread or a signal handler (Ctrl-C
+     * in the Python package). */
+    const volatile int *stop;
 } attend_params;
 
 /* attend_params.split */

@@ -66,7 +66,7 @@ static int enc_work_alloc(enc_work *w, const s2s_config *c, int n, int total, in
 }
 
 int encode(const s2s_model *m, const int *const *ids, const int *off, const int *len, int n,
-           int total, float *X, float *const *enc_self) {
+           int total, float *X, float *const *enc_self, const volatile int *stop) {
     const s2s_config *c = &m->c;
     const int d = c->d_model, H = c->enc_heads, hd = c->enc_hd;
     const float escale = embed_scale(c);
@@ -86,6 +86,10 @@ int encode(const s2s_model *m, const int *const *ids, const int *off, const int 
     if (c->family->embed_norm) norm_rows(c, X, &m->enc_embed_norm, total);
     if (w.bias) s2s_relative_bias(m, 0, 1 - max_len, 2 * max_len - 1, w.bias, 2 * max_len - 1);
     for (int l = 0; l < c->enc_layers; l++) {
+        if (stop && *stop) { /* a large batch's encoder takes seconds: stop between layers */
+            at_block_free(w.block, w.bytes);
+            return -2;
+        }
         const enc_layer *L = &m->enc[l];
         /* self-attention, each sentence over its own rows: C [total, enc_inner] */
         const float *in = sublayer_in(c, X, w.Hn, &L->self_attn_norm, total);

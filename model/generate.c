@@ -108,7 +108,7 @@ static int start_sentence(gen *g, int i, const s2s_source *src, int *n_slots) {
 }
 
 /* Encode the batch into g->mem (each sentence's encoder attention into out[i] when asked
- * for). 0 or -1 (OOM). */
+ * for). 0, -1 (OOM) or -2 (stopped). */
 static int encode_batch(gen *g, const s2s_source *src, int total, s2s_output *out) {
     const int n = g->n;
     const size_t x_bytes = sizeof(float) * (size_t)total * g->c->d_model;
@@ -127,7 +127,8 @@ static int encode_batch(gen *g, const s2s_source *src, int total, s2s_output *ou
             if (!enc_self[i]) goto done;
         }
     }
-    if (encode(g->m, ids, g->off, g->len, n, total, X, g->o->want_attention ? enc_self : NULL)) goto done;
+    if ((rc = encode(g->m, ids, g->off, g->len, n, total, X, g->o->want_attention ? enc_self : NULL, g->o->stop)))
+        goto done;
     g->mem = (enc_memory){.n = n, .total = total, .off = g->off, .len = g->len};
     rc = cross_kv(g->m, X, &g->mem);
 done:
@@ -172,7 +173,7 @@ static int alloc_step_buffers(gen *g, int rows, int expect) {
     return 0;
 }
 
-/* Sentences, encoder and decoder for the batch. 0 or -1 (OOM). */
+/* Sentences, encoder and decoder for the batch. 0, -1 (OOM) or -2 (stopped). */
 static int gen_setup(gen *g, const s2s_source *src, s2s_output *out) {
     int total = 0, n_slots = 0, expect_max = 0;
     g->max_limit = 1;
@@ -191,8 +192,8 @@ static int gen_setup(gen *g, const s2s_source *src, s2s_output *out) {
         if (expect > expect_max) expect_max = expect;
         if (g->sent[i].limit > g->max_limit) g->max_limit = g->sent[i].limit;
     }
-    if (encode_batch(g, src, total, out)) return -1;
-    return alloc_step_buffers(g, n_slots, expect_max);
+    const int rc = encode_batch(g, src, total, out);
+    return rc ? rc : alloc_step_buffers(g, n_slots, expect_max);
 }
 
 static void gen_free(gen *g) {
@@ -298,10 +299,12 @@ static void choose_rows(const void *ctx, int lo, int hi, int worker) {
 /* ---------------------------------------------------------------------------------------
  * The loop */
 
-/* Step until every sentence is done. Returns the steps run, or -1 (OOM). */
+/* Step until every sentence is done. Returns the steps run, -1 (OOM) or -2 (stopped by
+ * the caller's flag). */
 static int generate(gen *g) {
     const int att = g->o->want_attention;
     for (int t = 0;; t++) {
+        if (g->o->stop && *g->o->stop) return -2;
         const int nr = gather_rows(g);
         if (nr == 0) return t;
         if (open_runs(g, nr, t)) return -1;
@@ -350,11 +353,11 @@ int s2s_translate_ids(const s2s_model *m, const s2s_source *src, int n, const s2
     gen g = {.m = m, .c = &m->c, .s = &search, .o = o, .n = n, .V = m->c.decoder_vocab_size,
              .ml = s2s_max_length(m, o), .threads = at_threads() > 0 ? at_threads() : 1};
     g.x = (step_ctx){g.c, g.s, 0, g.ml, o->ignore_eos};
-    int rc = -1;
-    if (!gen_setup(&g, src, out)) {
+    int rc = gen_setup(&g, src, out);
+    if (!rc) {
         const double t_decode = now();
         const int steps = generate(&g);
-        if (steps >= 0) rc = build_outputs(&g, out);
+        rc = steps >= 0 ? build_outputs(&g, out) : steps;
         if (rc == 0 && o->timing) {
             o->timing->encode = t_decode - t_start;
             o->timing->decode = now() - t_decode;
@@ -368,6 +371,7 @@ int s2s_translate_ids(const s2s_model *m, const s2s_source *src, int n, const s2
         total += src[i].n;
         s2s_output_free(&out[i]);
     }
-    snprintf(err, errlen, "out of memory translating a batch of %d sentences (%d source tokens)", n, total);
+    if (rc == -2) snprintf(err, errlen, "stopped (attend_params.stop) in a batch of %d sentences", n);
+    else snprintf(err, errlen, "out of memory translating a batch of %d sentences (%d source tokens)", n, total);
     return -1;
 }

@@ -28,9 +28,10 @@ typedef struct {
 
 /* Embed and encode n packed sources (ids[i] of len[i] ids, rows from off[i]) into
  * X [total, d]. enc_self[i] (optional, per sentence) receives
- * [enc_layers, enc_heads, len[i], len[i]] attention probabilities. 0, or -1 if out of memory. */
+ * [enc_layers, enc_heads, len[i], len[i]] attention probabilities. stop (optional) is read
+ * before each layer. 0, -1 if out of memory, -2 when *stop was set. */
 int encode(const s2s_model *m, const int *const *ids, const int *off, const int *len, int n,
-           int total, float *X, float *const *enc_self);
+           int total, float *X, float *const *enc_self, const volatile int *stop);
 
 /* Fill mem->cross_k / cross_v (allocating them) from the encoder states X. 0 or -1 (OOM). */
 int cross_kv(const s2s_model *m, const float *X, enc_memory *mem);

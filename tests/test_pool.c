@@ -2,6 +2,7 @@
  * never in use twice at once, nested loops run serially on the calling thread, several
  * caller threads each get their own pool, and idle workers sleep instead of spinning.
  * Usage: test_pool */
+#include <dirent.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -188,6 +189,28 @@ static void test_idle_workers_sleep(void) {
            MAX_THREADS - 1);
 }
 
+/* Threads of this process (/proc/self/task). */
+static int task_count(void) {
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) n += e->d_name[0] != '.';
+    if (d) closedir(d);
+    return n;
+}
+
+static void test_pool_shrinks(void) {
+    /* one call with 48 threads, then calls with 2: the big pool does not stay (its 47 idle
+     * workers would wake on every job of the small calls); the results stay right */
+    _Atomic long sum = 0;
+    const int before = task_count();
+    at_parallel_for(4800, 48, sum_items, &sum);
+    const int big = task_count();
+    for (int r = 0; r < 10; r++) at_parallel_for(1000, 2, sum_items, &sum);
+    const int after = task_count();
+    CHECK(sum == 4800L * 4799 / 2 + 10 * (999L * 1000 / 2));
+    CHECKF(big >= before + 40 && after <= before + 2, "threads: %d before, %d with 48, %d after", before, big, after);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Scratch memory (engine/scratch.c) goes with its thread: threads that each take 4 MiB of
  * it (and keep two blocks) and end leave the heap as it was. */
@@ -303,6 +326,7 @@ int main(void) {
     test_nested_serial();
     test_concurrent_callers();
     test_idle_workers_sleep();
+    test_pool_shrinks();
     printf("%d passed, %d failed\n", passed, failed);
     return failed != 0;
 }

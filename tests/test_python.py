@@ -104,7 +104,7 @@ def struct_mirrors_match_c():
              '  attend_hypothesis *: "attend_hypothesis*", on_batch_fn: "on_batch", \\',
              '  unsigned long: "unsigned long long", /* size_t: ctypes has one type for both */ \\',
              '  attend_sentence *: "attend_sentence*", \\',
-             '  attend_stats *: "attend_stats*", double: "double", const int *: "int*", \\',
+             '  attend_stats *: "attend_stats*", double: "double", const int *: "int*", const volatile int *: "int*", \\',
              '  const char *const *: "char**", const int *const *: "int**", default: "other")',
              "int main(void) {"]
     expect = []

@@ -112,7 +112,7 @@ def check_load(server):
     for round_ in range(2):
         tally = load_round(server, ROUND_SECONDS, round_)
         print(f"     round {round_ + 1}: {tally.counts}, longest pause {tally.longest_pause():.2f} s", flush=True)
-        # with epoll, libmicrohttpd 0.9.75 sometimes stalled every connection for ~7 s
+        # (libmicrohttpd 0.9.75 with epoll, the server's first HTTP layer, once stalled every connection for ~7 s)
         assert tally.longest_pause() < (10 if QUICK else 3), tally.longest_pause()
         assert set(tally.counts) <= {"ok", "503", "disconnected", "half sent"}, (tally.counts, tally.errors)
         assert tally.counts.get("ok", 0) > CLIENTS, tally.counts

@@ -24,7 +24,7 @@ import data_paths
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-HEADING = "## Serving (issue 28)"
+HEADING = "## Serving (issues 28, 35)"
 
 
 def read_lines(n):
@@ -90,6 +90,46 @@ def run_clients(port, lines, clients):
     for t in threads:
         t.join()
     return len(lines) / (time.perf_counter() - t0), lat, got
+
+
+HEY_SENTENCE = "Ein Mann mit einem orangefarbenen Hut starrt auf etwas."
+
+
+def run_hey(port, clients, seconds):
+    """hey (Debian's load generator) posting one sentence for `seconds` from `clients` workers:
+    (requests/s, p50 ms, p99 ms, {status: count})."""
+    body = json.dumps({"q": HEY_SENTENCE})
+    out = subprocess.run(["hey", "-z", f"{seconds}s", "-c", str(clients), "-m", "POST", "-T", "application/json",
+                          "-d", body, f"http://127.0.0.1:{port}/translate"],
+                         capture_output=True, text=True, check=True).stdout
+    rate = float(out.split("Requests/sec:")[1].split()[0])
+    pct = {line.split("%")[0].strip(): float(line.split(" in ")[1].split()[0]) * 1000
+           for line in out.split("Latency distribution:")[1].split("\n\n")[0].strip().splitlines()}
+    codes = {}
+    for line in out.split("Status code distribution:")[1].strip().splitlines():
+        if line.strip().startswith("["):
+            codes[int(line.split("]")[0].strip("[ "))] = int(line.split("]")[1].split()[0])
+    return rate, pct["50"], pct["99"], codes
+
+
+def hey_section(a, results):
+    """The hey table: each client count's medians over the rounds."""
+    md = ["", f"With `hey` (Go, one process; Debian's package), the sentence \"{HEY_SENTENCE}\" posted for "
+          f"{a.hey} s by each number of workers, {a.rounds} interleaved rounds, medians "
+          f"(`tools/bench_serve.py --hey {a.hey}`):", "",
+          "| workers | requests/s | vs 1 worker | p50 latency | p99 latency | status codes |", "|---|---|---|---|---|---|"]
+    one = statistics.median(r[0] for r in results[min(results)])
+    for c in sorted(results):
+        rs = results[c]
+        codes = {}
+        for r in rs:
+            for k, v in r[3].items():
+                codes[k] = codes.get(k, 0) + v
+        rate = statistics.median(r[0] for r in rs)
+        md.append(f"| {c} | {rate:.1f} | {rate / one:.2f}x | {statistics.median(r[1] for r in rs):.0f} ms | "
+                  f"{statistics.median(r[2] for r in rs):.0f} ms | "
+                  f"{', '.join(f'{k}: {v}' for k, v in sorted(codes.items()))} |")
+    return "\n".join(md) + "\n"
 
 
 def percentile(xs, p):
@@ -169,11 +209,14 @@ def main():
     ap.add_argument("--lines", type=int, default=300)
     ap.add_argument("--clients", default="1,4,16")
     ap.add_argument("--rounds", type=int, default=3, help="each configuration this often, interleaved; medians")
+    ap.add_argument("--hey", type=int, default=0, metavar="SECONDS",
+                    help="also run hey (Debian's load generator) for SECONDS per client count and round")
     ap.add_argument("--md", help="write the section into this Markdown file")
     a = ap.parse_args()
     lines = read_lines(a.lines)
     counts = [int(c) for c in a.clients.split(",")]
     cli_runs, rates, lats, identical = [], {c: [] for c in counts}, {c: [] for c in counts}, True
+    hey = {c: [] for c in counts}
     server = Server(a.attend, a.model, a.threads)
     try:
         run_clients(server.port, lines[:20], 4)  # warm-up
@@ -187,9 +230,14 @@ def main():
                 rates[clients].append(rate)
                 lats[clients] += lat
                 print(f"round {round_ + 1}: {clients} clients {rate:.1f} lines/s", flush=True)
+                if a.hey:
+                    hey[clients].append(run_hey(server.port, clients, a.hey))
+                    print(f"round {round_ + 1}: hey {clients} workers {hey[clients][-1]}", flush=True)
     finally:
         server.stop()
     section = report(a, [r[0] for r in cli_runs], rates, lats, sorted(cli_runs)[len(cli_runs) // 2], identical)
+    if a.hey:
+        section += hey_section(a, hey)
     print(section)
     if a.md:
         write_md(a.md, section)

@@ -1,6 +1,7 @@
 """attend: translate with MarianMT / OPUS-MT checkpoints and see where the model looked.
 
-Pure Python over the shared library libattend.so (ctypes; numpy is the only dependency):
+Pure Python over the shared library libattend.so (ctypes; numpy for arrays, imported on
+first use: plain translation needs none):
 
 >>> import attend
 >>> m = attend.Model("models/de-en.gguf", threads=2)

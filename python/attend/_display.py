@@ -6,7 +6,7 @@ import math
 import re
 from typing import Any, List, Optional, Sequence, Union
 
-import numpy as np
+from ._numpy import np  # imported on first use: plain translation needs no numpy
 
 from . import _capi as C
 
@@ -67,7 +67,7 @@ def result_html(r: Any, view: Optional[str] = None) -> str:
     parts = ['<div class="attend-result" style="font-family: sans-serif">',
              f"<div><b>source:</b> {esc(r.source)}</div>",
              f"<div><b>{label}:</b> {esc(r.text)}</div>"]
-    if r.tgt_ids.size:
+    if len(r.tgt_ids):
         parts.append(f"<div><b>score:</b> {r.score:.4f} ({len(r.tgt_ids)} tokens with &lt;/s&gt;)</div>")
     if r.cross is not None and r.cross.shape[2] and r.cross.shape[3]:
         try:
@@ -77,7 +77,7 @@ def result_html(r: Any, view: Optional[str] = None) -> str:
             parts.append(heatmap_svg(r.view(view), r.tgt_tokens, r.src_tokens))
         except Exception as e:  # a view the model lacks: say so instead of failing the display
             parts.append(f"<div>(no heatmap: {esc(str(e))})</div>")
-    elif r.cross is None and r.tgt_ids.size:
+    elif r.cross is None and len(r.tgt_ids):
         parts.append("<div><i>translate with attention=True to see where the model looked</i></div>")
     parts.append("</div>")
     return "\n".join(parts)

@@ -8,7 +8,7 @@ import json
 import os
 from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
-import numpy as np
+from ._numpy import np  # imported on first use: plain translation needs no numpy
 
 from . import _capi as C
 from ._options import hint_keywords

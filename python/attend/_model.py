@@ -13,7 +13,8 @@ import warnings
 from typing import (Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple,
                     Union, overload)
 
-import numpy as np
+from . import _numpy
+from ._numpy import np  # imported on first use: plain translation needs no numpy
 
 from . import _capi as C
 from ._options import hint_keywords
@@ -303,6 +304,8 @@ def _floats(ptr: Any, shape: Tuple[int, ...]) -> np.ndarray:
     n = 1
     for d in shape:
         n *= d
+    if len(shape) == 1 and not _numpy.available():  # log-probs without numpy: a list
+        return [float(ptr[i]) for i in range(n)] if n and ptr else []
     if n == 0:
         return np.zeros(shape, dtype=np.float32)
     addr = ctypes.cast(ptr, ctypes.c_void_p).value
@@ -311,6 +314,8 @@ def _floats(ptr: Any, shape: Tuple[int, ...]) -> np.ndarray:
 
 
 def _ints(ptr: Any, n: int) -> np.ndarray:
+    if not _numpy.available():  # without numpy: the ids as a list
+        return [ptr[i] for i in range(n)] if n and ptr else []
     if n == 0 or not ptr:
         return np.zeros(0, dtype=np.int32)
     addr = ctypes.cast(ptr, ctypes.c_void_p).value
@@ -533,7 +538,7 @@ class Result:
 
 def _result_from_c(r: C.attend_result, cfg: Config, source: str, target: Optional[str]) -> Result:
     if r.status:  # this line failed on its own (attend_result.status)
-        empty = np.zeros(0, dtype=np.int32)
+        empty = _ints(None, 0)
         return Result(source=source, text="", score=0.0, src_ids=empty, tgt_ids=empty.copy(),
                       src_tokens=[], tgt_tokens=[], logprob=None, logits=None, enc_self=None,
                       dec_self=None, cross=None, nbest=[], truncated=False,
@@ -572,10 +577,10 @@ def _blank_result(cfg: Config, source: str, p: C.attend_params, n_best: int) -> 
     """What `attend translate` gives a blank line: an empty translation, score 0."""
     def att(L: int, H: int) -> Optional[np.ndarray]:
         return np.zeros((L, H, 0, 0), dtype=np.float32) if p.want_attention else None
-    empty = np.zeros(0, dtype=np.int32)
+    empty = _ints(None, 0)
     return Result(
         source=source, text="", score=0.0, src_ids=empty, tgt_ids=empty.copy(), src_tokens=[],
-        tgt_tokens=[], logprob=np.zeros(0, dtype=np.float32) if p.want_scores else None,
+        tgt_tokens=[], logprob=_floats(None, (0,)) if p.want_scores else None,
         logits=np.zeros((0, cfg.decoder_vocab_size), dtype=np.float32) if p.want_logits else None,
         enc_self=att(cfg.encoder_layers, cfg.encoder_heads),
         dec_self=att(cfg.decoder_layers, cfg.decoder_heads),
@@ -589,7 +594,7 @@ def _blank_result(cfg: Config, source: str, p: C.attend_params, n_best: int) -> 
 
 
 def _int(name: str, v: Any, lo: int, hi: int = _INT_MAX) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+    if isinstance(v, bool) or not isinstance(v, _numpy.integer_types()):
         raise TypeError(f"{name} must be an int, not {type(v).__name__}")
     v = int(v)
     if not lo <= v <= hi:
@@ -599,7 +604,7 @@ def _int(name: str, v: Any, lo: int, hi: int = _INT_MAX) -> int:
 
 def _float(name: str, v: Any, lo: float = -math.inf, hi: float = math.inf,
            lo_open: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float, np.integer, np.floating)):
+    if isinstance(v, bool) or not isinstance(v, _numpy.number_types()):
         raise TypeError(f"{name} must be a number, not {type(v).__name__}")
     v = float(v)
     if not math.isfinite(v) or v > hi or v < lo or (lo_open and v == lo):
@@ -659,23 +664,54 @@ class _CtrlC:
     value). So while the call runs, in the main thread and when SIGINT has Python's
     default handler, a handler that only notes the signal takes its place: on_batch sees
     ``pending`` and asks the library to stop, and the caller raises KeyboardInterrupt
-    once the call has returned. Anywhere else (other threads, a handler of the user's)
-    nothing changes."""
+    once the call has returned. Within a batch the library reads ``flag`` (attend_params.stop)
+    before every decoding step: CPython's own C handler writes each signal to the wakeup fd,
+    and a watcher thread, which runs while the library holds no GIL, sets the flag at once,
+    so the call stops within a step whatever the batch size. The wakeup fd is taken only
+    when nobody (asyncio, say) has one. Anywhere else (other threads, a handler of the
+    user's) nothing changes."""
 
     def __init__(self) -> None:
         self.pending = False
+        self.flag = ctypes.c_int(0)
         self._old: Any = None
+        self._pipe: Any = None
+        self._watcher: Any = None
 
     def _note(self, signum: int, frame: Any) -> None:
         self.pending = True
+        self.flag.value = 1
+
+    def _watch(self, fd: int) -> None:
+        while True:
+            got = os.read(fd, 64)
+            if not got or bytes([signal.SIGINT]) in got:
+                if got:
+                    self.flag.value = 1
+                return
 
     def __enter__(self) -> "_CtrlC":
         if (threading.current_thread() is threading.main_thread()
                 and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
             self._old = signal.signal(signal.SIGINT, self._note)
+            r, w = os.pipe()
+            os.set_blocking(w, False)
+            if signal.set_wakeup_fd(w) == -1:
+                self._pipe = (r, w)
+                self._watcher = threading.Thread(target=self._watch, args=(r,), daemon=True)
+                self._watcher.start()
+            else:  # someone's own wakeup fd: leave it in place
+                signal.set_wakeup_fd(signal.set_wakeup_fd(-1))
+                os.close(r), os.close(w)
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        if self._pipe is not None:
+            signal.set_wakeup_fd(-1)
+            os.close(self._pipe[1])  # the watcher reads the end of the pipe and returns
+            self._watcher.join()
+            os.close(self._pipe[0])
+            self._pipe = self._watcher = None
         if self._old is not None:
             # signal.signal runs a signal still pending through _note first
             signal.signal(signal.SIGINT, self._old)
@@ -861,6 +897,8 @@ class Model:
         p.want_scores = int(bool(scores))
         p.want_logits = int(bool(logits))
         p.want_attention = int(bool(attention))
+        if logits or attention:
+            _numpy.require()  # their arrays need numpy: say so before translating
         if greedy and beam not in (None, 1):
             raise ValueError(f"greedy=True is beam=1: not with beam={beam}")
         if beam is not None:
@@ -1245,6 +1283,7 @@ class Model:
 
         callback = C.ON_BATCH(on_batch)
         p.on_batch = callback
+        p.stop = ctypes.pointer(ctrl_c.flag)
         p.batch_size, p.batch_tokens = batch, batch_tokens
         with ctrl_c:
             h = self._enter()
@@ -1259,6 +1298,7 @@ class Model:
             finally:
                 self._leave()
                 p.on_batch = C.ON_BATCH()
+                p.stop = None
                 if own_progress:
                     shown.close()
         if ctrl_c.pending:
@@ -1358,6 +1398,7 @@ def save_npz(results: Sequence[Result], path: PathLike, logits: bool = False) ->
     i counting the results from 0; blank lines get no keys; with n_best, the other
     hypotheses under ``s{i}/nbest{k}/`` as ``--n-best`` writes them. The results need
     attention (and scores)."""
+    _numpy.require()
     arrays: Dict[str, np.ndarray] = {}
     for i, r in enumerate(results):
         if r.src_ids.size == 0:

@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any, Iterable, Iterator, List, Optional, Sequence, TextIO, Tuple, Union
 
-import numpy as np
+from ._numpy import np  # imported on first use (ids in): plain translation needs no numpy
 
 # seconds between two progress lines when stderr is not a terminal (a log file gets a line
 # now and then, not one per batch); on a terminal the line is rewritten in place
@@ -119,7 +119,7 @@ def take(it: Iterator[Any], n: int, what: str) -> List[Any]:
     return got
 
 
-IdsInput = Union[Sequence[int], np.ndarray, Sequence[Sequence[int]]]
+IdsInput = Union[Sequence[int], "np.ndarray", Sequence[Sequence[int]]]
 
 
 def id_lists(ids: Any) -> Tuple[bool, List[np.ndarray]]:

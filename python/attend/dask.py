@@ -294,7 +294,7 @@ def _truncation_messages(model: Any, line: int, r: Any) -> List[str]:
         from attend._model import _truncation_messages as tm
         return tm(model.config, line, r)
     except Exception:  # pragma: no cover - older package
-        return [f"line {line}: longer than the model allows; translated its first {r.src_ids.size} tokens"]
+        return [f"line {line}: longer than the model allows; translated its first {len(r.src_ids)} tokens"]
 
 
 def translate_chunk(index: int, first_line: int, n_lines: int, data: bytes,
@@ -346,7 +346,7 @@ def translate_chunk(index: int, first_line: int, n_lines: int, data: bytes,
     translated = 0
     for i, r in enumerate(results):
         line_no = first_line + i + 1  # 1-based in the whole input, as attend translate counts
-        if r.src_ids.size:
+        if len(r.src_ids):
             translated += 1
         if i in cut:
             notes.append(cut[i])
@@ -356,7 +356,7 @@ def translate_chunk(index: int, first_line: int, n_lines: int, data: bytes,
             for k, h in enumerate(r.nbest):
                 line = f"{line_no - 1} ||| {_one_line(h.text)} ||| {h.score:.6f}"
                 if aligned:  # each hypothesis's own, as attend translate
-                    line += " ||| " + (r.hypothesis(k).pharaoh(view) if r.src_ids.size else "")
+                    line += " ||| " + (r.hypothesis(k).pharaoh(view) if len(r.src_ids) else "")
                 out.append(line)
         elif aligned:
             out.append(f"{_one_line(r.text)} ||| {r.pharaoh(view)}")
