@@ -68,14 +68,25 @@ std::string clean(const char *text, size_t len) {
     return out;
 }
 
-// CLD2's Language for a model's code, UNKNOWN_LANGUAGE when it has none.
-CLD2::Language language_of(const char *code) {
-    char iso[32];
-    langid_iso(code, iso, sizeof iso);
-    return *iso ? CLD2::GetLanguageFromName(iso) : CLD2::UNKNOWN_LANGUAGE;
+// CLD2's code for lang as ISO 639-1 ("zh-Hant" -> "zh"; its old codes "iw", "jw", "in", "ji"
+// -> "he", "jv", "id", "yi"), so that it meets a model's code and LibreTranslate's.
+void iso_of(CLD2::Language lang, char out[8]) {
+    static const char *const OLD[][2] = {{"iw", "he"}, {"jw", "jv"}, {"in", "id"}, {"ji", "yi"}};
+    const char *code = CLD2::LanguageCode(lang);
+    snprintf(out, 8, "%.*s", (int)strcspn(code, "-"), code);
+    for (const auto &e : OLD)
+        if (!strcmp(out, e[0])) snprintf(out, 8, "%s", e[1]);
+}
+
+// Do two ISO 639-1 codes name one language? (Norwegian: CLD2 says "no", models "nb".)
+bool same_language(const char *a, const char *b) {
+    const auto norm = [](const char *c) { return !strcmp(c, "nb") ? "no" : !strcmp(c, "jw") ? "jv" : c; };
+    return *a && !strcmp(norm(a), norm(b));
 }
 
 int add(langid_guess *out, int n, int max, const char *code, float confidence) {
+    for (int i = 0; i < n; i++) // CLD2's Chinese and traditional Chinese are one "zh"
+        if (!strcmp(out[i].code, code)) return n;
     if (n >= max) return n;
     snprintf(out[n].code, sizeof out[n].code, "%s", code);
     out[n].confidence = confidence;
@@ -85,6 +96,7 @@ int add(langid_guess *out, int n, int max, const char *code, float confidence) {
 } // namespace
 
 void langid_iso(const char *code, char *out, size_t cap) {
+    code += strspn(code, "_"); // "__de__", as some multilingual vocabularies spell it
     size_t n = strcspn(code, "_-");
     char base[8] = "";
     if (n >= 2 && n <= 3) snprintf(base, sizeof base, "%.*s", (int)n, code);
@@ -111,12 +123,14 @@ int langid_detect(const char *text, size_t len, const char *const *candidates, i
     for (int k = 0; k < 3; k++) {
         if (lang3[k] == CLD2::UNKNOWN_LANGUAGE || percent3[k] <= 0) continue;
         const float confidence = (float)percent3[k] * (reliable ? 1.0f : 0.5f);
+        char iso[8], want[32];
+        iso_of(lang3[k], iso);
         if (!n_candidates) {
-            n = add(out, n, max, CLD2::LanguageCode(lang3[k]), confidence);
+            n = add(out, n, max, iso, confidence);
             continue;
         }
         for (int i = 0; i < n_candidates; i++)
-            if (language_of(candidates[i]) == lang3[k]) {
+            if (langid_iso(candidates[i], want, sizeof want), same_language(want, iso)) {
                 n = add(out, n, max, candidates[i], confidence);
                 break;
             }

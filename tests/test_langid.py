@@ -85,10 +85,31 @@ def check_two_models():
         assert server.stop() == 0
 
 
+def check_codes():
+    """CLD2's own codes are not the ones models and LibreTranslate use: Hebrew is "iw" and
+    traditional Chinese "zh-Hant" (a language apart from "zh") to it. Answered as ISO 639-1
+    ("he", "zh"), and a model's zh / zho_Hant / nb candidate matches them."""
+    hebrew = "שלום, מה שלומך היום? אני רוצה ללכת לים עם החברים שלי.".encode()
+    simplified, traditional = "我想喝一杯咖啡，然后去图书馆看书。".encode(), "我想喝一杯咖啡，然後去圖書館看書。".encode()
+    norwegian = "Jeg vil gjerne ha en kopp kaffe og et stykke kake, takk.".encode()
+    got = detect([hebrew, simplified, traditional], "--all")
+    assert [g[0] for g in got] == ["he", "zh", "zh"], got
+    assert all(g[0::2].count(g[0]) == 1 for g in got), got  # "zh" once, not once per script
+    for among in ("zh,en", "zho_Hant,eng_Latn", "zh_CN,en_XX", "__zh__,__en__"):
+        got = detect([simplified, traditional], "--among", among)
+        assert [g[0] for g in got] == [among.split(",")[0]] * 2 and min(float(g[1]) for g in got) > 80, (among, got)
+    for among in ("he,en", "heb_Hebr,eng_Latn"):
+        got = detect([hebrew], "--among", among)[0]
+        assert got[0] == among.split(",")[0] and float(got[1]) > 80, (among, got)
+    got = detect([norwegian], "--among", "en,nb")[0]
+    assert got[0] == "nb" and float(got[1]) > 80, got
+
+
 def main():
     r = T.Runner()
     r.check("held-out German and English sentences: the measured rates", check_accuracy)
     r.check("--among: only those codes, as the model spells them", check_among)
+    r.check("CLD2's iw and zh-Hant answered as he and zh, matching models' codes", check_codes)
     r.check("hostile lines: an answer line each, no crash; bad options exit 2", check_hostile)
     r.check("a server of de-en and en-de: /detect and auto choose by the text", check_two_models)
     r.finish()
