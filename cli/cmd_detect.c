@@ -17,7 +17,8 @@ static void detect_help(void) {
            "\n"
            "Print the language of each TEXT argument, or else of each line of standard input:\n"
            "one line each, CODE<TAB>CONFIDENCE (0-100; halved when the text is too short for a\n"
-           "reliable answer), a blank line for a blank line. Language identification is CLD2's\n"
+           "reliable answer), a blank line for a blank line, und<TAB>0.0 for text in which no\n"
+           "language is found (digits only). Language identification is CLD2's\n"
            "(Debian's libcld2: 80+ languages from character n-grams); invalid UTF-8 and control\n"
            "characters are read as spaces, and only a line's first MiB is read.\n"
            "\n"
@@ -29,6 +30,13 @@ static void detect_help(void) {
            "  -h, --help     this help\n");
 }
 
+/* Anything but spaces, tabs and CRs? */
+static int has_text(const char *text, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (text[i] != ' ' && text[i] != '\t' && text[i] != '\r') return 1;
+    return 0;
+}
+
 typedef struct {
     const char *among[DETECT_MAX_AMONG];
     int n_among, all;
@@ -37,13 +45,10 @@ typedef struct {
 
 static void detect_one(const detect_options *o, const char *text, size_t n) {
     langid_guess g[3];
-    int k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (text[i] != ' ' && text[i] != '\t' && text[i] != '\r') {
-            k = langid_detect(text, n, o->among, o->n_among, g, o->all ? 3 : 1);
-            break;
-        }
+    const int k = has_text(text, n) ? langid_detect(text, n, o->among, o->n_among, g, o->all ? 3 : 1) : 0;
     for (int i = 0; i < k; i++) printf("%s%s\t%.1f", i ? "\t" : "", g[i].code, g[i].confidence);
+    /* a text CLD2 finds no language in (digits, one phrase repeated) is not a blank line */
+    if (k == 0 && has_text(text, n)) fputs("und\t0.0", stdout);
     putchar('\n');
 }
 

@@ -56,6 +56,10 @@ def check_hostile():
     got = detect(lines, "--among", "de,en")
     assert got[0] == [""] and got[1] == [""], got[:2]
     assert got[2][0] == "de" and got[3][0] == "de", got
+    # no language in it: "und", told apart from a blank line (with candidates, the first at 0)
+    got = detect([b"12345 67890", b"", ("Das ist ein Satz. " * 3000).encode()])
+    assert got == [["und", "0.0"], [""], ["und", "0.0"]], got
+    assert detect([b"12345 67890"], "--among", "de,en") == [["de", "0.0"]]
     out = subprocess.run([T.ATTEND, "detect"], input=b"x" * (3 << 20) + b"\nHallo Welt, wie geht es dir?\n",
                          capture_output=True, timeout=60)
     assert out.returncode == 0 and out.stdout.decode().split("\n")[1].startswith("de\t"), out
