@@ -109,6 +109,21 @@ def check_codes():
     assert got[0] == "nb" and float(got[1]) > 80, got
 
 
+def check_nllb_server():
+    """A multilingual model with NLLB's codes: /detect and auto answer deu_Latn, as the model
+    spells it, and auto translates as the named source does."""
+    nllb = os.path.join(T.REPO, "tests", "data", "tiny-nllb.gguf")
+    text = "Zwei Kinder spielen im Schnee vor dem Haus."
+    with S.Server(nllb, "-t", "1") as server:
+        status, _, body = server.post("/detect", {"q": text})
+        assert status == 200 and body[0]["language"] == "deu_Latn" and body[0]["confidence"] > 80, body
+        status, _, auto = server.post("/translate", {"q": text, "source": "auto", "target": "eng_Latn"})
+        assert status == 200 and auto["detectedLanguage"]["language"] == "deu_Latn", auto
+        _, _, named = server.post("/translate", {"q": text, "source": "deu_Latn", "target": "eng_Latn"})
+        assert auto["translatedText"] == named["translatedText"], (auto, named)
+        assert server.stop() == 0
+
+
 def main():
     r = T.Runner()
     r.check("held-out German and English sentences: the measured rates", check_accuracy)
@@ -116,6 +131,7 @@ def main():
     r.check("CLD2's iw and zh-Hant answered as he and zh, matching models' codes", check_codes)
     r.check("hostile lines: an answer line each, no crash; bad options exit 2", check_hostile)
     r.check("a server of de-en and en-de: /detect and auto choose by the text", check_two_models)
+    r.check("an NLLB model: /detect and auto in its own codes", check_nllb_server)
     r.finish()
 
 
