@@ -27,13 +27,14 @@ def translate(lines, compute, *extra, env=None):
 
 
 def test_close_to_f32():
-    """Held-out Multi30k lines: bf16 gives the f32 line for most of them (measured 9x% here,
+    """Held-out Multi30k lines: bf16 gives the f32 line for most of them (measured: 100% of these
+    120, 97.6% of 500 test_2016_flickr lines greedy on Zen 4,
     see BENCHMARKS.md), and never an empty one."""
     lines = T.corpus_lines("multi30k", "de", 120, skip=25000)
     f32, bf16 = translate(lines, "f32"), translate(lines, "bf16")
     same = sum(a == b for a, b in zip(f32, bf16)) / len(lines)
     print(f"     identical lines: {same:.1%}")
-    assert same >= 0.80, f"only {same:.1%} of bf16 lines equal f32's"
+    assert same >= 0.85, f"only {same:.1%} of bf16 lines equal f32's"
     assert all(b.strip() for b in bf16), "an empty bf16 translation"
 
 
