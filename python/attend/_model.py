@@ -698,10 +698,9 @@ class Model:
     """
 
     @hint_keywords
-    def __init__(self, path: Optional[PathLike] = None, threads: int = 0, compute_type: Optional[str] = None) -> None:
+    def __init__(self, path: Optional[PathLike] = None, threads: int = 0) -> None:
         """Load ``path`` (default: default_model_path()). ``threads``: threads per call
-        (0: attend_default_threads(), the physical cores or $OMP_NUM_THREADS).
-        ``compute_type``: None/"default"/"float32" (exact) or "bfloat16" (AVX-512 BF16). Raises
+        (0: attend_default_threads(), the physical cores or $OMP_NUM_THREADS). Raises
         AttendError with attend's message when the file is refused."""
         self._h: Optional[int] = None
         self._cv = threading.Condition()
@@ -717,9 +716,7 @@ class Model:
         self.path: str = os.fsdecode(bpath)
         lib = C.lib()
         err = C.err_buffer()
-        lp = lib.attend_default_load_params()
-        lp.compute_type = compute_type.encode() if compute_type else None
-        h = lib.attend_load_with(bpath, ctypes.byref(lp), err, C.ERR_LEN)
+        h = lib.attend_load(bpath, err, C.ERR_LEN)
         if not h:
             raise AttendError(f"{self.path}: {C.decode(err.value)}")
         self._h = h
