@@ -3,7 +3,9 @@
  * (64 outputs) by up to BF16_ROWS input rows: 24 accumulators, 4 loads of W and BF16_ROWS
  * broadcasts per column pair. Every output is one chain over the column pairs in order, so
  * results do not depend on the batch or the thread count. */
+#ifndef __clang__ /* clang gets -m flags from the Makefile (make fuzz, make tsan) */
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512bf16")
+#endif
 #include <immintrin.h>
 
 #include "bf16.h"
