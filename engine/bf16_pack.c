@@ -32,17 +32,20 @@ typedef struct {
     uint16_t *dst;
 } convert_args;
 
-/* Panels [lo, hi): each source row as f32, rounded, into its pair slots. */
+/* Element (r, c) of an f32 or f16 matrix, in any layout. */
+static float element(const at_matrix *m, int r, int c) {
+    const size_t i = at_matrix_index(m, r, c);
+    return m->dtype == AT_F32 ? ((const float *)m->data)[i] : at_f16_to_f32_1(((const uint16_t *)m->data)[i]);
+}
+
+/* Panels [lo, hi): every element rounded into its pair slot, the padding zero. */
 static void convert_panels(const void *ctx, int lo, int hi, int worker) {
     (void)worker;
     const convert_args *a = ctx;
     const int cols = a->m->cols;
-    float row[cols > 0 ? cols : 1];
-    for (int r = lo * AT_BF16_PANEL; r < hi * AT_BF16_PANEL; r++) {
-        if (r < a->m->rows) at_matrix_row(row, a->m, r);
+    for (int r = lo * AT_BF16_PANEL; r < hi * AT_BF16_PANEL; r++)
         for (int c = 0; c < cols + (cols & 1); c++)
-            a->dst[at_bf16_index(a->p, r, c)] = r < a->m->rows && c < cols ? at_f32_to_bf16_1(row[c]) : 0;
-    }
+            a->dst[at_bf16_index(a->p, r, c)] = r < a->m->rows && c < cols ? at_f32_to_bf16_1(element(a->m, r, c)) : 0;
 }
 
 void at_matrix_to_bf16_into(at_matrix *m, void *buf) {
