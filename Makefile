@@ -13,9 +13,9 @@ LDLIBS  = -pthread -lsentencepiece -lgumbo -lz -lm
 # attend serve's JSON parser and language identifier (CLD2): the attend binary only, not libattend
 SERVE_LIBS = -lcjson -lcld2
 
-LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
+LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/kernels_bf16.c engine/bf16_pack.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
           tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c \
-          model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c \
+          model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c model/compute.c \
           model/encoder.c model/decoder.c model/relative.c model/tasks.c model/search.c model/trace.c model/outputs.c model/strategy.c \
           model/beam.c model/generate.c model/api.c model/align.c model/align_links.c model/quantize.c \
           model/record_view.c model/split_lines.c model/translate_html.c text/chars.c text/split_rules.c text/sentences.c text/clauses.c \
@@ -283,6 +283,7 @@ TSAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=thread
 $(TSAN_DIR)/engine/kernels_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
 $(TSAN_DIR)/engine/kernels_avx512.o $(TSAN_DIR)/engine/gemm_i8_vnni.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq \
   -mavx512vnni -mavx2 -mfma -mf16c
+$(TSAN_DIR)/engine/kernels_bf16.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512bf16
 $(TSAN_DIR)/engine/gemm_i8_amx.o: ALL_CFLAGS += -mamx-tile -mamx-int8 -mavx512f -mavx512bw -mavx512vl -mavx512dq
 
 tsan:
@@ -343,6 +344,7 @@ FUZZ_FLAGS   = -max_total_time=$(FUZZ_SECONDS) -timeout=20 -rss_limit_mb=2048 -p
 $(FUZZ_DIR)/engine/kernels_avx2.o: ALL_CFLAGS += -mavx2 -mfma -mf16c
 $(FUZZ_DIR)/engine/kernels_avx512.o $(FUZZ_DIR)/engine/gemm_i8_vnni.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq \
   -mavx512vnni -mavx2 -mfma -mf16c
+$(FUZZ_DIR)/engine/kernels_bf16.o: ALL_CFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512bf16
 $(FUZZ_DIR)/engine/gemm_i8_amx.o: ALL_CFLAGS += -mamx-tile -mamx-int8 -mavx512f -mavx512bw -mavx512vl -mavx512dq
 
 fuzz-build:

@@ -83,12 +83,26 @@ static void watch_model_file(const char *path) {
 
 attend_model *cli_load_model(const char *path) { return cli_load_model_with(path, 0); }
 
+static const char *compute_type; /* --compute; NULL: the default */
+
+int cli_set_compute(const char *opt, const char *name) {
+    if (strcmp(name, "f32") && strcmp(name, "bf16") && strcmp(name, "auto")) {
+        fprintf(stderr, "attend: %s %s: must be f32, bf16 or auto\n", opt, name);
+        return EXIT_USAGE;
+    }
+    compute_type = name;
+    return 0;
+}
+
+const char *cli_compute(void) { return compute_type; }
+
 attend_model *cli_load_model_with(const char *path, int inspect_only) {
     char buf[PATH_MAX + 64], err[512];
     path = cli_model_path(path, buf, sizeof buf);
     watch_model_file(path);
     attend_load_params lp = attend_default_load_params();
     lp.inspect_only = inspect_only;
+    lp.compute_type = compute_type;
     attend_model *m = attend_load_with(path, &lp, err, sizeof err);
     if (!m) {
         fprintf(stderr, "attend: %s: %s\n", path, err);

@@ -15,6 +15,10 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2, EXIT_MODEL = 3, EXIT_IO = 4 }
 attend_model *cli_load_model(const char *path);
 /* The same; inspect_only: for commands that only read the configuration or check the file. */
 attend_model *cli_load_model_with(const char *path, int inspect_only);
+/* --compute NAME (f32, bf16 or auto): the compute type cli_load_model loads with; an unknown
+ * name prints one line and returns EXIT_USAGE, else 0. */
+int cli_set_compute(const char *opt, const char *name);
+const char *cli_compute(void);
 /* The model file a command uses: path if given, else $ATTEND_MODEL, else the shipped model
  * next to the binary; when there is none, print where it looked and exit with EXIT_USAGE.
  * buf (PATH_MAX bytes or more) may hold the result. */

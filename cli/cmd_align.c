@@ -71,6 +71,8 @@ static void usage_align(FILE *f) {
             "                          else 80)\n"
             "  -t, --threads N         threads (default: physical cores, or\n"
             "                          $OMP_NUM_THREADS)\n"
+            "      --compute T         f32 (default, exact), bf16 (AVX-512 BF16 CPUs: faster,\n"
+            "                          approximate) or auto (= f32)\n"
             "  -h, --help              this help\n"
             "\n"
             "calibration (choose the view that aligns best on a small gold set):\n"

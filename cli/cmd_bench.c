@@ -42,6 +42,7 @@ static void usage_bench(FILE *f) {
             "  -n, --tgt-len T      target tokens decoded per sentence (default 20)\n"
             "  -t, --threads N      threads (default: physical cores,\n"
             "                       or $OMP_NUM_THREADS)\n"
+            "      --compute T      f32 (default) or bf16 (AVX-512 BF16 CPUs)\n"
             "  -r, --rounds R       timed rounds (default 5)\n"
             "      --beam N         beam search with N beams, n-best 1, the model's other\n"
             "                       generation settings (default 1: greedy)\n"
@@ -161,6 +162,7 @@ static int take_bench_option(cli_args *a, bench_options *o) {
     if (cli_is(a, "-r", "--rounds")) return cli_take_int(a, 1, 100000, &o->rounds);
     if (cli_is(a, NULL, "--beam")) return cli_take_int(a, 1, 1024, &o->beams);
     if (cli_is(a, NULL, "--seed")) return cli_take_int(a, 0, 1 << 30, &o->seed);
+    if (cli_is(a, NULL, "--compute")) return cli_take_compute(a);
     if (cli_is(a, NULL, "--no-bandwidth")) o->want_bandwidth = 0;
     else if (cli_is(a, NULL, "--no-peak")) o->want_peak = 0;
     else if (cli_is(a, NULL, "--json")) o->json = 1;
@@ -220,7 +222,9 @@ static int open_model(bench_run *x) {
     }
     x->threads = x->o->threads ? x->o->threads : attend_default_threads();
     const double t_load = now();
-    x->m = attend_load(x->o->path, err, sizeof err);
+    attend_load_params lp = attend_default_load_params();
+    lp.compute_type = cli_compute();
+    x->m = attend_load_with(x->o->path, &lp, err, sizeof err);
     x->load_s = now() - t_load, x->unix_loaded = wall();
     if (!x->m) {
         fprintf(stderr, "attend bench: %s: %s\n", x->o->path, err);
@@ -351,7 +355,7 @@ static bench_figures figures(const bench_run *x) {
 static void print_json(const bench_run *x, const bench_figures *f) {
     const bench_options *o = x->o;
     const double bw = f->bws.triad, B = o->B;
-    printf("{\"model\": \"%s\", \"dtype\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"batch\": %d, "
+    printf("{\"model\": \"%s\", \"dtype\": \"%s\", \"compute\": \"%s\", \"isa\": \"%s\", \"threads\": %d, \"batch\": %d, "
            "\"beam\": %d, \"src_len\": %d, \"tgt_len\": %d, \"rounds\": %d, \"tokens\": %d, \"steps\": %d, "
            "\"ms_per_sentence\": %.3f, \"ms_per_sentence_min\": %.3f, \"tok_s\": %.2f, \"tok_s_max\": %.2f, "
            "\"encode_ms\": %.3f, \"decode_ms\": %.3f, \"step_ms\": %.4f, \"peak_rss_mib\": %.1f, "
@@ -361,7 +365,7 @@ static void print_json(const bench_run *x, const bench_figures *f) {
            "\"decoder_peak_fraction\": %.4f, \"int8_path\": \"%s\", \"peak_amx_gops\": %.2f, "
            "\"amx_peak_fraction\": %.4f, \"load_ms\": %.3f, \"first_round_ms\": %.3f, \"unix_main\": %.6f, "
            "\"unix_loaded\": %.6f, \"unix_first_round\": %.6f}\n",
-           o->path, x->c->dtype, attend_isa(), x->threads, o->B, o->beams, o->S, o->T, o->rounds, x->produced,
+           o->path, x->c->dtype, cli_compute() ? cli_compute() : "f32", attend_isa(), x->threads, o->B, o->beams, o->S, o->T, o->rounds, x->produced,
            (int)x->steps, 1e3 * f->med / B, 1e3 * f->best / B, f->tok_s, f->tok_s_max, 1e3 * f->enc, 1e3 * f->dec,
            1e3 * f->step_s, f->rss_mib, f->wbytes / 1e6, f->achieved, bw, bw > 0 ? f->achieved / bw : 0.0,
            f->bws.read, f->bws.read > 0 ? f->achieved / f->bws.read : 0.0, f->pk.f32_gflops, f->pk.i8_gops,
@@ -399,7 +403,8 @@ static void print_machine(const bench_run *x, const bench_figures *f) {
 static void print_table(const bench_run *x, const bench_figures *f) {
     const bench_options *o = x->o;
     const int B = o->B, beams = o->beams;
-    printf("model               %s (%s, kernels %s%s%s, %d threads)\n", o->path, x->c->dtype, attend_isa(),
+    printf("model               %s (%s, compute %s, kernels %s%s%s, %d threads)\n", o->path, x->c->dtype,
+           cli_compute() ? cli_compute() : "f32", attend_isa(),
            f->int8 ? ", int8 on " : "", f->int8 ? attend_isa_int8() : "", x->threads);
     printf("shape               batch %d, %d source tokens, %d target tokens, %d rounds\n", B, o->S, o->T, o->rounds);
     if (beams > 1) printf("search              beam %d (%d decoder rows a step)\n", beams, B * beams);

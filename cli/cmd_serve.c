@@ -33,6 +33,8 @@ static void usage_serve(FILE *f) {
             "      --host ADDR         numeric address to bind (default 127.0.0.1: this machine only)\n"
             "      --port N            port (default 8080; 0: any free port; the port is printed)\n"
             "  -t, --threads N         threads translating (default: physical cores, or $OMP_NUM_THREADS)\n"
+            "      --compute T         f32 (default, exact), bf16 (AVX-512 BF16 CPUs: faster,\n"
+            "                          approximate) or auto (= f32)\n"
             "      --beam N, --greedy  the default search (default: the model's setting)\n"
             "      --src-lang L, --tgt-lang L  default languages of a multilingual model\n"
             "      --languages SRC-TGT the language pair of a model without language tokens, for\n"

@@ -49,6 +49,14 @@ static int take_split(cli_args *a, int *split) {
     return CLI_OPT_TAKEN;
 }
 
+/* --compute f32|bf16|auto: kept for cli_load_model. */
+int cli_take_compute(cli_args *a) {
+    const char *v;
+    const int rc = cli_take_str(a, &v);
+    if (rc) return rc;
+    return cli_set_compute("--compute", v) ? EXIT_USAGE : CLI_OPT_TAKEN;
+}
+
 int cli_model_option(cli_args *a, cli_model_options *o) {
     if (cli_is(a, "-m", "--model")) return cli_take_str(a, &o->model);
     if (cli_is(a, "-t", "--threads")) return cli_take_int(a, 1, 1024, &o->threads);
@@ -58,6 +66,7 @@ int cli_model_option(cli_args *a, cli_model_options *o) {
     if (cli_is(a, NULL, "--beam")) return cli_take_int(a, 1, 1024, &o->beams);
     if (cli_is(a, NULL, "--split")) return take_split(a, &o->split);
     if (cli_is(a, NULL, "--split-lang")) return cli_take_str(a, &o->split_lang);
+    if (cli_is(a, NULL, "--compute")) return cli_take_compute(a);
     if (cli_is(a, NULL, "--greedy")) {
         o->beams = 1;
         return CLI_OPT_TAKEN;

@@ -52,6 +52,8 @@ typedef struct {
 } cli_model_options;
 
 /* Read the argument at a->i if it is one of the options above. */
+/* --compute f32|bf16|auto (cli_set_compute) */
+int cli_take_compute(cli_args *a);
 int cli_model_option(cli_args *a, cli_model_options *o);
 /* Parameters for attend_translate with these options and every other setting default. */
 attend_params cli_model_params(const cli_model_options *o);

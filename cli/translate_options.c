@@ -20,6 +20,8 @@ void translate_usage(FILE *f) {
             "                          models/de-en.gguf next to the binary)\n"
             "  -t, --threads N         threads (default: physical cores, or\n"
             "                          $OMP_NUM_THREADS)\n"
+            "      --compute T         f32 (default, exact), bf16 (AVX-512 BF16 CPUs: faster,\n"
+            "                          approximate) or auto (= f32)\n"
             "  -b, --batch-size N      sentences translated together; lines already waiting are\n"
             "                          sorted by length into batches, output stays in order\n"
             "                          (default %d, or no limit with --batch-tokens alone)\n"

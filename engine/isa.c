@@ -22,6 +22,7 @@ typedef struct {
     int avx512;     /* AVX-512 F/BW/VL/DQ, ZMM and mask state enabled */
     int avx512vnni; /* vpdpbusd on zmm */
     int avxvnni;    /* vpdpbusd on ymm (VEX) */
+    int avx512bf16; /* vdpbf16ps on zmm (bf16 compute) */
     int amx;        /* AMX tiles with tdpbusd, tile state enabled, and this process allowed */
 } cpu_features;
 
@@ -59,6 +60,7 @@ static void probe_cpu(void) {
     cpu.avx512 = cpu.avx2 && zmm_os && f && dq && bw && vl;
     cpu.avx512vnni = cpu.avx512 && vnni;
     cpu.avxvnni = cpu.avx2 && ((a1 >> 4) & 1);
+    cpu.avx512bf16 = cpu.avx512 && ((a1 >> 5) & 1);
     const int amx_tile = (d >> 24) & 1, amx_int8 = (d >> 25) & 1, tile_os = (xlo & 0x60000) == 0x60000;
     const char *no_amx = getenv("ATTEND_AMX");
     cpu.amx = cpu.avx512vnni && amx_tile && amx_int8 && tile_os && !(no_amx && !strcmp(no_amx, "0")) &&
@@ -75,6 +77,7 @@ int at_cpu_has(const char *feature) {
     if (strcmp(feature, "avx512vnni") == 0) return cpu.avx512vnni;
     if (strcmp(feature, "avxvnni") == 0) return cpu.avxvnni;
     if (strcmp(feature, "amx") == 0) return cpu.amx;
+    if (strcmp(feature, "avx512bf16") == 0) return cpu.avx512bf16;
     return 0;
 }
 
@@ -83,6 +86,7 @@ void at_cpu_mask(const char *feature) {
     if (strcmp(feature, "avx512vnni") == 0) cpu.avx512vnni = 0;
     if (strcmp(feature, "avxvnni") == 0) cpu.avxvnni = 0;
     if (strcmp(feature, "amx") == 0) cpu.amx = 0;
+    if (strcmp(feature, "avx512bf16") == 0) cpu.avx512bf16 = 0;
 }
 
 int at_isa_vnni_panels(void) {

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "bf16.h"
 #include "gemm_i8_vnni.h"
 #include "isa.h"
 #include "pool.h"
@@ -125,12 +126,13 @@ int32_t *at_matrix_i8_sums(const int8_t *q, int rows, int cols) {
     return s;
 }
 
-static int in_panels(const at_matrix *m) { return m->packed && m->dtype != AT_I8; }
+static int in_panels(const at_matrix *m) { return m->packed && m->dtype != AT_I8 && m->dtype != AT_BF16; }
 
 int at_pack_layout(int dtype) { return dtype == AT_I8 && at_isa_vnni_panels() ? AT_PACKED_VNNI : AT_PACKED; }
 
 size_t at_matrix_elems(const at_matrix *m) {
     if (!m->packed) return (size_t)m->rows * m->cols;
+    if (m->packed == AT_PACKED_BF16) return at_matrix_bf16_bytes(m) / 2;
     if (m->packed == AT_PACKED_VNNI)
         return ((size_t)m->rows + AT_VNNI_BLOCK - 1) / AT_VNNI_BLOCK * AT_VNNI_BLOCK * at_vnni_steps(m->cols) * 4;
     if (in_panels(m)) return ((size_t)m->rows + AT_PANEL - 1) / AT_PANEL * AT_PANEL * m->cols;
@@ -141,7 +143,7 @@ size_t at_matrix_elems(const at_matrix *m) {
 /* Runs of a row that lie contiguously in m->data: a chunk for row-major and int8 layouts,
  * one element in panels, 4 in VNNI panels. */
 static int row_run(const at_matrix *m) {
-    return in_panels(m) ? 1 : m->packed == AT_PACKED_VNNI ? 4 : at_pack_chunk(m->dtype);
+    return in_panels(m) || m->packed == AT_PACKED_BF16 ? 1 : m->packed == AT_PACKED_VNNI ? 4 : at_pack_chunk(m->dtype);
 }
 
 void at_matrix_raw_row(void *dst, const at_matrix *m, int r) {
@@ -239,6 +241,10 @@ void *at_alloc_weights(size_t bytes) {
 }
 
 void at_matrix_row(float *dst, const at_matrix *m, int r) {
+    if (m->dtype == AT_BF16) {
+        at_bf16_row(dst, m, r);
+        return;
+    }
     if (in_panels(m)) { /* column c of row r lies every AT_PANEL elements (embedding lookups) */
         const size_t at = (size_t)(r / AT_PANEL) * m->cols * AT_PANEL + (size_t)(r % AT_PANEL);
         if (m->dtype == AT_F32)
@@ -403,6 +409,10 @@ static void linear_rows(const void *ctx, int lo, int hi, int worker) {
 }
 
 static void generic_linear(float *y, const float *x, const at_matrix *w, const float *b, int n) {
+    if (w->dtype == AT_BF16) {
+        at_linear_bf16_ref(y, x, w, b, n);
+        return;
+    }
     if (w->dtype == AT_I8) {
         generic_linear_i8(y, x, w, b, n);
         return;

@@ -16,7 +16,7 @@
 
 #include "pool.h"
 
-enum at_dtype { AT_F32 = 0, AT_F16 = 1, AT_I8 = 2 };
+enum at_dtype { AT_F32 = 0, AT_F16 = 1, AT_I8 = 2, AT_BF16 = 3 /* bf16 compute only (bf16.h) */ };
 
 /* An AT_I8 matrix holds row r as int8 q[r, :] with w[r, c] ≈ q[r, c] * scale[r]; wsum[r] is
  * the sum of q[r, :] (the VNNI kernels need it; at_matrix_i8_sums computes it). A linear
@@ -53,13 +53,13 @@ typedef struct {
  * by 4 broadcast input bytes, and the B tile of AMX's tdpbusd, so the GEMMs read W as it
  * lies (they transposed it per call before: a sixth of the int8 batch-64 time). Columns are
  * zero-padded to multiples of 64, rows to multiples of 64 (a GEMM block). */
-enum at_layout { AT_ROW_MAJOR = 0, AT_PACKED = 1, AT_PACKED_VNNI = 2 };
+enum at_layout { AT_ROW_MAJOR = 0, AT_PACKED = 1, AT_PACKED_VNNI = 2, AT_PACKED_BF16 = 3 /* bf16.h */ };
 #define AT_PACK_ROWS 4
 #define AT_PACK_BYTES 64
 #define AT_PANEL 64
 #define AT_I8_PANEL 16
 #define AT_VNNI_BLOCK 64 /* VNNI panels: rows per GEMM block, and the row padding */
-static inline int at_dtype_size(int dtype) { return dtype == AT_F32 ? 4 : dtype == AT_F16 ? 2 : 1; }
+static inline int at_dtype_size(int dtype) { return dtype == AT_F32 ? 4 : dtype == AT_F16 || dtype == AT_BF16 ? 2 : 1; }
 /* int8: elements per chunk (a power of two) and chunks per row. */
 static inline int at_pack_chunk(int dtype) { return AT_PACK_BYTES / at_dtype_size(dtype); }
 static inline size_t at_pack_chunks(const at_matrix *m) {
@@ -71,6 +71,8 @@ static inline size_t at_vnni_steps(int cols) { return ((size_t)cols + 63) / 64 *
 /* Index of element (r, c) in m->data, in elements, for any layout. */
 static inline size_t at_matrix_index(const at_matrix *m, int r, int c) {
     if (!m->packed) return (size_t)r * m->cols + c;
+    if (m->packed == AT_PACKED_BF16) /* bf16.h: 16-row panels of column pairs */
+        return (((size_t)(r / 16) * (((size_t)m->cols + 1) / 2) + c / 2) * 16 + r % 16) * 2 + c % 2;
     if (m->packed == AT_PACKED_VNNI)
         return (((size_t)(r / AT_I8_PANEL) * at_vnni_steps(m->cols) + c / 4) * AT_I8_PANEL + r % AT_I8_PANEL) * 4 + c % 4;
     if (m->dtype != AT_I8) return ((size_t)(r / AT_PANEL) * m->cols + c) * AT_PANEL + r % AT_PANEL;
@@ -105,7 +107,7 @@ void *at_alloc_weights(size_t bytes);
 /* Per-thread working memory (engine/scratch.c): the calling thread's buffer `slot` of at
  * least `bytes`, 64-byte aligned, its contents lost whenever it grows; NULL if out of
  * memory. A thread keeps its buffers across calls and frees them when it exits. */
-enum { AT_SCRATCH_QUANT, AT_SCRATCH_WIDEN, AT_SCRATCH_PANELS, AT_SCRATCH_SLOTS };
+enum { AT_SCRATCH_QUANT, AT_SCRATCH_WIDEN, AT_SCRATCH_PANELS, AT_SCRATCH_BF16, AT_SCRATCH_SLOTS };
 void *at_scratch(int slot, size_t bytes);
 /* at_alloc_weights for large per-call buffers (a batch's encoder workspace and output,
  * attention caches, logits), and its free: a thread keeps the last few blocks it freed and

@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bf16.h"
 #include "kernels.h"
 
 /* Below this many multiply-adds a parallel region costs more than it saves. */
@@ -472,10 +473,16 @@ static void linear_panels(float *y, const float *x, const at_matrix *w, const fl
 
 static void simd_linear(float *y, const float *x, const at_matrix *w, const float *b, int n) {
     if (w->dtype == AT_I8) simd_linear_i8(y, x, w, b, n);
+    else if (w->dtype == AT_BF16) at_linear_bf16_any(y, x, w, b, n);
     else linear_panels(y, x, w, b, n, 0);
 }
 
 /* f32 / f16 only (at_linear_act) */
 static void simd_linear_swish(float *y, const float *x, const at_matrix *w, const float *b, int n) {
+    if (w->dtype == AT_BF16) {
+        at_linear_bf16_any(y, x, w, b, n);
+        simd_swish(y, (size_t)n * w->rows);
+        return;
+    }
     linear_panels(y, x, w, b, n, 1);
 }

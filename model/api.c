@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "../engine/isa.h"
+#include "compute.h"
 #include "../tokenizer/text.h"
 #include "split_lines.h"
 #include "translate.h"
@@ -45,6 +46,8 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
     const attend_load_params defaults = attend_default_load_params();
     if (!lp) lp = &defaults;
     if (at_kernels_init(err, errlen)) return NULL;
+    const int compute = s2s_compute_parse(lp->compute_type, err, errlen);
+    if (compute < 0) return NULL;
     attend_model *am = calloc(1, sizeof *am);
     if (!am) {
         snprintf(err, errlen, "out of memory");
@@ -54,7 +57,7 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
      * in once (0.2 s for a 299 MB f32 file here) */
     am->inspect_only = lp->inspect_only != 0;
     am->m = am->inspect_only ? s2s_load_verified(path, err, errlen)
-                             : s2s_load_for_inference(path, err, errlen);
+                             : s2s_load_compute(path, compute, err, errlen);
     if (!am->m) {
         free(am);
         return NULL;

@@ -264,6 +264,11 @@ typedef struct {
                        * the matrices stay in the file's layout instead of being copied into
                        * the kernels' (the copy costs the model's size in memory and time);
                        * attend_translate then refuses the model */
+    /* NULL, "auto", "f32": the file's matrices, f32 arithmetic (exact). "bf16" ("bfloat16"):
+     * f32 / f16 matrices converted to bf16 at load, products on AVX-512 BF16 summed in f32;
+     * approximate, like int8. Refused, with what is missing, on CPUs without avx512_bf16
+     * and for int8 files. */
+    const char *compute_type;
 } attend_load_params;
 ATTEND_API attend_load_params attend_default_load_params(void);
 ATTEND_API attend_model *attend_load_with(const char *path, const attend_load_params *lp, char *err,

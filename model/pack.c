@@ -3,6 +3,7 @@
  * one owned block, and the file mapping's tensor pages let go, so that the resident size
  * stays about one model's. */
 #include "load.h"
+#include "../engine/bf16.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -102,7 +103,7 @@ int s2s_pack(s2s_model *m, char *err, size_t errlen) {
         return -1;
     }
     size_t total = 0; /* one block for all: small matrices get huge pages too */
-    for (int i = 0; i < n; i++) total += at_matrix_packed_bytes(mats[i]);
+    for (int i = 0; i < n; i++) total += m->bf16 ? at_matrix_bf16_bytes(mats[i]) : at_matrix_packed_bytes(mats[i]);
     char *block = at_alloc_weights(total);
     if (!block) {
         free(mats);
@@ -116,8 +117,9 @@ int s2s_pack(s2s_model *m, char *err, size_t errlen) {
     const void *proj_rows = m->out_proj.data;
     for (int i = 0; i < n; i++) {
         const at_matrix before = *mats[i];
-        const size_t bytes = at_matrix_packed_bytes(mats[i]);
-        at_matrix_pack_into(mats[i], block);
+        const size_t bytes = m->bf16 ? at_matrix_bf16_bytes(mats[i]) : at_matrix_packed_bytes(mats[i]);
+        if (m->bf16) at_matrix_to_bf16_into(mats[i], block);
+        else at_matrix_pack_into(mats[i], block);
         block += bytes;
         release_matrix(m, &before);
     }

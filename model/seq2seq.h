@@ -123,6 +123,7 @@ typedef struct s2s_model {
     int32_t **i8_sums; /* owned row sums of the int8 matrices (at_matrix.wsum) */
     int n_i8_sums;
     void *packed;      /* owned: the packed copies of the matrices, one block (s2s_pack) */
+    int bf16;          /* s2s_pack converts the f32 / f16 matrices to bf16 (bf16 compute) */
     /* every vector bound to the file (biases, norms, int8 scales): where its pointer lives and
      * its length, so s2s_pack can copy them out of the mapping (s2s_vector_ref) */
     struct s2s_vector_ref *vec_refs;

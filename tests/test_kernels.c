@@ -24,6 +24,8 @@ static void fill(float *x, size_t n, float scale) {
     for (size_t i = 0; i < n; i++) x[i] = frand() * scale;
 }
 
+#include "bf16_check.h"
+
 /* ------------------------------------------------------------------------------------- */
 
 static void test_f16(void) {
@@ -711,6 +713,7 @@ int main(void) {
             test_attention();
             test_attention_per_head();
             test_rmsnorm_gelu_tanh();
+            test_bf16();
             printf("%s %s, %d thread%s\n", failed == before ? "ok  " : "FAIL", names[i], threads,
                    threads > 1 ? "s" : "");
         }
@@ -751,6 +754,7 @@ int main(void) {
             printf("%s avx512 without VNNI (int8)\n", failed == before ? "ok  " : "FAIL");
         }
     }
+    printf("%s avx512 with AVX-512 BF16 (bf16 kernel)\n", at_isa_by_name("avx512") && at_cpu_has("avx512bf16") ? "ran " : "skip");
     printf("%d passed, %d failed\n", passed, failed);
     return failed || !ran ? 1 : 0;
 }

@@ -220,6 +220,7 @@ class attend_load_params(ctypes.Structure):
 
     _fields_ = [
         ("inspect_only", ctypes.c_int),
+        ("compute_type", ctypes.c_char_p),
     ]
 
 
