@@ -26,10 +26,14 @@ static void usage_serve(FILE *f) {
             "  GET  /health, GET /v1/model (the facts attend info prints), GET / (a live explore page)\n"
             "\n"
             "options:\n"
-            "  -m, --model FILE        checkpoint (default: $ATTEND_MODEL, else models/de-en.gguf)\n"
+            "  -m, --model FILE        checkpoint (default: $ATTEND_MODEL, else models/de-en.gguf); repeat\n"
+            "                          it to serve several; FILE=SRC-TGT names the pair of a file\n"
+            "                          whose name carries none (docs/serve.md, \"Several models\")\n"
+            "      --models DIR        serve every .gguf file in DIR too (sorted by name)\n"
             "      --host ADDR         numeric address to bind (default 127.0.0.1: this machine only)\n"
             "      --port N            port (default 8080; 0: any free port; the port is printed)\n"
-            "  -t, --threads N         threads translating (default: physical cores, or $OMP_NUM_THREADS)\n"
+            "  -t, --threads N         threads translating, per model (default: physical cores, or\n"
+            "                          $OMP_NUM_THREADS)\n"
             "      --beam N, --greedy  the default search (default: the model's setting)\n"
             "      --src-lang L, --tgt-lang L  default languages of a multilingual model\n"
             "      --languages SRC-TGT the language pair of a model without language tokens, for\n"
@@ -82,6 +86,12 @@ static int take_serve_option(cli_args *a, serve_options *o) {
     if (cli_is(a, NULL, "--max-connections")) return cli_take_int(a, 1, 100000, &o->max_connections);
     if (cli_is(a, NULL, "--allow-origin")) return cli_take_str(a, &o->allow_origin);
     if (cli_is(a, NULL, "--languages")) return cli_take_str(a, &o->languages);
+    if (cli_is(a, NULL, "--models")) return cli_take_str(a, &o->models_dir);
+    if (cli_is(a, "-m", "--model")) { /* repeatable: several models (serve_models.c) */
+        if (o->n_model_args == SERVE_MAX_MODELS)
+            return fprintf(stderr, "attend serve: more than %d models\n", SERVE_MAX_MODELS), EXIT_USAGE;
+        return cli_take_str(a, &o->model_args[o->n_model_args++]);
+    }
     if (cli_is(a, NULL, "--max-body")) {
         const int rc = cli_take_int(a, 1, 1 << 30, &body);
         o->max_body = body;
@@ -102,8 +112,8 @@ static int parse_serve(int argc, char **argv, serve_options *o) {
     *o = serve_default_options();
     cli_args a = {"serve", argc, argv, 0};
     for (a.i = 1; a.i < argc; a.i++) {
-        int rc = cli_model_option(&a, &o->common);
-        if (rc == CLI_OPT_OTHER) rc = take_serve_option(&a, o);
+        int rc = take_serve_option(&a, o);
+        if (rc == CLI_OPT_OTHER) rc = cli_model_option(&a, &o->common);
         if (rc == CLI_OPT_OTHER) {
             if (cli_is_option(argv[a.i])) return cli_unknown_option("serve", argv[a.i]);
             fprintf(stderr, "attend serve: takes no arguments, only options (see --help)\n");
@@ -115,18 +125,19 @@ static int parse_serve(int argc, char **argv, serve_options *o) {
 }
 
 /* After SIGTERM or SIGINT: wait (up to --timeout) for the requests in flight, then stop. */
-static void drain(serve_http *h, serve_sched *s, const serve_options *o) {
+static void drain(serve_http *h, serve_models *t, const serve_options *o) {
     serve_http_quiesce(h);
     const double until = serve_now() + o->timeout;
     while (serve_http_inflight(h) > 0 && serve_now() < until) usleep(20000);
-    serve_sched_stop(s); /* answers whatever is still queued */
+    serve_models_stop(t); /* answers whatever is still queued, in every model's scheduler */
     for (int i = 0; i < 50 && serve_http_inflight(h) > 0; i++) usleep(20000);
     serve_http_stop(h);
-    serve_sched_free(s); /* only now: a keep-alive client may have asked until the line above */
+    /* the schedulers are freed only now (serve_models_free): a keep-alive client may have
+     * asked until the line above */
 }
 
 /* Run until a signal; the exit status. */
-static int run_server(attend_model *m, const char *name, const serve_options *o) {
+static int run_server(serve_models *t, const serve_options *o) {
     sigset_t set;
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
@@ -134,38 +145,25 @@ static int run_server(attend_model *m, const char *name, const serve_options *o)
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* every thread started from here on too */
     signal(SIGPIPE, SIG_IGN);
     char err[512];
-    serve_sched *s = serve_sched_start(m, o, err, sizeof err);
-    serve_http *h = s ? serve_http_start(m, name, s, o, err, sizeof err) : NULL;
+    const int started = !serve_models_start(t, err, sizeof err);
+    serve_http *h = started ? serve_http_start(t, err, sizeof err) : NULL;
     if (!h) {
         fprintf(stderr, "attend serve: %s\n", err);
-        if (s) serve_sched_stop(s), serve_sched_free(s);
+        if (started) serve_models_stop(t);
         return EXIT_USAGE;
     }
-    fprintf(stderr, "attend serve: %s on http://%s%s%s:%d/ (%d threads)\n", name, strchr(o->host, ':') ? "[" : "",
+    char names[2048] = "";
+    for (int i = 0; i < t->n; i++) /* "de-en.gguf, tiny-m2m.gguf" */
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", i ? ", " : "", t->v[i].file);
+    fprintf(stderr, "attend serve: %s on http://%s%s%s:%d/ (%d threads%s)\n", names, strchr(o->host, ':') ? "[" : "",
             o->host, strchr(o->host, ':') ? "]" : "", serve_http_port(h),
-            o->common.threads ? o->common.threads : attend_default_threads());
+            o->common.threads ? o->common.threads : attend_default_threads(), t->n > 1 ? " per model" : "");
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "attend serve: %s: finishing the requests in flight\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    drain(h, s, o);
+    drain(h, t, o);
     fprintf(stderr, "attend serve: stopped\n");
     return EXIT_OK;
-}
-
-/* The pair of a model without language tokens: --languages, else the file's name (none is
- * fine: /languages is then empty and "auto" refused). 0, or EXIT_USAGE with a message. */
-static int find_pair(const attend_model *m, const char *name, serve_options *o) {
-    const int multi = attend_get_config(m)->n_languages > 0;
-    if (o->languages && multi) {
-        fprintf(stderr, "attend serve: --languages: this model names its own languages (attend info lists them)\n");
-        return EXIT_USAGE;
-    }
-    if (o->languages && serve_pair_parse(o->languages, o->pair)) {
-        fprintf(stderr, "attend serve: --languages %s: give SRC-TGT, e.g. de-en\n", o->languages);
-        return EXIT_USAGE;
-    }
-    if (!o->languages && !multi) serve_pair_from_name(name, o->pair);
-    return 0;
 }
 
 int cmd_serve(int argc, char **argv) {
@@ -176,14 +174,10 @@ int cmd_serve(int argc, char **argv) {
     serve_options o;
     int status = parse_serve(argc, argv, &o);
     if (status) return status;
-    char buf[4200];
-    const char *path = cli_model_path(o.common.model, buf, sizeof buf), *slash = strrchr(path, '/');
-    attend_model *m = cli_load_model(path);
-    if (o.common.src_lang || o.common.tgt_lang)
-        status = cli_check_languages("serve", m, o.common.src_lang, o.common.tgt_lang, 0);
-    if (!status && cli_check_task("serve", m, o.common.task)) status = EXIT_USAGE;
-    if (!status) status = find_pair(m, slash ? slash + 1 : path, &o);
-    if (!status) status = run_server(m, slash ? slash + 1 : path, &o);
-    attend_free(m);
+    serve_models t;
+    status = serve_models_load(&t, &o);
+    if (status) return status;
+    status = run_server(&t, &o);
+    serve_models_free(&t);
     return status;
 }

@@ -13,6 +13,8 @@
 #include "../model/attend.h"
 #include "options.h"
 
+enum { SERVE_MAX_MODELS = 64 };
+
 /* The command line (cmd_serve.c; every limit documented in attend serve --help). */
 typedef struct {
     cli_model_options common;  /* -m, -t, --beam, --greedy, --src-lang, --tgt-lang */
@@ -29,6 +31,9 @@ typedef struct {
     int verbose;               /* -v: a line per batch on stderr */
     const char *languages;     /* --languages SRC-TGT: the pair of a model without language tokens */
     char pair[2][16];          /* that pair, from --languages or the model file's name ("" unknown) */
+    const char *model_args[SERVE_MAX_MODELS]; /* each -m FILE[=SRC-TGT] (serve_models.c) */
+    int n_model_args;
+    const char *models_dir;    /* --models DIR: every .gguf in it */
 } serve_options;
 
 enum { SERVE_LIBRE = 0, SERVE_V1 = 1, SERVE_DETECT = 2 };
@@ -126,10 +131,41 @@ int serve_libre_detect(const char *body, size_t len, const attend_model *m, cons
  * byte): cJSON's strings would end there and drop the rest. */
 int serve_json_has_nul(const char *body, size_t len);
 
+/* The models a server holds, each with its own scheduler (serve_models.c). */
+typedef struct {
+    attend_model *m;
+    char name[256];  /* the file's base name without .gguf: /v1/translate's "model" */
+    char file[256];  /* the file's base name, as GET /v1/model names it */
+    serve_options o; /* the server's options, with this model's pair and default languages */
+    serve_sched *s;
+} serve_model;
+
+typedef struct {
+    int n;
+    serve_model *v;
+} serve_models;
+
+/* Load every model of o (-m, --models, else the default model): 0, or EXIT_USAGE after a
+ * message on stderr (t is then freed). */
+int serve_models_load(serve_models *t, const serve_options *o);
+/* A scheduler per model: 0, or -1 with err (those started are stopped again). */
+int serve_models_start(serve_models *t, char *err, size_t errlen);
+void serve_models_stop(serve_models *t);
+/* Schedulers freed (stopped before), models freed. */
+void serve_models_free(serve_models *t);
+/* Sentences pending in every scheduler. */
+int serve_models_pending(const serve_models *t);
+/* The model for a request body (JSON) of api: its index, or -status (-400) with err naming
+ * the pairs (or names) there are. Bodies that are not JSON go to model 0, whose parser
+ * answers them. */
+int serve_models_route(const serve_models *t, const char *body, size_t len, int api, char *err, size_t errlen);
+/* GET /languages over every model, GET /v1/model with a "models" list (malloc'd). */
+char *serve_models_languages(const serve_models *t, size_t *len);
+char *serve_models_json(const serve_models *t, size_t *len);
+
 /* The HTTP side (serve_http.c). */
 typedef struct serve_http serve_http;
-serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sched *s, const serve_options *o,
-                             char *err, size_t errlen);
+serve_http *serve_http_start(serve_models *t, char *err, size_t errlen);
 /* The port bound (useful with --port 0). */
 int serve_http_port(const serve_http *h);
 /* Stop accepting connections (the listening socket is closed). */

@@ -24,9 +24,9 @@ extern const char explore_html[]; /* build/cli/explore_html.c, from python/atten
 
 struct serve_http {
     struct MHD_Daemon *d;
-    attend_model *m;
-    serve_sched *s;
-    const serve_options *o;
+    attend_model *m;        /* the first model: /detect, the explore page */
+    serve_models *t;        /* every model, each with its scheduler */
+    const serve_options *o; /* the first model's options (the daemon's are every model's) */
     char *model_json, *page; /* GET /v1/model and GET /, made once */
     size_t model_json_len, page_len;
     char *languages, *settings; /* GET /languages and GET /frontend/settings, made once */
@@ -155,7 +155,10 @@ static enum MHD_Result start_translation(request *x, int api) {
     if (bad_form) return reply_error(x, bad_form, err);
     serve_job *job = calloc(1, sizeof *job);
     if (!job) return reply_error(x, 500, "out of memory");
-    const int rc = serve_request_parse(x->body ? x->body : "", x->len, api, h->m, h->o, &job->req, err, sizeof err);
+    const int which = serve_models_route(h->t, x->body ? x->body : "", x->len, api, err, sizeof err);
+    const serve_model *v = &h->t->v[which < 0 ? 0 : which];
+    const int rc = which < 0 ? -which
+                             : serve_request_parse(x->body ? x->body : "", x->len, api, v->m, &v->o, &job->req, err, sizeof err);
     free(x->body);
     x->body = NULL;
     if (rc) {
@@ -167,7 +170,7 @@ static enum MHD_Result start_translation(request *x, int api) {
     x->job = job;
     /* suspended before the scheduler sees it, so its resume always finds it suspended */
     MHD_suspend_connection(x->conn);
-    if (serve_sched_submit(h->s, job)) {
+    if (serve_sched_submit(v->s, job)) {
         job->http_status = 503;
         job->body = serve_response_error("the queue is full or the server is stopping; retry", &job->body_len);
         job_finished(job);
@@ -215,7 +218,7 @@ static enum MHD_Result answer_get(request *x) {
     if (!strcmp(x->path, "/")) return reply(x, 200, h->page, h->page_len, 1, "text/html; charset=utf-8");
     if (!strcmp(x->path, "/favicon.ico")) return reply(x, 204, (char *)"", 0, 1, "image/x-icon"); /* none: no 404 */
     char *body = NULL;
-    const int n = asprintf(&body, "{\"status\":\"ok\",\"pending\":%d}\n", serve_sched_pending(h->s));
+    const int n = asprintf(&body, "{\"status\":\"ok\",\"pending\":%d}\n", serve_models_pending(h->t));
     return n < 0 ? MHD_NO : reply_json(x, 200, body, (size_t)n);
 }
 
@@ -365,8 +368,10 @@ static void mhd_log(void *cls, const char *fmt, va_list ap) {
     vfprintf(stderr, fmt, ap);
 }
 
-serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sched *s, const serve_options *o,
-                             char *err, size_t errlen) {
+serve_http *serve_http_start(serve_models *t, char *err, size_t errlen) {
+    attend_model *m = t->v[0].m;
+    const char *model_name = t->v[0].file;
+    const serve_options *o = &t->v[0].o;
     struct sockaddr_storage ss;
     int v6;
     if (make_address(o, &ss, &v6)) {
@@ -375,11 +380,11 @@ serve_http *serve_http_start(attend_model *m, const char *model_name, serve_sche
     }
     serve_http *h = calloc(1, sizeof *h);
     if (!h) return snprintf(err, errlen, "out of memory"), NULL;
-    h->m = m, h->s = s, h->o = o;
+    h->m = m, h->t = t, h->o = o;
     pthread_mutex_init(&h->mu, NULL);
-    h->model_json = serve_response_model(m, model_name, &h->model_json_len);
+    h->model_json = serve_models_json(t, &h->model_json_len);
     h->page = make_page(m, model_name, o, &h->page_len);
-    h->languages = serve_libre_languages(m, o, &h->languages_len);
+    h->languages = serve_models_languages(t, &h->languages_len);
     h->settings = serve_libre_settings(m, o, &h->settings_len);
     /* poll, not epoll: with epoll (MHD_USE_AUTO's choice on Linux) libmicrohttpd 0.9.75 at
      * times left every connection waiting for seconds under load (tests/test_serve_load.py) */

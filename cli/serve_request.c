@@ -241,7 +241,8 @@ static int read_texts(serve_request *r, const cJSON *root, const char *name, cha
 static const char *const V1_FIELDS[] = {"q", "target_text", "prefix", "task", "src_lang", "tgt_lang", "beam", "n_best", "sample",
                                         "top_k", "top_p", "temperature", "seed", "max_length", "min_length",
                                         "length_penalty", "no_repeat_ngram_size", "repetition_penalty",
-                                        "alignment", "attention", "split", NULL};
+                                        "alignment", "attention", "split",
+                                        "model", /* read by serve_route.c */ NULL};
 
 static int unknown_fields(const cJSON *root, char *err, size_t errlen) {
     const cJSON *e;
