@@ -53,7 +53,9 @@ static int by_model_name(const serve_models *t, const cJSON *model, char *err, s
     for (int i = 0; cJSON_IsString(model) && i < t->n; i++)
         if (!strcmp(model->valuestring, t->v[i].name)) return i;
     list_pairs(t, 1, names, sizeof names);
-    snprintf(err, errlen, "\"model\" must be one of the server's models: %s", names);
+    snprintf(err, errlen, "\"model\": unknown field value %s%.64s%s: the server's models are %s",
+             cJSON_IsString(model) ? "\"" : "", cJSON_IsString(model) ? model->valuestring : "(not a string)",
+             cJSON_IsString(model) ? "\"" : "", names);
     return -400;
 }
 
