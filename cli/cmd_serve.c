@@ -1,5 +1,5 @@
-/* attend serve: a translation server over one model (fixed at start: no request names a file
- * or a model). Options, start, wait for SIGTERM or SIGINT, then stop accepting, finish what is
+/* attend serve: a translation server over one model or several (fixed at start: no request
+ * names a file; /v1/translate may name one of the models). Options, start, wait for SIGTERM or SIGINT, then stop accepting, finish what is
  * in flight and exit 0. The parts: serve.h. */
 #include <signal.h>
 #include <stdio.h>

@@ -1,8 +1,10 @@
-/* serve: attend serve, an HTTP translation server over one loaded model. The parts, one job
+/* serve: attend serve, an HTTP translation server over one loaded model or several. The parts, one job
  * each: cmd_serve.c (options, start, wait for a signal, shut down), serve_http.c (the
  * libmicrohttpd daemon: routes, bodies, limits, suspend/resume, access log), serve_request.c
  * (a JSON body into a serve_request), serve_sched.c (the scheduler thread: requests arriving
- * together are translated as one batch), serve_response.c (results and errors as JSON). */
+ * together are translated as one batch), serve_response.c (results and errors as JSON),
+ * serve_models.c and serve_route.c (several models: loading, a scheduler each, which model
+ * answers a request). */
 #ifndef ATTEND_CLI_SERVE_H
 #define ATTEND_CLI_SERVE_H
 

@@ -60,6 +60,7 @@ static int by_model_name(const serve_models *t, const cJSON *model, char *err, s
 }
 
 int serve_models_route(const serve_models *t, const char *body, size_t len, int api, char *err, size_t errlen) {
+    if (t->n == 1 && api != SERVE_V1) return 0; /* nothing to choose, and no "model" to check */
     cJSON *root = cJSON_ParseWithLength(body, len);
     if (!cJSON_IsObject(root)) return cJSON_Delete(root), 0;
     const cJSON *model = api == SERVE_V1 ? cJSON_GetObjectItemCaseSensitive(root, "model") : NULL;

@@ -54,6 +54,12 @@ def check_unknown_pair(server):
     status, _, body = server.post("/translate", {"q": "x", "source": "fr", "target": "ja"})
     assert status == 400 and "fr to ja" in body["error"], (status, body)
     assert "de-en" in body["error"] and "tiny-m2m" in body["error"], body
+    status, _, body = server.post("/translate", {"q": DE[0], "source": "auto", "target": "en"})
+    assert status == 200 and body["detectedLanguage"]["language"] == "de", (status, body)
+    assert body["translatedText"] == S.translate_cli(S.SHIPPED, DE[:1])[0], body
+    for bad in (b"[1,2]", b"null", b"{\"q\": ", b"\xff\xfe"):
+        status, _, body = server.post("/translate", bad)
+        assert status == 400 and "error" in body, (bad, status, body)
     S.alive(server)
 
 
