@@ -284,6 +284,17 @@ static int load_one(const serve_options *o, int k, serve_model *sm) {
     return status;
 }
 
+/* Two models of one name (the same file twice, or one name in two folders): /v1's "model"
+ * could not tell them apart, and one of them would never be asked. */
+static int name_taken(const serve_models *ms, int k) {
+    for (int i = 0; i < k; i++)
+        if (!strcmp(ms->list[i].name, ms->list[k].name)) {
+            fprintf(stderr, "attend serve: two models named %s: each needs a name of its own\n", ms->list[k].name);
+            return EXIT_USAGE;
+        }
+    return 0;
+}
+
 int cmd_serve(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         usage_serve(stdout);
@@ -301,7 +312,10 @@ int cmd_serve(int argc, char **argv) {
                        o.n_model_args ? o.n_model_args : 1};
     if (!ms.list) return fprintf(stderr, "attend serve: out of memory\n"), EXIT_FAIL;
     int loaded = 0;
-    for (; !status && loaded < ms.n; loaded++) status = load_one(&o, loaded, &ms.list[loaded]);
+    for (; !status && loaded < ms.n; loaded++) {
+        status = load_one(&o, loaded, &ms.list[loaded]);
+        if (!status) status = name_taken(&ms, loaded);
+    }
     if (!status) status = run_server(&ms, &o);
     for (int k = 0; k < loaded; k++) attend_free(ms.list[k].m);
     free(ms.list);

@@ -116,6 +116,24 @@ def check_models_dir():
         shutil.rmtree(d, ignore_errors=True)
 
 
+def check_auto_and_hostile(server):
+    """"source": "auto" with several models; bodies that are not a request object are 400s
+    (never a crash), and the server still answers."""
+    status, _, body = server.post("/translate", {"q": "Guten Morgen.", "source": "auto", "target": "en"})
+    assert status == 200 and body["translatedText"] == S.translate_cli(S.SHIPPED, ["Guten Morgen."])[0], body
+    for bad in (b"[1,2]", b"null", b'{"q": ', b"\xff\xfe", b'{"q": "x", "source": 7, "target": []}'):
+        status, _, body = server.post("/translate", bad)
+        assert status == 400 and "error" in body, (bad, status, body)
+        status, _, body = server.post("/v1/translate", bad)
+        assert status == 400 and "error" in body, (bad, status, body)
+    S.alive(server)
+
+
+def check_same_name():
+    out = T.run_attend(["serve", "-m", M2M, "-m", M2M, "--port", "0"], check=False, timeout=30)
+    assert out.returncode == 2 and "two models named tiny-m2m.gguf" in out.stderr, out
+
+
 def check_bad_pairs():
     """--languages with several models, a bad FILE:PAIR, a pair on a multilingual model:
     start-up errors that say what to do."""
@@ -134,9 +152,11 @@ def main():
         r.check("a pair no model covers: 400 naming the pairs", check_unknown_pair, server)
         r.check("/v1/translate \"model\"; /v1/model lists the models", check_v1_model, server)
         r.check("/languages merges the models", check_languages, server)
+        r.check("source auto; hostile bodies 400, still serving", check_auto_and_hostile, server)
         assert server.stop() == 0
     r.check("--models DIR", check_models_dir)
     r.check("start-up errors for pairs", check_bad_pairs)
+    r.check("a model name given twice: a start-up error", check_same_name)
     r.finish()
 
 
