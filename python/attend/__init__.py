@@ -26,9 +26,12 @@ from ._display import heatmap_svg, plot
 from ._explore import Page, explore
 from . import export  # the exporters' package, callable as export() (attend/export/)
 from .export import find_exporter
-from ._model import (AttendError, AttendWarning, Config, Hypothesis, Model, Result, Sentence,
-                     default_model_path, default_threads, isa, isa_available, library_version,
-                     parse_view, save_npz, split_sentences, view_name)
+from ._common import AttendError, AttendWarning
+from ._config import Config
+from ._library import (default_model_path, default_threads, isa, isa_available, library_version,
+                       parse_view, split_sentences, view_name)
+from ._model import Model
+from ._results import Hypothesis, Result, Sentence, save_npz
 
 __version__ = "0.4.0"
 

@@ -71,7 +71,7 @@ def result_html(r: Any, view: Optional[str] = None) -> str:
         parts.append(f"<div><b>score:</b> {r.score:.4f} ({len(r.tgt_ids)} tokens with &lt;/s&gt;)</div>")
     if r.cross is not None and r.cross.shape[2] and r.cross.shape[3]:
         try:
-            from ._model import view_name
+            from ._library import view_name
             shown = view if view is not None else r.default_view()
             parts.append(f"<div><b>cross-attention, view {esc(view_name(shown))}:</b></div>")
             parts.append(heatmap_svg(r.view(view), r.tgt_tokens, r.src_tokens))

@@ -247,7 +247,7 @@ def _raw_lines_pass() -> bool:
     global _raw_ok
     if _raw_ok is None:
         try:
-            from attend import _model
+            from attend import _args as _model
             probe = _RawLine(b"a\xff\xfe b")
             _raw_ok = _model._lines([probe], "line")[1][0][1] == probe.raw
         except Exception:
