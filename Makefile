@@ -107,7 +107,7 @@ demo: build-deps
 TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests/test_heatmap \
             $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
             $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split \
-            $(BUILD)/tests/test_markup
+            $(BUILD)/tests/test_markup $(BUILD)/tests/test_pool_trim
 
 $(TEST_BINS): tests/check.h
 $(BUILD)/tests/test_markup: tests/markup_check.h
