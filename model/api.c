@@ -263,6 +263,7 @@ static int translate_sources(attend_model *am, s2s_source *src, int n, const att
     o.want_attention = p->want_attention;
     s2s_timing timing;
     o.timing = p->stats ? &timing : NULL;
+    o.stop = p->stop;
     if (s2s_translate_ids(m, src, n, &o, res, err, errlen)) goto fail;
     if (p->stats) {
         p->stats->encode_seconds += timing.encode;
@@ -374,6 +375,11 @@ static int run_batched(attend_model *am, s2s_source *src, int n, const attend_pa
             bs[j] = src[order[s0 + j]];
             bo[j] = out[order[s0 + j]];
             memset(&out[order[s0 + j]], 0, sizeof *out); /* now bo's, freed by it on failure */
+        }
+        if (p->stop && *p->stop) {
+            snprintf(err, errlen, "stopped by the caller after %d of %d sentences", s0, n);
+            rc = -1;
+            goto fail;
         }
         if (translate_sources(am, bs, k, p, search, bo, err, errlen)) {
             rc = -1;

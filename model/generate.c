@@ -302,6 +302,7 @@ static void choose_rows(const void *ctx, int lo, int hi, int worker) {
 static int generate(gen *g) {
     const int att = g->o->want_attention;
     for (int t = 0;; t++) {
+        if (g->o->stop && *g->o->stop) return -2; /* Ctrl-C or a caller's stop, within a step */
         const int nr = gather_rows(g);
         if (nr == 0) return t;
         if (open_runs(g, nr, t)) return -1;
@@ -355,6 +356,7 @@ int s2s_translate_ids(const s2s_model *m, const s2s_source *src, int n, const s2
         const double t_decode = now();
         const int steps = generate(&g);
         if (steps >= 0) rc = build_outputs(&g, out);
+        if (steps == -2) rc = -2;
         if (rc == 0 && o->timing) {
             o->timing->encode = t_decode - t_start;
             o->timing->decode = now() - t_decode;
@@ -367,6 +369,10 @@ int s2s_translate_ids(const s2s_model *m, const s2s_source *src, int n, const s2
     for (int i = 0; i < n; i++) {
         total += src[i].n;
         s2s_output_free(&out[i]);
+    }
+    if (rc == -2) {
+        snprintf(err, errlen, "stopped by the caller during a batch of %d sentences", n);
+        return -1;
     }
     snprintf(err, errlen, "out of memory translating a batch of %d sentences (%d source tokens)", n, total);
     return -1;

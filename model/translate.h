@@ -57,6 +57,8 @@ typedef struct {
     int ignore_eos;     /* never choose </s> before the limit: exactly max_length-1 tokens
                            (benchmarks; default off) */
     struct s2s_timing *timing; /* if not NULL: receives where the time went */
+    const volatile int *stop;  /* if not NULL: checked before each decoder step; non-zero
+                                  ends the call (-1, "stopped by the caller") */
 } s2s_opts;
 
 /* Wall-clock seconds of one s2s_translate_ids call, by phase. */

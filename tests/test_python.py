@@ -105,6 +105,7 @@ def struct_mirrors_match_c():
              '  unsigned long: "unsigned long long", /* size_t: ctypes has one type for both */ \\',
              '  attend_sentence *: "attend_sentence*", \\',
              '  attend_stats *: "attend_stats*", double: "double", const int *: "int*", \\',
+             '  const volatile int *: "int*", \\',
              '  const char *const *: "char**", const int *const *: "int**", default: "other")',
              "int main(void) {"]
     expect = []

@@ -141,6 +141,7 @@ class attend_params(ctypes.Structure):
         ("task", ctypes.c_char_p),
         ("split", ctypes.c_int),
         ("split_lang", ctypes.c_char_p),
+        ("stop", ctypes.POINTER(ctypes.c_int)),  # checked between decoder steps
     ]
 
 

@@ -550,8 +550,8 @@ class Model:
             shown.add(len(items) - n)  # blank lines: done already
 
         def on_batch(user: Any, index: Any, k: int) -> int:
-            # called by the library, in this thread, with the GIL held by ctypes; a Ctrl-C
-            # that came while the library worked has just run ctrl_c's handler (see _CtrlC)
+            # called by the library with the GIL held by ctypes, in this thread or the
+            # library thread of _CtrlC.run; a Ctrl-C has set ctrl_c.pending (see _CtrlC)
             try:
                 try:
                     total = lo = hi = 0
@@ -586,19 +586,22 @@ class Model:
         callback = C.ON_BATCH(on_batch)
         p.on_batch = callback
         p.batch_size, p.batch_tokens = batch, batch_tokens
+        p.stop = ctrl_c.stop_pointer()
+        err = C.err_buffer()
+
+        def call() -> int:  # n = 0 too: the library then still checks the settings
+            if src_ids is None:
+                return C.lib().attend_translate(h, arr, lens, n, tg, ctypes.byref(p), out, err, C.ERR_LEN)
+            return _translate_ids_call(h, src_ids, p, out, err)
+
         with ctrl_c:
             h = self._enter()
             try:
-                err = C.err_buffer()
-                # n = 0 too: the library then still checks the settings
-                if src_ids is None:
-                    rc = C.lib().attend_translate(h, arr, lens, n, tg, ctypes.byref(p), out, err,
-                                                  C.ERR_LEN)
-                else:
-                    rc = _translate_ids_call(h, src_ids, p, out, err)
+                rc = ctrl_c.run(call)
             finally:
                 self._leave()
                 p.on_batch = C.ON_BATCH()
+                p.stop = None
                 if own_progress:
                     shown.close()
         if ctrl_c.pending:
