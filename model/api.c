@@ -7,14 +7,10 @@
 
 #include "../engine/isa.h"
 #include "../tokenizer/text.h"
+#include "attend_model.h"
 #include "split_lines.h"
 #include "translate.h"
 
-struct attend_model {
-    s2s_model *m;
-    attend_config config;
-    int inspect_only; /* loaded without packing: no translation */
-};
 
 /* The FFN's activation; "gated-" before it for a gated FFN (T5 v1.1: fc2(act(fc1 x) * gate x)). */
 static const char *activation_name(const s2s_config *c) {

@@ -310,6 +310,14 @@ ATTEND_API char *attend_detokenize(const attend_model *m, const int *ids, int n)
  * batching by tokens. -1 with err on failure. */
 ATTEND_API int attend_count_tokens(const attend_model *m, const char *line, size_t len, char *err, size_t errlen);
 
+/* The vocabularies (side ATTEND_SOURCE or ATTEND_TARGET; one shared vocabulary answers the
+ * same on both): its size, an id's piece (NUL-terminated, the model's own; NULL for an id
+ * out of range or a bad side) and a piece's id (-1 when it has none). */
+enum { ATTEND_SOURCE = 0, ATTEND_TARGET = 1 };
+ATTEND_API int attend_vocab_size(const attend_model *m, int side);
+ATTEND_API const char *attend_id_to_piece(const attend_model *m, int side, int id);
+ATTEND_API int attend_piece_to_id(const attend_model *m, int side, const char *piece, size_t len);
+
 /* Translate n HTML fragments (document 0: a line of a page, a LibreTranslate "q" with
  * "format": "html") or whole documents (document 1: the doctype kept). The text between
  * block boundaries (<p>, <li>, <td>, <br>, headings...) is translated as attend_translate

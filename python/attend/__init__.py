@@ -32,6 +32,7 @@ from ._library import (default_model_path, default_threads, isa, isa_available, 
                        parse_view, split_sentences, view_name)
 from ._model import Model
 from ._results import Hypothesis, Result, Sentence, save_npz
+from ._vocabulary import quantize
 
 __version__ = "0.4.0"
 
@@ -39,5 +40,5 @@ __all__ = [
     "ATTEND_ALIGNMENT_VIEW_KEY", "AttendError", "AttendWarning", "Config", "Hypothesis", "Model", "Page",
     "Result", "Sentence", "default_model_path", "default_threads", "explore", "export", "find_exporter",
     "find_library", "heatmap_svg", "isa", "isa_available", "library_path", "library_version",
-    "parse_view", "plot", "save_npz", "split_sentences", "view_name", "__version__",
+    "parse_view", "plot", "quantize", "save_npz", "split_sentences", "view_name", "__version__",
 ]

@@ -20,13 +20,14 @@ from ._config import Config
 from ._results import Result, _blank_result, _char_array, _ints, _result_from_c
 from ._args import _int, _float, _encode, _lines, _is_blank, _EARLY
 from ._interrupt import _CtrlC
+from ._vocabulary import VocabularyMixin
 
 
 # ---------------------------------------------------------------------------------------
 # Model
 
 
-class Model:
+class Model(VocabularyMixin):
     """A loaded .gguf checkpoint (attend_load: structure, CRC-32s and finite weights are
     checked first). Thread-safe: several threads may translate with one Model at once
     (the GIL is released while the library works). Use as a context manager, or call
