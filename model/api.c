@@ -169,6 +169,33 @@ static int fail_line(attend_result *out, int status, const char *msg) {
 }
 
 /* The search these params ask for, over the model's defaults. 0 or -1 with err. */
+/* attend_params.suppress_ids / disable_unk into the search, each id checked. */
+static int resolve_suppress(const s2s_model *m, const attend_params *p, s2s_search *s, char *err,
+                            size_t errlen) {
+    s->disable_unk = p->disable_unk != 0;
+    if (p->n_suppress <= 0) return 0;
+    if (!p->suppress_ids || !p->suppress_lens) {
+        snprintf(err, errlen, "n_suppress %d without suppress_ids and suppress_lens", p->n_suppress);
+        return -1;
+    }
+    for (int k = 0; k < p->n_suppress; k++) {
+        if (p->suppress_lens[k] < 1 || !p->suppress_ids[k]) {
+            snprintf(err, errlen, "suppressed sequence %d is empty", k);
+            return -1;
+        }
+        for (int i = 0; i < p->suppress_lens[k]; i++)
+            if (p->suppress_ids[k][i] < 0 || p->suppress_ids[k][i] >= m->c.decoder_vocab_size) {
+                snprintf(err, errlen, "suppressed sequence %d: id %d is outside the target vocabulary (0..%d)",
+                         k, p->suppress_ids[k][i], m->c.decoder_vocab_size - 1);
+                return -1;
+            }
+    }
+    s->suppress = p->suppress_ids;
+    s->suppress_len = p->suppress_lens;
+    s->n_suppress = p->n_suppress;
+    return 0;
+}
+
 static int resolve_search(const s2s_model *m, const attend_params *p, s2s_search *s, char *err,
                           size_t errlen) {
     *s = s2s_search_defaults(m);
@@ -204,6 +231,7 @@ static int resolve_search(const s2s_model *m, const attend_params *p, s2s_search
     s->top_p = p->top_p != 0 ? p->top_p : 1.0f;
     s->temperature = p->temperature != 0 ? p->temperature : 1.0f;
     s->seed = p->seed;
+    if (resolve_suppress(m, p, s, err, errlen)) return -1;
     return s2s_search_check(s, err, errlen);
 }
 

@@ -179,6 +179,13 @@ typedef struct {
      * handed over freed (as on_batch's stop). Set it from another thread or a signal
      * handler: Ctrl-C in a long batch (the Python package does). */
     const volatile int *stop;
+    /* Token sequences never generated (HF's bad_words_ids, CTranslate2's suppress_sequences):
+     * n_suppress arrays of target ids; where a sequence's ids but its last end the output so
+     * far, its last id is banned (a one-id sequence: banned everywhere). */
+    const int *const *suppress_ids;
+    const int *suppress_lens;
+    int n_suppress;
+    int disable_unk; /* <unk> never generated (CTranslate2's disable_unk) */
 } attend_params;
 
 /* attend_params.split */

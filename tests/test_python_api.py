@@ -120,6 +120,31 @@ def progress_callable_and_bar(m):
         pass
 
 
+def suppress_removes_sequences(m):
+    """suppress= bans what the model would produce: a piece everywhere, a pair only in order"""
+    line = LINES[0]
+    for options in ({"beam": 1}, {"beam": 4}, {"sample": True, "seed": 3}):
+        base = list(m.translate(line, **options).tgt_tokens)
+        assert "▁station" in base or options.get("sample"), (options, base)
+        one = m.translate(line, suppress=[["▁station"]], **options)
+        assert "▁station" not in one.tgt_tokens, (options, one.tgt_tokens)
+        by_id = m.translate(line, suppress=[[m.piece_to_id("▁station", "target")]], **options)
+        assert list(by_id.tgt_tokens) == list(one.tgt_tokens), "ids and pieces suppress differently"
+    pair = list(m.translate(line, suppress=[["▁the", "▁station"]]).tgt_tokens)
+    assert all(pair[i:i + 2] != ["▁the", "▁station"] for i in range(len(pair))), pair
+    assert "▁the" in pair, f"a pair's first piece alone must stay allowed: {pair}"
+    assert m.translate(line, suppress=[]).text == m.translate(line).text
+    unk = m.config.unk_id
+    assert unk not in m.translate(LINES, disable_unk=True)[0].tgt_ids.tolist()
+    for bad, err in (([[99999]], attend.AttendError), ([["no-such-piece-xyz"]], attend.AttendError),
+                     ("▁station", TypeError), ([[]], ValueError), ([["▁the", 4]], TypeError)):
+        try:
+            m.translate(line, suppress=bad)
+            raise AssertionError(f"suppress={bad!r} was taken")
+        except err:
+            pass
+
+
 def quantize_writes_int8():
     with tempfile.TemporaryDirectory() as d:
         missing = os.path.join(d, "missing.gguf")
@@ -146,6 +171,8 @@ def main():
         run.check("translate_batch(pieces) equals translate(text), greedy and beams", translate_from_pieces, m)
         run.check("translate_async: two awaits overlap, the event loop keeps running", async_calls_overlap, m)
         run.check("progress= a callable and a tqdm-like bar", progress_callable_and_bar, m)
+        run.check("suppress= removes a piece and a pair the model would produce; disable_unk",
+                  suppress_removes_sequences, m)
     run.check("attend.quantize: int8 copy translates; a missing input is AttendError", quantize_writes_int8)
     run.finish()
 

@@ -142,6 +142,10 @@ class attend_params(ctypes.Structure):
         ("split", ctypes.c_int),
         ("split_lang", ctypes.c_char_p),
         ("stop", ctypes.POINTER(ctypes.c_int)),  # checked between decoder steps
+        ("suppress_ids", ctypes.POINTER(c_int_p)),
+        ("suppress_lens", c_int_p),
+        ("n_suppress", ctypes.c_int),
+        ("disable_unk", ctypes.c_int),
     ]
 
 

@@ -182,8 +182,10 @@ class Model(VocabularyMixin):
                 temperature: Optional[float], seed: Optional[int], attention: bool, scores: bool,
                 logits: bool, threads: Optional[int], src_lang: Optional[str] = None,
                 tgt_lang: Optional[str] = None, task: Optional[str] = None, split: bool = True,
-                split_lang: Optional[str] = None) -> C.attend_params:
+                split_lang: Optional[str] = None, suppress: Any = None,
+                disable_unk: bool = False) -> C.attend_params:
         p = C.lib().attend_default_params()
+        self._suppress(p, suppress, disable_unk)
         if not isinstance(split, bool):
             raise TypeError(f"split must be True or False, not {type(split).__name__}")
         p.split = C.ATTEND_SPLIT_SENTENCES if split else C.ATTEND_SPLIT_NONE
@@ -275,7 +277,8 @@ class Model(VocabularyMixin):
                   src_lang: Optional[str] = None, tgt_lang: Optional[str] = None,
                   progress: bool = False, task: Optional[str] = None,
                   target_prefix: Union[None, Text, Sequence[Optional[Text]]] = None,
-                  split: bool = True, split_lang: Optional[str] = None, format: str = "text"
+                  split: bool = True, split_lang: Optional[str] = None, format: str = "text",
+                  suppress: Any = None, disable_unk: bool = False
                   ) -> Union[Result, List[Result]]:
         """Translate one line (a str: returns one Result) or several (a list or any
         iterable of str: returns a list of Results, in order).
@@ -455,7 +458,8 @@ class Model(VocabularyMixin):
                       seed: Optional[int] = None, attention: bool = False, scores: bool = True,
                       logits: bool = False, threads: Optional[int] = None,
                       batch_size: Optional[int] = None, batch_tokens: Optional[int] = None,
-                      tgt_lang: Optional[str] = None, progress: bool = False
+                      tgt_lang: Optional[str] = None, progress: bool = False,
+                      suppress: Any = None, disable_unk: bool = False
                       ) -> Union[Result, List[Result]]:
         """Translate from source token ids (attend_translate_ids): one sentence (a flat list
         or 1-D array of ints: returns one Result) or several (a list of them, or a 2-D

@@ -3,6 +3,7 @@ translation from pieces (CT2's translate_batch shape), async calls, and attend.q
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import functools
 import os
 from typing import Any, List, Optional, Sequence, Union
@@ -67,6 +68,37 @@ class VocabularyMixin:
             return out[0] if one else out
         finally:
             self._leave()  # type: ignore[attr-defined]
+
+    def _suppress(self, p: Any, suppress: Any, disable_unk: bool) -> None:
+        """suppress= (a list of sequences, each a list of target ids, HF's bad_words_ids, or
+        of target pieces, CT2's suppress_sequences) and disable_unk= into attend_params; the
+        arrays are kept alive on p."""
+        if not isinstance(disable_unk, bool):
+            raise TypeError(f"disable_unk must be True or False, not {type(disable_unk).__name__}")
+        p.disable_unk = int(disable_unk)
+        if suppress is None:
+            return
+        if isinstance(suppress, (str, bytes)) or not all(isinstance(q, (list, tuple)) for q in suppress):
+            raise TypeError("suppress must be a list of sequences, each a list of target ids or pieces")
+        seqs = []
+        for q in suppress:
+            if not q:
+                raise ValueError("suppress: an empty sequence")
+            if all(isinstance(x, str) for x in q):
+                ids = self.piece_to_id(list(q), "target")
+                if None in ids:
+                    raise AttendError(f"suppress: piece {q[ids.index(None)]!r} is not in the target vocabulary")
+            elif all(isinstance(x, int) and not isinstance(x, bool) for x in q):
+                ids = list(q)
+            else:
+                raise TypeError("suppress: a sequence holds either ids (int) or pieces (str)")
+            if any(not -2 ** 31 <= i < 2 ** 31 for i in ids):
+                raise AttendError("suppress: an id is outside the target vocabulary")
+            seqs.append((ctypes.c_int * len(ids))(*ids))
+        ptrs = (C.c_int_p * max(len(seqs), 1))(*[ctypes.cast(a, C.c_int_p) for a in seqs])
+        lens = (ctypes.c_int * max(len(seqs), 1))(*[len(a) for a in seqs])
+        p.suppress_ids, p.suppress_lens, p.n_suppress = ptrs, lens, len(seqs)
+        p._keep_suppress = (seqs, ptrs, lens)
 
     @property
     def vocabulary(self) -> List[str]:
