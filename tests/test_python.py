@@ -468,7 +468,7 @@ def repr_html_escapes():
     assert src in texts and r.text in texts
     svg = [e for e in root.iter() if e.tag.endswith("svg")]
     rects = [e for e in svg[0].iter() if e.tag.endswith("rect")]
-    assert len(rects) == len(r.tgt_ids) * len(r.src_ids) + 1
+    assert len(rects) == len(r.tgt_ids) * len(r.src_ids) + 1 + 21  # cells, frame, legend (20 + frame)
     # without attention: the text, and a hint
     h2 = model().translate(src)._repr_html_()
     assert "<svg" not in h2 and "&lt;script&gt;" in h2 and "attention=True" in h2
@@ -497,8 +497,8 @@ def plot_heatmap():
         return
     matplotlib.use("Agg")
     ax = attend.plot(r, layer=-1, head=0)
-    assert [t.get_text() for t in ax.get_xticklabels()] == r.src_tokens
-    assert [t.get_text() for t in ax.get_yticklabels()] == r.tgt_tokens
+    assert [t.get_text() for t in ax.get_xticklabels()] == [attend._display.clean_label(t) for t in r.src_tokens]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [attend._display.clean_label(t) for t in r.tgt_tokens]
     assert np.array_equal(ax.images[0].get_array(), r.cross[-1, 0])
     ax = attend.plot(r, layer=0, head="avg", kind="enc_self")
     assert np.allclose(ax.images[0].get_array(), r.enc_self[0].mean(0))

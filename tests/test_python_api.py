@@ -145,6 +145,31 @@ def suppress_removes_sequences(m):
             pass
 
 
+def plots_share_scale_and_clean_labels(m):
+    try:
+        import matplotlib
+    except ImportError:
+        print("   (matplotlib missing: the SVG checks only)")
+        matplotlib = None
+    r = m.translate(LINES[0], attention=True)
+    svg = attend.heatmap_svg(r.view(), r.tgt_tokens, r.src_tokens)
+    assert svg.count("<rect") == len(r.tgt_tokens) * len(r.src_tokens) + 1 + 21, "no colour legend"
+    assert "\u2581" not in r._repr_html_().split("cross-attention")[-1], "▁ in the labels of the repr"
+    if matplotlib is None:
+        return
+    matplotlib.use("Agg")
+    ax = attend.plot(r, vmax=0.5, alignment=True)
+    assert ax.images[0].get_clim() == (0.0, 0.5)
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels[:4] == ["Wo", "ist", "der", "Bahnhof"], labels
+    assert len(ax.collections) == 1 and len(ax.collections[0].get_offsets()) == len(r.tgt_tokens)
+    fig = attend.plot_grid(r, layers=[0, -1], heads=[0, 1])
+    clims = {a.images[0].get_clim() for a in fig.axes if a.images}
+    assert len([a for a in fig.axes if a.images]) == 4 and len(clims) == 1, clims
+    peak = max(float(r.cross[li, h].max()) for li in (0, -1) for h in (0, 1))
+    assert abs(clims.pop()[1] - peak) < 1e-6, "the shared scale is not the largest weight of the panels"
+
+
 def quantize_writes_int8():
     with tempfile.TemporaryDirectory() as d:
         missing = os.path.join(d, "missing.gguf")
@@ -171,6 +196,8 @@ def main():
         run.check("translate_batch(pieces) equals translate(text), greedy and beams", translate_from_pieces, m)
         run.check("translate_async: two awaits overlap, the event loop keeps running", async_calls_overlap, m)
         run.check("progress= a callable and a tqdm-like bar", progress_callable_and_bar, m)
+        run.check("plots: shared colour scale on a grid, vmax=, alignment marks, clean labels, SVG legend",
+                  plots_share_scale_and_clean_labels, m)
         run.check("suppress= removes a piece and a pair the model would produce; disable_unk",
                   suppress_removes_sequences, m)
     run.check("attend.quantize: int8 copy translates; a missing input is AttendError", quantize_writes_int8)

@@ -22,7 +22,7 @@ first use.
 from __future__ import annotations
 
 from ._capi import ATTEND_ALIGNMENT_VIEW_KEY, find_library, library_path
-from ._display import heatmap_svg, plot
+from ._display import heatmap_svg, plot, plot_grid
 from ._explore import Page, explore
 from . import export  # the exporters' package, callable as export() (attend/export/)
 from .export import find_exporter
@@ -40,5 +40,5 @@ __all__ = [
     "ATTEND_ALIGNMENT_VIEW_KEY", "AttendError", "AttendWarning", "Config", "Hypothesis", "Model", "Page",
     "Result", "Sentence", "default_model_path", "default_threads", "explore", "export", "find_exporter",
     "find_library", "heatmap_svg", "isa", "isa_available", "library_path", "library_version",
-    "parse_view", "plot", "quantize", "save_npz", "split_sentences", "view_name", "__version__",
+    "parse_view", "plot", "plot_grid", "quantize", "save_npz", "split_sentences", "view_name", "__version__",
 ]
