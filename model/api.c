@@ -287,7 +287,8 @@ static int translate_sources(attend_model *am, s2s_source *src, int n, const att
     o.want_attention = p->want_attention;
     s2s_timing timing;
     o.timing = p->stats ? &timing : NULL;
-    o.stop = p->stop;
+    o.stop = p->stop; /* Ctrl-C and streaming, between decoder steps */
+    o.on_token = p->on_token, o.token_user = p->token_user;
     if (s2s_translate_ids(m, src, n, &o, res, err, errlen)) goto fail;
     if (p->stats) {
         p->stats->encode_seconds += timing.encode;

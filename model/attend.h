@@ -186,6 +186,13 @@ typedef struct {
     const int *suppress_lens;
     int n_suppress;
     int disable_unk; /* <unk> never generated (CTranslate2's disable_unk) */
+    /* Streaming: if not NULL, called with each token greedy search or sampling chooses, as
+     * it is chosen (beam search's tokens are known only at its end, so not there): sentence
+     * is its index in the batch being decoded (one line with split ATTEND_SPLIT_NONE and no
+     * batching: 0), row the sample (n_best samples), logprob the token's log-probability
+     * when scores are kept. Called on the calling thread between decoder steps. */
+    void (*on_token)(void *user, int sentence, int row, int id, float logprob);
+    void *token_user;
 } attend_params;
 
 /* attend_params.split */

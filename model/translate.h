@@ -66,6 +66,10 @@ typedef struct {
     struct s2s_timing *timing; /* if not NULL: receives where the time went */
     const volatile int *stop;  /* if not NULL: checked before each decoder step; non-zero
                                   ends the call (-1, "stopped by the caller") */
+    /* if not NULL: each token greedy search or sampling chooses, as it is chosen (sentence:
+     * its index in this call, row: the sample) */
+    void (*on_token)(void *user, int sentence, int row, int id, float logprob);
+    void *token_user;
 } s2s_opts;
 
 /* Wall-clock seconds of one s2s_translate_ids call, by phase. */

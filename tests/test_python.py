@@ -91,17 +91,19 @@ C_TYPES = {  # what _Generic names, for each ctypes field type
     ctypes.POINTER(C.attend_stats): "attend_stats*", ctypes.c_double: "double",
     ctypes.c_int * C.ATTEND_VIEW_MAX: "int*",  # an array decays to a pointer in _Generic
     ctypes.POINTER(C.c_int_p): "int**",
-    ctypes.POINTER(C.attend_sentence): "attend_sentence*",
+    ctypes.POINTER(C.attend_sentence): "attend_sentence*", C.ON_TOKEN: "on_token",
 }
 
 
 def struct_mirrors_match_c():
     lines = ['#include <stddef.h>', '#include <stdio.h>', '#include "attend.h"', '#include "align.h"',
              'typedef int (*on_batch_fn)(void *, const int *, int);',
+             'typedef void (*on_token_fn)(void *, int, int, int, float);',
              '#define KIND(x) _Generic((x), int: "int", float: "float", long long: "long long", \\',
              '  unsigned long long: "unsigned long long", char *: "char*", const char *: "char*", \\',
              '  void *: "void*", int *: "int*", float *: "float*", char **: "char**", \\',
              '  attend_hypothesis *: "attend_hypothesis*", on_batch_fn: "on_batch", \\',
+             '  on_token_fn: "on_token", \\',
              '  unsigned long: "unsigned long long", /* size_t: ctypes has one type for both */ \\',
              '  attend_sentence *: "attend_sentence*", \\',
              '  attend_stats *: "attend_stats*", double: "double", const int *: "int*", \\',

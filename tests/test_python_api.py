@@ -170,6 +170,36 @@ def plots_share_scale_and_clean_labels(m):
     assert abs(clims.pop()[1] - peak) < 1e-6, "the shared scale is not the largest weight of the panels"
 
 
+def streaming_equals_translate(m):
+    """generate_tokens yields translate()'s tokens one by one (greedy and one sample), with
+    their log-probabilities, </s> last; leaving early stops the decoding"""
+    line = LINES[2]
+    for options in ({}, {"sample": True, "seed": 5}):
+        steps = list(m.generate_tokens(line, **options))
+        r = m.translate(line, split=False, **(options or {"beam": 1}))
+        assert [s.id for s in steps] == r.tgt_ids.tolist(), (options, steps, r.tgt_ids)
+        assert [s.piece for s in steps] == list(r.tgt_tokens)
+        assert [s.step for s in steps] == list(range(len(steps)))
+        assert max(abs(s.logprob - float(x)) for s, x in zip(steps, r.logprob)) < 1e-5
+    # early exit: closing after the first token takes a fraction of the whole decoding
+    long = dict(min_length=250, max_length=256)
+    t0 = time.monotonic()
+    m.translate([line] * 8, beam=1, split=False, **long)
+    whole = (time.monotonic() - t0) / 8
+    t0 = time.monotonic()
+    g = m.generate_tokens(line, **long)
+    first = next(g)
+    g.close()
+    closed = time.monotonic() - t0
+    assert first.step == 0 and closed < whole / 3, f"closing took {closed:.2f} s, the whole {whole:.2f} s"
+    for bad in ({"beam": 4}, {"n_best": 2}):
+        try:
+            next(m.generate_tokens(line, **bad))
+            raise AssertionError(f"{bad} was taken")
+        except ValueError:
+            pass
+
+
 def quantize_writes_int8():
     with tempfile.TemporaryDirectory() as d:
         missing = os.path.join(d, "missing.gguf")
@@ -196,6 +226,8 @@ def main():
         run.check("translate_batch(pieces) equals translate(text), greedy and beams", translate_from_pieces, m)
         run.check("translate_async: two awaits overlap, the event loop keeps running", async_calls_overlap, m)
         run.check("progress= a callable and a tqdm-like bar", progress_callable_and_bar, m)
+        run.check("generate_tokens streams translate()'s tokens (greedy, sampling); close stops it",
+                  streaming_equals_translate, m)
         run.check("plots: shared colour scale on a grid, vmax=, alignment marks, clean labels, SVG legend",
                   plots_share_scale_and_clean_labels, m)
         run.check("suppress= removes a piece and a pair the model would produce; disable_unk",

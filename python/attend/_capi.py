@@ -92,6 +92,7 @@ class attend_config(ctypes.Structure):
 
 # int (*on_batch)(void *user, const int *index, int n)
 ON_BATCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, c_int_p, ctypes.c_int)
+ON_TOKEN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float)
 
 
 class attend_stats(ctypes.Structure):
@@ -146,6 +147,8 @@ class attend_params(ctypes.Structure):
         ("suppress_lens", c_int_p),
         ("n_suppress", ctypes.c_int),
         ("disable_unk", ctypes.c_int),
+        ("on_token", ON_TOKEN),
+        ("token_user", ctypes.c_void_p),
     ]
 
 

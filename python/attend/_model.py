@@ -21,6 +21,7 @@ from ._results import Result, _blank_result, _char_array, _ints, _result_from_c
 from ._args import _int, _float, _encode, _lines, _is_blank, _EARLY
 from ._interrupt import _CtrlC
 from ._vocabulary import VocabularyMixin
+from . import _tokens
 
 
 # ---------------------------------------------------------------------------------------
@@ -591,7 +592,8 @@ class Model(VocabularyMixin):
         callback = C.ON_BATCH(on_batch)
         p.on_batch = callback
         p.batch_size, p.batch_tokens = batch, batch_tokens
-        p.stop = ctrl_c.stop_pointer()
+        if not _tokens.attach_hook(p):  # generate_tokens' own stop flag and token callback
+            p.stop = ctrl_c.stop_pointer()
         err = C.err_buffer()
 
         def call() -> int:  # n = 0 too: the library then still checks the settings
@@ -607,6 +609,7 @@ class Model(VocabularyMixin):
                 self._leave()
                 p.on_batch = C.ON_BATCH()
                 p.stop = None
+                p.on_token = C.ON_TOKEN()
                 if own_progress:
                     shown.close()
         if ctrl_c.pending:

@@ -143,6 +143,15 @@ class VocabularyMixin:
             return []
         return self.translate_ids(batch, **options)  # type: ignore[attr-defined]
 
+    def generate_tokens(self, line: Text, **options: Any) -> Any:
+        """Stream one translation token by token (CTranslate2's generate_tokens): yields a
+        TokenStep (step, id, piece, logprob) as greedy search (or, with sample=True, one
+        sample) chooses each token, </s> last; the tokens equal translate(line, beam=1,
+        split=False)'s (or the same sample's). Options are translate()'s; beam and n_best
+        must be 1. Leaving the loop early stops the decoding within a step."""
+        from ._tokens import generate_tokens
+        return generate_tokens(self, line, **options)
+
     # -- async: each call runs in a thread of the event loop's executor (the library
     # releases the GIL), so the loop keeps running while it works
 
