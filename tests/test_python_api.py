@@ -200,6 +200,33 @@ def streaming_equals_translate(m):
             pass
 
 
+def forked_child_translates(m):
+    """main-thread calls run on a kept library thread: a forked child (which has no copy of
+    it) must make its own instead of waiting for it forever"""
+    want = m.translate(LINES[0]).text
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.write(w, m.translate(LINES[0]).text.encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+        raise AssertionError("the forked child hangs in translate()")
+    got = os.read(r, 1000).decode()
+    os.close(r)
+    assert got == want, (got, want)
+
+
 def quantize_writes_int8():
     with tempfile.TemporaryDirectory() as d:
         missing = os.path.join(d, "missing.gguf")
@@ -228,6 +255,7 @@ def main():
         run.check("progress= a callable and a tqdm-like bar", progress_callable_and_bar, m)
         run.check("generate_tokens streams translate()'s tokens (greedy, sampling); close stops it",
                   streaming_equals_translate, m)
+        run.check("a forked child translates (its own library thread)", forked_child_translates, m)
         run.check("plots: shared colour scale on a grid, vmax=, alignment marks, clean labels, SVG legend",
                   plots_share_scale_and_clean_labels, m)
         run.check("suppress= removes a piece and a pair the model would produce; disable_unk",

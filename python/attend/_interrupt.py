@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import ctypes
+import os
 import signal
 import threading
 from typing import Any, Callable, Optional, TypeVar
@@ -12,14 +13,17 @@ T = TypeVar("T")
 # the thread that runs the main thread's library calls while Ctrl-C is held back: one, kept,
 # so that its engine thread pool (one per calling thread) is reused from call to call
 _runner: Optional[concurrent.futures.ThreadPoolExecutor] = None
+_runner_pid = 0
 _runner_lock = threading.Lock()
 
 
 def _library_thread() -> concurrent.futures.ThreadPoolExecutor:
-    global _runner
+    global _runner, _runner_pid
     with _runner_lock:
-        if _runner is None:
+        # a forked child has no copy of the parent's thread: it makes its own
+        if _runner is None or _runner_pid != os.getpid():
             _runner = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="attend-call")
+            _runner_pid = os.getpid()
         return _runner
 
 
