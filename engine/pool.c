@@ -46,6 +46,7 @@ struct pool {
     _Atomic int gen;      /* wraps around (atomics do): only its changes and parity matter */
     _Atomic int sleepers; /* workers asleep on gen */
     _Atomic int stop;
+    _Atomic int retire_above; /* workers with a larger index leave (at_pool_trim); 0: none */
     int n_workers;
     pthread_t *tid;
     _Alignas(64) _Atomic int next; /* next unclaimed item */
@@ -131,6 +132,8 @@ static void *worker_main(void *argp) {
             atomic_fetch_sub(&p->sleepers, 1);
         }
         if (atomic_load(&p->stop)) return NULL;
+        const int retire = atomic_load(&p->retire_above);
+        if (retire && a->index > retire) return NULL;
         g = atomic_load(&p->gen);
         seen = g;
         if (!(g & 1)) continue; /* a job closed: wait for the next */
@@ -199,6 +202,20 @@ static pool *get_pool(int want) {
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     return p;
+}
+
+/* Workers beyond what threads needs are joined: one call with many threads must not leave
+ * idle workers that every later job wakes (63 of them slowed 2-thread jobs 16x). */
+void at_pool_trim(int threads) {
+    pool *p = my_pool;
+    const int keep = threads > 1 ? threads - 1 : 0;
+    if (!p || in_parallel || p->n_workers <= keep) return;
+    atomic_store(&p->retire_above, keep > 0 ? keep : -1); /* -1: every index is above */
+    atomic_fetch_add(&p->gen, 2); /* a change the sleepers wake for; still even: no job */
+    futex_wake(&p->gen);
+    for (int i = keep; i < p->n_workers; i++) pthread_join(p->tid[i], NULL);
+    p->n_workers = keep;
+    atomic_store(&p->retire_above, 0);
 }
 
 void at_parallel_for(int n, int threads, at_range_fn fn, const void *ctx) {

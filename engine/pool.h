@@ -23,6 +23,9 @@ typedef void (*at_range_fn)(const void *ctx, int lo, int hi, int worker);
  * when called from inside another at_parallel_for (nested loops never fork). */
 void at_parallel_for(int n, int threads, at_range_fn fn, const void *ctx);
 
+/* Stop and join the calling thread's workers beyond threads - 1 (none when threads <= 1);
+ * call between jobs. at_set_threads calls it, so the pool follows the thread setting. */
+void at_pool_trim(int threads);
 /* 1 while the calling thread runs items of an at_parallel_for with more than one thread. */
 int at_in_parallel(void);
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "kernels.h"
+#include "pool.h"
 
 static int online_cpus(void) {
     const long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -64,6 +65,7 @@ static _Thread_local int my_threads;
 int at_set_threads(int n) {
     const int old = at_threads();
     my_threads = n > 0 ? n : at_default_threads();
+    at_pool_trim(my_threads);
     return old;
 }
 

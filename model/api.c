@@ -8,14 +8,10 @@
 #include "../engine/isa.h"
 #include "compute.h"
 #include "../tokenizer/text.h"
+#include "attend_model.h"
 #include "split_lines.h"
 #include "translate.h"
 
-struct attend_model {
-    s2s_model *m;
-    attend_config config;
-    int inspect_only; /* loaded without packing: no translation */
-};
 
 /* The FFN's activation; "gated-" before it for a gated FFN (T5 v1.1: fc2(act(fc1 x) * gate x)). */
 static const char *activation_name(const s2s_config *c) {
@@ -176,6 +172,33 @@ static int fail_line(attend_result *out, int status, const char *msg) {
 }
 
 /* The search these params ask for, over the model's defaults. 0 or -1 with err. */
+/* attend_params.suppress_ids / disable_unk into the search, each id checked. */
+static int resolve_suppress(const s2s_model *m, const attend_params *p, s2s_search *s, char *err,
+                            size_t errlen) {
+    s->disable_unk = p->disable_unk != 0;
+    if (p->n_suppress <= 0) return 0;
+    if (!p->suppress_ids || !p->suppress_lens) {
+        snprintf(err, errlen, "n_suppress %d without suppress_ids and suppress_lens", p->n_suppress);
+        return -1;
+    }
+    for (int k = 0; k < p->n_suppress; k++) {
+        if (p->suppress_lens[k] < 1 || !p->suppress_ids[k]) {
+            snprintf(err, errlen, "suppressed sequence %d is empty", k);
+            return -1;
+        }
+        for (int i = 0; i < p->suppress_lens[k]; i++)
+            if (p->suppress_ids[k][i] < 0 || p->suppress_ids[k][i] >= m->c.decoder_vocab_size) {
+                snprintf(err, errlen, "suppressed sequence %d: id %d is outside the target vocabulary (0..%d)",
+                         k, p->suppress_ids[k][i], m->c.decoder_vocab_size - 1);
+                return -1;
+            }
+    }
+    s->suppress = p->suppress_ids;
+    s->suppress_len = p->suppress_lens;
+    s->n_suppress = p->n_suppress;
+    return 0;
+}
+
 static int resolve_search(const s2s_model *m, const attend_params *p, s2s_search *s, char *err,
                           size_t errlen) {
     *s = s2s_search_defaults(m);
@@ -211,6 +234,7 @@ static int resolve_search(const s2s_model *m, const attend_params *p, s2s_search
     s->top_p = p->top_p != 0 ? p->top_p : 1.0f;
     s->temperature = p->temperature != 0 ? p->temperature : 1.0f;
     s->seed = p->seed;
+    if (resolve_suppress(m, p, s, err, errlen)) return -1;
     return s2s_search_check(s, err, errlen);
 }
 
@@ -266,7 +290,8 @@ static int translate_sources(attend_model *am, s2s_source *src, int n, const att
     o.want_attention = p->want_attention;
     s2s_timing timing;
     o.timing = p->stats ? &timing : NULL;
-    o.stop = p->stop;
+    o.stop = p->stop; /* Ctrl-C and streaming, between decoder steps */
+    o.on_token = p->on_token, o.token_user = p->token_user;
     if (s2s_translate_ids(m, src, n, &o, res, err, errlen)) goto fail;
     if (p->stats) {
         p->stats->encode_seconds += timing.encode;
@@ -378,6 +403,11 @@ static int run_batched(attend_model *am, s2s_source *src, int n, const attend_pa
             bs[j] = src[order[s0 + j]];
             bo[j] = out[order[s0 + j]];
             memset(&out[order[s0 + j]], 0, sizeof *out); /* now bo's, freed by it on failure */
+        }
+        if (p->stop && *p->stop) {
+            snprintf(err, errlen, "stopped by the caller after %d of %d sentences", s0, n);
+            rc = -1;
+            goto fail;
         }
         if (translate_sources(am, bs, k, p, search, bo, err, errlen)) {
             rc = -1;

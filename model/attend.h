@@ -174,11 +174,25 @@ typedef struct {
     int split;
     const char *split_lang; /* the rules' language ("de", "en", ...; NULL: src_lang, else
                              * the rules of every language together) */
-    /* If not NULL: read before every decoding step of every batch; once it is non-zero the
-     * call stops within a step and returns -1 ("stopped"; the lines handed over by
-     * on_batch stay the caller's). Set it from another thread or a signal handler (Ctrl-C
-     * in the Python package). */
+    /* If not NULL: read before each decoder step and each batch; once non-zero the call
+     * stops within a step and returns -1 ("stopped by the caller"), the entries not yet
+     * handed over freed (as on_batch's stop). Set it from another thread or a signal
+     * handler: Ctrl-C in a long batch (the Python package does). */
     const volatile int *stop;
+    /* Token sequences never generated (HF's bad_words_ids, CTranslate2's suppress_sequences):
+     * n_suppress arrays of target ids; where a sequence's ids but its last end the output so
+     * far, its last id is banned (a one-id sequence: banned everywhere). */
+    const int *const *suppress_ids;
+    const int *suppress_lens;
+    int n_suppress;
+    int disable_unk; /* <unk> never generated (CTranslate2's disable_unk) */
+    /* Streaming: if not NULL, called with each token greedy search or sampling chooses, as
+     * it is chosen (beam search's tokens are known only at its end, so not there): sentence
+     * is its index in the batch being decoded (one line with split ATTEND_SPLIT_NONE and no
+     * batching: 0), row the sample (n_best samples), logprob the token's log-probability
+     * when scores are kept. Called on the calling thread between decoder steps. */
+    void (*on_token)(void *user, int sentence, int row, int id, float logprob);
+    void *token_user;
 } attend_params;
 
 /* attend_params.split */
@@ -314,6 +328,14 @@ ATTEND_API char *attend_detokenize(const attend_model *m, const int *ids, int n)
  * language token of a multilingual model, after truncation to model_max_length), for
  * batching by tokens. -1 with err on failure. */
 ATTEND_API int attend_count_tokens(const attend_model *m, const char *line, size_t len, char *err, size_t errlen);
+
+/* The vocabularies (side ATTEND_SOURCE or ATTEND_TARGET; one shared vocabulary answers the
+ * same on both): its size, an id's piece (NUL-terminated, the model's own; NULL for an id
+ * out of range or a bad side) and a piece's id (-1 when it has none). */
+enum { ATTEND_SOURCE = 0, ATTEND_TARGET = 1 };
+ATTEND_API int attend_vocab_size(const attend_model *m, int side);
+ATTEND_API const char *attend_id_to_piece(const attend_model *m, int side, int id);
+ATTEND_API int attend_piece_to_id(const attend_model *m, int side, const char *piece, size_t len);
 
 /* Translate n HTML fragments (document 0: a line of a page, a LibreTranslate "q" with
  * "format": "html") or whole documents (document 1: the doctype kept). The text between

@@ -304,7 +304,7 @@ static void choose_rows(const void *ctx, int lo, int hi, int worker) {
 static int generate(gen *g) {
     const int att = g->o->want_attention;
     for (int t = 0;; t++) {
-        if (g->o->stop && *g->o->stop) return -2;
+        if (g->o->stop && *g->o->stop) return -2; /* Ctrl-C or a caller's stop, within a step */
         const int nr = gather_rows(g);
         if (nr == 0) return t;
         if (open_runs(g, nr, t)) return -1;

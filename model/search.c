@@ -66,7 +66,7 @@ int s2s_search_check(const s2s_search *s, char *err, size_t errlen) {
 
 int search_has_processors(const s2s_search *s, int ignore_eos) {
     return s->min_length > 0 || s->no_repeat_ngram > 0 || s->repetition_penalty != 1.0f || ignore_eos ||
-           s->forced_bos >= 0;
+           s->forced_bos >= 0 || s->n_suppress > 0 || s->disable_unk;
 }
 
 float log_softmax_at(const float *x, int n, int i, int best) {
@@ -101,8 +101,27 @@ static void set_logit(float *sc, int id, float v, edit_log *log) {
 }
 
 /* The edits a row's processors may make at most: each prefix id penalized once and banned
- * once, <pad> and </s>. */
-static int max_edits(const prefix *p) { return 2 * p->n + 2; }
+ * once, <pad> and </s>, each suppressed sequence and <unk>. */
+static int max_edits(const s2s_search *s, const prefix *p) { return 2 * p->n + 2 + s->n_suppress + 1; }
+
+/* Suppressed sequences and <unk>: ban each sequence's last id where the ids before it end
+ * the prefix. Whether a finite value changed. */
+static int suppress_ids(const step_ctx *x, float *sc, const prefix *p, edit_log *log) {
+    const s2s_search *s = x->s;
+    int changed = 0;
+    for (int k = 0; k < s->n_suppress; k++) {
+        const int len = s->suppress_len[k], *seq = s->suppress[k];
+        if (len < 1 || len - 1 > p->n) continue;
+        if (len > 1 && memcmp(p->ids + p->n - (len - 1), seq, sizeof(int) * (size_t)(len - 1))) continue;
+        if (isfinite(sc[seq[len - 1]])) changed = 1;
+        set_logit(sc, seq[len - 1], -INFINITY, log);
+    }
+    if (s->disable_unk && isfinite(sc[x->c->unk_id])) {
+        set_logit(sc, x->c->unk_id, -INFINITY, log);
+        changed = 1;
+    }
+    return changed;
+}
 
 /* The processors that touch a few ids: repetition penalty, no-repeat n-gram, bad words,
  * min length. */
@@ -132,6 +151,7 @@ static int process_ids(const step_ctx *x, float *sc, const prefix *p, edit_log *
             set_logit(sc, id, -INFINITY, log);
         }
     }
+    changed |= suppress_ids(x, sc, p, log);
     if (c->family->ban_pad) set_logit(sc, c->pad_id, -INFINITY, log);
     const int last_step = cur_len == x->max_length - 1;
     if ((cur_len < s->min_length || (x->ignore_eos && !last_step)) && isfinite(sc[c->eos_id])) {
@@ -208,7 +228,7 @@ int greedy_choose(const step_ctx *x, float *logits, const prefix *p, float *work
         return choose_plain(x->c, logits, x->t + 1 == x->max_length - 1, raw_best);
     const int forced = forced_token(x);
     if (forced >= 0) return forced;
-    if (max_edits(p) > V) { /* the edit list would not fit in work (tiny vocabularies) */
+    if (max_edits(x->s, p) > V) { /* the edit list would not fit in work (tiny vocabularies) */
         memcpy(work, logits, sizeof(float) * (size_t)V);
         process(x, work, p);
         return at_argmax(work, V);

@@ -90,6 +90,7 @@ static int rows_advance(gen *g, sentence *q, int b0, int nb) {
         const int rec = trace_add_record(&g->tr, g->run0 + b, next, g->choice_lp[b]);
         if (rec < 0) return -1;
         q->live_rec[k] = rec;
+        if (g->o->on_token && !forced) g->o->on_token(g->o->token_user, (int)(q - g->sent), k, next, g->choice_lp[b]);
         if (forced ? t + 1 >= q->src->n_forced : (next == g->c->eos_id || t >= g->ml - 2)) {
             q->live_done[k] = 1;
             q->one.fin_rec[k] = rec;

@@ -39,6 +39,13 @@ typedef struct {
     float temperature;        /* sampling: logits / temperature */
     unsigned long long seed;  /* sampling: with the sentence's ids, seeds its stream */
     int forced_bos;           /* the first generated token (a target language), or -1 */
+    /* token sequences never generated (HF's bad_words_ids, CT2's suppress_sequences): a
+     * sequence's last id is banned where the ids before it end the prefix; one-id sequences
+     * are banned everywhere. Sequence k: suppress[k][0 .. suppress_len[k]) (the caller's). */
+    const int *const *suppress;
+    const int *suppress_len;
+    int n_suppress;
+    int disable_unk;          /* <unk> never generated (CT2's disable_unk) */
 } s2s_search;
 
 enum { S2S_EARLY_FALSE = 0, S2S_EARLY_TRUE = 1, S2S_EARLY_NEVER = 2 };
@@ -57,7 +64,12 @@ typedef struct {
     int ignore_eos;     /* never choose </s> before the limit: exactly max_length-1 tokens
                            (benchmarks; default off) */
     struct s2s_timing *timing; /* if not NULL: receives where the time went */
-    const volatile int *stop;  /* if not NULL: read before each decoding step; non-zero stops */
+    const volatile int *stop;  /* if not NULL: checked before each decoder step; non-zero
+                                  ends the call (-1, "stopped by the caller") */
+    /* if not NULL: each token greedy search or sampling chooses, as it is chosen (sentence:
+     * its index in this call, row: the sample) */
+    void (*on_token)(void *user, int sentence, int row, int id, float logprob);
+    void *token_user;
 } s2s_opts;
 
 /* Wall-clock seconds of one s2s_translate_ids call, by phase. */

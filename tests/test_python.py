@@ -91,20 +91,23 @@ C_TYPES = {  # what _Generic names, for each ctypes field type
     ctypes.POINTER(C.attend_stats): "attend_stats*", ctypes.c_double: "double",
     ctypes.c_int * C.ATTEND_VIEW_MAX: "int*",  # an array decays to a pointer in _Generic
     ctypes.POINTER(C.c_int_p): "int**",
-    ctypes.POINTER(C.attend_sentence): "attend_sentence*",
+    ctypes.POINTER(C.attend_sentence): "attend_sentence*", C.ON_TOKEN: "on_token",
 }
 
 
 def struct_mirrors_match_c():
     lines = ['#include <stddef.h>', '#include <stdio.h>', '#include "attend.h"', '#include "align.h"',
              'typedef int (*on_batch_fn)(void *, const int *, int);',
+             'typedef void (*on_token_fn)(void *, int, int, int, float);',
              '#define KIND(x) _Generic((x), int: "int", float: "float", long long: "long long", \\',
              '  unsigned long long: "unsigned long long", char *: "char*", const char *: "char*", \\',
              '  void *: "void*", int *: "int*", float *: "float*", char **: "char**", \\',
              '  attend_hypothesis *: "attend_hypothesis*", on_batch_fn: "on_batch", \\',
+             '  on_token_fn: "on_token", \\',
              '  unsigned long: "unsigned long long", /* size_t: ctypes has one type for both */ \\',
              '  attend_sentence *: "attend_sentence*", \\',
-             '  attend_stats *: "attend_stats*", double: "double", const int *: "int*", const volatile int *: "int*", \\',
+             '  attend_stats *: "attend_stats*", double: "double", const int *: "int*", \\',
+             '  const volatile int *: "int*", \\',
              '  const char *const *: "char**", const int *const *: "int**", default: "other")',
              "int main(void) {"]
     expect = []
@@ -467,7 +470,7 @@ def repr_html_escapes():
     assert src in texts and r.text in texts
     svg = [e for e in root.iter() if e.tag.endswith("svg")]
     rects = [e for e in svg[0].iter() if e.tag.endswith("rect")]
-    assert len(rects) == len(r.tgt_ids) * len(r.src_ids) + 1
+    assert len(rects) == len(r.tgt_ids) * len(r.src_ids) + 1 + 21  # cells, frame, legend (20 + frame)
     # without attention: the text, and a hint
     h2 = model().translate(src)._repr_html_()
     assert "<svg" not in h2 and "&lt;script&gt;" in h2 and "attention=True" in h2
@@ -496,8 +499,8 @@ def plot_heatmap():
         return
     matplotlib.use("Agg")
     ax = attend.plot(r, layer=-1, head=0)
-    assert [t.get_text() for t in ax.get_xticklabels()] == r.src_tokens
-    assert [t.get_text() for t in ax.get_yticklabels()] == r.tgt_tokens
+    assert [t.get_text() for t in ax.get_xticklabels()] == [attend._display.clean_label(t) for t in r.src_tokens]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [attend._display.clean_label(t) for t in r.tgt_tokens]
     assert np.array_equal(ax.images[0].get_array(), r.cross[-1, 0])
     ax = attend.plot(r, layer=0, head="avg", kind="enc_self")
     assert np.allclose(ax.images[0].get_array(), r.enc_self[0].mean(0))

@@ -23,13 +23,17 @@ first use.
 from __future__ import annotations
 
 from ._capi import ATTEND_ALIGNMENT_VIEW_KEY, find_library, library_path
-from ._display import heatmap_svg, plot
+from ._display import heatmap_svg, plot, plot_grid
 from ._explore import Page, explore
 from . import export  # the exporters' package, callable as export() (attend/export/)
 from .export import find_exporter
-from ._model import (AttendError, AttendWarning, Config, Hypothesis, Model, Result, Sentence,
-                     default_model_path, default_threads, isa, isa_available, library_version,
-                     parse_view, save_npz, split_sentences, view_name)
+from ._common import AttendError, AttendWarning
+from ._config import Config
+from ._library import (default_model_path, default_threads, isa, isa_available, library_version,
+                       parse_view, split_sentences, view_name)
+from ._model import Model
+from ._results import Hypothesis, Result, Sentence, save_npz
+from ._vocabulary import quantize
 
 __version__ = "0.4.0"
 
@@ -37,5 +41,5 @@ __all__ = [
     "ATTEND_ALIGNMENT_VIEW_KEY", "AttendError", "AttendWarning", "Config", "Hypothesis", "Model", "Page",
     "Result", "Sentence", "default_model_path", "default_threads", "explore", "export", "find_exporter",
     "find_library", "heatmap_svg", "isa", "isa_available", "library_path", "library_version",
-    "parse_view", "plot", "save_npz", "split_sentences", "view_name", "__version__",
+    "parse_view", "plot", "plot_grid", "quantize", "save_npz", "split_sentences", "view_name", "__version__",
 ]

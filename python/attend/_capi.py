@@ -92,6 +92,7 @@ class attend_config(ctypes.Structure):
 
 # int (*on_batch)(void *user, const int *index, int n)
 ON_BATCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, c_int_p, ctypes.c_int)
+ON_TOKEN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_float)
 
 
 class attend_stats(ctypes.Structure):
@@ -141,7 +142,13 @@ class attend_params(ctypes.Structure):
         ("task", ctypes.c_char_p),
         ("split", ctypes.c_int),
         ("split_lang", ctypes.c_char_p),
-        ("stop", ctypes.POINTER(ctypes.c_int)),
+        ("stop", ctypes.POINTER(ctypes.c_int)),  # checked between decoder steps
+        ("suppress_ids", ctypes.POINTER(c_int_p)),
+        ("suppress_lens", c_int_p),
+        ("n_suppress", ctypes.c_int),
+        ("disable_unk", ctypes.c_int),
+        ("on_token", ON_TOKEN),
+        ("token_user", ctypes.c_void_p),
     ]
 
 
@@ -359,6 +366,12 @@ _FUNCTIONS = {
     "attend_count_tokens": ([ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p,
                              ctypes.c_size_t], ctypes.c_int, True),
     "attend_select_isa": ([ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int, True),
+    "attend_vocab_size": ([ctypes.c_void_p, ctypes.c_int], ctypes.c_int, False),
+    "attend_id_to_piece": ([ctypes.c_void_p, ctypes.c_int, ctypes.c_int], ctypes.c_char_p, False),
+    "attend_piece_to_id": ([ctypes.c_void_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t],
+                           ctypes.c_int, False),
+    "attend_quantize": ([ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t],
+                        ctypes.c_int, False),
     "attend_isa": ([], ctypes.c_char_p, True),
     "attend_isa_available": ([], ctypes.c_char_p, True),
     "attend_default_threads": ([], ctypes.c_int, True),

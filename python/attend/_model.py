@@ -2,16 +2,12 @@
 from __future__ import annotations
 
 import ctypes
-import dataclasses
 import inspect
-import math
 import os
-import signal
 import sys
 import threading
 import warnings
-from typing import (Any, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple,
-                    Union, overload)
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, Union, overload
 
 from . import _numpy
 from ._numpy import np  # imported on first use: plain translation needs no numpy
@@ -19,710 +15,21 @@ from ._numpy import np  # imported on first use: plain translation needs no nump
 from . import _capi as C
 from ._options import hint_keywords
 from . import _stream
-
-PathLike = Union[str, "os.PathLike[str]"]
-Text = Union[str, bytes]
-
-_INT_MAX = 2 ** 31 - 1
-# characters of a blank line, as `attend translate` counts them (NUL reads as a space); a
-# Python string may also hold a newline, which a line of the CLI never does
-_BLANK = " \t\r\n\f\v\0"
-
-
-class AttendError(Exception):
-    """A failure the library reports (an unloadable model, a refused setting, an attention
-    view that does not parse or does not fit the model, a refused export); the message is
-    attend's own one-line message."""
-
-
-class AttendWarning(UserWarning):
-    """Something attend did and says (a source cut to the model's length, exporter notes)."""
-
-
-# ---------------------------------------------------------------------------------------
-# Library-level helpers
-
-
-def library_version() -> str:
-    """The version of the loaded libattend.so (attend_version()); "unknown" for libraries
-    older than 0.4.0, which lack the function."""
-    lib = C.lib()
-    return C.decode(lib.attend_version()) if hasattr(lib, "attend_version") else "unknown"
-
-
-def split_sentences(text: Text, lang: Optional[str] = None) -> List[str]:
-    """The sentences of text as attend_translate splits them (``attend split``; the rules:
-    docs/splitting.md): lang a language code ("de", "en", ...; None: every language's rules
-    together). Each sentence without the whitespace around it; [] for blank text."""
-    src, raw = _encode(text, "text")
-    spans = ctypes.POINTER(C.attend_span)()
-    err = C.err_buffer()
-    code = None if lang is None else _encode(lang, "lang")[1]
-    n = C.lib().attend_split_sentences(raw, len(raw), code, ctypes.byref(spans), err, C.ERR_LEN)
-    if n < 0:
-        raise AttendError(C.decode(err.value))
-    try:
-        return [raw[spans[k].begin:spans[k].end].decode("utf-8") for k in range(n)]
-    finally:
-        if spans:
-            C.libc_free(ctypes.cast(spans, ctypes.c_void_p))
-
-
-_isa_selected = False
-
-
-def isa() -> str:
-    """The kernel set in use: "generic", "avx2" or "avx512" (the best one CPUID reports;
-    $ATTEND_ISA forces one). AttendError when $ATTEND_ISA names a set this CPU lacks."""
-    global _isa_selected
-    lib = C.lib()
-    if not _isa_selected:
-        err = C.err_buffer()
-        if lib.attend_select_isa(err, C.ERR_LEN):
-            raise AttendError(C.decode(err.value))
-        _isa_selected = True
-    return C.decode(lib.attend_isa())
-
-
-def isa_available() -> str:
-    """The kernel sets this CPU supports."""
-    return C.decode(C.lib().attend_isa_available())
-
-
-def default_threads() -> int:
-    """Threads used when threads=0: $OMP_NUM_THREADS if set, else the physical cores."""
-    return int(C.lib().attend_default_threads())
-
-
-def default_model_path() -> str:
-    """The model Model() loads without a path: $ATTEND_MODEL, else the shipped
-    ``models/de-en.gguf`` of the build tree (``<repo>/models``, this package being
-    ``<repo>/python/attend``), else ``share/attend/de-en.gguf`` beside the library's
-    ``lib/`` directory (``make install``'s layout)."""
-    env = os.environ.get("ATTEND_MODEL")
-    if env:
-        return env
-    looked = []
-    repo = C.repo_dir()
-    if repo:
-        looked.append(os.path.join(repo, "models", "de-en.gguf"))
-    libdir = C.library_dir()
-    if libdir:
-        looked.append(os.path.normpath(os.path.join(libdir, "..", "share", "attend", "de-en.gguf")))
-    if C.prefix_dir():
-        looked.append(os.path.join(C.prefix_dir(), "share", "attend", "de-en.gguf"))
-    looked = list(dict.fromkeys(looked))
-    for p in looked:
-        if os.path.exists(p):
-            return p
-    raise AttendError("no model given and no shipped model found (looked for "
-                      + ", ".join(looked) + "): pass a path or set ATTEND_MODEL")
-
-
-def _check_view_text(view: str) -> bytes:
-    if not isinstance(view, str):
-        raise TypeError(f"an attention view is a str such as 'last:0', not {type(view).__name__}")
-    if "\0" in view:
-        raise AttendError(f"attention view {view!r}: contains a NUL character")
-    return view.encode("utf-8")
-
-
-def parse_view(view: str) -> C.attend_view:
-    """Parse an attention view ("last:0", "penultimate:avg", "3:avg,shift", "4:1,5:0",
-    "all:avg") with the library's parser; AttendError when it does not parse."""
-    v = C.attend_view()
-    err = C.err_buffer()
-    if C.lib().attend_view_parse(_check_view_text(view), ctypes.byref(v), err, C.ERR_LEN):
-        raise AttendError(C.decode(err.value))
-    return v
-
-
-def default_view(decoder_layers: int) -> str:
-    """The view of a model whose file records none (the library's attend_default_view)."""
-    buf = ctypes.create_string_buffer(C.ATTEND_VIEW_MAX * 8)
-    C.lib().attend_default_view(decoder_layers, buf, len(buf))
-    return C.decode(buf.value)
-
-
-def view_name(view: str) -> str:
-    """The view written back by the library in its canonical form ("penultimate:avg")."""
-    v = parse_view(view)
-    buf = ctypes.create_string_buffer(512)
-    C.lib().attend_view_name(ctypes.byref(v), buf, len(buf))
-    return C.decode(buf.value)
-
-
-# ---------------------------------------------------------------------------------------
-# Config
-
-
-@dataclasses.dataclass(frozen=True)
-class Config:
-    """A loaded model's configuration: attend_config's fields, same names and values
-    (``activation`` and ``dtype`` as str; ``early_stopping`` 0 false, 1 true, 2 never)."""
-
-    vocab_size: int
-    decoder_vocab_size: int
-    d_model: int
-    encoder_layers: int
-    decoder_layers: int
-    encoder_heads: int
-    decoder_heads: int
-    encoder_ffn_dim: int
-    decoder_ffn_dim: int
-    max_position_embeddings: int
-    max_length: int
-    activation: str
-    scale_embedding: int
-    shared_embeddings: int
-    tied_output: int
-    forced_eos: int
-    pad_id: int
-    eos_id: int
-    unk_id: int
-    decoder_start_id: int
-    dtype: str
-    tensor_count: int
-    file_bytes: int
-    metadata_checksum: int
-    model_max_length: int
-    generation_recorded: int
-    num_beams: int
-    early_stopping: int
-    min_length: int
-    no_repeat_ngram_size: int
-    renormalize_logits: int
-    length_penalty: float
-    repetition_penalty: float
-    max_line_bytes: int
-    architecture: str
-    n_languages: int
-    languages: Tuple[str, ...]  # the codes src_lang / tgt_lang take (multilingual models)
-    language_ids: Tuple[int, ...]
-    alignment_view: str  # the view alignments use by default: the file's, else the default
-    alignment_view_recorded: int  # 1: the file records it (attend.alignment.view)
-    n_tasks: int
-    tasks: Tuple[str, ...]  # the names task takes (T5's task_specific_params)
-    task_prefixes: Tuple[str, ...]
-    encoder_head_dim: int  # a head's width (T5's d_kv)
-    decoder_head_dim: int
-    relative_buckets: int  # T5's relative position buckets (0: other families)
-    relative_max_distance: int
-
-    @classmethod
-    def _from_c(cls, c: C.attend_config) -> "Config":
-        values = {}
-        for name, _ in C.attend_config._fields_:
-            v = getattr(c, name)
-            if name in ("activation", "dtype", "architecture", "alignment_view"):
-                v = C.decode(v)
-            elif name in ("languages", "language_ids"):
-                v = tuple(C.decode(v[i]) if name == "languages" else v[i] for i in range(c.n_languages))
-            elif name in ("tasks", "task_prefixes"):
-                v = tuple(C.decode(v[i]) for i in range(c.n_tasks))
-            values[name] = v
-        return cls(**values)
-
-    def _to_c(self) -> C.attend_config:
-        c = C.attend_config()
-        for name, _ in C.attend_config._fields_:
-            if name in ("n_languages", "languages", "language_ids", "n_tasks", "tasks", "task_prefixes"):
-                continue  # pointers into the loaded model: not needed by the callers
-            v = getattr(self, name)
-            setattr(c, name, v.encode("utf-8") if isinstance(v, str) else v)
-        return c
-
-    def as_dict(self) -> Dict[str, Any]:
-        """The configuration as a plain dict."""
-        return dataclasses.asdict(self)
-
-    @property
-    def default_beams(self) -> int:
-        """The beams a translation uses when none are asked for (1: greedy)."""
-        return self.num_beams if self.generation_recorded else 1
-
-
-# ---------------------------------------------------------------------------------------
-# Result
-
-
-class Hypothesis(NamedTuple):
-    """One entry of an n-best list: the text, its score (beams: HF's sequence score;
-    greedy and samples: the sum of the tokens' log-probabilities; a target prefix's left
-    out) and its target ids; then what was computed along its own path: ``logprob``
-    (float32 [T], each token's log-probability; with scores=True or n_best),
-    ``dec_self`` / ``cross`` (float32 [layers, heads, T, T] / [..., T, S]; with
-    attention=True) and its target pieces ``tokens``. Result.hypothesis(k) gives entry k
-    as a Result (alignment(), view(), explore)."""
-
-    text: str
-    score: float
-    ids: np.ndarray
-    logprob: Optional[np.ndarray] = None
-    dec_self: Optional[np.ndarray] = None
-    cross: Optional[np.ndarray] = None
-    tokens: Optional[List[str]] = None
-    raw_tokens: Optional[List[bytes]] = None  # the pieces as the library gives them (bytes)
-
-
-class Sentence(NamedTuple):
-    """One sentence of a line translated sentence by sentence (Result.sentences): its
-    source and translation text, where its tokens are in the line's arrays
-    (``src_tokens[src_start:src_start + n_src]``, ``tgt_tokens[tgt_start:tgt_start +
-    n_tgt]``; the attention matrices are block-diagonal over the sentences), its own score
-    and whether it was cut; ``src_bytes`` / ``text_bytes``: its (begin, end) byte offsets
-    in the UTF-8 line and translation."""
-
-    source: str
-    text: str
-    src_start: int
-    n_src: int
-    tgt_start: int
-    n_tgt: int
-    score: float
-    truncated: bool
-    src_bytes: Tuple[int, int] = (0, 0)
-    text_bytes: Tuple[int, int] = (0, 0)
-
-
-def _sentences(r: Any, source: str, text: str) -> List[Sentence]:
-    """A split line's sentences (attend_result.sentences), byte offsets read as text."""
-    if not r.sentences or r.n_sentences < 2:
-        return []
-    sb, tb = source.encode("utf-8"), text.encode("utf-8")
-    out = []
-    for k in range(r.n_sentences):
-        s = r.sentences[k]
-        out.append(Sentence(sb[s.src_begin:s.src_end].decode("utf-8", "replace"),
-                            tb[s.text_begin:s.text_end].decode("utf-8", "replace"),
-                            s.src_token, s.n_src, s.tgt_token, s.n_tgt, float(s.score), bool(s.truncated),
-                            (s.src_begin, s.src_end), (s.text_begin, s.text_end)))
-    return out
-
-
-def _floats(ptr: Any, shape: Tuple[int, ...]) -> np.ndarray:
-    n = 1
-    for d in shape:
-        n *= d
-    if len(shape) == 1 and not _numpy.available():  # log-probs without numpy: a list
-        return [float(ptr[i]) for i in range(n)] if n and ptr else []
-    if n == 0:
-        return np.zeros(shape, dtype=np.float32)
-    addr = ctypes.cast(ptr, ctypes.c_void_p).value
-    buf = (ctypes.c_float * n).from_address(addr)
-    return np.frombuffer(buf, dtype=np.float32, count=n).reshape(shape).copy()
-
-
-def _ints(ptr: Any, n: int) -> np.ndarray:
-    if not _numpy.available():  # without numpy: the ids as a list
-        return [ptr[i] for i in range(n)] if n and ptr else []
-    if n == 0 or not ptr:
-        return np.zeros(0, dtype=np.int32)
-    addr = ctypes.cast(ptr, ctypes.c_void_p).value
-    buf = (ctypes.c_int * n).from_address(addr)
-    return np.frombuffer(buf, dtype=np.int32, count=n).copy()
-
-
-def _pieces(ptr: Any, n: int) -> List[bytes]:
-    return [ptr[i] or b"" for i in range(n)] if ptr else []
-
-
-def _char_array(items: Sequence[bytes]) -> ctypes.Array:
-    return (ctypes.c_char_p * max(len(items), 1))(*items)
-
-
-@dataclasses.dataclass(repr=False, eq=False)
-class Result:
-    """One translated (or force-decoded) sentence, everything copied out of the library.
-
-    Token arrays count ``</s>``: S source tokens (ending in ``</s>``), T target tokens
-    (ending in ``</s>`` unless cut by the length limit). Attention arrays are float32
-    ``[layers, heads, rows, cols]``: ``enc_self`` [encoder layers, heads, S, S],
-    ``dec_self`` [decoder layers, heads, T, T], ``cross`` [decoder layers, heads, T, S]
-    (row t is the step that predicts target token t); they are None unless the call asked
-    for ``attention=True``. A blank input line gives text "", score 0.0 and empty arrays,
-    without running the model (as ``attend translate``)."""
-
-    source: str
-    """The input line."""
-    text: str
-    """The translation (or, for Model.score, the target as the model's tokens give it back)."""
-    score: float
-    """Beams: HF's sequence score (sum of log-probs / length ^ length_penalty); greedy,
-    samples and forced decoding: the sum of ``logprob`` (greedy: only with scores=True,
-    else 0.0); 0.0 for a blank line."""
-    src_ids: np.ndarray
-    tgt_ids: np.ndarray
-    src_tokens: List[str]
-    """SentencePiece pieces of the source (``▁`` starts a word), ``</s>`` last."""
-    tgt_tokens: List[str]
-    logprob: Optional[np.ndarray]
-    """float32 [T]: each target token's log-probability (None with scores=False)."""
-    logits: Optional[np.ndarray]
-    """float32 [T, decoder vocabulary]: raw logits of each step (logits=True only)."""
-    enc_self: Optional[np.ndarray]
-    dec_self: Optional[np.ndarray]
-    cross: Optional[np.ndarray]
-    nbest: List[Hypothesis]
-    """The K best (beams, best first; nbest[0] is this translation) or K samples in the
-    order drawn; one entry without n_best."""
-    truncated: bool
-    """The source was cut to the model's length (a warning is also issued)."""
-    sentences: List[Sentence] = dataclasses.field(default_factory=list)
-    """A line translated sentence by sentence (split=True, the default, and more than one
-    sentence): each sentence; empty when the line was one sequence."""
-    forced: bool = False
-    """Made by Model.score (forced decoding of a given target)."""
-    target: Optional[str] = None
-    """The target given to Model.score."""
-    error: Optional[str] = None
-    """Why the library could not translate this one line (the others of the call were
-    translated; a warning is also issued); text is then empty."""
-    _config: Optional[Config] = None
-    _src_raw: List[bytes] = dataclasses.field(default_factory=list)
-    _tgt_raw: List[bytes] = dataclasses.field(default_factory=list)
-    _model_name: str = ""  # the model file's name and the decoding, for explore's header
-    _decoding: str = ""
-
-    # -- aliases in the README's words
-    @property
-    def src_pieces(self) -> List[str]:
-        """Alias of src_tokens."""
-        return self.src_tokens
-
-    @property
-    def tgt_pieces(self) -> List[str]:
-        """Alias of tgt_tokens."""
-        return self.tgt_tokens
-
-    def __repr__(self) -> str:
-        att = "yes" if self.cross is not None else "no"
-        return (f"Result(text={self.text!r}, score={self.score:.6g}, src_tokens={len(self.src_tokens)}, "
-                f"tgt_tokens={len(self.tgt_tokens)}, attention={att})")
-
-    # -- words
-    def _words(self, raw: List[bytes]) -> Tuple[List[str], List[int]]:
-        w = C.attend_words()
-        arr = _char_array(raw)
-        lib = C.lib()
-        if lib.attend_words_from_pieces(arr, len(raw), ctypes.byref(w)):
-            raise MemoryError("attend_words_from_pieces: out of memory")
-        try:
-            words = [C.decode(w.words[i]) for i in range(w.n_words)]
-            word_of = [w.word_of[i] for i in range(w.n_pieces)]
-        finally:
-            lib.attend_words_free(ctypes.byref(w))
-        return words, word_of
-
-    @property
-    def src_words(self) -> List[str]:
-        """Source words: pieces merged at ``▁`` (the library's rule; ``</s>`` is no word).
-        alignment() counts words in this list."""
-        return self._words(self._src_raw)[0]
-
-    @property
-    def tgt_words(self) -> List[str]:
-        """Target words, as src_words."""
-        return self._words(self._tgt_raw)[0]
-
-    @property
-    def src_word_of(self) -> List[int]:
-        """For each source piece, its word's index in src_words, or -1 (``</s>``)."""
-        return self._words(self._src_raw)[1]
-
-    @property
-    def tgt_word_of(self) -> List[int]:
-        """For each target piece, its word's index in tgt_words, or -1."""
-        return self._words(self._tgt_raw)[1]
-
-    # -- attention views and alignments
-    def _need_cross(self) -> np.ndarray:
-        if self.cross is None:
-            raise ValueError("this result holds no attention: translate with attention=True")
-        return np.ascontiguousarray(self.cross, dtype=np.float32)
-
-    def default_view(self) -> str:
-        """The view alignments use when none is given: the model's own (Config.alignment_view:
-        the one its file records, else attend_default_view for its decoder layers)."""
-        if self._config is not None:
-            return self._config.alignment_view
-        return default_view(self._need_cross().shape[0])
-
-    def _c_view(self, view: Optional[str]) -> C.attend_view:
-        cross = self._need_cross()
-        if view is None:
-            view = self.default_view()
-        v = parse_view(view)
-        err = C.err_buffer()
-        if C.lib().attend_view_check(ctypes.byref(v), cross.shape[0], cross.shape[1], err, C.ERR_LEN):
-            raise AttendError(C.decode(err.value))
-        return v
-
-    def view(self, view: Optional[str] = None) -> np.ndarray:
-        """The cross-attention reduced to one float32 [T, S] matrix by a view (default: the
-        model's own, see default_view; "last:0",
-        "penultimate:avg", "L:avg,shift", "all:avg", "L:H[,L:H...]"; see docs/alignment-and-attention.md), computed
-        by the library's attend_view_reduce."""
-        cross = self._need_cross()
-        v = self._c_view(view)
-        L, H, T, S = cross.shape
-        out = np.zeros((T, S), dtype=np.float32)
-        if T == 0 or S == 0:
-            return out
-        err = C.err_buffer()
-        fp = ctypes.POINTER(ctypes.c_float)
-        if C.lib().attend_view_reduce(ctypes.byref(v), cross.ctypes.data_as(fp), L, H, T, S,
-                                      out.ctypes.data_as(fp), err, C.ERR_LEN):
-            raise AttendError(C.decode(err.value))
-        return out
-
-    def pharaoh(self, view: Optional[str] = None) -> str:
-        """The word alignment as Pharaoh text ("0-0 1-2": source word - target word,
-        0-based), exactly as ``attend translate --alignment=VIEW`` appends it (without a
-        view: the model's own, as ``--alignment``)."""
-        cross = self._need_cross()
-        v = self._c_view(view)
-        if cross.shape[2] == 0:  # a blank line: nothing translated, nothing aligned
-            return ""
-        cfg = self._config._to_c() if self._config else C.attend_config()
-        cfg.decoder_layers, cfg.decoder_heads = cross.shape[0], cross.shape[1]
-        r = C.attend_result()
-        r.n_src, r.n_tgt = cross.shape[3], cross.shape[2]
-        src = _char_array(self._src_raw)
-        tgt = _char_array(self._tgt_raw)
-        r.src_pieces = ctypes.cast(src, C.c_char_pp)
-        r.tgt_pieces = ctypes.cast(tgt, C.c_char_pp)
-        r.cross = cross.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
-        err = C.err_buffer()
-        ptr = C.lib().attend_alignment(ctypes.byref(r), ctypes.byref(cfg), ctypes.byref(v), err, C.ERR_LEN)
-        if not ptr:
-            raise AttendError(f"alignment: {C.decode(err.value)}")
-        try:
-            return C.decode(ctypes.string_at(ptr))
-        finally:
-            C.libc_free(ptr)
-
-    def alignment(self, view: Optional[str] = None) -> List[Tuple[int, int]]:
-        """Word alignment from a cross-attention view (default: the model's own, as
-        ``attend align`` and ``--alignment`` use it; see default_view): a sorted list of
-        (source word, target word) index pairs into src_words / tgt_words. Computed by the
-        library (attend_view_parse + attend_alignment) as the view says: by default each
-        target piece links to its highest-weight source piece (``</s>`` excluded), "words"
-        reads links off whole words, "mutual" / "grow" keep the mutual argmaxes / grow them
-        (docs/alignment-and-attention.md); words are aligned if any of their pieces are.
-        Needs attention=True."""
-        out = []
-        for link in self.pharaoh(view).split():
-            i, j = link.split("-")
-            out.append((int(i), int(j)))
-        return out
-
-    # -- n-best
-    def hypothesis(self, k: int) -> "Result":
-        """n-best entry k as a Result of its own: its text, score, ids, pieces,
-        log-probabilities and (attention=True) attention, with this Result's source and
-        encoder attention; alignment(), view() and pharaoh() then describe that
-        hypothesis. hypothesis(0) equals this Result's own fields."""
-        h = self.nbest[k]
-        raw = h.raw_tokens if h.raw_tokens is not None else list(self._tgt_raw)
-        return dataclasses.replace(
-            self, text=h.text, score=h.score, tgt_ids=h.ids, tgt_tokens=[C.decode(b) for b in raw],
-            logprob=h.logprob, logits=self.logits if k == 0 else None, dec_self=h.dec_self,
-            cross=h.cross, nbest=[h], _tgt_raw=raw)
-
-    # -- Jupyter
-    def _repr_html_(self) -> str:
-        from ._display import result_html
-        return result_html(self)
-
-
-def _result_from_c(r: C.attend_result, cfg: Config, source: str, target: Optional[str]) -> Result:
-    if r.status:  # this line failed on its own (attend_result.status)
-        empty = _ints(None, 0)
-        return Result(source=source, text="", score=0.0, src_ids=empty, tgt_ids=empty.copy(),
-                      src_tokens=[], tgt_tokens=[], logprob=None, logits=None, enc_self=None,
-                      dec_self=None, cross=None, nbest=[], truncated=False,
-                      forced=target is not None, target=target, error=C.decode(r.message),
-                      _config=cfg)
-    S, T = r.n_src, r.n_tgt
-    Le, He = cfg.encoder_layers, cfg.encoder_heads
-    Ld, Hd = cfg.decoder_layers, cfg.decoder_heads
-    src_raw, tgt_raw = _pieces(r.src_pieces, S), _pieces(r.tgt_pieces, T)
-    nbest = []
-    for k in range(r.n_best if r.nbest else 0):
-        h = r.nbest[k]
-        n = h.n
-        raw = _pieces(h.pieces, n)
-        nbest.append(Hypothesis(
-            C.decode(h.text), float(h.score), _ints(h.ids, n),
-            logprob=_floats(h.logprob, (n,)) if h.logprob else None,
-            dec_self=_floats(h.dec_self, (Ld, Hd, n, n)) if h.dec_self else None,
-            cross=_floats(h.cross, (Ld, Hd, n, S)) if h.cross else None,
-            tokens=[C.decode(b) for b in raw], raw_tokens=raw))
-    return Result(
-        source=source, text=C.decode(r.text), score=float(r.score),
-        src_ids=_ints(r.src_ids, S), tgt_ids=_ints(r.tgt_ids, T),
-        src_tokens=[C.decode(p) for p in src_raw], tgt_tokens=[C.decode(p) for p in tgt_raw],
-        logprob=_floats(r.logprob, (T,)) if r.logprob else None,
-        logits=_floats(r.logits, (T, cfg.decoder_vocab_size)) if r.logits else None,
-        enc_self=_floats(r.enc_self, (Le, He, S, S)) if r.enc_self else None,
-        dec_self=_floats(r.dec_self, (Ld, Hd, T, T)) if r.dec_self else None,
-        cross=_floats(r.cross, (Ld, Hd, T, S)) if r.cross else None,
-        nbest=nbest, truncated=bool(r.truncated), forced=target is not None, target=target,
-        sentences=_sentences(r, source, C.decode(r.text)),
-        _config=cfg, _src_raw=src_raw, _tgt_raw=tgt_raw)
-
-
-def _blank_result(cfg: Config, source: str, p: C.attend_params, n_best: int) -> Result:
-    """What `attend translate` gives a blank line: an empty translation, score 0."""
-    def att(L: int, H: int) -> Optional[np.ndarray]:
-        return np.zeros((L, H, 0, 0), dtype=np.float32) if p.want_attention else None
-    empty = _ints(None, 0)
-    return Result(
-        source=source, text="", score=0.0, src_ids=empty, tgt_ids=empty.copy(), src_tokens=[],
-        tgt_tokens=[], logprob=_floats(None, (0,)) if p.want_scores else None,
-        logits=np.zeros((0, cfg.decoder_vocab_size), dtype=np.float32) if p.want_logits else None,
-        enc_self=att(cfg.encoder_layers, cfg.encoder_heads),
-        dec_self=att(cfg.decoder_layers, cfg.decoder_heads),
-        cross=att(cfg.decoder_layers, cfg.decoder_heads),
-        nbest=[Hypothesis("", 0.0, empty.copy()) for _ in range(max(n_best, 1))],
-        truncated=False, _config=cfg)
-
-
-# ---------------------------------------------------------------------------------------
-# Argument checks (TypeError / ValueError, before anything reaches C)
-
-
-def _int(name: str, v: Any, lo: int, hi: int = _INT_MAX) -> int:
-    if isinstance(v, bool) or not isinstance(v, _numpy.integer_types()):
-        raise TypeError(f"{name} must be an int, not {type(v).__name__}")
-    v = int(v)
-    if not lo <= v <= hi:
-        raise ValueError(f"{name} must be in {lo}..{hi}, not {v}")
-    return v
-
-
-def _float(name: str, v: Any, lo: float = -math.inf, hi: float = math.inf,
-           lo_open: bool = False) -> float:
-    if isinstance(v, bool) or not isinstance(v, _numpy.number_types()):
-        raise TypeError(f"{name} must be a number, not {type(v).__name__}")
-    v = float(v)
-    if not math.isfinite(v) or v > hi or v < lo or (lo_open and v == lo):
-        bound = f"({lo}, {hi}]" if lo_open else f"[{lo}, {hi}]"
-        raise ValueError(f"{name} must be a finite number in {bound}, not {v}")
-    return v
-
-
-def _encode(x: Any, what: str) -> Tuple[str, bytes]:
-    """An input line as (str, UTF-8 bytes); TypeError / ValueError for anything else."""
-    if isinstance(x, str):
-        try:
-            return x, x.encode("utf-8")
-        except UnicodeEncodeError as e:
-            raise ValueError(f"{what}: not encodable as UTF-8 ({e.reason} at {e.start})") from None
-    if isinstance(x, (bytes, bytearray, memoryview)):
-        b = bytes(x)
-        try:
-            return b.decode("utf-8"), b
-        except UnicodeDecodeError as e:
-            raise ValueError(f"{what}: bytes that are not UTF-8 ({e.reason} at byte {e.start}); "
-                             "pass str, or bytes holding UTF-8") from None
-    raise TypeError(f"{what}: expected str (or UTF-8 bytes), not {type(x).__name__}")
-
-
-def _lines(lines: Any, what: str) -> Tuple[bool, List[Tuple[str, bytes]]]:
-    if isinstance(lines, (str, bytes, bytearray, memoryview)):
-        return True, [_encode(lines, what)]
-    if lines is None:
-        raise TypeError(f"{what}: expected str or a list of str, not None")
-    try:
-        items = list(lines)
-    except TypeError:
-        raise TypeError(f"{what}: expected str or a list of str, not {type(lines).__name__}") from None
-    return False, [_encode(x, f"{what} {i}") for i, x in enumerate(items)]
-
-
-def _is_blank(b: bytes) -> bool:
-    return all(chr(c) in _BLANK for c in b)
-
-
-_EARLY = {None: C.ATTEND_EARLY_MODEL, False: C.ATTEND_EARLY_FALSE, True: C.ATTEND_EARLY_TRUE,
-          "false": C.ATTEND_EARLY_FALSE, "true": C.ATTEND_EARLY_TRUE, "never": C.ATTEND_EARLY_NEVER}
-
-
-# ---------------------------------------------------------------------------------------
-# Ctrl-C during a library call
-
-
-class _CtrlC:
-    """Holds Ctrl-C back while the library works, so that it stops the call cleanly.
-
-    ctypes releases the GIL during attend_translate; a SIGINT then only sets CPython's
-    flag, and Python's handler runs when Python code next runs: at the first instruction
-    of the on_batch callback, before any ``try`` in it could catch the KeyboardInterrupt
-    (ctypes would print "Exception ignored" and hand the library an undefined return
-    value). So while the call runs, in the main thread and when SIGINT has Python's
-    default handler, a handler that only notes the signal takes its place: on_batch sees
-    ``pending`` and asks the library to stop, and the caller raises KeyboardInterrupt
-    once the call has returned. Within a batch the library reads ``flag`` (attend_params.stop)
-    before every decoding step: CPython's own C handler writes each signal to the wakeup fd,
-    and a watcher thread, which runs while the library holds no GIL, sets the flag at once,
-    so the call stops within a step whatever the batch size. The wakeup fd is taken only
-    when nobody (asyncio, say) has one. Anywhere else (other threads, a handler of the
-    user's) nothing changes."""
-
-    def __init__(self) -> None:
-        self.pending = False
-        self.flag = ctypes.c_int(0)
-        self._old: Any = None
-        self._pipe: Any = None
-        self._watcher: Any = None
-
-    def _note(self, signum: int, frame: Any) -> None:
-        self.pending = True
-        self.flag.value = 1
-
-    def _watch(self, fd: int) -> None:
-        while True:
-            got = os.read(fd, 64)
-            if not got or bytes([signal.SIGINT]) in got:
-                if got:
-                    self.flag.value = 1
-                return
-
-    def __enter__(self) -> "_CtrlC":
-        if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-            self._old = signal.signal(signal.SIGINT, self._note)
-            r, w = os.pipe()
-            os.set_blocking(w, False)
-            if signal.set_wakeup_fd(w) == -1:
-                self._pipe = (r, w)
-                self._watcher = threading.Thread(target=self._watch, args=(r,), daemon=True)
-                self._watcher.start()
-            else:  # someone's own wakeup fd: leave it in place
-                signal.set_wakeup_fd(signal.set_wakeup_fd(-1))
-                os.close(r), os.close(w)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._pipe is not None:
-            signal.set_wakeup_fd(-1)
-            os.close(self._pipe[1])  # the watcher reads the end of the pipe and returns
-            self._watcher.join()
-            os.close(self._pipe[0])
-            self._pipe = self._watcher = None
-        if self._old is not None:
-            # signal.signal runs a signal still pending through _note first
-            signal.signal(signal.SIGINT, self._old)
-            self._old = None
+from ._common import AttendError, AttendWarning, PathLike, Text
+from ._library import default_model_path
+from ._config import Config
+from ._results import Result, _blank_result, _char_array, _ints, _result_from_c
+from ._args import _int, _float, _encode, _lines, _is_blank, _EARLY
+from ._interrupt import _CtrlC
+from ._vocabulary import VocabularyMixin
+from . import _tokens
 
 
 # ---------------------------------------------------------------------------------------
 # Model
 
 
-class Model:
+class Model(VocabularyMixin):
     """A loaded .gguf checkpoint (attend_load: structure, CRC-32s and finite weights are
     checked first). Thread-safe: several threads may translate with one Model at once
     (the GIL is released while the library works). Use as a context manager, or call
@@ -877,8 +184,10 @@ class Model:
                 temperature: Optional[float], seed: Optional[int], attention: bool, scores: bool,
                 logits: bool, threads: Optional[int], src_lang: Optional[str] = None,
                 tgt_lang: Optional[str] = None, task: Optional[str] = None, split: bool = True,
-                split_lang: Optional[str] = None) -> C.attend_params:
+                split_lang: Optional[str] = None, suppress: Any = None,
+                disable_unk: bool = False) -> C.attend_params:
         p = C.lib().attend_default_params()
+        self._suppress(p, suppress, disable_unk)
         if not isinstance(split, bool):
             raise TypeError(f"split must be True or False, not {type(split).__name__}")
         p.split = C.ATTEND_SPLIT_SENTENCES if split else C.ATTEND_SPLIT_NONE
@@ -972,7 +281,8 @@ class Model:
                   src_lang: Optional[str] = None, tgt_lang: Optional[str] = None,
                   progress: bool = False, task: Optional[str] = None,
                   target_prefix: Union[None, Text, Sequence[Optional[Text]]] = None,
-                  split: bool = True, split_lang: Optional[str] = None, format: str = "text"
+                  split: bool = True, split_lang: Optional[str] = None, format: str = "text",
+                  suppress: Any = None, disable_unk: bool = False
                   ) -> Union[Result, List[Result]]:
         """Translate one line (a str: returns one Result) or several (a list or any
         iterable of str: returns a list of Results, in order).
@@ -1152,7 +462,8 @@ class Model:
                       seed: Optional[int] = None, attention: bool = False, scores: bool = True,
                       logits: bool = False, threads: Optional[int] = None,
                       batch_size: Optional[int] = None, batch_tokens: Optional[int] = None,
-                      tgt_lang: Optional[str] = None, progress: bool = False
+                      tgt_lang: Optional[str] = None, progress: bool = False,
+                      suppress: Any = None, disable_unk: bool = False
                       ) -> Union[Result, List[Result]]:
         """Translate from source token ids (attend_translate_ids): one sentence (a flat list
         or 1-D array of ints: returns one Result) or several (a list of them, or a 2-D
@@ -1248,8 +559,8 @@ class Model:
             shown.add(len(items) - n)  # blank lines: done already
 
         def on_batch(user: Any, index: Any, k: int) -> int:
-            # called by the library, in this thread, with the GIL held by ctypes; a Ctrl-C
-            # that came while the library worked has just run ctrl_c's handler (see _CtrlC)
+            # called by the library with the GIL held by ctypes, in this thread or the
+            # library thread of _CtrlC.run; a Ctrl-C has set ctrl_c.pending (see _CtrlC)
             try:
                 try:
                     total = lo = hi = 0
@@ -1283,22 +594,25 @@ class Model:
 
         callback = C.ON_BATCH(on_batch)
         p.on_batch = callback
-        p.stop = ctypes.pointer(ctrl_c.flag)
         p.batch_size, p.batch_tokens = batch, batch_tokens
+        if not _tokens.attach_hook(p):  # generate_tokens' own stop flag and token callback
+            p.stop = ctrl_c.stop_pointer()
+        err = C.err_buffer()
+
+        def call() -> int:  # n = 0 too: the library then still checks the settings
+            if src_ids is None:
+                return C.lib().attend_translate(h, arr, lens, n, tg, ctypes.byref(p), out, err, C.ERR_LEN)
+            return _translate_ids_call(h, src_ids, p, out, err)
+
         with ctrl_c:
             h = self._enter()
             try:
-                err = C.err_buffer()
-                # n = 0 too: the library then still checks the settings
-                if src_ids is None:
-                    rc = C.lib().attend_translate(h, arr, lens, n, tg, ctypes.byref(p), out, err,
-                                                  C.ERR_LEN)
-                else:
-                    rc = _translate_ids_call(h, src_ids, p, out, err)
+                rc = ctrl_c.run(call)
             finally:
                 self._leave()
                 p.on_batch = C.ON_BATCH()
                 p.stop = None
+                p.on_token = C.ON_TOKEN()
                 if own_progress:
                     shown.close()
         if ctrl_c.pending:
@@ -1385,60 +699,3 @@ def _truncation_messages(c: Config, line: int, r: "Result") -> List[str]:
     n = len(r.sentences)
     return [_truncation_message(c, f"{line}, sentence {k + 1} of {n}", s.n_src)
             for k, s in enumerate(r.sentences) if s.truncated]
-
-
-# ---------------------------------------------------------------------------------------
-# .npz in attend translate --dump-attention's layout
-
-
-def save_npz(results: Sequence[Result], path: PathLike, logits: bool = False) -> None:
-    """Write results as ``attend translate --dump-attention`` does: ``s{i}/src_ids``,
-    ``tgt_ids``, ``src_pieces``, ``tgt_pieces``, ``text``, ``logprob``, ``score``,
-    ``enc_self/l{l}``, ``dec_self/l{l}``, ``cross/l{l}`` (and ``logits`` with logits=True),
-    i counting the results from 0; blank lines get no keys; with n_best, the other
-    hypotheses under ``s{i}/nbest{k}/`` as ``--n-best`` writes them. The results need
-    attention (and scores)."""
-    _numpy.require()
-    arrays: Dict[str, np.ndarray] = {}
-    for i, r in enumerate(results):
-        if r.src_ids.size == 0:
-            continue
-        if r.cross is None or r.enc_self is None or r.dec_self is None or r.logprob is None:
-            raise ValueError(f"result {i}: translate with attention=True and scores=True to save it")
-        k = f"s{i}/"
-        arrays[k + "src_ids"] = r.src_ids
-        arrays[k + "tgt_ids"] = r.tgt_ids
-        arrays[k + "src_pieces"] = np.array(r.src_tokens, dtype=str)
-        arrays[k + "tgt_pieces"] = np.array(r.tgt_tokens, dtype=str)
-        arrays[k + "text"] = np.array([r.text], dtype=str)
-        arrays[k + "logprob"] = r.logprob
-        arrays[k + "score"] = np.array([r.score], dtype=np.float32)
-        if r.sentences:  # as attend translate --dump-attention: one row per sentence
-            arrays[k + "sentences"] = np.array(
-                [[*x.src_bytes, *x.text_bytes, x.src_start, x.n_src, x.tgt_start, x.n_tgt]
-                 for x in r.sentences], dtype=np.int32)
-        if logits:
-            if r.logits is None:
-                raise ValueError(f"result {i}: translate with logits=True to save logits")
-            arrays[k + "logits"] = r.logits
-        for name in ("enc_self", "dec_self", "cross"):
-            a = getattr(r, name)
-            for layer in range(a.shape[0]):
-                arrays[f"{k}{name}/l{layer}"] = a[layer]
-        for j, h in enumerate(r.nbest[1:] if r.nbest else [], start=1):
-            _add_hypothesis(arrays, f"{k}nbest{j}/", h)
-    np.savez_compressed(path, **arrays)
-
-
-def _add_hypothesis(arrays: Dict[str, np.ndarray], k: str, h: Hypothesis) -> None:
-    """n-best entry h under prefix k, as attend translate --n-best --dump-attention writes it."""
-    arrays[k + "tgt_ids"] = h.ids
-    arrays[k + "tgt_pieces"] = np.array(h.tokens or [], dtype=str)
-    arrays[k + "text"] = np.array([h.text], dtype=str)
-    arrays[k + "score"] = np.array([h.score], dtype=np.float32)
-    if h.logprob is not None:
-        arrays[k + "logprob"] = h.logprob
-    for name in ("dec_self", "cross"):
-        a = getattr(h, name)
-        for layer in range(a.shape[0] if a is not None else 0):
-            arrays[f"{k}{name}/l{layer}"] = a[layer]

@@ -64,14 +64,40 @@ class Progress:
         self._write(("\r" + line + "\x1b[K\n") if self.tty else line + "\n")
 
 
-def as_progress(progress: Any, total: Optional[int]) -> Optional[Progress]:
-    """progress= of a call: False / None (off), True (a new Progress on stderr), or a
-    Progress a caller already holds (translate_iter's, spanning its chunks)."""
-    if isinstance(progress, Progress):
+class UserProgress:
+    """progress= given as a tqdm bar (anything with update(n): it gets the lines done, and
+    its total is set when it has none) or a callable (called as fn(done, total) after each
+    batch; total None for translate_iter). close() leaves the user's bar open."""
+
+    def __init__(self, target: Any, total: Optional[int]) -> None:
+        self.target, self.total, self.done = target, total, 0
+        if hasattr(target, "update") and getattr(target, "total", 0) is None and total is not None:
+            target.total = total
+
+    def add(self, n: int) -> None:
+        if n <= 0:
+            return
+        self.done += n
+        if hasattr(self.target, "update"):
+            self.target.update(n)
+        else:
+            self.target(self.done, self.total)
+
+    def close(self) -> None:
+        pass
+
+
+def as_progress(progress: Any, total: Optional[int]) -> Any:
+    """progress= of a call: False / None (off), True (a new Progress on stderr), a tqdm
+    bar or a callable (UserProgress), or a Progress a caller already holds (translate_iter's,
+    spanning its chunks)."""
+    if isinstance(progress, (Progress, UserProgress)):
         return progress
     if isinstance(progress, bool) or progress is None:
         return Progress(total) if progress else None
-    raise TypeError(f"progress must be True or False, not {type(progress).__name__}")
+    if hasattr(progress, "update") or callable(progress):
+        return UserProgress(progress, total)
+    raise TypeError(f"progress must be True, False, a tqdm bar or a callable, not {type(progress).__name__}")
 
 
 def strip_newline(line: Any) -> Any:

@@ -20,7 +20,7 @@ import types
 import warnings
 from typing import Any, Optional, Sequence, Union
 
-from .._model import AttendError, AttendWarning
+from .._common import AttendError, AttendWarning
 
 PathLike = Union[str, "os.PathLike[str]"]
 DTYPES = ("f16", "f32", "int8")
