@@ -3,11 +3,12 @@
 batch, each held to 250 tokens by min_length (half a minute of decoder steps on the shipped
 model, one thread), gets SIGINT 1 s after the call started. The library reads its stop flag before each decoder step (attend_params.stop),
 so KeyboardInterrupt must come within about a second, not when the batch ends; the Model
-then translates as before. (The batch's encoder runs whole: short lines keep it brief.) Also checked on sampling and with the call in a thread of its own
-(no Ctrl-C handling there: the call simply finishes). Run:
+then translates as before. Also checked on sampling, on a batch of 1,000 longer lines whose
+encoder alone takes seconds (the flag is read before each encoder layer too: before, the
+interrupt came 9-13 s late), and with the call in a thread of its own (no Ctrl-C handling
+there: the call simply finishes). Run:
 /usr/bin/python3 tests/test_python_interrupt_batch.py"""
 import os
-import select
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testlib as T  # noqa: E402
+from test_python_interrupt import read_line  # noqa: E402
 
 PYDIR = os.path.join(T.REPO, "python")
 MODEL = os.path.join(T.REPO, "models", "de-en.gguf")
@@ -34,6 +36,9 @@ lines = ["Hallo Welt %d." % i for i in range(150)]
 # min_length keeps every sentence decoding for 250 steps: about a minute of steps
 options = dict(sample=True, seed=1) if sys.argv[3] == "sample" else dict(beam=2)
 options.update(min_length=250, max_length=256)
+if sys.argv[3] == "encoder":  # the model's own search; seconds in the encoder first
+    lines = ["Ein Mann fährt mit dem Fahrrad durch die Stadt %d." % i for i in range(1000)]
+    options = {}
 print("READY", flush=True)
 try:
     m.translate(lines, batch_size=len(lines), **options)
@@ -45,14 +50,6 @@ except BaseException as e:
 again = m.translate(probe).text
 print("AGAIN", again == fresh, again, flush=True)
 """
-
-
-def read_line(stream, deadline):
-    """One line of a pipe, or None when the deadline passes first."""
-    left = deadline - time.monotonic()
-    if left <= 0 or not select.select([stream], [], [], left)[0]:
-        return None
-    return stream.readline()
 
 
 def interrupt_in_batch(how):
@@ -100,6 +97,8 @@ def main():
               interrupt_in_batch, "beam")
     run.check("SIGINT 1 s into a 150-line batch (sampling) -> KeyboardInterrupt within a step",
               interrupt_in_batch, "sample")
+    run.check("SIGINT 1 s into a batch of 1,000 (its encoder) -> KeyboardInterrupt within a layer",
+              interrupt_in_batch, "encoder")
     run.check("a call in another thread finishes as in the main thread", stop_flag_unset_finishes)
     run.finish()
 
