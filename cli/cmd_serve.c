@@ -261,9 +261,13 @@ static int add_models_dir(serve_options *o) {
 static const char *split_pair(const char *arg, char *path, size_t cap) {
     snprintf(path, cap, "%s", arg);
     char *colon = strrchr(path, ':'), pair[2][16];
-    if (!colon || access(path, F_OK) == 0 || serve_pair_parse(colon + 1, pair)) return NULL;
+    if (!colon || access(path, F_OK) == 0) return NULL;
     *colon = 0;
-    return arg + (colon - path) + 1;
+    if (serve_pair_parse(colon + 1, pair) && access(path, F_OK) != 0) { /* no FILE:PAIR either */
+        *colon = ':';
+        return NULL; /* the loader names the file it did not find */
+    }
+    return arg + (colon - path) + 1; /* a pair, or what find_pair says is not one */
 }
 
 /* Load model k of the -m list into sm: its name, its options and pair. 0 or EXIT_USAGE. */

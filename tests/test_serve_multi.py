@@ -142,6 +142,8 @@ def check_bad_pairs():
     assert out.returncode == 2 and "-m FILE:SRC-TGT" in out.stderr, out
     out = T.run_attend(["serve", "-m", M2M + ":de-en", "-m", S.TINY, "--port", "0"], check=False, timeout=30)
     assert out.returncode == 2 and "names its own languages" in out.stderr, out
+    out = T.run_attend(["serve", "-m", S.TINY + ":english", "-m", M2M, "--port", "0"], check=False, timeout=30)
+    assert out.returncode == 2 and "english: give the pair as SRC-TGT" in out.stderr, out
 
 
 def main():
