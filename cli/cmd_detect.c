@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "langid.h"
 #include "line_reader.h"
+#include "output.h"
 
 #define DETECT_MAX_LINE ((size_t)1 << 20) /* a line is read up to here; the rest is ignored */
 #define DETECT_MAX_AMONG 64
@@ -31,12 +32,6 @@ static void detect_help(void) {
 }
 
 /* Anything but spaces, tabs and CRs? */
-static int has_text(const char *text, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (text[i] != ' ' && text[i] != '\t' && text[i] != '\r') return 1;
-    return 0;
-}
-
 typedef struct {
     const char *among[DETECT_MAX_AMONG];
     int n_among, all;
@@ -45,10 +40,11 @@ typedef struct {
 
 static void detect_one(const detect_options *o, const char *text, size_t n) {
     langid_guess g[3];
-    const int k = has_text(text, n) ? langid_detect(text, n, o->among, o->n_among, g, o->all ? 3 : 1) : 0;
+    const int blank = cli_is_blank(text, n);
+    const int k = blank ? 0 : langid_detect(text, n, o->among, o->n_among, g, o->all ? 3 : 1);
     for (int i = 0; i < k; i++) printf("%s%s\t%.1f", i ? "\t" : "", g[i].code, g[i].confidence);
     /* a text CLD2 finds no language in (digits, one phrase repeated) is not a blank line */
-    if (k == 0 && has_text(text, n)) fputs("und\t0.0", stdout);
+    if (k == 0 && !blank) fputs("und\t0.0", stdout);
     putchar('\n');
 }
 

@@ -173,8 +173,7 @@ static int start_schedulers(serve_models *ms, char *err, size_t errlen) {
 
 /* The start line: each model, its pair, the address. */
 static void print_start(const serve_models *ms, const serve_options *o, const serve_http *h) {
-    for (int k = 0; k < ms->n; k++) {
-        if (ms->n == 1) break;
+    for (int k = 0; ms->n > 1 && k < ms->n; k++) {
         const serve_model *sm = &ms->list[k];
         if (attend_get_config(sm->m)->n_languages) fprintf(stderr, "attend serve: %s: multilingual\n", sm->name);
         else if (sm->o.pair[0][0]) fprintf(stderr, "attend serve: %s: %s-%s\n", sm->name, sm->o.pair[0], sm->o.pair[1]);

@@ -169,8 +169,7 @@ static void conn_close(http_conn *c, const char *why) {
         epoll_ctl(c->s->epoll_fd, EPOLL_CTL_DEL, c->fd, NULL);
         return;
     }
-    if (c->have_head && c->state != WRITE && c->state != DRAIN) request_over(c, 0, why);
-    else if (c->state == WRITE && c->status) request_over(c, 0, why);
+    request_over(c, 0, why); /* the caller hears only of a request it was handed or answered */
     conn_free(c);
 }
 
@@ -180,21 +179,6 @@ static int count_from(const http_server *s, const char *client) {
     return n;
 }
 
-/* A refused connection gets its 503 as one best-effort write, then the close. */
-static void refuse(http_server *s, int fd, const char *msg) {
-    size_t len = 0;
-    char *body = s->cfg.error_body(msg, &len), head[256];
-    const int n = snprintf(head, sizeof head,
-                           "HTTP/1.1 503 Service Unavailable\r\nContent-Length: %zu\r\nContent-Type: application/json; "
-                           "charset=utf-8\r\nRetry-After: 1\r\nConnection: close\r\n\r\n",
-                           body ? len : 0);
-    if (send(fd, head, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT) == n && body) send(fd, body, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-    free(body);
-    shutdown(fd, SHUT_WR);
-    close(fd);
-    if (s->cfg.verbose) fprintf(stderr, "attend serve: connection refused: %s\n", msg);
-}
-
 static void client_text(const struct sockaddr_storage *ss, char *out, size_t cap) {
     out[0] = 0;
     if (ss->ss_family == AF_INET) inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, out, (socklen_t)cap);
@@ -202,6 +186,36 @@ static void client_text(const struct sockaddr_storage *ss, char *out, size_t cap
         inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, out, (socklen_t)cap);
 }
 
+/* A connection for fd, watched for reading; NULL (fd closed) without memory. */
+static http_conn *conn_new(http_server *s, int fd, const char *client) {
+    http_conn *c = calloc(1, sizeof *c);
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
+    if (!c || epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev)) {
+        free(c), close(fd);
+        return NULL;
+    }
+    const int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    c->s = s, c->fd = fd, c->state = HEAD, c->active = now();
+    snprintf(c->client, sizeof c->client, "%s", client);
+    c->next = s->conns;
+    if (s->conns) s->conns->prev = c;
+    s->conns = c;
+    s->n_conns++;
+    return c;
+}
+
+/* Why a new connection from client is refused, or NULL. */
+static const char *over_limit(const http_server *s, const char *client) {
+    if (s->n_conns >= s->cfg.max_connections) return "too many connections (see --max-connections); retry";
+    if (s->cfg.max_per_address > 0 && count_from(s, client) >= s->cfg.max_per_address)
+        return "too many connections from this address (see --max-per-address); retry";
+    return NULL;
+}
+
+/* A refused connection gets its 503 the way any early error goes (written, then the close
+ * lingers, so a client still sending reads the answer instead of a reset). Past twice the
+ * connection limit, a flood, it is closed without one. */
 static void accept_all(http_server *s) {
     for (;;) {
         struct sockaddr_storage ss;
@@ -210,28 +224,19 @@ static void accept_all(http_server *s) {
         if (fd < 0) return;
         char client[64];
         client_text(&ss, client, sizeof client);
-        if (s->n_conns >= s->cfg.max_connections) {
-            refuse(s, fd, "too many connections (see --max-connections); retry");
+        const char *why = over_limit(s, client);
+        if (why && s->n_conns >= 2 * s->cfg.max_connections) {
+            close(fd);
             continue;
         }
-        if (s->cfg.max_per_address > 0 && count_from(s, client) >= s->cfg.max_per_address) {
-            refuse(s, fd, "too many connections from this address (see --max-per-address); retry");
-            continue;
-        }
-        http_conn *c = calloc(1, sizeof *c);
-        struct epoll_event ev = {.events = EPOLLIN, .data.ptr = c};
-        if (!c || epoll_ctl(s->epoll_fd, EPOLL_CTL_ADD, fd, &ev)) {
-            free(c), close(fd);
-            continue;
-        }
-        const int one = 1;
-        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        c->s = s, c->fd = fd, c->state = HEAD, c->active = now();
-        snprintf(c->client, sizeof c->client, "%s", client);
-        c->next = s->conns;
-        if (s->conns) s->conns->prev = c;
-        s->conns = c;
-        s->n_conns++;
+        http_conn *c = conn_new(s, fd, client);
+        if (!c || !why) continue;
+        if (s->cfg.verbose) fprintf(stderr, "attend serve: %s: connection refused: %s\n", client, why);
+        size_t len = 0;
+        char *body = s->cfg.error_body(why, &len);
+        const char *headers[] = {"Retry-After", "1", NULL};
+        http_respond(c, 503, "application/json; charset=utf-8", headers, body ? body : (char *)"", body ? len : 0,
+                     body == NULL);
     }
 }
 
@@ -355,6 +360,12 @@ static void on_writable(http_conn *c) {
 /* ---------------------------------------------------------------------------------------
  * Resuming, timers, the loop */
 
+static void poke(http_server *s) {
+    const uint64_t one = 1;
+    if (write(s->wake_fd, &one, sizeof one) < 0) { /* full: the loop is awake anyway */
+    }
+}
+
 void http_resume(http_conn *c) {
     http_server *s = c->s;
     pthread_mutex_lock(&s->mu);
@@ -362,9 +373,7 @@ void http_resume(http_conn *c) {
     c->resume_next = s->resume_head;
     s->resume_head = c;
     pthread_mutex_unlock(&s->mu);
-    const uint64_t one = 1;
-    if (write(s->wake_fd, &one, sizeof one) < 0) { /* the counter is full: the loop is awake anyway */
-    }
+    poke(s);
 }
 
 static void run_resumed(http_server *s) {
@@ -483,12 +492,6 @@ http_server *http_start(const struct sockaddr *addr, socklen_t addrlen, const ht
 }
 
 int http_port(const http_server *s) { return s->port; }
-
-static void poke(http_server *s) {
-    const uint64_t one = 1;
-    if (write(s->wake_fd, &one, sizeof one) < 0) { /* full: the loop is awake anyway */
-    }
-}
 
 void http_quiesce(http_server *s) {
     pthread_mutex_lock(&s->mu);

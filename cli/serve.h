@@ -126,8 +126,7 @@ int serve_pair_from_name(const char *name, char pair[2][16]);
 int serve_pair_parse(const char *arg, char pair[2][16]);
 /* The English name of a language code, or the code itself. */
 const char *serve_lang_name(const char *code);
-/* GET /languages and GET /frontend/settings, made once at start (malloc'd). */
-char *serve_libre_languages(const attend_model *m, const serve_options *o, size_t *len);
+/* GET /frontend/settings, made once at start (malloc'd). */
 char *serve_libre_settings(const attend_model *m, const serve_options *o, size_t *len);
 /* 1 when a string of the JSON text holds a NUL character (a \u0000 escape or a raw NUL
  * byte): cJSON's strings would end there and drop the rest. */

@@ -370,8 +370,7 @@ serve_http *serve_http_start(const serve_models *ms, const serve_options *o, cha
     h->model_json = ms->n == 1 ? serve_response_model(first->m, first->name, &h->model_json_len)
                                : serve_models_json(ms, &h->model_json_len);
     h->page = make_page(first->m, first->name, o, &h->page_len);
-    h->languages = ms->n == 1 ? serve_libre_languages(first->m, &first->o, &h->languages_len)
-                              : serve_models_languages(ms, &h->languages_len);
+    h->languages = serve_models_languages(ms, &h->languages_len);
     h->settings = serve_libre_settings(first->m, &first->o, &h->settings_len);
     h->limits = serve_limits_new(o->api_keys, o->req_limit, o->char_limit, 0, err, errlen);
     h->files = serve_files_new();

@@ -1,5 +1,5 @@
-/* LibreTranslate's endpoints besides /translate (serve.h): GET /languages and GET
- * /frontend/settings (POST /detect is serve_detect.c's); the language pair of a model
+/* LibreTranslate's endpoints besides /translate (serve.h): GET /frontend/settings (GET
+ * /languages is serve_models.c's, POST /detect serve_detect.c's); the language pair of a model
  * without language tokens (--languages, or the model file's name); the NUL check every
  * JSON body passes. The JSON
  * shapes are LibreTranslate's (its API spec), so that its clients and its web frontend work
@@ -80,33 +80,6 @@ static void write_lang(FILE *f, const char *code) {
     json_str(f, code);
     fputs(",\"name\":", f);
     json_str(f, serve_lang_name(code));
-}
-
-/* [{code, name, targets}]: a multilingual model translates each of its codes into every
- * other; a pair model its source into its target (its target is listed, with no targets,
- * so that a client checking "target" against the codes finds it). */
-char *serve_libre_languages(const attend_model *m, const serve_options *o, size_t *len) {
-    const char *pair[2], *const *list;
-    const int n = codes(m, o, &list, pair), multi = attend_get_config(m)->n_languages > 0;
-    char *out = NULL;
-    FILE *f = open_memstream(&out, len);
-    if (!f) return NULL;
-    fputc('[', f);
-    for (int i = 0; i < n; i++) {
-        fputs(i ? "," : "", f);
-        write_lang(f, list[i]);
-        fputs(",\"targets\":[", f);
-        for (int k = 0, first = 1; k < n; k++) {
-            if (k == i || (!multi && i == 1)) continue;
-            fputs(first ? "" : ",", f);
-            json_str(f, list[k]);
-            first = 0;
-        }
-        fputs("]}", f);
-    }
-    fputs("]\n", f);
-    if (fclose(f)) return free(out), NULL;
-    return out;
 }
 
 /* The fields LibreTranslate's web frontend reads: keys (--api-keys), the character limit

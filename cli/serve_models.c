@@ -91,7 +91,10 @@ int serve_route(const serve_models *ms, const char *body, size_t len, int api, c
 /* ---------------------------------------------------------------------------------------
  * GET /languages for all the models */
 
-/* Every code once, in the order the models name them, with the codes it translates into. */
+/* Every code once, in the order the models name them, with the codes it translates into: a
+ * multilingual model translates each of its codes into every other; a pair model its
+ * source into its target (its target is listed, with no targets, so that a client checking
+ * "target" against the codes finds it). */
 typedef struct {
     const char *code;
     const char *targets[512];

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "output.h" /* cli_is_blank: a blank line gives a blank line, without the model */
 #include "serve.h"
 
 struct serve_sched {
@@ -34,18 +35,12 @@ double serve_now(void) {
     return (double)t.tv_sec + t.tv_nsec * 1e-9;
 }
 
-static int is_blank(const char *s, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\f' && s[i] != '\v' && s[i] != 0) return 0;
-    return 1; /* as attend translate: a blank line gives a blank line, without the model */
-}
-
 /* Source tokens of a job's sentences, for the budget (a line that fails to tokenize counts 1). */
 static int job_tokens(const serve_job *job) {
     int sum = 0;
     char err[256];
     for (int i = 0; i < job->req.n; i++) {
-        if (is_blank(job->req.lines[i], job->req.lens[i])) continue;
+        if (cli_is_blank(job->req.lines[i], job->req.lens[i])) continue;
         const int t = attend_count_tokens(job->m, job->req.lines[i], job->req.lens[i], err, sizeof err);
         sum += t > 0 ? t : 1;
     }
@@ -121,7 +116,7 @@ static int batch_collect(batch *b, int total) {
         job->res = calloc((size_t)job->req.n, sizeof(attend_result));
         if (!job->res) return -1;
         for (int i = 0; i < job->req.n; i++) {
-            if (is_blank(job->req.lines[i], job->req.lens[i])) continue;
+            if (cli_is_blank(job->req.lines[i], job->req.lens[i])) continue;
             b->lines[b->n] = job->req.lines[i];
             b->lens[b->n] = job->req.lens[i];
             b->targets[b->n] = job->req.targets ? job->req.targets[i] : NULL;

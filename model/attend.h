@@ -174,7 +174,7 @@ typedef struct {
     int split;
     const char *split_lang; /* the rules' language ("de", "en", ...; NULL: src_lang, else
                              * the rules of every language together) */
-    /* If not NULL: read before each decoder step and each batch; once non-zero the call
+    /* If not NULL: read before each decoder step, encoder layer and batch; once non-zero the call
      * stops within a step and returns -1 ("stopped by the caller"), the entries not yet
      * handed over freed (as on_batch's stop). Set it from another thread or a signal
      * handler: Ctrl-C in a long batch (the Python package does). */

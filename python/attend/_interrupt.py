@@ -1,4 +1,4 @@
-"""Ctrl-C during a library call: a KeyboardInterrupt within a decoder step of the signal."""
+"""Ctrl-C during a library call: a KeyboardInterrupt within a decoder step (or encoder layer) of the signal."""
 from __future__ import annotations
 
 import concurrent.futures
