@@ -245,7 +245,8 @@ static int read_speech(const gguf_file *f, s2s_config *c, char *err, size_t errl
         get_int(f, fkey(c, "translate_id"), 0, V - 1, &s->translate_id, err, errlen) ||
         get_int(f, fkey(c, "prev_id"), 0, V - 1, &s->prev_id, err, errlen) ||
         get_int(f, fkey(c, "no_speech_id"), 0, V, &s->no_speech_id, err, errlen) ||
-        get_int(f, fkey(c, "max_initial_timestamp_index"), 0, V, &s->max_initial_timestamp, err, errlen))
+        get_int(f, fkey(c, "max_initial_timestamp_index"), 0, V, &s->max_initial_timestamp, err, errlen) ||
+        gguf_get_bool(f, fkey(c, "is_multilingual"), &s->multilingual, err, errlen))
         return -1;
     if (s->timestamp_begin_id <= c->eos_id) { /* the timestamp rule bans ranges on either side */
         s2s_fail(err, errlen, "key %s: %d is not after eos_id %d", fkey(c, "timestamp_begin_id"),

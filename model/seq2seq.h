@@ -70,6 +70,7 @@ typedef struct {
     int no_timestamps_id, timestamp_begin_id, transcribe_id, translate_id, prev_id;
     int no_speech_id;    /* decoder_vocab_size when the tokenizer has none */
     int max_initial_timestamp; /* HF's max_initial_timestamp_index */
+    int multilingual;    /* the prompt names the language and the task (not *.en models) */
 } s2s_speech;
 
 typedef struct {

@@ -200,6 +200,8 @@ def whisper_metadata(cfg, sp, codes, lang_ids, V):
         (f"{ARCH}.prev_id", u32, sp["startofprev"]),
         (f"{ARCH}.no_speech_id", u32, sp["nospeech"] if sp["nospeech"] >= 0 else V),
         (f"{ARCH}.max_initial_timestamp_index", u32, mit),
+        # English-only models (*.en) take no language and task tokens in their prompt
+        (f"{ARCH}.is_multilingual", G.BOOL, bool(g.get("is_multilingual", V >= 51865))),
         (f"{ARCH}.suppress_tokens", G.ARRAY, (u32, id_list(g, "suppress_tokens", V))),
         (f"{ARCH}.begin_suppress_tokens", G.ARRAY, (u32, id_list(g, "begin_suppress_tokens", V))),
         (f"{ARCH}.alignment_heads", G.ARRAY, (u32, alignment_heads(g, cfg))),
