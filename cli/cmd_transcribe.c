@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "json.h"
+#include "npz.h"
 #include "npy_read.h"
 #include "options.h"
 #include "output.h"
@@ -158,9 +159,13 @@ static int transcribe_one(attend_model *m, const transcribe_options *o, const ch
         return EXIT_FAIL;
     }
     write_result(o, file, lang, &r);
-    if (o->dump_path && cli_dump_one(o->dump_path, c, &r, err, sizeof err)) {
-        fprintf(stderr, "attend transcribe: %s\n", err);
-        status = EXIT_IO;
+    if (o->dump_path) {
+        npz_writer *z = npz_open(o->dump_path, err, sizeof err);
+        if (z) cli_dump_result(z, c, 0, &r, o->dump_logits);
+        if (!z || npz_close(z, err, sizeof err)) {
+            fprintf(stderr, "attend transcribe: %s\n", err);
+            status = EXIT_IO;
+        }
     }
     attend_result_free(&r);
     free(mel);
@@ -179,7 +184,7 @@ int cmd_transcribe(int argc, char **argv) {
     o.p.max_length = o.max_length;
     o.p.want_attention = o.dump_path != NULL;
     o.p.want_logits = o.dump_logits;
-    o.p.want_scores = !strcmp(o.output, "json");
+    o.p.want_scores = !strcmp(o.output, "json") || o.dump_path;
     attend_model *m = cli_load_model(o.common.model);
     if (!attend_get_config(m)->audio) {
         fprintf(stderr, "attend transcribe: %s is a text model (%s): use attend translate\n",

@@ -153,6 +153,7 @@ int attend_decode_features(attend_model *am, const float *const *mels, int n, co
         if (lang == -2) goto done;
         if (languages) languages[i] = lang >= 0 ? m->lang_code[lang] : "en";
         n_prompt = speech_prompt(m, lang, sp, prompts + 3 * i);
+        out[i].n_src = m->c.speech.n_frames; /* the encoder's frames: the cross attention's columns */
         src[i] = (s2s_source){.n = m->c.speech.n_frames, .mel = mels[i], .prefix = n_prompt ? prompts + 3 * i : NULL,
                               .n_prefix = n_prompt};
     }

@@ -206,9 +206,10 @@ class Whisper(nn.Module):
         x = e.layer_norm(x)
         return (x, torch.stack(probs)) if want_attention else x
 
-    def decode(self, memory, ids):
+    def decode(self, memory, ids, states=False):
         """Logits [T, V] of every position of ids given encoder states memory, with the
-        self [L, H, T, T] and cross [L, H, T, S] attention probabilities."""
+        self [L, H, T, T] and cross [L, H, T, S] attention probabilities (states: the final
+        states [T, d] instead of the logits)."""
         dec = self.model.decoder
         ids = torch.as_tensor(ids, dtype=torch.long)
         y = dec.embed_tokens(ids) + dec.embed_positions.weight[: len(ids)]
@@ -218,7 +219,7 @@ class Whisper(nn.Module):
             ps.append(s)
             pc.append(c)
         y = dec.layer_norm(y)
-        return y @ dec.embed_tokens.weight.T, torch.stack(ps), torch.stack(pc)
+        return y if states else y @ dec.embed_tokens.weight.T, torch.stack(ps), torch.stack(pc)
 
     def hf_state_dict(self):
         """HF's names (proj_out.weight left out: tied to the token embedding)."""
