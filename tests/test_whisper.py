@@ -21,6 +21,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import testlib as T  # noqa: E402
+import reference as B  # noqa: E402  (HF's beam search bookkeeping)
 import reference_whisper as R  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -168,6 +169,45 @@ def check_greedy(case, isa):
     assert min(lengths) < MAX_LENGTH - len(case.prompt(lang)), f"no output ended: {lengths}"
 
 
+class BeamAdapter:
+    """The Whisper reference in the shape reference.beam_loop drives: encode a batch of one
+    window, decode a batch of one prefix."""
+
+    def __init__(self, model):
+        self.m, self.config = model, model.config
+
+    def eval(self):
+        return self
+
+    def encode(self, x):
+        return self.m.encode(x[0].numpy()), None
+
+    def decode(self, ids, memory):
+        logits, ps, pc = self.m.decode(memory, ids[0].tolist())
+        return logits[None], ps, pc
+
+
+def check_beams(case, beams=3):
+    """Beam search as HF's generate runs it for Whisper (its processors on the log-probs,
+    the prompt as decoder_prompt_len) on each window."""
+    lang = None if case.config["vocab_size"] == 51864 else "de"
+    args = ["--language", lang] if lang else []
+    got = case.transcribe(args + ["--beam", str(beams)] + [p for p, _ in case.windows])
+    prompt = case.prompt(lang)
+
+    def process(logp, rows):
+        out = logp.clone()
+        for b, ids in enumerate(rows):
+            out[b] = R.suppress_row(logp[b], ids, len(prompt), case.suppress, [220, case.ids["eot"]])
+        return out
+
+    for (path, f), g in zip(case.windows, got):
+        ref = B.beam_loop(BeamAdapter(case.model), f, prompt, process, beams, 1.0, False, 1,
+                          MAX_LENGTH)
+        assert g["tokens"] == prompt[1:] + ref[0].ids[len(prompt) - 1:], \
+            f"{path}: {g['tokens']} != reference {ref[0].ids}"
+
+
 def check_logits_attention(case, work):
     path, f = case.windows[0]
     dump = os.path.join(work, case.name + "-dump.npz")
@@ -306,6 +346,7 @@ def main():
             for isa in T.available_isas():
                 r.check(f"{case.name}: greedy tokens equal the reference ({isa})", check_greedy, case, isa)
             r.check(f"{case.name}: logits within 1e-3, attention within 1e-4", check_logits_attention, case, work)
+            r.check(f"{case.name}: beam search equals the reference's", check_beams, case)
         for case in cases[1:]:
             r.check(f"{case.name}: language detection and both tasks' prompts", check_language, case)
         text_model = os.path.join(ROOT, "tests", "data", "tiny-v1.gguf")
