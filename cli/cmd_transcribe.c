@@ -28,8 +28,11 @@ static void transcribe_help(void) {
     printf("usage: attend transcribe -m WHISPER.gguf [options] FEATURES.npy...\n"
            "\n"
            "Transcribe (or translate into English) speech with a Whisper checkpoint exported by\n"
-           "tools/export_whisper.py. Each FEATURES.npy holds one 30-second window of log-mel\n"
-           "features, [n_mels, 3000] float32 (HF's input_features). One output per input, in order.\n"
+           "tools/export_whisper.py. Each FEATURES.npy holds log-mel features [n_mels, frames]\n"
+           "float32 (HF's input_features, 100 frames a second). Up to 3000 frames (30 s) are one\n"
+           "window; longer audio is decoded window by window as HF's long-form generate() does\n"
+           "(timestamps on; each window starts where the last complete segment ended). One\n"
+           "output per input, in order.\n"
            "\n"
            "options:\n"
            "  -m, --model FILE       the Whisper .gguf\n"
@@ -40,9 +43,10 @@ static void transcribe_help(void) {
            "  --beam N, --greedy     beam search with N beams, or greedy (the model's default)\n"
            "  --max-length N         tokens at most, the prompt included (default: the model's)\n"
            "  --output txt|json      txt: the text, one line per input (default); json: one object\n"
-           "                         per input: file, language, text, tokens (ids after\n"
-           "                         <|startoftranscript|>)\n"
-           "  --dump-attention FILE  every attention matrix of the (last) input to FILE.npz\n"
+           "                         per input: file, language, duration, text, segments (start,\n"
+           "                         end, text, avg_logprob, tokens)\n"
+           "  --dump-attention FILE  each input one window: every attention matrix to FILE.npz;\n"
+           "                         json then gives the window's tokens after <|startoftranscript|>\n"
            "  --dump-logits          with --dump-attention: the raw logits of every step too\n"
            "  -t, --threads N        threads (default: one per core)\n"
            "  -h, --help             this help\n");
@@ -100,17 +104,20 @@ static int transcribe_parse(int argc, char **argv, transcribe_options *o) {
     return 0;
 }
 
-/* One window of features from path, checked against the model. 0 or an exit status. */
-static int read_window(const attend_config *c, const char *path, float **mel) {
+/* Features from path ([n_mels, frames]), checked against the model; window: exactly one
+ * window's frames. 0 or an exit status. */
+static int read_features(const attend_config *c, const char *path, int window, float **mel, int *frames) {
     char err[512];
     int rows, cols;
     if (npy_read_f32(path, mel, &rows, &cols, err, sizeof err)) {
         fprintf(stderr, "attend transcribe: %s\n", err);
         return EXIT_IO;
     }
-    if (rows != c->n_mels || cols != c->audio_frames) {
-        fprintf(stderr, "attend transcribe: %s: features [%d, %d]; this model reads [%d, %d] (%d mel bins, "
-                        "30 s)\n", path, rows, cols, c->n_mels, c->audio_frames, c->n_mels);
+    *frames = cols;
+    if (rows != c->n_mels || (window && cols != c->audio_frames)) {
+        fprintf(stderr, "attend transcribe: %s: features [%d, %d]; this model reads [%d, %s] (%d mel bins%s)\n",
+                path, rows, cols, c->n_mels, window ? "3000" : "frames", c->n_mels,
+                window ? ", one 30-second window with --dump-attention" : "");
         free(*mel);
         *mel = NULL;
         return EXIT_USAGE;
@@ -123,6 +130,37 @@ static int read_window(const attend_config *c, const char *path, float **mel) {
             return EXIT_USAGE;
         }
     return 0;
+}
+
+static void write_segments(const attend_transcript *t) {
+    fputs(", \"segments\": [", stdout);
+    for (int i = 0; i < t->n_segments; i++) {
+        const attend_segment *s = &t->segments[i];
+        printf("%s{\"start\": %.2f, \"end\": %.2f, \"text\": ", i ? ", " : "", s->start, s->end);
+        json_str(stdout, s->text);
+        printf(", \"avg_logprob\": %.6g, \"tokens\": [", s->avg_logprob);
+        for (int k = 0; k < s->n_ids; k++) printf("%s%d", k ? ", " : "", s->ids[k]);
+        fputs("]}", stdout);
+    }
+    putchar(']');
+}
+
+static void write_transcript(const transcribe_options *o, const char *file, attend_transcript *t) {
+    const char *text = t->text;
+    while (*text == ' ') text++; /* the text starts with the space of its first word */
+    if (!strcmp(o->output, "txt")) {
+        cli_one_line(t->text);
+        printf("%s\n", text);
+        return;
+    }
+    fputs("{\"file\": ", stdout);
+    json_str(stdout, file);
+    fputs(", \"language\": ", stdout);
+    json_str(stdout, t->language);
+    printf(", \"duration\": %.2f, \"text\": ", t->duration);
+    json_str(stdout, text);
+    write_segments(t);
+    fputs("}\n", stdout);
 }
 
 static void write_result(const transcribe_options *o, const char *file, const char *lang, attend_result *r) {
@@ -144,10 +182,11 @@ static void write_result(const transcribe_options *o, const char *file, const ch
     printf("], \"score\": %.6g}\n", r->score);
 }
 
-static int transcribe_one(attend_model *m, const transcribe_options *o, const char *file) {
+/* --dump-attention: one window decoded as one result, its matrices written out. */
+static int transcribe_window(attend_model *m, const transcribe_options *o, const char *file) {
     const attend_config *c = attend_get_config(m);
     float *mel = NULL;
-    int status = read_window(c, file, &mel);
+    int frames, status = read_features(c, file, 1, &mel, &frames);
     if (status) return status;
     attend_result r;
     const char *lang = NULL;
@@ -170,6 +209,24 @@ static int transcribe_one(attend_model *m, const transcribe_options *o, const ch
     attend_result_free(&r);
     free(mel);
     return status;
+}
+
+static int transcribe_one(attend_model *m, const transcribe_options *o, const char *file) {
+    if (o->dump_path) return transcribe_window(m, o, file);
+    float *mel = NULL;
+    int frames, status = read_features(attend_get_config(m), file, 0, &mel, &frames);
+    if (status) return status;
+    attend_transcript t;
+    char err[512];
+    if (attend_transcribe_features(m, mel, frames, &o->sp, &o->p, &t, err, sizeof err)) {
+        fprintf(stderr, "attend transcribe: %s: %s\n", file, err);
+        free(mel);
+        return EXIT_FAIL;
+    }
+    write_transcript(o, file, &t);
+    attend_transcript_free(&t);
+    free(mel);
+    return 0;
 }
 
 int cmd_transcribe(int argc, char **argv) {

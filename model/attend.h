@@ -441,6 +441,44 @@ ATTEND_API int attend_decode_features(attend_model *m, const float *const *mels,
 ATTEND_API int attend_detect_language(attend_model *m, const float *mel, const attend_params *p, const char **code,
                                       float *probs, char *err, size_t errlen);
 
+/* One stretch of speech and its text (attend_transcript). */
+typedef struct {
+    double start, end;  /* seconds from the start of the audio */
+    char *text;         /* its text, special tokens left out (starts with the space of its first word) */
+    int *ids, n_ids;    /* its tokens, timestamp tokens included */
+    float avg_logprob;  /* the mean log-probability of its tokens */
+    int first_word, n_words; /* its words: attend_transcript.words[first_word ..) */
+} attend_segment;
+
+/* One word with the time it was heard (attend_transcript.words; word timestamps). */
+typedef struct {
+    double start, end;
+    char *word;         /* with its leading space, as the text has it */
+    float probability;  /* the mean probability of its tokens */
+} attend_word;
+
+typedef struct {
+    char *text;             /* every segment's text, joined */
+    const char *language;   /* the model's code (detected or given); "en" for English-only models */
+    double duration;        /* seconds of audio the features cover */
+    int n_segments;
+    attend_segment *segments;
+    int n_words;
+    attend_word *words;
+} attend_transcript;
+
+/* Transcribe features of any length: mel holds attend_config.n_mels rows of n_frames values
+ * (10 ms a frame; HF's input_features of the whole audio, one normalisation). Up to
+ * attend_config.audio_frames frames are one window (zero-padded); longer audio is decoded
+ * window after window as HF's long-form generate() does: timestamps on, each window cut at
+ * its last complete segment and the next window starting there (the "seek" rule).
+ * The language, when not given, is detected on the first window and kept. 0, or -1 with
+ * err; out is freed with attend_transcript_free. */
+ATTEND_API int attend_transcribe_features(attend_model *m, const float *mel, int n_frames,
+                                          const attend_speech_params *sp, const attend_params *p,
+                                          attend_transcript *out, char *err, size_t errlen);
+ATTEND_API void attend_transcript_free(attend_transcript *t);
+
 #ifdef __cplusplus
 }
 #endif

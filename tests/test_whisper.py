@@ -146,6 +146,11 @@ class Case:
         return R.greedy(self.model, features, prompt, suppress=self.suppress,
                         begin_suppress=[220, self.ids["eot"]], max_length=MAX_LENGTH)
 
+    @staticmethod
+    def tokens(result):
+        """A transcript's tokens: its segments' end to end."""
+        return [t for seg in result["segments"] for t in seg["tokens"]]
+
     def transcribe(self, args, env=None):
         p = T.run_attend(["transcribe", "-m", self.gguf, "--output", "json", "--max-length", str(MAX_LENGTH)] + args,
                          env=env)
@@ -164,7 +169,8 @@ def check_greedy(case, isa):
     for (path, f), g in zip(case.windows, got):
         prompt = case.prompt(lang)
         ids, _ = case.reference(f, prompt)
-        assert g["tokens"] == prompt[1:] + ids, f"{path}: {g['tokens']} != reference {prompt[1:] + ids}"
+        want = ids[:-1] if ids[-1] == case.ids["eot"] else ids
+        assert case.tokens(g) == want, f"{path}: {case.tokens(g)} != reference {want}"
         lengths.append(len(ids))
     assert min(lengths) < MAX_LENGTH - len(case.prompt(lang)), f"no output ended: {lengths}"
 
@@ -204,8 +210,8 @@ def check_beams(case, beams=3):
     for (path, f), g in zip(case.windows, got):
         ref = B.beam_loop(BeamAdapter(case.model), f, prompt, process, beams, 1.0, False, 1,
                           MAX_LENGTH)
-        assert g["tokens"] == prompt[1:] + ref[0].ids[len(prompt) - 1:], \
-            f"{path}: {g['tokens']} != reference {ref[0].ids}"
+        want = [t for t in ref[0].ids[len(prompt) - 1:] if t != case.ids["eot"]]
+        assert case.tokens(g) == want, f"{path}: {case.tokens(g)} != reference {want}"
 
 
 def check_logits_attention(case, work):
@@ -247,17 +253,17 @@ def check_language(case):
         got = case.transcribe(["--language", "auto", path])[0]
         assert got["language"] == want, f"{path}: detected {got['language']}, reference {want}"
         ids, _ = case.reference(f, case.prompt(want))
-        assert got["tokens"] == case.prompt(want)[1:] + ids
+        assert case.tokens(got) == [t for t in ids if t != s["eot"]]
         got = case.transcribe(["--language", "de", "--task", "translate", path])[0]
         ids, _ = case.reference(f, case.prompt("de", "translate"))
-        assert got["tokens"] == case.prompt("de", "translate")[1:] + ids
+        assert case.tokens(got) == [t for t in ids if t != s["eot"]]
 
 
 def check_bad_inputs(case, work, text_model):
     path, f = case.windows[0]
     bad = os.path.join(work, "bad.npy")
     cases = [
-        ("wrong shape", lambda: np.save(bad, f[:, :2999]), 2, "features [%d, 2999]" % f.shape[0]),
+        ("wrong bins", lambda: np.save(bad, f[:-1]), 2, "features [%d, 3000]" % (f.shape[0] - 1)),
         ("NaN", lambda: np.save(bad, np.where(np.arange(f.size).reshape(f.shape) == 7, np.nan, f).astype(np.float32)),
          2, "not a finite number"),
         ("int dtype", lambda: np.save(bad, f.astype(np.int32)), 4, "unsupported dtype"),
@@ -297,13 +303,13 @@ def check_language_errors(en_case, multi_case):
 def check_other_dtypes(case, work):
     """f16 and int8 exports run and keep the prompt; f16's tokens stay close to f32's."""
     path, f = case.windows[0]
-    want = case.transcribe([path])[0]["tokens"]
+    want = case.tokens(case.transcribe([path])[0])
     for dtype in ("f16", "int8"):
         out = os.path.join(work, f"{case.name}-{dtype}.gguf")
         T.export(case.dir, out, dtype=dtype, exporter="export_whisper.py")
         p = T.run_attend(["transcribe", "-m", out, "--output", "json", "--max-length", str(MAX_LENGTH), path])
-        got = json.loads(p.stdout)["tokens"]
-        assert got[:1] == want[:1] and len(got) >= 2, f"{dtype}: {got}"
+        got = case.tokens(json.loads(p.stdout))
+        assert len(got) >= 1, f"{dtype}: {got}"
         if dtype == "f16":
             same = sum(a == b for a, b in zip(got, want))
             assert same >= min(len(got), len(want)) // 2, f"f16 {got} vs f32 {want}"
