@@ -84,7 +84,10 @@ static int encode_stack(const s2s_model *m, enc_work *w, const int *off, const i
         scale_queries(c, Q, (size_t)total * c->enc_inner, hd);
         const enc_attention_job j = {C, Q, K, V, w->bias, off, len, enc_self, w->scratch, c->enc_inner, H, hd, l,
                                      max_len};
-        at_parallel_for(n, at_threads(), enc_attention, &j);
+        /* sentences in parallel; fewer sentences than threads (a speech window): each one's
+         * heads in parallel instead (a loop inside at_parallel_for never forks) */
+        if (n < at_threads()) enc_attention(&j, 0, n, 0);
+        else at_parallel_for(n, at_threads(), enc_attention, &j);
         at_k()->linear(Q, C, &L->self_attn.o.w, L->self_attn.o.b, total);
         sublayer_out(c, X, Q, &L->self_attn_norm, total);
         /* feed-forward: F [total, enc_ffn] */
