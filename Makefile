@@ -13,7 +13,7 @@ LDLIBS  = -pthread -lsentencepiece -lgumbo -lz -lm
 # attend serve's JSON parser and language identifier (CLD2): the attend binary only, not libattend
 SERVE_LIBS = -lcjson -lcld2
 
-LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/kernels_bf16.c engine/bf16_pack.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
+LIB_C   = engine/kernels.c engine/attention_gemm.c engine/kernels_avx2.c engine/kernels_avx512.c engine/kernels_bf16.c engine/bf16_pack.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
           tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c \
           model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c model/compute.c \
           model/encoder.c model/audio_encoder.c model/decoder.c model/relative.c model/tasks.c model/search.c model/trace.c model/outputs.c model/strategy.c \
