@@ -144,6 +144,11 @@ $(BUILD)/tests/bench_linear: tests/bench_linear.c cli/bench_peak.c $(BUILD)/liba
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/bench_linear.c cli/bench_peak.c $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
+# a probe, not a test: attention row by row against matrix products (AT_ATTENTION_GEMM_MIN)
+$(BUILD)/tests/bench_attention: tests/bench_attention.c $(BUILD)/libattend.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ tests/bench_attention.c $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
+
 # make test ends with one line, every part's checks added up, each once (tests/summarize.py;
 # a failed stage without a failed check counts one), the failed stages listed above it
 test: deps
