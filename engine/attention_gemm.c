@@ -43,10 +43,10 @@ static void pack_heads(const void *ctx, int lo, int hi, int worker) {
         void *dst = (void *)m->data; /* the packed place, set by gemm_layout */
         if (i % 2 == 0) { /* K_h [s_n, hd] */
             for (int s = 0; s < s_n; s++)
-                memcpy(stage + (size_t)s * hd, a->k + (size_t)s * a->ld_kv + (size_t)h * hd, sizeof(float) * hd);
+                memcpy(stage + (size_t)s * hd, a->k + (size_t)s * a->ld_kv + at_kv_head(a, h), sizeof(float) * hd);
         } else { /* V_hᵀ [hd, s_n] */
             for (int s = 0; s < s_n; s++) {
-                const float *vs = a->v + (size_t)s * a->ld_kv + (size_t)h * hd;
+                const float *vs = a->v + (size_t)s * a->ld_kv + at_kv_head(a, h);
                 for (int c = 0; c < hd; c++) stage[(size_t)c * s_n + s] = vs[c];
             }
         }

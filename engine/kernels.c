@@ -698,13 +698,16 @@ void at_attention_bias(float *out, int ld_o, const float *q, int ld_q, const flo
                        const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
                        int q_pos0, float *probs, float *scratch, const float *bias,
                        ptrdiff_t bias_h, ptrdiff_t bias_t) {
-    const at_kernels *K = at_k();
     const at_attention_args a = {out,  q,   k,     v,      probs, scratch, ld_o, ld_q, ld_kv, t_n, s_n, hd, causal,
-                                 q_pos0, bias, bias_h, bias_t};
-    if (t_n >= AT_ATTENTION_GEMM_MIN && s_n >= AT_ATTENTION_GEMM_MIN && !at_attention_gemm(&a, heads)) return;
-    const double work = (double)heads * t_n * s_n * hd * 2;
+                                 q_pos0, bias, bias_h, bias_t, hd};
+    at_attention_run(&a, heads);
+}
+
+void at_attention_run(const at_attention_args *a, int heads) {
+    if (a->t_n >= AT_ATTENTION_GEMM_MIN && a->s_n >= AT_ATTENTION_GEMM_MIN && !at_attention_gemm(a, heads)) return;
+    const double work = (double)heads * a->t_n * a->s_n * a->hd * 2;
     /* Heads in parallel when there is enough work; inside the model's own parallel loop over
      * sentences at_parallel_for runs them serially (nested loops never fork). */
-    attention_job j = {K, &a};
+    attention_job j = {at_k(), a};
     at_parallel_for(heads, work > PARALLEL_GRAIN ? at_threads() : 1, attention_heads, &j);
 }

@@ -139,7 +139,15 @@ typedef struct {
      * negative, a table indexed by s - t) */
     const float *bias;
     ptrdiff_t bias_h, bias_t;
+    /* elements from head h's keys (and values) to head h + 1's: hd when heads lie side by side
+     * in each row (0 means that too); heads stored apart, each its own [s_n, hd] block with
+     * ld_kv = hd, give s_n * hd (a decoder's cross-attention memory, kv_heads_apart) */
+    ptrdiff_t kv_h;
 } at_attention_args;
+/* Head h's key / value columns start at this offset in a row. */
+static inline size_t at_kv_head(const at_attention_args *a, int h) {
+    return (size_t)h * (size_t)(a->kv_h ? a->kv_h : a->hd);
+}
 
 /* ISA-specific entry points; fields may be NULL-free generic fallbacks. */
 typedef struct {
@@ -195,8 +203,9 @@ static inline __attribute__((always_inline)) void at_attention_scores_with(
     for (int s = 0; s < visible; s++) {
         const float *ks = a->k + (size_t)s * a->ld_kv, *ka = s + AT_KV_AHEAD < visible && t == 0 ? ks + (size_t)AT_KV_AHEAD * a->ld_kv : NULL;
         const float *vs = t == 0 ? a->v + (size_t)s * a->ld_kv : NULL;
+        const int side = !a->kv_h || a->kv_h == hd; /* heads side by side: four at once */
         int h = h0;
-        for (; h <= h1 - 4; h += 4) { /* requests spread between the dot products, not in bursts */
+        for (; side && h <= h1 - 4; h += 4) { /* requests spread between the dot products, not in bursts */
             if (ka) at_prefetch_span(ka + (size_t)h * hd, (size_t)4 * hd);
             if (vs) at_prefetch_span(vs + (size_t)h * hd, (size_t)4 * hd);
             float r[4];
@@ -204,9 +213,9 @@ static inline __attribute__((always_inline)) void at_attention_scores_with(
             for (int i = 0; i < 4; i++) a->scratch[(size_t)(h + i) * s_n + s] = r[i];
         }
         for (; h < h1; h++) {
-            if (ka) at_prefetch_span(ka + (size_t)h * hd, (size_t)hd);
-            if (vs) at_prefetch_span(vs + (size_t)h * hd, (size_t)hd);
-            a->scratch[(size_t)h * s_n + s] = dot(qt + (size_t)h * hd, ks + (size_t)h * hd, hd);
+            if (ka) at_prefetch_span(ka + at_kv_head(a, h), (size_t)hd);
+            if (vs) at_prefetch_span(vs + at_kv_head(a, h), (size_t)hd);
+            a->scratch[(size_t)h * s_n + s] = dot(qt + (size_t)h * hd, ks + at_kv_head(a, h), hd);
         }
     }
 }
@@ -226,7 +235,7 @@ static inline __attribute__((always_inline)) void at_attention_heads_with(
     void (*axpy)(float *, float, const float *, int), void (*softmax)(float *, int)) {
     const int hd = a->hd, s_n = a->s_n;
     for (int s = 0; s < AT_KV_AHEAD && s < s_n; s++)
-        at_prefetch_span(a->k + (size_t)s * a->ld_kv + (size_t)h0 * hd, (size_t)(h1 - h0) * hd);
+        for (int h = h0; h < h1; h++) at_prefetch_span(a->k + (size_t)s * a->ld_kv + at_kv_head(a, h), (size_t)hd);
     for (int t = 0; t < a->t_n; t++) {
         const int visible = a->causal ? (a->q_pos0 + t + 1 < s_n ? a->q_pos0 + t + 1 : s_n) : s_n;
         at_attention_scores_with(a, t, visible, h0, h1, dot, dot4);
@@ -241,7 +250,7 @@ static inline __attribute__((always_inline)) void at_attention_heads_with(
         for (int s = 0; s < visible; s++) {
             const float *vs = a->v + (size_t)s * a->ld_kv;
             for (int h = h0; h < h1; h++)
-                axpy(o + (size_t)h * hd, a->scratch[(size_t)h * s_n + s], vs + (size_t)h * hd, hd);
+                axpy(o + (size_t)h * hd, a->scratch[(size_t)h * s_n + s], vs + at_kv_head(a, h), hd);
         }
         for (int h = h0; a->probs && h < h1; h++) {
             const float *sc = a->scratch + (size_t)h * s_n;
@@ -323,6 +332,9 @@ uint16_t at_f32_to_f16_1(float f);
 void at_attention(float *out, int ld_o, const float *q, int ld_q, const float *k,
                   const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
                   int q_pos0, float *probs, float *scratch);
+/* at_attention on an argument block: keys and values laid out as it says (kv_h), a score
+ * bias when a->bias is set. at_attention and at_attention_bias fill one and call this. */
+void at_attention_run(const at_attention_args *a, int heads);
 /* The same with a score bias (at_attention_args.bias; NULL: at_attention exactly).
  * Sentences of at least AT_ATTENTION_GEMM_MIN query rows and keys (a speech window's 1500
  * frames) run as matrix products instead (at_attention_gemm); shorter ones, every text

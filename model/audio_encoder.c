@@ -9,7 +9,6 @@
  * GELU as the FFNs run it (sublayer.h: ffn_activation). */
 #include "layers.h"
 
-#include <stdlib.h>
 #include <string.h>
 
 /* cols [out_frames, 3 * ch]: row t holds input frames stride*t - 1, stride*t, stride*t + 1 of
@@ -40,11 +39,14 @@ static void stack_frames(float *cols, const frames_view *v, int out_frames, int 
 int encode_audio_input(const s2s_model *m, const float *mel, float *X) {
     const s2s_config *c = &m->c;
     const int d = c->d_model, mels = c->speech.n_mels, out = c->speech.n_frames, in = 2 * out;
-    const size_t wide = (size_t)in * 3 * (mels > d ? mels : d);
-    float *cols = malloc(sizeof(float) * wide), *h = malloc(sizeof(float) * (size_t)in * d);
+    /* kept blocks (at_block_alloc): 18 MB malloc'd afresh were faulted in and zeroed on every
+     * window of a long recording */
+    const size_t cols_bytes = sizeof(float) * (size_t)in * 3 * (mels > d ? mels : d);
+    const size_t h_bytes = sizeof(float) * (size_t)in * d;
+    float *cols = at_block_alloc(cols_bytes), *h = at_block_alloc(h_bytes);
     if (!cols || !h) {
-        free(cols);
-        free(h);
+        at_block_free(cols, cols_bytes);
+        at_block_free(h, h_bytes);
         return -1;
     }
     /* mel is [mels, in] (HF's layout): value c of frame f at c * in + f */
@@ -60,7 +62,7 @@ int encode_audio_input(const s2s_model *m, const float *mel, float *X) {
         float *x = X + (size_t)t * d;
         for (int j = 0; j < d; j++) x[j] += p[j];
     }
-    free(cols);
-    free(h);
+    at_block_free(cols, cols_bytes);
+    at_block_free(h, h_bytes);
     return 0;
 }

@@ -158,8 +158,11 @@ static void dec_cross_attention(const void *ctx, int lo, int hi, int worker) {
         const int i = j->rows[b].sent, S = mem->len[i];
         const size_t o = (size_t)mem->off[i] * d;
         float *probs = j->att && j->att[b] ? j->att[b] + (size_t)l * H * S : NULL;
-        at_attention(s->ctx + (size_t)b * d, d, s->q + (size_t)b * d, d, mem->cross_k[l] + o, mem->cross_v[l] + o, d, 1,
-                     S, H, hd, 0, 0, probs, s->scratch + (size_t)b * j->scratch_per_row);
+        /* the memory's heads lie apart (layers.h: enc_memory) */
+        const at_attention_args a = {s->ctx + (size_t)b * d, s->q + (size_t)b * d, mem->cross_k[l] + o,
+                                     mem->cross_v[l] + o, probs, s->scratch + (size_t)b * j->scratch_per_row, d, d, hd,
+                                     1, S, hd, 0, 0, NULL, 0, 0, (ptrdiff_t)S * hd};
+        at_attention_run(&a, H);
     }
 }
 

@@ -141,20 +141,39 @@ int encode_audio(const s2s_model *m, const float *const *mels, const int *off, c
  * blocks from at_alloc_weights, on huge pages where the system gives them: through 4 KiB
  * pages nearly every row of keys missed the TLB (a batch-64 step reads about 60 MB of them).
  * at_block_alloc keeps them for the thread's next batch. */
+/* rows [total, H * hd] of a linear layer's output into dst, each sentence's rows head by head
+ * ([H][len][hd] from its first row's place) */
+static void heads_apart(float *dst, const float *rows, const enc_memory *mem, int H, int hd) {
+    const size_t d = (size_t)H * hd;
+    for (int i = 0; i < mem->n; i++) {
+        const size_t o = (size_t)mem->off[i] * d, len = (size_t)mem->len[i];
+        for (size_t t = 0; t < len; t++)
+            for (int h = 0; h < H; h++)
+                memcpy(dst + o + ((size_t)h * len + t) * hd, rows + o + t * d + (size_t)h * hd, sizeof(float) * hd);
+    }
+}
+
 int cross_kv(const s2s_model *m, const float *X, enc_memory *mem) {
-    const int L = m->c.dec_layers;
+    const int L = m->c.dec_layers, H = m->c.dec_heads, hd = m->c.dec_hd;
     const size_t td = (size_t)mem->total * m->c.dec_inner;
     mem->cross_k = calloc((size_t)L, sizeof(float *));
     mem->cross_v = calloc((size_t)L, sizeof(float *));
     mem->cross_bytes = sizeof(float) * td * 2 * (size_t)L;
     mem->cross_block = at_block_alloc(mem->cross_bytes);
-    if (!mem->cross_k || !mem->cross_v || !mem->cross_block) return -1;
+    float *rows = at_block_alloc(sizeof(float) * td);
+    if (!mem->cross_k || !mem->cross_v || !mem->cross_block || !rows) {
+        at_block_free(rows, sizeof(float) * td);
+        return -1;
+    }
     for (int l = 0; l < L; l++) {
         mem->cross_k[l] = mem->cross_block + td * 2 * (size_t)l;
         mem->cross_v[l] = mem->cross_k[l] + td;
-        at_k()->linear(mem->cross_k[l], X, &m->dec[l].cross_attn.k.w, m->dec[l].cross_attn.k.b, mem->total);
-        at_k()->linear(mem->cross_v[l], X, &m->dec[l].cross_attn.v.w, m->dec[l].cross_attn.v.b, mem->total);
+        at_k()->linear(rows, X, &m->dec[l].cross_attn.k.w, m->dec[l].cross_attn.k.b, mem->total);
+        heads_apart(mem->cross_k[l], rows, mem, H, hd);
+        at_k()->linear(rows, X, &m->dec[l].cross_attn.v.w, m->dec[l].cross_attn.v.b, mem->total);
+        heads_apart(mem->cross_v[l], rows, mem, H, hd);
     }
+    at_block_free(rows, sizeof(float) * td);
     return 0;
 }
 

@@ -20,7 +20,10 @@ typedef struct {
     int n;              /* sentences */
     int total;          /* source rows, the sum of len */
     const int *off, *len;
-    float **cross_k;    /* [dec_layers] -> [total, dec_inner] */
+    /* [dec_layers] -> [total, dec_inner]; sentence i's rows (at off[i] * dec_inner) head by
+     * head: [dec_heads][len[i]][dec_hd], so a thread's heads are one run of memory each
+     * (side by side in each row, two threads each read half of every row: slower than one) */
+    float **cross_k;
     float **cross_v;
     float *cross_block; /* where cross_k and cross_v point: one block (at_block_alloc) */
     size_t cross_bytes;

@@ -56,7 +56,7 @@ int main(int argc, char **argv) {
                 qkv[m][j] = ((float)(rng >> 8) / 8388608.0f - 1.0f) * (m == 0 ? 0.125f : 1.0f);
             }
         }
-        const at_attention_args a = {o, qkv[0], qkv[1], qkv[2], NULL, scratch, d, d, d, len, len, hd, 0, 0, NULL, 0, 0};
+        const at_attention_args a = {o, qkv[0], qkv[1], qkv[2], NULL, scratch, d, d, d, len, len, hd, 0, 0, NULL, 0, 0, hd};
         double best[2];
         const int reps = len >= 1000 ? 5 : len >= 200 ? 20 : 200;
         time_both(&a, heads, reps, best);

@@ -571,7 +571,8 @@ static void attention_per_head(const at_attention_args *a, int heads) {
 
 /* at_attention (all heads together, in heads' four-wide dot products) gives bit for bit the
  * outputs of one head at a time over the set's dot and axpy: head counts 1..9 and 16, head
- * sizes that are and are not whole vectors, keys wider than the heads (ld_kv > d). */
+ * sizes that are and are not whole vectors, keys wider than the heads (ld_kv > d); and so
+ * does at_attention_run on the same keys and values stored head by head (kv_h). */
 static void test_attention_per_head(void) {
     int cases[][5] = {/* t_n, s_n, heads, hd, causal */
                       {1, 20, 8, 64, 0}, {1, 17, 8, 64, 1}, {3, 9, 4, 16, 0}, {5, 5, 3, 20, 1}, {1, 33, 5, 7, 0},
@@ -584,12 +585,24 @@ static void test_attention_per_head(void) {
         float *o = malloc(4 * tn * d), *o2 = malloc(4 * tn * d), *scratch = malloc(4 * H * sn);
         fill(q, tn * d, 2), fill(k, sn * ld, 2), fill(v, sn * ld, 1);
         at_attention(o, d, q, d, k, v, ld, tn, sn, H, hd, causal, pos0, NULL, scratch);
-        const at_attention_args a = {o2, q, k, v, NULL, scratch, d, d, ld, tn, sn, hd, causal, pos0, NULL, 0, 0};
+        const at_attention_args a = {o2, q, k, v, NULL, scratch, d, d, ld, tn, sn, hd, causal, pos0, NULL, 0, 0, hd};
         attention_per_head(&a, H);
         if (memcmp(o, o2, sizeof(float) * tn * d)) {
             if (bad++ < 3) fprintf(stderr, "[%s] attention t=%d s=%d heads=%d hd=%d differs from one head at a time\n", isa_name, tn, sn, H, hd);
         }
-        free(q), free(k), free(v), free(o), free(o2), free(scratch);
+        /* the same keys and values stored head by head ([H][s_n][hd], kv_h = s_n * hd) */
+        float *ka = malloc(4 * sn * d), *va = malloc(4 * sn * d);
+        for (int s = 0; s < sn; s++)
+            for (int h = 0; h < H; h++)
+                for (int j = 0; j < hd; j++)
+                    ka[(h * sn + s) * hd + j] = k[s * ld + h * hd + j], va[(h * sn + s) * hd + j] = v[s * ld + h * hd + j];
+        const at_attention_args apart = {o2, q, ka, va, NULL, scratch, d, d, hd, tn, sn, hd, causal, pos0, NULL, 0, 0,
+                                         (ptrdiff_t)sn * hd};
+        at_attention_run(&apart, H);
+        if (memcmp(o, o2, sizeof(float) * tn * d)) {
+            if (bad++ < 3) fprintf(stderr, "[%s] attention t=%d s=%d heads=%d hd=%d differs with heads apart\n", isa_name, tn, sn, H, hd);
+        }
+        free(q), free(k), free(v), free(o), free(o2), free(scratch), free(ka), free(va);
     }
     CHECK_ISA(bad == 0, "attention: %d shapes differ bit for bit from one head at a time", bad);
 }
@@ -678,7 +691,7 @@ static void test_attention(void) {
         ptrdiff_t bh, bt;
         const float *b = bias_of(bias, kind, tn, sn, &bh, &bt);
         at_attention_bias(o, d, q, d, k, v, d, tn, sn, H, hd, causal, pos0, p, scratch, b, bh, bt);
-        const at_attention_args a = {o, q, k, v, p, NULL, d, d, d, tn, sn, hd, causal, pos0, b, bh, bt};
+        const at_attention_args a = {o, q, k, v, p, NULL, d, d, d, tn, sn, hd, causal, pos0, b, bh, bt, hd};
         double e[4];
         attention_errors(&a, H, e);
         CHECK_ISA(e[0] < 1e-6 && e[1] < 1e-5 && e[2] < 1e-5 && e[3] == 0,
@@ -690,8 +703,9 @@ static void test_attention(void) {
 
 /* Long sentences (at least AT_ATTENTION_GEMM_MIN rows and keys) run as matrix products
  * (at_attention_gemm): against the naive version in double, with and without probabilities
- * (the same outputs bit for bit), causal, with either bias, head sizes that are and are not
- * whole vectors or panels, query blocks cut short, keys wider than the heads (ld_kv > d). */
+ * (the same outputs bit for bit, as with keys and values stored head by head), causal, with
+ * either bias, head sizes that are and are not whole vectors or panels, query blocks cut
+ * short, keys wider than the heads (ld_kv > d). */
 static void test_attention_gemm(void) {
     int cases[][6] = {/* t_n, s_n, heads, hd, causal, bias kind */
                       {128, 128, 2, 64, 0, 0}, {200, 333, 3, 16, 0, 0}, {250, 250, 2, 64, 1, 0},
@@ -708,14 +722,24 @@ static void test_attention_gemm(void) {
         const float *b = bias_of(bias, kind, tn, sn, &bh, &bt);
         at_attention_bias(o, d, q, d, k, v, ld, tn, sn, H, hd, causal, pos0, p, scratch, b, bh, bt);
         at_attention_bias(o2, d, q, d, k, v, ld, tn, sn, H, hd, causal, pos0, NULL, scratch, b, bh, bt);
-        const at_attention_args a = {o, q, k, v, p, NULL, d, d, ld, tn, sn, hd, causal, pos0, b, bh, bt};
+        const at_attention_args a = {o, q, k, v, p, NULL, d, d, ld, tn, sn, hd, causal, pos0, b, bh, bt, hd};
         double e[4];
         attention_errors(&a, H, e);
-        CHECK_ISA(e[0] < 1e-6 && e[1] < 1e-5 && e[2] < 1e-5 && e[3] == 0 && !memcmp(o, o2, 4 * (size_t)tn * d),
+        /* heads stored apart ([H][s_n][hd]): the same outputs */
+        float *ka = malloc(4 * (size_t)sn * d), *va = malloc(4 * (size_t)sn * d), *o3 = malloc(4 * tn * d);
+        for (int s = 0; s < sn; s++)
+            for (int h = 0; h < H; h++)
+                for (int j = 0; j < hd; j++)
+                    ka[(h * sn + s) * hd + j] = k[s * ld + h * hd + j], va[(h * sn + s) * hd + j] = v[s * ld + h * hd + j];
+        const at_attention_args apart = {o3, q, ka, va, NULL, scratch, d, d, hd, tn, sn, hd, causal, pos0, b, bh, bt,
+                                         (ptrdiff_t)sn * hd};
+        at_attention_run(&apart, H);
+        const int same = !memcmp(o, o2, 4 * (size_t)tn * d) && !memcmp(o, o3, 4 * (size_t)tn * d);
+        CHECK_ISA(e[0] < 1e-6 && e[1] < 1e-5 && e[2] < 1e-5 && e[3] == 0 && same,
                   "GEMM attention t=%d s=%d heads=%d hd=%d causal=%d bias %d: probs %g out %g rowsum %g masked %g%s",
                   tn, sn, H, hd, causal, kind, e[0], e[1], e[2], e[3],
-                  memcmp(o, o2, 4 * (size_t)tn * d) ? ", outputs differ without probabilities" : "");
-        free(q), free(k), free(v), free(o), free(o2), free(p), free(scratch), free(bias);
+                  same ? "" : ", outputs differ without probabilities or with heads apart");
+        free(q), free(k), free(v), free(o), free(o2), free(o3), free(p), free(scratch), free(bias), free(ka), free(va);
     }
 }
 

@@ -1,24 +1,29 @@
 #!/usr/bin/python3
-"""Whisper's real-time factor: attend (and whisper.cpp, given its binary) on the same random
-weights and the same 30-s window.
+"""Whisper's real-time factor: attend and (given its build) whisper.cpp on the same random
+weights and the same 30-s window, greedy, a fixed number of tokens, interleaved rounds.
 
-Builds once, cached in --work: a random Whisper checkpoint of a published shape (tiny or
-base; tools/reference_whisper.py, the tokenizer folder tests/test_whisper.py writes),
-exported to .gguf (f32, int8) by tools/export_whisper.py, the same weights as whisper.cpp's
-ggml .bin (tools/whisper_ggml.py: f32, and q8_0 through its own `quantize` tool when
---whisper-cpp is given), and one window of random log-mel features (.npy for attend).
+Built once, cached in --work/SHAPE: a random Whisper checkpoint of a published shape (tiny,
+base: tools/reference_whisper.py, the tokenizer folder tests/test_whisper.py writes),
+exported by tools/export_whisper.py to f32 and int8 .gguf; for whisper.cpp the same weights
+as its ggml file (tools/whisper_ggml.py, f32; q8_0 through its whisper-quantize), a 30-s
+clip (16 kHz float32: a tone under noise) and tools/whisper_cpp_run.c compiled against its
+library. attend reads log-mel features (one window of random ones), whisper.cpp computes its
+own from the clip (its "mel" time, shown apart): the model's work is the same, one encoder
+pass over 1500 frames and the same decoder steps.
 
-Random weights never emit <|endoftext|>, so both decode to a fixed length: attend with
---max-length, whisper.cpp with its token limit (-ml 0 -nf -ng --max-context 0 and a
-patched-free `-mc`: see docs/benchmarks.md). Each round runs every system once, interleaved;
-the tables give medians. attend's encoder time is the run with one decoded token (load +
-encoder + one step); its decoder time the difference to the full run, per token.
-whisper.cpp prints its own encode and decode times.
+Random weights never emit <|endoftext|>, so both decode a fixed count: attend with
+--max-length (prompt + N), whisper.cpp with max_tokens N - 1 (it samples one token more than
+its limit); both after the prompt <|startoftranscript|> <|en|> <|transcribe|>
+<|notimestamps|>. Times: attend's own (--timing: load, encoder, decoder), whisper.cpp's own
+(whisper_print_timings: load, mel, encode, decode + batchd + prompt), and each process's wall
+clock. RTF = (encoder + decoder) / 30 s. Medians of the rounds; each round runs every
+system once, in turn.
 
     tools/bench_whisper.py [--shape tiny] [--tokens 100] [--rounds 3] [--threads 2]
-                           [--whisper-cpp /tmp/whispercpp/build/bin/whisper-cli]
+                           [--whisper-cpp /tmp/whispercpp]   # a checkout built in its build/
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -32,7 +37,8 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests"))
 
-SECONDS = 30.0  # one window of features: 3000 frames of 10 ms
+SECONDS = 30.0  # one window: 3000 feature frames of 10 ms, 480,000 samples at 16 kHz
+PROMPT = 4      # <|startoftranscript|> <|en|> <|transcribe|> <|notimestamps|>
 
 
 def log(*a):
@@ -40,20 +46,21 @@ def log(*a):
 
 
 def build(work, shape, seed=0):
-    """The cached checkpoint of `shape`: {'dir', 'f32', 'int8', 'features', 'config'}."""
+    """The cached checkpoint of `shape`: paths of the HF folder, .gguf files, features."""
     import numpy as np
     import reference_whisper as R
     from test_whisper import write_tokenizer
     base = os.path.join(work, shape)
-    paths = {"dir": os.path.join(base, "hf"), "features": os.path.join(base, "window.npy")}
+    paths = {"dir": os.path.join(base, "hf"), "features": os.path.join(base, "window.npy"),
+             "clip": os.path.join(base, "clip.f32"), "ggml-f32": os.path.join(base, f"ggml-{shape}-f32.bin"),
+             "ggml-q8_0": os.path.join(base, f"ggml-{shape}-q8_0.bin")}
     for dt in ("f32", "int8"):
         paths[dt] = os.path.join(base, f"whisper-{shape}-{dt}.gguf")
-    config = R.shape_config(shape)
-    paths["config"] = config
-    if all(os.path.exists(paths[k]) for k in ("f32", "int8", "features")):
+    if all(os.path.exists(paths[k]) for k in ("f32", "int8", "features", "clip")):
         return paths
     log(f"building a random whisper-{shape} checkpoint in {base}")
     os.makedirs(base, exist_ok=True)
+    config = R.shape_config(shape)
     tok = os.path.join(base, "tokenizer")
     write_tokenizer(tok, config)
     R.save_checkpoint(R.random_model(config, seed=seed), paths["dir"], tok)
@@ -61,85 +68,112 @@ def build(work, shape, seed=0):
         subprocess.run([sys.executable, os.path.join(HERE, "export_whisper.py"), paths["dir"], paths[dt],
                         "--dtype", dt, "--name", f"whisper-{shape}"], check=True, stdout=subprocess.DEVNULL)
     np.save(paths["features"], R.random_features(config["num_mel_bins"], seed=seed + 1))
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(16000 * SECONDS)) / 16000.0
+    clip = 0.1 * rng.standard_normal(t.size) + 0.3 * np.sin(2 * np.pi * 220 * t) * np.sin(np.pi * t)
+    clip.astype(np.float32).tofile(paths["clip"])
     return paths
 
 
-def timed(cmd, env=None):
-    """Wall and CPU (user + sys of the child) seconds of one run, and its stdout and stderr."""
-    e = dict(os.environ, **(env or {}))
+def whisper_cpp_setup(wdir, work, paths):
+    """Compile tools/whisper_cpp_run.c against the whisper.cpp checkout wdir (built with cmake
+    in wdir/build) and write its ggml files; returns the driver's path."""
+    libs = sorted(glob.glob(os.path.join(wdir, "build", "**", "libwhisper.so"), recursive=True))
+    if not libs:
+        raise SystemExit(f"no libwhisper.so under {wdir}/build: build whisper.cpp first (docs/benchmarks.md)")
+    libdir = os.path.dirname(libs[0])
+    driver = os.path.join(work, "whisper_cpp_run")
+    subprocess.run(["cc", "-O2", os.path.join(HERE, "whisper_cpp_run.c"), "-I", os.path.join(wdir, "include"),
+                    "-I", os.path.join(wdir, "ggml", "include"), "-L", libdir, "-lwhisper",
+                    f"-Wl,-rpath,{libdir}", "-o", driver], check=True)
+    if not os.path.exists(paths["ggml-f32"]):
+        subprocess.run([sys.executable, os.path.join(HERE, "whisper_ggml.py"), paths["dir"], paths["ggml-f32"]],
+                       check=True)
+    if not os.path.exists(paths["ggml-q8_0"]):
+        quantize = glob.glob(os.path.join(wdir, "build", "**", "whisper-quantize"), recursive=True)
+        if quantize:
+            subprocess.run([quantize[0], paths["ggml-f32"], paths["ggml-q8_0"], "q8_0"], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return driver
+
+
+def run(cmd):
+    """stdout, stderr and wall seconds of one run."""
     t0 = time.perf_counter()
-    r0 = os.times()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=e)
+    p = subprocess.run(cmd, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    r1 = os.times()
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr[-2000:]}")
-    cpu = (r1.children_user - r0.children_user) + (r1.children_system - r0.children_system)
-    return wall, cpu, p.stdout, p.stderr
+    return p.stdout, p.stderr, wall
 
 
-PROMPT = 4  # <|startoftranscript|> <|en|> <|transcribe|> <|notimestamps|>
-
-
-def attend_cmd(binary, model, features, tokens, threads):
-    """attend transcribe for `tokens` generated tokens after the 4-token prompt."""
-    return [binary, "transcribe", "-m", model, "--language", "en", "--greedy", "--output", "json",
-            "--max-length", str(PROMPT + tokens), "-t", str(threads), features]
+ATTEND_TIME = re.compile(r"timing: load ([\d.]+) s, encoder ([\d.]+) s, decoder ([\d.]+) s, (\d+) steps")
 
 
 def attend_round(binary, model, features, tokens, threads):
-    """attend's wall seconds for the whole window, the encoder part (a one-token run) and the
-    decoder's tokens; checks that it decoded `tokens` tokens."""
-    full, _, out, _ = timed(attend_cmd(binary, model, features, tokens, threads))
+    out, err, wall = run([binary, "transcribe", "-m", model, "--language", "en", "--greedy", "--output", "json",
+                          "--max-length", str(PROMPT + tokens), "-t", str(threads), "--timing", features])
     got = sum(len(s["tokens"]) for s in json.loads(out)["segments"])
     if got != tokens:
-        raise RuntimeError(f"attend decoded {got} tokens, not {tokens} (an <|endoftext|>?)")
-    one, _, _, _ = timed(attend_cmd(binary, model, features, 1, threads))
-    return {"total": full, "encode": one, "decode": full - one}
+        raise RuntimeError(f"attend decoded {got} tokens, not {tokens}")
+    load, enc, dec, _ = ATTEND_TIME.search(err).groups()
+    return {"wall": wall, "load": float(load), "mel": 0.0, "encode": float(enc), "decode": float(dec)}
 
 
 WCPP_TIME = re.compile(r"whisper_print_timings:\s+(\w+) time =\s+([\d.]+) ms")
 
 
-def wcpp_round(binary, model, wav, tokens, threads):
-    """whisper.cpp's wall seconds and its own timings (load, mel, encode, decode ...) in s."""
-    cmd = [binary, "-m", model, "-f", wav, "-t", str(threads), "-l", "en", "-bs", "1", "-bo", "1", "-nf", "-ng",
-           "-nt", "-ml", "0", "-mc", "0", "-ntok", str(tokens)] if tokens else None
-    wall, _, _, err = timed(cmd)
+def wcpp_round(driver, model, clip, tokens, threads):
+    out, err, wall = run([driver, model, clip, str(threads), str(tokens - 1)])
+    if int(out.split()[0]) != tokens:
+        raise RuntimeError(f"whisper.cpp decoded {out.split()[0]} tokens, not {tokens}")
     t = {k: float(v) / 1e3 for k, v in WCPP_TIME.findall(err)}
-    return {"total": wall, "encode": t.get("encode", float("nan")),
-            "decode": t.get("decode", 0.0) + t.get("batchd", 0.0) + t.get("prompt", 0.0), "raw": t}
+    return {"wall": wall, "load": t["load"], "mel": t["mel"], "encode": t["encode"],
+            "decode": t["decode"] + t.get("batchd", 0.0) + t.get("prompt", 0.0)}
 
 
-def table(res, tokens):
-    rows = ["| system | weights | total s (median) | RTF | encoder s | decoder ms/token |", "|---|---|---|---|---|---|"]
+def table(res, tokens, loads):
+    rows = ["| system | weights | encoder s | decoder s | ms / token | RTF (enc + dec) / 30 s | mel s | load s "
+            "| process wall s |", "|---|---|---|---|---|---|---|---|---|"]
     for (system, dt), runs in res.items():
-        tot = statistics.median(r["total"] for r in runs)
-        enc = statistics.median(r["encode"] for r in runs)
-        dec = statistics.median(r["decode"] for r in runs)
-        rows.append(f"| {system} | {dt} | {tot:.3f} | {tot / SECONDS:.4f} | {enc:.3f} | {1e3 * dec / tokens:.2f} |")
+        med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        rtf = (med["encode"] + med["decode"]) / SECONDS
+        mel = f"{med['mel']:.3f}" if system != "attend" else "(input)"
+        rows.append(f"| {system} | {dt} | {med['encode']:.3f} | {med['decode']:.3f} | "
+                    f"{1e3 * med['decode'] / tokens:.2f} | {rtf:.4f} | {mel} | {med['load']:.3f} | {med['wall']:.3f} |")
+    rows.append(f"\nMedians of {len(loads)} rounds, {tokens} tokens each; load average before each round: "
+                f"{', '.join(f'{x:.2f}' for x in loads)}")
     return "\n".join(rows)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--attend", default=os.path.join(ROOT, "build", "attend"))
-    p.add_argument("--whisper-cpp", help="whisper.cpp's whisper-cli binary (built beside its quantize tool)")
+    p.add_argument("--whisper-cpp", help="a whisper.cpp checkout built with cmake in its build/")
     p.add_argument("--work", default=os.path.join(ROOT, "build", "bench-whisper"))
     p.add_argument("--shape", default="tiny", choices=("tiny", "base"))
     p.add_argument("--tokens", type=int, default=100, help="tokens decoded after the prompt")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--dtypes", default="f32,int8")
+    p.add_argument("--dtypes", default="f32,int8", help="attend's; whisper.cpp runs f32 and q8_0 beside them")
     a = p.parse_args(argv)
     paths = build(a.work, a.shape)
-    systems = [("attend", dt) for dt in a.dtypes.split(",")]
-    res = {s: [] for s in systems}
+    runs = [("attend", dt, lambda dt=dt: attend_round(a.attend, paths[dt], paths["features"], a.tokens, a.threads))
+            for dt in a.dtypes.split(",")]
+    if a.whisper_cpp:
+        driver = whisper_cpp_setup(a.whisper_cpp, os.path.join(a.work, a.shape), paths)
+        for dt in ("f32", "q8_0"):
+            if os.path.exists(paths[f"ggml-{dt}"]) and (dt == "f32" or "int8" in a.dtypes):
+                runs.append(("whisper.cpp", dt, lambda dt=dt: wcpp_round(driver, paths[f"ggml-{dt}"], paths["clip"],
+                                                                         a.tokens, a.threads)))
+    order = sorted(runs, key=lambda r: (r[1] not in ("f32",), r[0]))  # f32 pairs first, then int8 / q8_0
+    res, loads = {(s, dt): [] for s, dt, _ in order}, []
     for r in range(a.rounds):
-        for system, dt in systems:
-            res[(system, dt)].append(attend_round(a.attend, paths[dt], paths["features"], a.tokens, a.threads))
-        log(f"round {r + 1}/{a.rounds}: load {os.getloadavg()[0]:.2f}")
-    print(table(res, a.tokens))
+        loads.append(os.getloadavg()[0])
+        for system, dt, fn in order:
+            res[(system, dt)].append(fn())
+        log(f"round {r + 1}/{a.rounds} done (load {loads[-1]:.2f})")
+    print(table(res, a.tokens, loads))
     return 0
 
 
