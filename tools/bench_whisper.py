@@ -5,7 +5,8 @@ weights and the same 30-s window, greedy, a fixed number of tokens, interleaved 
 Built once, cached in --work/SHAPE: a random Whisper checkpoint of a published shape (tiny,
 base: tools/reference_whisper.py, the tokenizer folder tests/test_whisper.py writes),
 exported by tools/export_whisper.py to f32 and int8 .gguf; for whisper.cpp the same weights
-as its ggml file (tools/whisper_ggml.py, f32; q8_0 through its whisper-quantize), a 30-s
+as its ggml file (tools/whisper_ggml.py: f32, and f16 quantized to q8_0 by its
+whisper-quantize), a 30-s
 clip (16 kHz float32: a tone under noise) and tools/whisper_cpp_run.c compiled against its
 library. attend reads log-mel features (one window of random ones), whisper.cpp computes its
 own from the clip (its "mel" time, shown apart): the model's work is the same, one encoder
@@ -19,7 +20,7 @@ its limit); both after the prompt <|startoftranscript|> <|en|> <|transcribe|>
 clock. RTF = (encoder + decoder) / 30 s. Medians of the rounds; each round runs every
 system once, in turn.
 
-    tools/bench_whisper.py [--shape tiny] [--tokens 100] [--rounds 3] [--threads 2]
+    tools/bench_whisper.py [--shape tiny] [--tokens 100] [--rounds 3] [--threads 1,2]
                            [--whisper-cpp /tmp/whispercpp]   # a checkout built in its build/
 """
 import argparse
@@ -89,18 +90,21 @@ def whisper_cpp_setup(wdir, work, paths):
     if not os.path.exists(paths["ggml-f32"]):
         subprocess.run([sys.executable, os.path.join(HERE, "whisper_ggml.py"), paths["dir"], paths["ggml-f32"]],
                        check=True)
-    if not os.path.exists(paths["ggml-q8_0"]):
+    if not os.path.exists(paths["ggml-q8_0"]):  # from an f16 file, as from whisper.cpp's published ones
         quantize = glob.glob(os.path.join(wdir, "build", "**", "whisper-quantize"), recursive=True)
         if quantize:
-            subprocess.run([quantize[0], paths["ggml-f32"], paths["ggml-q8_0"], "q8_0"], check=True,
+            f16 = paths["ggml-q8_0"].replace("q8_0", "f16")
+            subprocess.run([sys.executable, os.path.join(HERE, "whisper_ggml.py"), paths["dir"], f16, "--f16"],
+                           check=True)
+            subprocess.run([quantize[0], f16, paths["ggml-q8_0"], "q8_0"], check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return driver
 
 
-def run(cmd):
-    """stdout, stderr and wall seconds of one run."""
+def run(cmd, env=None):
+    """stdout, stderr and wall seconds of one run (env: variables added)."""
     t0 = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True)
+    p = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, **(env or {})))
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr[-2000:]}")
@@ -123,8 +127,8 @@ def attend_round(binary, model, features, tokens, threads):
 WCPP_TIME = re.compile(r"whisper_print_timings:\s+(\w+) time =\s+([\d.]+) ms")
 
 
-def wcpp_round(driver, model, clip, tokens, threads):
-    out, err, wall = run([driver, model, clip, str(threads), str(tokens - 1)])
+def wcpp_round(driver, model, clip, tokens, threads, env=None):
+    out, err, wall = run([driver, model, clip, str(threads), str(tokens - 1)], env)
     if int(out.split()[0]) != tokens:
         raise RuntimeError(f"whisper.cpp decoded {out.split()[0]} tokens, not {tokens}")
     t = {k: float(v) / 1e3 for k, v in WCPP_TIME.findall(err)}
@@ -133,13 +137,13 @@ def wcpp_round(driver, model, clip, tokens, threads):
 
 
 def table(res, tokens, loads):
-    rows = ["| system | weights | encoder s | decoder s | ms / token | RTF (enc + dec) / 30 s | mel s | load s "
-            "| process wall s |", "|---|---|---|---|---|---|---|---|---|"]
-    for (system, dt), runs in res.items():
+    rows = ["| system | weights | threads | encoder s | decoder s | ms / token | RTF (enc + dec) / 30 s | mel s "
+            "| load s | process wall s |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for (system, dt, th), runs in res.items():
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         rtf = (med["encode"] + med["decode"]) / SECONDS
         mel = f"{med['mel']:.3f}" if system != "attend" else "(input)"
-        rows.append(f"| {system} | {dt} | {med['encode']:.3f} | {med['decode']:.3f} | "
+        rows.append(f"| {system} | {dt} | {th} | {med['encode']:.3f} | {med['decode']:.3f} | "
                     f"{1e3 * med['decode'] / tokens:.2f} | {rtf:.4f} | {mel} | {med['load']:.3f} | {med['wall']:.3f} |")
     rows.append(f"\nMedians of {len(loads)} rounds, {tokens} tokens each; load average before each round: "
                 f"{', '.join(f'{x:.2f}' for x in loads)}")
@@ -154,24 +158,31 @@ def main(argv=None):
     p.add_argument("--shape", default="tiny", choices=("tiny", "base"))
     p.add_argument("--tokens", type=int, default=100, help="tokens decoded after the prompt")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--threads", default="2", help="thread counts, e.g. 1,2")
+    p.add_argument("--omp-passive", action="store_true",
+                   help="whisper.cpp also with OMP_WAIT_POLICY=passive (its threads sleep at barriers instead of "
+                        "spinning: faster when other processes share the cores)")
     p.add_argument("--dtypes", default="f32,int8", help="attend's; whisper.cpp runs f32 and q8_0 beside them")
     a = p.parse_args(argv)
     paths = build(a.work, a.shape)
-    runs = [("attend", dt, lambda dt=dt: attend_round(a.attend, paths[dt], paths["features"], a.tokens, a.threads))
-            for dt in a.dtypes.split(",")]
-    if a.whisper_cpp:
-        driver = whisper_cpp_setup(a.whisper_cpp, os.path.join(a.work, a.shape), paths)
-        for dt in ("f32", "q8_0"):
-            if os.path.exists(paths[f"ggml-{dt}"]) and (dt == "f32" or "int8" in a.dtypes):
-                runs.append(("whisper.cpp", dt, lambda dt=dt: wcpp_round(driver, paths[f"ggml-{dt}"], paths["clip"],
-                                                                         a.tokens, a.threads)))
-    order = sorted(runs, key=lambda r: (r[1] not in ("f32",), r[0]))  # f32 pairs first, then int8 / q8_0
-    res, loads = {(s, dt): [] for s, dt, _ in order}, []
+    driver = whisper_cpp_setup(a.whisper_cpp, os.path.join(a.work, a.shape), paths) if a.whisper_cpp else None
+    runs = []
+    for th in (int(x) for x in a.threads.split(",")):
+        for dt in a.dtypes.split(","):
+            runs.append(("attend", dt, th, lambda dt=dt, th=th: attend_round(a.attend, paths[dt], paths["features"],
+                                                                             a.tokens, th)))
+            wdt = "f32" if dt == "f32" else "q8_0"
+            if driver and os.path.exists(paths[f"ggml-{wdt}"]):
+                runs.append(("whisper.cpp", wdt, th, lambda wdt=wdt, th=th: wcpp_round(
+                    driver, paths[f"ggml-{wdt}"], paths["clip"], a.tokens, th)))
+                if a.omp_passive and th > 1:
+                    runs.append(("whisper.cpp, OMP_WAIT_POLICY=passive", wdt, th, lambda wdt=wdt, th=th: wcpp_round(
+                        driver, paths[f"ggml-{wdt}"], paths["clip"], a.tokens, th, {"OMP_WAIT_POLICY": "passive"})))
+    res, loads = {(s, dt, th): [] for s, dt, th, _ in runs}, []
     for r in range(a.rounds):
         loads.append(os.getloadavg()[0])
-        for system, dt, fn in order:
-            res[(system, dt)].append(fn())
+        for system, dt, th, fn in runs:
+            res[(system, dt, th)].append(fn())
         log(f"round {r + 1}/{a.rounds} done (load {loads[-1]:.2f})")
     print(table(res, a.tokens, loads))
     return 0

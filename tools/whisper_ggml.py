@@ -1,19 +1,22 @@
 #!/usr/bin/python3
-"""An HF Whisper folder as whisper.cpp's ggml model file (f32), for tools/bench_whisper.py.
+"""An HF Whisper folder as whisper.cpp's ggml model file (f32 or f16), for tools/bench_whisper.py.
 
 whisper.cpp's own converter (models/convert-h5-to-ggml.py) needs transformers, which this
 machine lacks, and the OpenAI repository's mel_filters.npz; it also rounds every weight to
 f16 before writing f32. This writes the same layout from the documented format (written
 here from that script's description, not copied): int32 magic 0x67676d6c; int32 hparams
 n_vocab, n_audio_ctx, n_audio_state, n_audio_head, n_audio_layer, n_text_ctx, n_text_state,
-n_text_head, n_text_layer, n_mels, ftype (0: f32); the mel filter bank (int32 n_mels,
+n_text_head, n_text_layer, n_mels, ftype (0: f32, 1: f16); the mel filter bank (int32 n_mels,
 int32 n_fft_bins, float32 values); the vocabulary (int32 count, then per token int32 length
-and its bytes); then each tensor: int32 n_dims, int32 name length, int32 type (0: f32),
-n_dims int32 sizes innermost first, the name, the float32 data. Names are OpenAI's
-(encoder.blocks.N.attn.query.weight ...); the convolution biases are [d, 1]. Weights are
-written exactly as stored (f32). whisper.cpp's `quantize` tool turns the file into q8_0.
+and its bytes); then each tensor: int32 n_dims, int32 name length, int32 type (0: f32,
+1: f16), n_dims int32 sizes innermost first, the name, the data. Names are OpenAI's
+(encoder.blocks.N.attn.query.weight ...); the convolution biases are [d, 1]. f32 writes the
+weights exactly as stored; --f16 rounds the matrices and convolutions to f16 (vectors and
+position tables stay f32), the layout whisper.cpp's whisper-quantize expects as its input
+(it quantizes the matrices and keeps the rest: from an f32 file the convolutions stay f32,
+which its q8_0 loader refuses).
 
-    tools/whisper_ggml.py HF_DIR OUT.bin
+    tools/whisper_ggml.py HF_DIR OUT.bin [--f16]
 """
 import json
 import math
@@ -82,7 +85,13 @@ def byte_decoder():
     return chars
 
 
-def write(hf_dir, out):
+def stored_f16(name, data):
+    """--f16: which tensors are f16 (the rest f32), as whisper.cpp's f16 files have them."""
+    return data.ndim >= 2 and not name.endswith("positional_embedding") and not name.endswith("conv1.bias") \
+        and not name.endswith("conv2.bias")
+
+
+def write(hf_dir, out, f16=False):
     c = json.load(open(os.path.join(hf_dir, "config.json")))
     vocab = json.load(open(os.path.join(hf_dir, "vocab.json"), encoding="utf8"))
     weights = safetensors_np.load(os.path.join(hf_dir, "model.safetensors"))
@@ -91,7 +100,7 @@ def write(hf_dir, out):
         f.write(struct.pack("i", 0x67676d6c))
         for v in (c["vocab_size"], c["max_source_positions"], c["d_model"], c["encoder_attention_heads"],
                   c["encoder_layers"], c["max_target_positions"], c["d_model"], c["decoder_attention_heads"],
-                  c["decoder_layers"], c["num_mel_bins"], 0):
+                  c["decoder_layers"], c["num_mel_bins"], int(f16)):
             f.write(struct.pack("i", v))
         filters = mel_filters(c["num_mel_bins"])
         f.write(struct.pack("ii", *filters.shape))
@@ -107,8 +116,11 @@ def write(hf_dir, out):
             data = np.ascontiguousarray(array, dtype=np.float32)
             if name in ("encoder.conv1.bias", "encoder.conv2.bias"):
                 data = data.reshape(-1, 1)
+            half = f16 and stored_f16(name, data)
+            if half:
+                data = data.astype(np.float16)
             key = name.encode()
-            f.write(struct.pack("iii", data.ndim, len(key), 0))
+            f.write(struct.pack("iii", data.ndim, len(key), int(half)))
             f.write(struct.pack(f"{data.ndim}i", *reversed(data.shape)))
             f.write(key)
             f.write(data.tobytes())
@@ -116,10 +128,12 @@ def write(hf_dir, out):
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    f16 = "--f16" in argv
+    argv = [x for x in argv if x != "--f16"]
     if len(argv) != 2:
         print(__doc__.strip().splitlines()[-1].strip(), file=sys.stderr)
         return 2
-    write(argv[0], argv[1])
+    write(argv[0], argv[1], f16)
     return 0
 
 
