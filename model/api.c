@@ -308,6 +308,7 @@ static int translate_sources(attend_model *am, s2s_source *src, int n, const att
         r->dec_self = res[i].dec_self;
         r->cross = res[i].cross;
         r->score = res[i].score;
+        r->normalized_score = res[i].normalized_score;
         r->n_best = res[i].n_best;
         /* r owns them now (freed once, by attend_result_free, on any failure below) */
         res[i].logits = res[i].logprob = res[i].enc_self = res[i].dec_self = res[i].cross = NULL;
@@ -324,6 +325,7 @@ static int translate_sources(attend_model *am, s2s_source *src, int n, const att
             h->ids = res[i].nbest[k].ids;
             h->n = res[i].nbest[k].n;
             h->score = res[i].nbest[k].score;
+            h->normalized_score = res[i].nbest[k].normalized_score;
             h->logprob = k == 0 ? r->logprob : res[i].nbest[k].logprob; /* nbest[0]: the result's */
             h->dec_self = k == 0 ? r->dec_self : res[i].nbest[k].dec_self;
             h->cross = k == 0 ? r->cross : res[i].nbest[k].cross;
