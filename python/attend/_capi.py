@@ -20,7 +20,7 @@ from typing import List, Optional
 # Structures (field order and types exactly as in the headers)
 
 # the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
-ABI = 10
+ABI = 11
 ATTEND_VIEW_MAX = 64
 # the metadata key a model file records its alignment view under (align.h)
 ATTEND_ALIGNMENT_VIEW_KEY = "attend.alignment.view"
@@ -176,6 +176,7 @@ class attend_sentence(ctypes.Structure):
         ("n_tgt", ctypes.c_int),
         ("truncated", ctypes.c_int),
         ("score", ctypes.c_float),
+        ("normalized_score", ctypes.c_float),
     ]
 
 
@@ -187,6 +188,7 @@ class attend_hypothesis(ctypes.Structure):
         ("ids", c_int_p),
         ("n", ctypes.c_int),
         ("score", ctypes.c_float),
+        ("normalized_score", ctypes.c_float),
         ("logprob", ctypes.POINTER(ctypes.c_float)),
         ("dec_self", ctypes.POINTER(ctypes.c_float)),
         ("cross", ctypes.POINTER(ctypes.c_float)),
@@ -213,6 +215,7 @@ class attend_result(ctypes.Structure):
         ("dec_self", c_float_p),
         ("cross", c_float_p),
         ("score", ctypes.c_float),
+        ("normalized_score", ctypes.c_float),
         ("n_best", ctypes.c_int),
         ("nbest", ctypes.POINTER(attend_hypothesis)),
         ("status", ctypes.c_int),

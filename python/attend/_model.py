@@ -298,7 +298,8 @@ class Model(VocabularyMixin):
         - ``sample`` with ``top_k``, ``top_p``, ``temperature``, ``seed`` (--sample ...);
         - ``attention`` (--dump-attention: fill enc_self / dec_self / cross; needed by
           Result.alignment, the --alignment option), ``logits`` (--dump-logits),
-          ``scores`` (per-token log-probabilities and, for greedy, the score);
+          ``scores`` (per-token log-probabilities; greedy search and sampling need them
+          for Result.score / normalized_score, NaN without; beams always have both);
         - ``threads`` (-t; default: the Model's), ``batch_size`` (-b, default 32) and
           ``batch_tokens`` (--batch-tokens): how lines are grouped into library calls (the
           results never depend on it), ``verbose`` (-v: one line per batch on stderr);
@@ -310,8 +311,8 @@ class Model(VocabularyMixin):
           text (tokenized as a target, without </s>) and the search continues from it, as
           HF's ``generate(decoder_input_ids=[start, *prefix])``; one str for every line, or
           a list with one str (or None) per line. A multilingual model's target-language
-          token still comes first. "" is no prefix. Result.score leaves the prefix out
-          (HF's sequences_scores), Result.logprob and tgt_ids include it.
+          token still comes first. "" is no prefix. Result.score and normalized_score
+          leave the prefix out (HF's sequences_scores), Result.logprob and tgt_ids include it.
         - ``task`` (--task): T5 models: the prefix of a task of Config.tasks written before
           each line.
         - ``split`` (--split): True (the default) translates a line's sentences one by one
@@ -496,7 +497,7 @@ class Model(VocabularyMixin):
               tgt_lang: Optional[str] = None) -> Union[Result, List[Result]]:
         """Forced decoding (``attend align --target``): the model reads ``target`` as its
         output and reports each token's log-probability (Result.logprob, Result.score =
-        their sum) and, with attention=True (the default), every attention matrix of that
+        their sum, normalized_score = that / len(tgt_ids) ** length_penalty) and, with attention=True (the default), every attention matrix of that
         translation. Two str give one Result; two lists of equal length give a list. Every
         source runs through the model, a blank one too (as ``attend align``). Multilingual
         models need ``src_lang`` and ``tgt_lang`` (the target then starts with its language
