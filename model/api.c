@@ -129,6 +129,12 @@ int attend_select_isa(char *err, size_t errlen) { return at_kernels_init(err, er
 const char *attend_isa_available(void) { return at_isa_list(); }
 
 const char *attend_isa_int8(void) { return at_isa_int8_path(); }
+
+const char *attend_isa_bf16(const char **why) {
+    const char *missing = s2s_bf16_missing();
+    if (why) *why = missing;
+    return missing ? NULL : "avx512bf16";
+}
 int attend_default_threads(void) { return at_default_threads(); }
 
 void attend_result_free(attend_result *r) {

@@ -414,6 +414,10 @@ ATTEND_API const char *attend_isa_available(void);
  * on; $ATTEND_AMX=0 turns them off), "avx512vnni", "avx2" or "generic". All give
  * bit-identical int8 results. */
 ATTEND_API const char *attend_isa_int8(void);
+/* What bf16 compute (attend_load_params.compute_type "bf16") runs on under that set:
+ * "avx512bf16" (vdpbf16ps: products of bf16 pairs summed in f32), or NULL where it cannot
+ * run, with *why (when why is not NULL) saying what is missing, as loading would. */
+ATTEND_API const char *attend_isa_bf16(const char **why);
 /* Threads used when attend_params.threads is 0: $OMP_NUM_THREADS if set, else one per
  * physical core among the CPUs this process may run on. */
 ATTEND_API int attend_default_threads(void);
