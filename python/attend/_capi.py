@@ -87,6 +87,9 @@ class attend_config(ctypes.Structure):
         ("decoder_head_dim", ctypes.c_int),
         ("relative_buckets", ctypes.c_int),
         ("relative_max_distance", ctypes.c_int),
+        ("audio", ctypes.c_int),  # a speech model (Whisper): its log-mel bins and window frames
+        ("n_mels", ctypes.c_int),
+        ("audio_frames", ctypes.c_int),
     ]
 
 
