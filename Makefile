@@ -429,11 +429,11 @@ bench: $(BUILD)/attend
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(BENCH_PKGS)"
 	$(PYTHON) tools/bench.py --attend $(BUILD)/attend --work $(BUILD)/bench --md BENCHMARKS.md
 
-# the NLLB-200-distilled-600M-shaped section of BENCHMARKS.md alone (issue 12; part of make bench)
+# the NLLB-200-distilled-600M-shaped section of docs/benchmarks.md alone (issue 12; part of make bench)
 .PHONY: bench-nllb
 bench-nllb: $(BUILD)/attend
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(BENCH_PKGS)"
-	$(PYTHON) tools/bench.py --attend $(BUILD)/attend --work $(BUILD)/bench --nllb only --md BENCHMARKS.md
+	$(PYTHON) tools/bench.py --attend $(BUILD)/attend --work $(BUILD)/bench --nllb only --md docs/benchmarks.md
 
 # make install: the binary, the libraries (libattend.so.0 -> libattend.so.VERSION, with the
 # libattend.so link for -lattend), the headers, attend.pc for pkg-config, the shipped model.
