@@ -12,6 +12,9 @@ ALL_CXXFLAGS = $(CXXFLAGS) -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden
 LDLIBS  = -pthread -lsentencepiece -lgumbo -lz -lm
 # attend serve's JSON parser and language identifier (CLD2): the attend binary only, not libattend
 SERVE_LIBS = -lcjson -lcld2
+# audio files (audio/read.c: libsndfile decodes, libsoxr resamples): the attend binary only, so the
+# Python wheel's libattend needs neither; the log-mel features (audio/mel.c) are in libattend
+AUDIO_LIBS = -lsndfile -lsoxr
 
 LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/kernels_bf16.c engine/bf16_pack.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
           tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c \
@@ -19,22 +22,24 @@ LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/
           model/encoder.c model/decoder.c model/relative.c model/tasks.c model/search.c model/trace.c model/outputs.c model/strategy.c \
           model/beam.c model/generate.c model/api.c model/vocab_api.c model/align.c model/align_links.c model/quantize.c \
           model/record_view.c model/split_lines.c model/translate_html.c text/chars.c text/split_rules.c text/sentences.c text/clauses.c \
-          text/markup_parse.c text/markup_render.c
+          text/markup_parse.c text/markup_render.c audio/fft.c audio/mel.c
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c cli/heatmap.c \
           cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/translate_html.c cli/cmd_info.c cli/cmd_quantize.c \
           cli/cmd_align.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/explore_json.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c \
-          cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c cli/serve_libre.c cli/serve_limits.c cli/serve_multipart.c cli/serve_file.c cli/serve_models.c cli/serve_detect.c cli/http_server.c cli/http_parse.c cli/cmd_split.c cli/cmd_detect.c
+          cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c cli/serve_libre.c cli/serve_limits.c cli/serve_multipart.c cli/serve_file.c cli/serve_models.c cli/serve_detect.c cli/http_server.c cli/http_parse.c cli/cmd_split.c cli/cmd_detect.c \
+          cli/cmd_features.c audio/read.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/langid.o $(BUILD)/cli/explore_html.o
-HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h text/*.h)
+HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h text/*.h audio/*.h)
 
 # Debian packages the build (and make demo) needs, and those the tests add.
 BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev libcjson-dev libgumbo-dev libcld2-dev \
-             patchelf
+             libsndfile1-dev libsoxr-dev patchelf
 DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unzip clang \
              libclang-rt-dev valgrind chromium chromium-driver time \
-             python3-distributed python3-matplotlib python3-venv python3-pip
+             python3-distributed python3-matplotlib python3-venv python3-pip \
+             espeak-ng python3-soundfile python3-scipy
 
 .PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client install clean help \
         wheel sdist
@@ -81,7 +86,7 @@ $(BUILD)/cli/explore_html.o: $(BUILD)/cli/explore_html.c
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/attend: $(CLI_OBJ) $(BUILD)/libattend.a
-	$(CXX) -o $@ $(CLI_OBJ) $(BUILD)/libattend.a $(SERVE_LIBS) $(LDLIBS)
+	$(CXX) -o $@ $(CLI_OBJ) $(BUILD)/libattend.a $(SERVE_LIBS) $(AUDIO_LIBS) $(LDLIBS)
 
 # Install missing packages; without root, print the command to run.
 deps:
@@ -111,7 +116,7 @@ TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests
             $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
             $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split \
             $(BUILD)/tests/test_markup $(BUILD)/tests/test_serve_limits $(BUILD)/tests/test_http_parse \
-            $(BUILD)/tests/test_pool_trim
+            $(BUILD)/tests/test_pool_trim $(BUILD)/tests/test_mel
 
 $(TEST_BINS): tests/check.h
 $(BUILD)/tests/test_markup: tests/markup_check.h

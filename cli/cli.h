@@ -55,5 +55,6 @@ int cmd_explore(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_split(int argc, char **argv);
 int cmd_detect(int argc, char **argv);
+int cmd_features(int argc, char **argv);
 
 #endif
