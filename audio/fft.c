@@ -1,5 +1,5 @@
 /* fft: a real signal of n samples is packed as n/2 complex values (even samples real, odd ones
- * imaginary), transformed by a recursive mixed-radix Cooley-Tukey FFT (radix-4 and radix-2
+ * imaginary), transformed by a recursive mixed-radix Cooley-Tukey FFT (radix-4, -2 and -5
  * butterflies written out, any other factor as a small DFT), and split back into the n/2 + 1
  * bins of the real signal. Everything in double: the spectrogram's quiet bins sit 8 decades
  * below its loud ones, and float rounding would show in them. */
@@ -73,12 +73,34 @@ void fft_plan_free(fft_plan *p) {
     free(p);
 }
 
+/* A DFT of size 5 in place on a[0..5) (forward: W = e^(-2 pi i / 5)). */
+static inline void dft5(cplx *a) {
+    static const double c1 = 0.30901699437494742410, c2 = -0.80901699437494742410; /* cos 2pi/5, 4pi/5 */
+    static const double t1 = 0.95105651629515357212, t2 = 0.58778525229247312917; /* sin 2pi/5, 4pi/5 */
+    const cplx s1 = cadd(a[1], a[4]), d1 = csub(a[1], a[4]), s2 = cadd(a[2], a[3]), d2 = csub(a[2], a[3]);
+    const cplx e1 = {a[0].re + c1 * s1.re + c2 * s2.re, a[0].im + c1 * s1.im + c2 * s2.im};
+    const cplx e2 = {a[0].re + c2 * s1.re + c1 * s2.re, a[0].im + c2 * s1.im + c1 * s2.im};
+    const cplx o1 = {t1 * d1.re + t2 * d2.re, t1 * d1.im + t2 * d2.im}; /* X1 = e1 - i o1 */
+    const cplx o2 = {t2 * d1.re - t1 * d2.re, t2 * d1.im - t1 * d2.im}; /* X2 = e2 - i o2 */
+    a[0] = cadd(a[0], cadd(s1, s2));
+    a[1] = (cplx){e1.re + o1.im, e1.im - o1.re};
+    a[4] = (cplx){e1.re - o1.im, e1.im + o1.re};
+    a[2] = (cplx){e2.re + o2.im, e2.im - o2.re};
+    a[3] = (cplx){e2.re - o2.im, e2.im + o2.re};
+}
+
 /* The butterflies combining r transforms of length sub (out[j sub .. j sub + sub)) into one of
  * length len = r sub; W_len^x is tw[x * step]. */
 static void combine(fft_plan *p, cplx *out, int r, int sub, int step) {
     const cplx *tw = p->tw;
     for (int k = 0; k < sub; k++) {
-        if (r == 2) {
+        if (r == 5) {
+            cplx a[5];
+            a[0] = out[k];
+            for (int j = 1; j < 5; j++) a[j] = cmul(out[k + j * sub], tw[(size_t)j * k * step]);
+            dft5(a);
+            for (int j = 0; j < 5; j++) out[k + j * sub] = a[j];
+        } else if (r == 2) {
             const cplx a = out[k], b = cmul(out[k + sub], tw[(size_t)k * step]);
             out[k] = cadd(a, b);
             out[k + sub] = csub(a, b);
@@ -94,9 +116,11 @@ static void combine(fft_plan *p, cplx *out, int r, int sub, int step) {
             out[k + 3 * sub] = csub(d02, md13);
         } else { /* a DFT of size r; W_r^y = W_len^(y sub) */
             for (int j = 0; j < r; j++) p->t[j] = cmul(out[k + (size_t)j * sub], tw[(size_t)j * k * step]);
+            const size_t unit = (size_t)sub * step; /* W_r in the table */
             for (int q = 0; q < r; q++) {
                 cplx s = p->t[0];
-                for (int j = 1; j < r; j++) s = cadd(s, cmul(p->t[j], tw[(size_t)((j * q) % r) * sub * step]));
+                for (int j = 1, jq = q; j < r; j++, jq = jq + q >= r ? jq + q - r : jq + q) /* jq = j q mod r */
+                    s = cadd(s, cmul(p->t[j], tw[jq * unit]));
                 out[k + (size_t)q * sub] = s;
             }
         }
@@ -120,7 +144,7 @@ void fft_real(fft_plan *p, const double *x, double *out) {
     else p->zf[0] = p->z[0];
     /* Z = E + i O (E, O: the transforms of the even and odd samples); X[k] = E[k] + W_n^k O[k] */
     for (int k = 0; k <= m; k++) {
-        const cplx a = p->zf[k % m], b = p->zf[(m - k) % m];
+        const cplx a = p->zf[k < m ? k : 0], b = p->zf[k > 0 ? m - k : 0];
         const cplx e = {(a.re + b.re) / 2, (a.im - b.im) / 2};
         const cplx o = {(a.im + b.im) / 2, -(a.re - b.re) / 2};
         const cplx x_k = cadd(e, cmul(p->half[k], o));

@@ -119,6 +119,12 @@ static int resample(decoder *d, const float *x, size_t n, char *err, size_t errl
             return -1;
         }
         used += idone;
+        for (size_t i = 0; i < odone; i++)
+            if (!isfinite(d->out[i])) { /* finite input can overflow float near its limits */
+                snprintf(err, errlen, "resampling overflowed near %.3f s: samples too large to filter",
+                         (double)(d->samples_out + i) / MEL_RATE);
+                return -1;
+            }
         if (emit(d, d->out, odone, err, errlen)) return -1;
         if (x ? used >= n : odone == 0) return 0;
         if (x && !idone && !odone) {

@@ -11,6 +11,7 @@
 #include "npz.h"
 
 #define FEATURES_MAX_DURATION 36000.0 /* 10 hours: 1.15 GB of frames at 80 mels */
+#define FEATURES_MAX_STDIN ((size_t)1 << 30) /* FILE "-" is read into memory, up to 1 GiB */
 
 typedef struct {
     const char *file, *output;
@@ -26,7 +27,8 @@ static void features_help(void) {
            "WhisperFeatureExtractor gives them to the model: an array [n_mels, frames], a frame\n"
            "every 10 ms. Any file libsndfile reads (WAV, FLAC, Ogg, MP3, AIFF, ...); channels are\n"
            "averaged, other rates resampled to 16 kHz (libsoxr, high quality). Without -o, one\n"
-           "line describes the file and the features. The recipe: docs/audio.md.\n"
+           "line describes the file and the features. FILE - reads standard input (into memory, at\n"
+           "most 1 GiB). The recipe: docs/audio.md.\n"
            "\n"
            "options:\n"
            "  -o, --output OUT  write the features: OUT.npy, or OUT.npz with the array as\n"
@@ -116,6 +118,36 @@ static int write_npz(const char *path, const float *f, size_t frames, int n_mels
     return z ? npz_close(z, err, errlen) : -1;
 }
 
+/* Standard input into memory (*n bytes, malloc'ed); NULL after one line on stderr. */
+static unsigned char *read_stdin(size_t *n) {
+    size_t cap = 1 << 16;
+    unsigned char *buf = malloc(cap);
+    *n = 0;
+    while (buf) {
+        if (*n == cap) {
+            unsigned char *b = cap < FEATURES_MAX_STDIN ? realloc(buf, cap * 2) : NULL;
+            if (!b) {
+                fprintf(stderr, "attend features: standard input: %s\n",
+                        cap < FEATURES_MAX_STDIN ? "out of memory" : "more than 1 GiB");
+                free(buf);
+                return NULL;
+            }
+            buf = b;
+            cap *= 2;
+        }
+        const size_t got = fread(buf + *n, 1, cap - *n, stdin);
+        *n += got;
+        if (got == 0) break;
+    }
+    if (buf && ferror(stdin)) {
+        fprintf(stderr, "attend features: reading standard input: %s\n", strerror(errno));
+        free(buf);
+        return NULL;
+    }
+    if (!buf) fprintf(stderr, "attend features: out of memory\n");
+    return buf;
+}
+
 static int ends_with(const char *s, const char *tail) {
     const size_t n = strlen(s), k = strlen(tail);
     return n >= k && !strcmp(s + n - k, tail);
@@ -145,7 +177,19 @@ int cmd_features(int argc, char **argv) {
     char err[512];
     audio_info info = {0};
     size_t frames = 0, samples = 0;
-    float *f = audio_features_file(o.file, o.max_seconds, &c, &frames, &info, &samples, err, sizeof err);
+    float *f = NULL;
+    if (!strcmp(o.file, "-")) {
+        size_t size;
+        unsigned char *data = read_stdin(&size);
+        if (!data) {
+            free(bank);
+            return EXIT_IO;
+        }
+        f = audio_features_memory(data, size, o.max_seconds, &c, &frames, &info, &samples, err, sizeof err);
+        free(data);
+    } else {
+        f = audio_features_file(o.file, o.max_seconds, &c, &frames, &info, &samples, err, sizeof err);
+    }
     if (!f) {
         fprintf(stderr, "attend features: %s: %s\n", o.file, err);
         status = EXIT_FAIL;
