@@ -424,7 +424,7 @@ fuzz: fuzz-gguf fuzz-translate fuzz-spm fuzz-split fuzz-markup fuzz-audio
 # number of runs per target (about 10 s each here), so CI replays exactly the inputs that
 # passed locally. The crash reproducers in tests/data/fuzz are replayed first. Real fuzzing,
 # with growing corpora, is make fuzz.
-AUDIO_SMOKE_RUNS ?= 3000
+AUDIO_SMOKE_RUNS ?= 1500
 SMOKE_FLAGS = -seed=1 -max_total_time=120 -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
 fuzz-smoke: fuzz-build
 	@for t in gguf translate spm split markup audio; do echo "== fuzz_$$t replays tests/data/fuzz/$$t"; \

@@ -27,15 +27,11 @@ static double mel_to_hz(double m) { return m < 15.0 ? 200.0 * m / 3.0 : 1000.0 *
 
 void mel_filters(int n_mels, int n_fft, int rate, float *out) {
     const int bins = n_fft / 2 + 1;
-    double *corner = malloc(sizeof(double) * (size_t)(n_mels + 2));
-    if (!corner) { /* 4 KiB for 512 mels; a caller that cannot spare it gets an empty bank */
-        memset(out, 0, sizeof(float) * (size_t)n_mels * bins);
-        return;
-    }
     const double top = hz_to_mel(MEL_FMAX);
-    for (int i = 0; i < n_mels + 2; i++) corner[i] = mel_to_hz(top * i / (n_mels + 1));
     for (int m = 0; m < n_mels; m++) {
-        const double lo = corner[m], mid = corner[m + 1], hi = corner[m + 2], norm = 2.0 / (hi - lo);
+        /* corners m, m + 1, m + 2 of n_mels + 2 evenly spaced in mels from 0 to top */
+        const double lo = mel_to_hz(top * m / (n_mels + 1)), mid = mel_to_hz(top * (m + 1) / (n_mels + 1));
+        const double hi = mel_to_hz(top * (m + 2) / (n_mels + 1)), norm = 2.0 / (hi - lo);
         for (int b = 0; b < bins; b++) {
             const double f = (double)(rate / 2) * b / (bins - 1); /* HF: linspace(0, rate // 2, bins) */
             const double up = (f - lo) / (mid - lo), down = (hi - f) / (hi - mid);
@@ -43,7 +39,6 @@ void mel_filters(int n_mels, int n_fft, int rate, float *out) {
             out[(size_t)m * bins + b] = (float)(w > 0 ? w * norm : 0.0);
         }
     }
-    free(corner);
 }
 
 mel_config mel_default_config(const float *filters, int n_mels) {
