@@ -4,7 +4,7 @@ against tools/reference_whisper_features.py, Hugging Face's WhisperFeatureExtrac
 out along its numpy and torch paths.
 
 Speech is synthesised here with espeak-ng (German and English), at its own 22,050 Hz and made
-into 16 kHz, 8 kHz and 48 kHz files, FLAC, Ogg Vorbis and stereo. 16 kHz input (a short clip,
+into 16 kHz, 8 kHz, 44.1 kHz and 48 kHz files, FLAC, Ogg Vorbis and Opus, MP3 and stereo. 16 kHz input (a short clip,
 exactly 30 s, 70 s as one long-form spectrogram; 80 and 128 mels) must give the reference's
 features within 1e-4; resampled input must give the features of the reference's own
 resampling (libsoxr's one-shot call at HQ, as Hugging Face's loaders do) within 1e-4; scipy's
@@ -141,8 +141,8 @@ def check_filter_bank():
 # Other rates, formats, channels
 
 def check_formats():
-    """WAV 22,050 Hz, FLAC, Ogg Vorbis, stereo, 8 kHz, 48 kHz: the features of the reference's
-    soxr resampling within 1e-4; scipy's resampler measured beside it."""
+    """WAV 22,050 Hz, FLAC, Ogg Vorbis, stereo, 8 kHz, 48 kHz, float 44.1 kHz, MP3, Ogg Opus: the
+    features of the reference's soxr resampling within 1e-4; scipy's resampler measured beside it."""
     x22 = speech(8.0, 22050)
     stereo = np.stack([x22, np.roll(x22, 5000) * 0.5], axis=1)
     files = [("WAV 22,050 Hz", write("f22.wav", x22, 22050, subtype="PCM_16")),
@@ -151,7 +151,9 @@ def check_formats():
              ("stereo WAV", write("st.wav", stereo, 22050, subtype="PCM_16")),
              ("WAV 8 kHz", write("f8.wav", speech(8.0, 8000), 8000, subtype="PCM_16")),
              ("FLAC 48 kHz", write("f48.flac", speech(8.0, 48000), 48000, subtype="PCM_24")),
-             ("float WAV 44,100 Hz", write("f44.wav", speech(8.0, 44100), 44100, subtype="FLOAT"))]
+             ("float WAV 44,100 Hz", write("f44.wav", speech(8.0, 44100), 44100, subtype="FLOAT")),
+             ("MP3 22,050 Hz", write("f22.mp3", x22, 22050, format="MP3")),
+             ("Ogg Opus 16 kHz", write("f16.opus", speech(8.0, 16000), 16000, format="OGG", subtype="OPUS"))]
     for name, f in files:
         got = features(f)
         d_soxr = diff(got, R.features_numpy(R.load(f)))
@@ -321,7 +323,7 @@ def main():
         r.check("16 kHz: short, 30 s, 70 s long form: C = numpy = torch within 1e-4", check_16k)
         r.check("128 mels", check_128)
         r.check("the reference's filter bank on hand values", check_filter_bank)
-        r.check("22,050 Hz WAV, FLAC, Ogg, stereo, 8 kHz, 48 kHz: soxr reference within 1e-4; stdin", check_formats)
+        r.check("WAV, FLAC, Ogg, MP3, Opus, stereo, 8 to 48 kHz: soxr reference within 1e-4; stdin", check_formats)
     r.check("without -o: one summary line; .npz", check_summary)
     r.check("truncated WAV, FLAC, Ogg: features or one line, no crash", check_truncated)
     r.check("lying headers, random bytes, NaN, infinity, overflow: one line, no crash", check_headers)
