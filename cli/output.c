@@ -148,11 +148,11 @@ void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const
     char name[96];
     int S = r->n_src, T = r->n_tgt;
     snprintf(name, sizeof name, "s%lld/src_ids", idx);
-    npz_add_i32(z, name, r->src_ids, 1, &S);
+    if (r->src_ids) npz_add_i32(z, name, r->src_ids, 1, &S); /* speech: audio frames, no ids */
     snprintf(name, sizeof name, "s%lld/tgt_ids", idx);
     npz_add_i32(z, name, r->tgt_ids, 1, &T);
     snprintf(name, sizeof name, "s%lld/src_pieces", idx);
-    npz_add_str(z, name, (const char *const *)r->src_pieces, S);
+    if (r->src_pieces) npz_add_str(z, name, (const char *const *)r->src_pieces, S);
     snprintf(name, sizeof name, "s%lld/tgt_pieces", idx);
     npz_add_str(z, name, (const char *const *)r->tgt_pieces, T);
     const char *text = r->text;

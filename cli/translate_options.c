@@ -260,6 +260,11 @@ int translate_check_options(const translate_options *o) {
 int translate_check_with_model(translate_options *o, const attend_model *m) {
     const attend_config *c = attend_get_config(m);
     char err[512];
+    if (c->audio) {
+        fprintf(stderr, "attend translate: a speech model (%s): it reads audio, use attend transcribe\n",
+                c->architecture);
+        return EXIT_USAGE;
+    }
     if (o->align && o->view_from_model && attend_view_parse(c->alignment_view, &o->view, err, sizeof err)) {
         fprintf(stderr, "attend translate: --alignment: %s\n", err); /* the loader checked it */
         return EXIT_USAGE;

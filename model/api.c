@@ -10,6 +10,7 @@
 #include "../tokenizer/text.h"
 #include "attend_model.h"
 #include "split_lines.h"
+#include "api_run.h"
 #include "translate.h"
 
 
@@ -107,6 +108,9 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
     o->decoder_head_dim = c->dec_hd;
     o->relative_buckets = c->family->positions == POS_RELATIVE ? c->rel_buckets : 0;
     o->relative_max_distance = c->family->positions == POS_RELATIVE ? c->rel_max_distance : 0;
+    o->audio = c->family->audio;
+    o->n_mels = c->family->audio ? c->speech.n_mels : 0;
+    o->audio_frames = c->family->audio ? 2 * c->speech.n_frames : 0;
     return am;
 }
 
@@ -199,7 +203,7 @@ static int resolve_suppress(const s2s_model *m, const attend_params *p, s2s_sear
     return 0;
 }
 
-static int resolve_search(const s2s_model *m, const attend_params *p, s2s_search *s, char *err,
+int api_resolve_search(const s2s_model *m, const attend_params *p, s2s_search *s, char *err,
                           size_t errlen) {
     *s = s2s_search_defaults(m);
     if (p->num_beams < 0 || p->n_best < 0 || p->top_k < 0) {
@@ -358,7 +362,7 @@ fail:
 /* Translate src[0..n) into out[0..n) batch by batch as p->batch_size / batch_tokens say,
  * handing each batch to p->on_batch. 0, or -1 with err; on failure every entry not handed
  * over is freed. */
-static int run_batched(attend_model *am, s2s_source *src, int n, const attend_params *p,
+int api_run_batched(attend_model *am, s2s_source *src, int n, const attend_params *p,
                        const s2s_search *search, attend_result *out, char *err, size_t errlen) {
     int *order = malloc(sizeof(int) * ((size_t)n + 1)), *done = calloc((size_t)n + 1, sizeof(int));
     s2s_source *bs = malloc(sizeof *bs * ((size_t)n + 1));
@@ -610,11 +614,16 @@ static int check_call(const attend_model *am, int n, const attend_params *p, int
         snprintf(err, errlen, "max_length %d: must be 0 (the model's) or at least 2", p->max_length);
         return -1;
     }
+    if (am->m->c.family->audio) {
+        snprintf(err, errlen, "a speech model (whisper): it transcribes audio (attend transcribe, "
+                              "attend_decode_features), it does not translate text");
+        return -1;
+    }
     if (forced && (p->target_prefix || p->target_prefix_ids)) {
         snprintf(err, errlen, "forced targets and a target prefix do not go together");
         return -1;
     }
-    return resolve_search(am->m, p, search, err, errlen);
+    return api_resolve_search(am->m, p, search, err, errlen);
 }
 
 /* attend_translate without sentence splitting (model/split_lines.c splits, then calls this):
@@ -673,7 +682,7 @@ int api_translate_lines(attend_model *am, const char *const *lines, const size_t
         if (pr < 0 || (status && fail_line(&out[i], status, inner))) goto oom;
         if (status) src[i].n = 0;
     }
-    rc = run_batched(am, src, n, p, &search, out, err, errlen);
+    rc = api_run_batched(am, src, n, p, &search, out, err, errlen);
     goto done;
 oom:
     snprintf(err, errlen, "out of memory");
@@ -783,7 +792,7 @@ int attend_translate_ids(attend_model *am, const int *const *ids, const int *len
             goto done;
         }
     }
-    rc = run_batched(am, src, n, p, &search, out, err, errlen);
+    rc = api_run_batched(am, src, n, p, &search, out, err, errlen);
 done:
     for (int i = 0; src && i < n; i++) free((void *)src[i].prefix);
     free(src);

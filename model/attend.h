@@ -92,6 +92,9 @@ typedef struct {
     /* A head's width (d_model / heads, or T5's d_kv: heads * d_kv may differ from d_model),
      * and T5's relative position buckets and their largest distance (0 for other families). */
     int encoder_head_dim, decoder_head_dim, relative_buckets, relative_max_distance;
+    /* A speech model (Whisper: audio in, text out): its log-mel bins and the frames of one
+     * window of features (3000: 30 s of 10 ms frames); 0 for text models. */
+    int audio, n_mels, audio_frames;
 } attend_config;
 
 /* attend_params.early_stopping (HF's early_stopping False, True, "never") */
@@ -404,6 +407,77 @@ ATTEND_API const char *attend_isa_int8(void);
 /* Threads used when attend_params.threads is 0: $OMP_NUM_THREADS if set, else one per
  * physical core among the CPUs this process may run on. */
 ATTEND_API int attend_default_threads(void);
+
+/* ---------------------------------------------------------------------------------------
+ * Speech (Whisper checkpoints: attend_config.audio) */
+
+enum { ATTEND_TASK_TRANSCRIBE = 0, ATTEND_TASK_TRANSLATE = 1 };
+
+typedef struct {
+    /* A code of attend_config.languages ("de"), or NULL / "auto": detected from the window
+     * (HF's detect_language). English-only models (*.en) take no language. */
+    const char *language;
+    int task;       /* ATTEND_TASK_TRANSCRIBE, or _TRANSLATE (into English) */
+    int timestamps; /* timestamp tokens (HF's return_timestamps): segments with times */
+} attend_speech_params;
+ATTEND_API attend_speech_params attend_default_speech_params(void);
+
+/* Decode n windows of log-mel features as HF's generate() does one 30-second window: mels[i]
+ * holds attend_config.n_mels rows of attend_config.audio_frames values (HF's
+ * input_features). The decoder prompt is <|startoftranscript|>, the language and the task
+ * (multilingual models), <|notimestamps|> unless sp->timestamps; the model's suppress and
+ * begin-suppress lists apply, and the timestamp rules with timestamps. p's search (greedy,
+ * beams, sampling), limits and outputs work as for attend_translate_ids; out[i].tgt_ids
+ * start with the prompt's tokens after <|startoftranscript|>, out[i].text is the decoded
+ * text without special tokens. languages (optional, n entries) receives each window's
+ * language code (detected or given; the model's strings). 0, or -1 with err. */
+ATTEND_API int attend_decode_features(attend_model *m, const float *const *mels, int n,
+                                      const attend_speech_params *sp, const attend_params *p,
+                                      attend_result *out, const char **languages, char *err, size_t errlen);
+/* The language of one window of features: the most likely language token at the first step
+ * after <|startoftranscript|> (HF's detect_language), its code in *code (the model's
+ * string). probs (optional): attend_config.n_languages probabilities (softmax over the
+ * language tokens only). 0, or -1 with err (English-only models have no languages). */
+ATTEND_API int attend_detect_language(attend_model *m, const float *mel, const attend_params *p, const char **code,
+                                      float *probs, char *err, size_t errlen);
+
+/* One stretch of speech and its text (attend_transcript). */
+typedef struct {
+    double start, end;  /* seconds from the start of the audio */
+    char *text;         /* its text, special tokens left out (starts with the space of its first word) */
+    int *ids, n_ids;    /* its tokens, timestamp tokens included */
+    float avg_logprob;  /* the mean log-probability of its tokens */
+    int first_word, n_words; /* its words: attend_transcript.words[first_word ..) */
+} attend_segment;
+
+/* One word with the time it was heard (attend_transcript.words; word timestamps). */
+typedef struct {
+    double start, end;
+    char *word;         /* with its leading space, as the text has it */
+    float probability;  /* the mean probability of its tokens */
+} attend_word;
+
+typedef struct {
+    char *text;             /* every segment's text, joined */
+    const char *language;   /* the model's code (detected or given); "en" for English-only models */
+    double duration;        /* seconds of audio the features cover */
+    int n_segments;
+    attend_segment *segments;
+    int n_words;
+    attend_word *words;
+} attend_transcript;
+
+/* Transcribe features of any length: mel holds attend_config.n_mels rows of n_frames values
+ * (10 ms a frame; HF's input_features of the whole audio, one normalisation). Up to
+ * attend_config.audio_frames frames are one window (zero-padded); longer audio is decoded
+ * window after window as HF's long-form generate() does: timestamps on, each window cut at
+ * its last complete segment and the next window starting there (the "seek" rule).
+ * The language, when not given, is detected on the first window and kept. 0, or -1 with
+ * err; out is freed with attend_transcript_free. */
+ATTEND_API int attend_transcribe_features(attend_model *m, const float *mel, int n_frames,
+                                          const attend_speech_params *sp, const attend_params *p,
+                                          attend_transcript *out, char *err, size_t errlen);
+ATTEND_API void attend_transcript_free(attend_transcript *t);
 
 #ifdef __cplusplus
 }

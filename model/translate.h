@@ -14,6 +14,9 @@
 typedef struct {
     const int *ids; /* source ids, ending in </s>; at most max_position_embeddings */
     int n;
+    /* a speech model's input instead (family->audio): log-mel features
+     * [n_mels, 2 * speech.n_frames], with ids NULL and n = speech.n_frames */
+    const float *mel;
     const int *forced; /* if not NULL: decode exactly these target ids (teacher forcing) */
     int n_forced;
     /* if not NULL (and no forced): these target ids first, each fed as forced decoding feeds
@@ -46,6 +49,14 @@ typedef struct {
     const int *suppress_len;
     int n_suppress;
     int disable_unk;          /* <unk> never generated (CT2's disable_unk) */
+    /* Speech models: Whisper's processors, after the others as HF's generate orders them
+     * (SuppressTokensAtBegin, SuppressTokens, WhisperTimeStampLogitsProcessor) */
+    const int *suppress_tokens;   /* banned at every step (the caller's) */
+    int n_suppress_tokens;
+    const int *begin_suppress;    /* banned where the input holds begin_index ids */
+    int n_begin_suppress;
+    int begin_index;              /* the decoder prompt's length, start token included */
+    int timestamps;               /* the timestamp rules (c->speech's ids) */
 } s2s_search;
 
 enum { S2S_EARLY_FALSE = 0, S2S_EARLY_TRUE = 1, S2S_EARLY_NEVER = 2 };
