@@ -29,6 +29,7 @@ static void usage(FILE *f) {
             "  split       split arguments or standard input into sentences, one per line\n"
             "  detect      the language of each argument or line of standard input\n"
             "  transcribe  speech to text (or to English) with a Whisper checkpoint\n"
+            "  features    Whisper's log-mel features of an audio file (.npy, .npz)\n"
             "  quantize    rewrite a checkpoint with int8 matrices (per-row scales)\n"
             "  bench       time translation of random sources; measure memory bandwidth\n"
             "  isa         print the kernel set in use ($ATTEND_ISA=generic|avx2|avx512 forces one),\n"
@@ -96,6 +97,7 @@ static int run(int argc, char **argv) {
     if (!strcmp(cmd, "split")) return cmd_split(argc - 1, argv + 1);
     if (!strcmp(cmd, "detect")) return cmd_detect(argc - 1, argv + 1);
     if (!strcmp(cmd, "transcribe")) return cmd_transcribe(argc - 1, argv + 1);
+    if (!strcmp(cmd, "features")) return cmd_features(argc - 1, argv + 1);
     fprintf(stderr, "attend: unknown command '%s'\n", cmd);
     usage(stderr);
     return EXIT_USAGE;

@@ -56,5 +56,6 @@ int cmd_serve(int argc, char **argv);
 int cmd_split(int argc, char **argv);
 int cmd_detect(int argc, char **argv);
 int cmd_transcribe(int argc, char **argv);
+int cmd_features(int argc, char **argv);
 
 #endif
