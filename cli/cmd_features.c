@@ -118,8 +118,7 @@ static int write_npz(const char *path, const float *f, size_t frames, int n_mels
     return z ? npz_close(z, err, errlen) : -1;
 }
 
-/* Standard input into memory (*n bytes, malloc'ed); NULL after one line on stderr. */
-static unsigned char *read_stdin(size_t *n) {
+unsigned char *cli_read_stdin(const char *cmd, size_t *n) {
     size_t cap = 1 << 16;
     unsigned char *buf = malloc(cap);
     *n = 0;
@@ -127,7 +126,7 @@ static unsigned char *read_stdin(size_t *n) {
         if (*n == cap) {
             unsigned char *b = cap < FEATURES_MAX_STDIN ? realloc(buf, cap * 2) : NULL;
             if (!b) {
-                fprintf(stderr, "attend features: standard input: %s\n",
+                fprintf(stderr, "attend %s: standard input: %s\n", cmd,
                         cap < FEATURES_MAX_STDIN ? "out of memory" : "more than 1 GiB");
                 free(buf);
                 return NULL;
@@ -140,11 +139,11 @@ static unsigned char *read_stdin(size_t *n) {
         if (got == 0) break;
     }
     if (buf && ferror(stdin)) {
-        fprintf(stderr, "attend features: reading standard input: %s\n", strerror(errno));
+        fprintf(stderr, "attend %s: reading standard input: %s\n", cmd, strerror(errno));
         free(buf);
         return NULL;
     }
-    if (!buf) fprintf(stderr, "attend features: out of memory\n");
+    if (!buf) fprintf(stderr, "attend %s: out of memory\n", cmd);
     return buf;
 }
 
@@ -180,7 +179,7 @@ int cmd_features(int argc, char **argv) {
     float *f = NULL;
     if (!strcmp(o.file, "-")) {
         size_t size;
-        unsigned char *data = read_stdin(&size);
+        unsigned char *data = cli_read_stdin("features", &size);
         if (!data) {
             free(bank);
             return EXIT_IO;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../audio/read.h"
 #include "cli.h"
 #include "json.h"
 #include "npz.h"
@@ -20,16 +21,20 @@ typedef struct {
     const char *dump_path; /* --dump-attention */
     int dump_logits;
     int max_length;
+    double max_seconds;    /* --max-duration */
     char **files;
     int n_files;
 } transcribe_options;
 
 static void transcribe_help(void) {
-    printf("usage: attend transcribe -m WHISPER.gguf [options] FEATURES.npy...\n"
+    printf("usage: attend transcribe -m WHISPER.gguf [options] AUDIO|FEATURES.npy|-...\n"
            "\n"
            "Transcribe (or translate into English) speech with a Whisper checkpoint exported by\n"
-           "tools/export_whisper.py. Each FEATURES.npy holds log-mel features [n_mels, frames]\n"
-           "float32 (HF's input_features, 100 frames a second). Up to 3000 frames (30 s) are one\n"
+           "tools/export_whisper.py. AUDIO: any file libsndfile reads (WAV, FLAC, Ogg, MP3, ...;\n"
+           "- reads standard input), mixed to mono and resampled to 16 kHz (libsoxr), turned into\n"
+           "Whisper's log-mel features as HF's WhisperFeatureExtractor does (docs/audio.md).\n"
+           "FEATURES.npy: such features already, [n_mels, frames] float32 (HF's input_features,\n"
+           "100 frames a second, as attend features -o writes them). Up to 3000 frames (30 s) are one\n"
            "window; longer audio is decoded window by window as HF's long-form generate() does\n"
            "(timestamps on; each window starts where the last complete segment ended). One\n"
            "output per input, in order.\n"
@@ -48,6 +53,7 @@ static void transcribe_help(void) {
            "  --dump-attention FILE  each input one window: every attention matrix to FILE.npz;\n"
            "                         json then gives the window's tokens after <|startoftranscript|>\n"
            "  --dump-logits          with --dump-attention: the raw logits of every step too\n"
+           "  --max-duration S       refuse audio longer than S seconds (default 36000: 10 hours)\n"
            "  -t, --threads N        threads (default: one per core)\n"
            "  -h, --help             this help\n");
 }
@@ -60,6 +66,11 @@ static int take_transcribe_option(cli_args *a, transcribe_options *o) {
     if (cli_is(a, NULL, "--max-length")) return cli_take_int(a, 2, 1 << 20, &o->max_length);
     if (cli_is(a, NULL, "--dump-attention")) return cli_take_str(a, &o->dump_path);
     if (cli_is(a, NULL, "--dump-logits")) return o->dump_logits = 1, CLI_OPT_TAKEN;
+    if (cli_is(a, NULL, "--max-duration")) {
+        float s;
+        if ((rc = cli_take_float(a, 0.01, 1e9, &s)) == CLI_OPT_TAKEN) o->max_seconds = s;
+        return rc;
+    }
     if (cli_is(a, NULL, "--output")) {
         if ((rc = cli_take_str(a, &o->output)) != CLI_OPT_TAKEN) return rc;
         if (!strcmp(o->output, "txt") || !strcmp(o->output, "json")) return CLI_OPT_TAKEN;
@@ -211,10 +222,55 @@ static int transcribe_window(attend_model *m, const transcribe_options *o, const
     return status;
 }
 
+static int ends_with(const char *s, const char *tail) {
+    const size_t n = strlen(s), k = strlen(tail);
+    return n >= k && !strcmp(s + n - k, tail);
+}
+
+/* An audio file (or "-": standard input) as the model's features [n_mels, frames]: up to 30 s
+ * one padded window, longer the whole audio (attend_features' rule). 0 or an exit status. */
+static int read_audio(attend_model *m, const transcribe_options *o, const char *file, float **mel, int *frames) {
+    const attend_config *c = attend_get_config(m);
+    char err[512];
+    float *bank = malloc(sizeof(float) * (size_t)c->n_mels * MEL_BINS), *fm = NULL;
+    size_t n = 0;
+    *mel = NULL;
+    if (!bank || attend_mel_filters(m, bank, err, sizeof err)) {
+        fprintf(stderr, "attend transcribe: out of memory\n");
+        free(bank);
+        return EXIT_FAIL;
+    }
+    mel_config mc = mel_default_config(bank, c->n_mels);
+    mc.truncate = 0;
+    if (!strcmp(file, "-")) {
+        size_t size;
+        unsigned char *data = cli_read_stdin("transcribe", &size);
+        fm = data ? audio_features_memory(data, size, o->max_seconds, &mc, &n, NULL, NULL, err, sizeof err) : NULL;
+        free(data);
+        if (!data) err[0] = 0;
+    } else {
+        fm = audio_features_file(file, o->max_seconds, &mc, &n, NULL, NULL, err, sizeof err);
+    }
+    free(bank);
+    if (!fm) {
+        if (err[0]) fprintf(stderr, "attend transcribe: %s: %s\n", file, err);
+        return EXIT_FAIL;
+    }
+    *mel = malloc(sizeof(float) * n * (size_t)c->n_mels);
+    for (size_t f = 0; *mel && f < n; f++) /* frame-major -> HF's [n_mels, frames] */
+        for (int r = 0; r < c->n_mels; r++) (*mel)[(size_t)r * n + f] = fm[f * (size_t)c->n_mels + r];
+    free(fm);
+    *frames = (int)n;
+    if (!*mel) fprintf(stderr, "attend transcribe: out of memory\n");
+    return *mel ? 0 : EXIT_FAIL;
+}
+
 static int transcribe_one(attend_model *m, const transcribe_options *o, const char *file) {
     if (o->dump_path) return transcribe_window(m, o, file);
     float *mel = NULL;
-    int frames, status = read_features(attend_get_config(m), file, 0, &mel, &frames);
+    int frames;
+    int status = ends_with(file, ".npy") ? read_features(attend_get_config(m), file, 0, &mel, &frames)
+                                         : read_audio(m, o, file, &mel, &frames);
     if (status) return status;
     attend_transcript t;
     char err[512];
@@ -234,7 +290,7 @@ int cmd_transcribe(int argc, char **argv) {
         transcribe_help();
         return EXIT_OK;
     }
-    transcribe_options o = {.sp = attend_default_speech_params(), .output = "txt"};
+    transcribe_options o = {.sp = attend_default_speech_params(), .output = "txt", .max_seconds = 36000};
     int status = transcribe_parse(argc, argv, &o);
     if (status) return status;
     o.p = cli_model_params(&o.common);

@@ -458,6 +458,17 @@ ATTEND_API int attend_decode_features(attend_model *m, const float *const *mels,
 ATTEND_API int attend_detect_language(attend_model *m, const float *mel, const attend_params *p, const char **code,
                                       float *probs, char *err, size_t errlen);
 
+/* The model's mel filter bank into out (attend_config.n_mels rows of 201 floats): the one its
+ * file stores, else Whisper's recipe (Slaney mel scale and norm, 0-8 kHz). 0, or -1 with err. */
+ATTEND_API int attend_mel_filters(const attend_model *m, float *out, char *err, size_t errlen);
+/* Whisper's log-mel features of n samples (16 kHz mono floats in [-1, 1]), as HF's
+ * WhisperFeatureExtractor computes them: up to 30 s, one window padded with zeros
+ * (attend_config.audio_frames frames); longer, the whole audio with one normalisation
+ * (its truncation=False). *mel (malloc'd, free with attend_mem_free) holds n_mels rows of
+ * *n_frames values (HF's layout). 0, or -1 with err (NaN or infinite samples, no samples). */
+ATTEND_API int attend_features(const attend_model *m, const float *samples, size_t n, float **mel, int *n_frames,
+                               char *err, size_t errlen);
+
 /* One stretch of speech and its text (attend_transcript). */
 typedef struct {
     double start, end;  /* seconds from the start of the audio */
@@ -495,6 +506,9 @@ ATTEND_API int attend_transcribe_features(attend_model *m, const float *mel, int
                                           const attend_speech_params *sp, const attend_params *p,
                                           attend_transcript *out, char *err, size_t errlen);
 ATTEND_API void attend_transcript_free(attend_transcript *t);
+/* attend_features, then attend_transcribe_features: n samples of 16 kHz mono audio. */
+ATTEND_API int attend_transcribe(attend_model *m, const float *samples, size_t n, const attend_speech_params *sp,
+                                 const attend_params *p, attend_transcript *out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }
