@@ -22,6 +22,7 @@ from ._config import Config
 from ._results import Result, _blank_result, _char_array, _ints, _result_from_c
 from ._args import _int, _float, _encode, _lines, _is_blank, _EARLY
 from ._interrupt import _CtrlC
+from . import _speech
 from ._vocabulary import VocabularyMixin
 from . import _tokens
 
@@ -142,6 +143,19 @@ class Model(VocabularyMixin):
             return n
         finally:
             self._leave()
+
+    # -- speech (Whisper checkpoints)
+    def transcribe(self, audio: Any, *, language: Optional[str] = None, task: str = "transcribe",
+                   timestamps: bool = False, beam: Optional[int] = None, max_length: Optional[int] = None,
+                   threads: Optional[int] = None) -> "_speech.Transcript":
+        """Speech to text with a Whisper model (``attend transcribe``): ``audio`` is a file
+        path (read by the soundfile module, resampled to 16 kHz by libsoxr) or 16 kHz mono
+        float samples (a numpy array). ``language``: a code of Config.languages, or None /
+        "auto" to detect it from the first 30 s; ``task``: "transcribe" or "translate" (into
+        English); ``timestamps``: segments with times (always on past 30 s: long audio is
+        decoded window by window, HF's long-form rule). Returns a Transcript (text,
+        language, duration, segments with start, end, text, tokens, avg_logprob)."""
+        return _speech.transcribe(self, audio, language, task, timestamps, beam, max_length, threads)
 
     def tokenize(self, line: Text) -> np.ndarray:
         """The source ids attend_translate uses for line (pieces, </s> last, cut to
