@@ -195,6 +195,11 @@ TINY_M2M = tests/data/tiny-m2m.gguf
 TINY_MBART = tests/data/tiny-mbart.gguf
 TINY_NLLB = tests/data/tiny-nllb.gguf
 TINY_T5 = tests/data/tiny-t5.gguf
+TINY_WHISPER = tests/data/tiny-whisper.gguf
+# speech for the whisper runs: a short German clip, and one past 30 s (several windows)
+SPEECH_WAV = espeak-ng -v de -w $(BUILD)/speech.wav "Hallo Welt, wie geht es dir heute?" && \
+  espeak-ng -v en -s 120 -w $(BUILD)/speech-long.wav "$$(for i in 1 2 3 4 5 6 7 8 9 10 11 12; do \
+  printf 'The quick brown fox jumps over the lazy dog near the river bank. '; done)"
 SAN_DIR  = build-san
 SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow \
            -fno-sanitize-recover=all -DS2S_POSITIONS_CACHED=4
@@ -279,6 +284,16 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_split.py
 	@# attend features on hostile audio files (truncated, lying headers, NaN), file and memory readers
 	$(SAN_ENV) $(AUDIO_LSAN) ATTEND_BIN=$(BUILD)/attend AUDIO_QUICK=1 $(PYTHON) tests/test_audio.py
+	@# the whisper family: a short clip and a long one (several windows), beams, timestamps, a dump
+	$(SPEECH_WAV)
+	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --output json $(BUILD)/speech.wav >/dev/null
+	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --timestamps --beam 2 --language de \
+	  $(BUILD)/speech.wav $(BUILD)/speech-long.wav >$(BUILD)/e2e.out
+	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 2
+	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --dump-attention $(BUILD)/e2e.npz --dump-logits \
+	  $(BUILD)/speech.wav >/dev/null
+	head -c 3000 $(BUILD)/speech.wav >$(BUILD)/cut.wav; $(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) \
+	  $(BUILD)/cut.wav 2>/dev/null; test $$? -le 1
 	@# attend serve under concurrent clients, bad input, disconnects and a SIGTERM in flight
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_serve_hostile.py
@@ -334,6 +349,8 @@ valgrind: $(BUILD)/attend
 	  --dump-attention $(BUILD)/vg.npz --dump-logits --prefix "Two" >/dev/null
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(VALGRIND) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
+	$(SPEECH_WAV)
+	$(VALGRIND) $(BUILD)/attend transcribe -m $(TINY_WHISPER) -t 1 --timestamps --beam 2 $(BUILD)/speech.wav >/dev/null
 	@echo "valgrind: ok"
 
 # make fuzz: libFuzzer (clang) on the loader, the translate path, the SentencePiece
