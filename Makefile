@@ -35,9 +35,9 @@ BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev libcjson-dev libgumbo-
              patchelf
 DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unzip clang \
              libclang-rt-dev valgrind chromium chromium-driver time \
-             python3-distributed python3-matplotlib python3-venv python3-pip
+             python3-distributed python3-matplotlib python3-venv python3-pip python3-regex
 
-.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client install clean help \
+.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client npm-tiktoken install clean help \
         wheel sdist
 
 all: $(BUILD)/attend $(BUILD)/libattend.a $(BUILD)/libattend.so
@@ -51,7 +51,7 @@ help:
 	@echo "make wheel      the Python package as a py3-none-manylinux wheel in $(WHEEL_DIR) (make sdist: its sdist)"
 	@echo "make sanitize   ASan+UBSan build in $(SAN_DIR): C tests and an end-to-end run"
 	@echo "make valgrind   memcheck (leaks, invalid reads) on the tiny test model"
-	@echo "make fuzz       libFuzzer: loader, translate path, SentencePiece models, splitter, HTML markup; FUZZ_SECONDS=$(FUZZ_SECONDS) each"
+	@echo "make fuzz       libFuzzer: loader, translate path, SentencePiece models, splitter, HTML markup, byte-level BPE; FUZZ_SECONDS=$(FUZZ_SECONDS) each"
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -112,7 +112,7 @@ TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests
             $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
             $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split \
             $(BUILD)/tests/test_markup $(BUILD)/tests/test_serve_limits $(BUILD)/tests/test_http_parse \
-            $(BUILD)/tests/test_pool_trim
+            $(BUILD)/tests/test_pool_trim $(BUILD)/tests/test_bpe
 
 $(TEST_BINS): tests/check.h
 $(BUILD)/tests/test_markup: tests/markup_check.h
@@ -169,7 +169,7 @@ test-c: $(TEST_BINS)
 	@failed=""; for t in $(TEST_BINS); do echo "== $$t"; $$t || failed="$$failed $$t"; done; \
 	if [ -n "$$failed" ]; then echo "test-c: failed:$$failed"; exit 1; fi
 
-test-py: $(BUILD)/attend npm-client
+test-py: $(BUILD)/attend $(BUILD)/tests/bpe_driver npm-client npm-tiktoken
 	$(PYTHON) tests/run_python_tests.py
 
 # The npm client libretranslate, pinned, for tests/test_serve_libre.py (kept in the build
@@ -180,6 +180,15 @@ npm-client:
 	@[ -f $(BUILD)/npm/node_modules/libretranslate/package.json ] || \
 	  npm install --no-audit --no-fund --prefix $(BUILD)/npm $(NPM_CLIENT) || \
 	  echo "npm install $(NPM_CLIENT) failed: tests/test_serve_libre.py will fail"
+
+# js-tiktoken, pinned, for tests/test_bpe.py: GPT-2's byte-pair ranks (from which
+# tools/whisper_tokenizer_files.py writes Whisper's tokenizer files) and a third, independent
+# GPT-2 encoder to compare with. Installed once into the build folder like the client above.
+NPM_TIKTOKEN = js-tiktoken@1.0.21
+npm-tiktoken:
+	@[ -f $(BUILD)/npm/node_modules/js-tiktoken/package.json ] || \
+	  npm install --no-audit --no-fund --prefix $(BUILD)/npm $(NPM_TIKTOKEN) || \
+	  echo "npm install $(NPM_TIKTOKEN) failed: tests/test_bpe.py will fail"
 
 # --- sanitizers, valgrind, fuzzing ------------------------------------------------------
 # make sanitize: everything rebuilt with ASan+UBSan in build-san (and a 4-row position
@@ -201,7 +210,7 @@ HTML_IN  = printf '<p>Hallo <b>Welt</b>! Wo <i>ist <a href="x">der</a></i> Bahnh
 SPLIT_IN = printf 'Hallo Welt! Wo ist der Bahnhof? Ja.\nEins. Zwei.  Drei!\n\nkaputt \377. Ende \000 Nein.\nz. B. am 3. Mai. Gut.'
 
 .PHONY: sanitize sanitize-run tsan valgrind fuzz fuzz-smoke fuzz-build fuzz-gguf fuzz-translate fuzz-spm fuzz-split \
-        fuzz-markup
+        fuzz-markup fuzz-bpe
 
 sanitize:
 	$(MAKE) BUILD=$(SAN_DIR) CFLAGS="$(SAN_OPTS)" CXXFLAGS="$(SAN_OPTS)" \
@@ -352,7 +361,7 @@ $(FUZZ_DIR)/engine/gemm_i8_amx.o: ALL_CFLAGS += -mamx-tile -mamx-int8 -mavx512f 
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) CXX=$(FUZZ_CXX) CFLAGS="$(FUZZ_OPTS)" \
 	  CXXFLAGS="$(FUZZ_OPTS)" $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_translate $(FUZZ_DIR)/fuzz_spm $(FUZZ_DIR)/fuzz_split \
-	  $(FUZZ_DIR)/fuzz_markup
+	  $(FUZZ_DIR)/fuzz_markup $(FUZZ_DIR)/fuzz_bpe
 
 $(BUILD)/fuzz_markup: tests/markup_check.h
 $(BUILD)/fuzz_%: tests/fuzz_%.c $(BUILD)/libattend.a
@@ -400,7 +409,12 @@ fuzz-markup: fuzz-build
 	mkdir -p $(CORPUS)/markup && cp tests/data/fuzz/markup/* $(CORPUS)/markup/
 	$(FUZZ_NICE) $(FUZZ_DIR)/fuzz_markup $(FUZZ_FLAGS) -max_len=4096 -artifact_prefix=$(FUZZ_DIR)/ $(CORPUS)/markup
 
-fuzz: fuzz-gguf fuzz-translate fuzz-spm fuzz-split fuzz-markup
+# the byte-level BPE tokenizer (tokenizer/bpe*.c): merges and text from the input
+fuzz-bpe: fuzz-build
+	mkdir -p $(CORPUS)/bpe && cp tests/data/fuzz/bpe/* $(CORPUS)/bpe/
+	$(FUZZ_NICE) $(FUZZ_DIR)/fuzz_bpe $(FUZZ_FLAGS) -max_len=4096 -artifact_prefix=$(FUZZ_DIR)/ $(CORPUS)/bpe
+
+fuzz: fuzz-gguf fuzz-translate fuzz-spm fuzz-split fuzz-markup fuzz-bpe
 
 # The smoke run in make test is reproducible: fresh seed corpora, a fixed seed and a fixed
 # number of runs per target (about 10 s each here), so CI replays exactly the inputs that
@@ -408,7 +422,7 @@ fuzz: fuzz-gguf fuzz-translate fuzz-spm fuzz-split fuzz-markup
 # with growing corpora, is make fuzz.
 SMOKE_FLAGS = -seed=1 -max_total_time=120 -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
 fuzz-smoke: fuzz-build
-	@for t in gguf translate spm split markup; do echo "== fuzz_$$t replays tests/data/fuzz/$$t"; \
+	@for t in gguf translate spm split markup bpe; do echo "== fuzz_$$t replays tests/data/fuzz/$$t"; \
 	  FUZZ_MODEL=$(TINY) $(FUZZ_DIR)/fuzz_$$t -runs=0 -artifact_prefix=$(FUZZ_DIR)/ tests/data/fuzz/$$t >$(FUZZ_DIR)/replay.log 2>&1 \
 	    || { cat $(FUZZ_DIR)/replay.log; exit 1; }; done
 	rm -rf $(FUZZ_DIR)/smoke
@@ -416,6 +430,7 @@ fuzz-smoke: fuzz-build
 	$(MAKE) fuzz-translate CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=10000"
 	$(MAKE) fuzz-spm CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=5000"
 	$(MAKE) fuzz-split CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=200000"
+	$(MAKE) fuzz-bpe CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=10000"
 	@# fuzz_markup: its reproducers are replayed above; no random run here yet: on byte soup
 	@# (tag names holding '<' or invalid bytes, "</>") it still finds outputs its checker reads
 	@# as unbalanced within a few thousand inputs, and not at the same count on every run
