@@ -216,7 +216,7 @@ sanitize:
 	$(MAKE) BUILD=$(SAN_DIR) CFLAGS="$(SAN_OPTS)" CXXFLAGS="$(SAN_OPTS)" \
 	  LDLIBS="$(SAN_OPTS) $(LDLIBS)" sanitize-run
 
-sanitize-run: $(BUILD)/attend $(TEST_BINS)
+sanitize-run: $(BUILD)/attend $(TEST_BINS) $(BUILD)/tests/bpe_driver
 	@for t in $(TEST_BINS); do echo "== $$t (sanitized)"; $(SAN_ENV) $$t || exit 1; done
 	@echo "== $(BUILD)/attend end to end (sanitized)"
 	$(SAN_ENV) $(BUILD)/attend info $(TINY) >/dev/null
@@ -279,6 +279,8 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	  test $$? -eq 3
 	ATTEND_BIN=$(BUILD)/attend BROKEN_SAMPLE=3 $(PYTHON) tests/test_broken_files.py
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_hostile_input.py
+	@# the byte-level BPE tokenizer on real files, hostile inputs and a 1 MB word
+	$(SAN_ENV) BPE_DRIVER=$(BUILD)/tests/bpe_driver $(PYTHON) tests/test_bpe.py
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_split.py
 	@# attend serve under concurrent clients, bad input, disconnects and a SIGTERM in flight
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py

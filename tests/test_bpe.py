@@ -4,7 +4,8 @@ implementations: tools/reference_bpe.py (Python, HF's slow algorithm, the regex 
 the npm package js-tiktoken's GPT-2 encoder (JavaScript, run with node).
 
 Run as `/usr/bin/python3 tests/test_bpe.py` (after `make build/tests/bpe_driver npm-tiktoken`;
-the driver is built here when missing). The Whisper tokenizer folder comes from
+the driver is built here when missing; $BPE_DRIVER picks another build of it, e.g.
+build-san/tests/bpe_driver). The Whisper tokenizer folder comes from
 tools/whisper_tokenizer_files.py over js-tiktoken's GPT-2 ranks. Checks: the generated Unicode
 tables regenerate identically; the folder's ids and merges; 2,500 Multi30k, Tatoeba and WMT
 news lines, German and English, C == reference == js-tiktoken, and decode(encode(x)) == x;
@@ -30,7 +31,7 @@ import reference_bpe as R  # noqa: E402
 import whisper_tokenizer_files as W  # noqa: E402
 
 REPO = os.path.dirname(HERE)
-DRIVER = os.path.join(REPO, "build", "tests", "bpe_driver")
+DRIVER = os.environ.get("BPE_DRIVER", os.path.join(REPO, "build", "tests", "bpe_driver"))  # e.g. build-san/...
 NPM = os.path.join(REPO, "build", "npm", "node_modules", "js-tiktoken")
 EOT, SOT, EN, TRANSCRIBE, SOP, NOTS, TS0 = 50256, 50257, 50258, 50358, 50360, 50362, 50363
 
