@@ -12,7 +12,9 @@ from the .gguf). Source piece j is represented by the output of encoder layer E 
 embeddings with positions, 1..: each layer's output); target piece t by the output of decoder
 layer K (0: embeddings with positions) either at the position where t is the decoder's input
 (pos "shift", position t+1, as Shift-Att reads attention) or at the one that predicts it
-(pos "predict", position t). </s> is on neither side.
+(pos "predict", position t), or, as awesome-align reads both sentences with one network, by
+the output of encoder layer K when the target sentence is run through the encoder too (pos
+"encoder"; the vocabulary and the embeddings are shared). </s> is on neither side.
 
   sim[t, j]  = cos(h_t, h_j) / T (--temp)
   P_ts, P_st = softmax of sim over the source pieces (each row), over the target pieces (each
@@ -56,7 +58,8 @@ def load_model(path, work):
 def pair_states(model, src_text, tgt_text):
     """Pieces and hidden states of one force-decoded pair: enc [E+1, S, d] (embeddings, then
     each layer's output), dec [K+1, T, d] at decoder positions 0..T-1 (position p reads target
-    token p-1, the start token at 0)."""
+    token p-1, the start token at 0), tenc [E+1, T, d] the target pieces run through the
+    encoder (the vocabulary and embeddings are shared)."""
     tok = model.tok
     src = tok.encode(src_text)
     tgt = [tok.tgt_vocab.get(p, tok.unk) for p in tok.tgt_sp.encode(tgt_text, out_type=str)] + [tok.eos]
@@ -74,9 +77,15 @@ def pair_states(model, src_text, tgt_text):
         for layer in model.model.decoder.layers:
             y, _, _ = layer(y, x, None)
             dec.append(y[0])
+        z = model.model.encoder.embed_tokens(torch.tensor([tgt])) * model.embed_scale
+        z = z + model.positions[: len(tgt)]
+        tenc = [z[0]]
+        for layer in model.model.encoder.layers:  # the target read by the encoder too
+            z, _ = layer(z, None)
+            tenc.append(z[0])
     ip = {v: k for k, v in tok.src_vocab.items()}
     return dict(src=[ip[i] for i in src], tgt=[tok.tgt_pieces[i] for i in tgt],
-                enc=torch.stack(enc).numpy(), dec=torch.stack(dec).numpy())
+                enc=torch.stack(enc).numpy(), dec=torch.stack(dec).numpy(), tenc=torch.stack(tenc).numpy())
 
 
 def set_states(model, work, name):
@@ -110,8 +119,11 @@ def similarity(x, enc, dec, pos):
     cols = [j for j, w in enumerate(sw) if w >= 0]
     rows = [t for t, w in enumerate(tw) if w >= 0]
     hs = x["enc"][enc][cols].astype(np.float64)
-    D = x["dec"][dec]
-    ht = D[[t + 1 for t in rows]] if pos == "shift" else D[rows]
+    if pos == "encoder":
+        ht = x["tenc"][dec][rows]
+    else:
+        D = x["dec"][dec]
+        ht = D[[t + 1 for t in rows]] if pos == "shift" else D[rows]
     hs = hs / np.linalg.norm(hs, axis=1, keepdims=True)
     ht = ht.astype(np.float64)
     ht = ht / np.linalg.norm(ht, axis=1, keepdims=True)
@@ -154,9 +166,9 @@ def golds(work, sets):
 
 
 def settings(n_enc, n_dec):
-    for enc in range(n_enc):
-        for dec in range(n_dec):
-            for pos in ("shift", "predict"):
+    for pos in ("shift", "predict", "encoder"):
+        for enc in range(n_enc):
+            for dec in range(n_enc if pos == "encoder" else n_dec):
                 for temp in (0.05, 0.1):
                     for links in ("prod-argmax", "prod-mutual", "prod-grow"):
                         yield enc, dec, pos, temp, links, 0.0
@@ -165,16 +177,15 @@ def settings(n_enc, n_dec):
 
 
 def sweep(a, states, gold):
+    """Every setting on the first set, best first; the --top best on every set."""
     x0 = next(iter(states.values()))[0]
-    rows = []
-    for st in settings(len(x0["enc"]), len(x0["dec"])):
-        row = {s: AER.aer(gold[s], set_links(states[s], *st)) for s in states}
-        rows.append((st, row))
     key = a.sets.split(",")[0]
-    rows.sort(key=lambda r: r[1][key])
+    rows = [(st, AER.aer(gold[key], set_links(states[key], *st))) for st in settings(len(x0["enc"]), len(x0["dec"]))]
+    rows.sort(key=lambda r: r[1])
     print(f"{'enc dec pos temp links threshold':<44} " + " ".join(f"{s:>9}" for s in states))
-    for st, row in rows[: a.top]:
-        print(f"{' '.join(map(str, st)):<44} " + " ".join(f"{row[s]:9.4f}" for s in states))
+    for st, _ in rows[: a.top]:
+        row = {s: AER.aer(gold[s], set_links(states[s], *st)) for s in states}
+        print(f"{' '.join(map(str, st)):<44} " + " ".join(f"{row[s]:9.4f}" for s in states), flush=True)
     return rows
 
 
@@ -191,7 +202,7 @@ def main(argv=None):
     w.add_argument("prefix")
     w.add_argument("--enc", type=int, required=True)
     w.add_argument("--dec", type=int, required=True)
-    w.add_argument("--pos", choices=["shift", "predict"], default="shift")
+    w.add_argument("--pos", choices=["shift", "predict", "encoder"], default="shift")
     w.add_argument("--temp", type=float, default=0.1)
     w.add_argument("--links", default="threshold",
                    choices=["threshold", "prod-argmax", "prod-mutual", "prod-grow"])
