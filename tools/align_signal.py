@@ -126,6 +126,10 @@ def build(a):
     train_pairs, held = heldout_pairs(a.news, a.tatoeba)
     log(f"{len(train_pairs):,} training pairs, {len(held)} held-out pairs")
     table = casing_table(train_pairs)
+    if a.max_pairs and len(train_pairs) > a.max_pairs:  # a fixed random subset (tests: fast)
+        import numpy as np
+        keep = sorted(np.random.default_rng(0).choice(len(train_pairs), a.max_pairs, False))
+        train_pairs = [train_pairs[i] for i in keep]
     cde, cen = [truecase(x, table) for x in dde], [truecase(x, table) for x in den]
     sde = [" ".join(W.split_words(x, True)) for x, _ in held]
     sen = [" ".join(W.split_words(y, True)) for _, y in held]
@@ -218,6 +222,8 @@ def main(argv=None):
     p.add_argument("--work", default=os.path.join(REPO, "build", "align-signal"))
     p.add_argument("--news", type=int, default=200, help="news held-out pairs after the first 300 (200)")
     p.add_argument("--tatoeba", type=int, default=300, help="Tatoeba held-out pairs (300)")
+    p.add_argument("--max-pairs", type=int, default=0,
+                   help="train word_align.py on this many training pairs (0: all, the default)")
     p.add_argument("--preset", action="append", default=[], help="a view to score (repeatable)")
     p.add_argument("--hyp", nargs=2, action="append", default=[], metavar=("NAME", "PREFIX"),
                    help="score PREFIX.{dev,devcased,silver}.wa as NAME (repeatable)")
