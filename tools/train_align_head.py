@@ -123,6 +123,11 @@ def view_links(model_path, pairs):
         return [set(r.alignment()) for r in res]
 
 
+def vote(*link_sets):
+    """The links at least two of the (three) sets hold."""
+    return {l for l in set().union(*link_sets) if sum(l in s for s in link_sets) >= 2}
+
+
 def signal_corpus(a):
     """--signal: --pairs training pairs labelled by a.labels (word_align.py trained on every
     training pair, or on --max-pairs of them: 'gdfa' its grow-diag-final-and links, 'vote'
@@ -150,7 +155,7 @@ def signal_corpus(a):
             json.dump(out, f)
     fwd, rev, view = ([set(map(tuple, l)) for l in d] for d in out["sources"])
     if a.labels == "vote":
-        links = [(v & f) | (v & r) | (f & r) for v, f, r in zip(view, fwd, rev)]
+        links = [vote(v, f, r) for v, f, r in zip(view, fwd, rev)]
     else:
         links = [W.grow_diag_final_and(f, r, 0, 0) for f, r in zip(fwd, rev)]
     for x, l in zip(out["train"], links):
