@@ -30,12 +30,6 @@ def labels():
     assert H.target_of(dict(x, nw=(3, 3))) is None
 
 
-def votes():
-    view, fwd, rev = {(0, 0), (1, 1), (2, 3)}, {(0, 0), (1, 2), (2, 3)}, {(0, 0), (1, 1), (3, 3)}
-    assert H.vote(view, fwd, rev) == {(0, 0), (1, 1), (2, 3)}
-    assert H.vote(set(), fwd, rev) == fwd & rev
-
-
 def shift():
     torch.manual_seed(0)
     head = H.Head(8, 4)
@@ -94,7 +88,6 @@ def learns_known_alignment():
 def main():
     run = T.Runner()
     run.check("Garg et al. label distributions over linked source pieces", labels)
-    run.check("--labels vote: the links two of three hold", votes)
     run.check("the head reads row t from the decoder position after target token t", shift)
     run.check("a tiny model's known alignment, learned by the head", learns_known_alignment)
     run.finish()

@@ -40,6 +40,7 @@ sys.path.insert(0, HERE)
 import aer as AER  # noqa: E402
 import data_paths as D  # noqa: E402
 import word_align as W  # noqa: E402
+from align_vote import view_links, vote  # noqa: E402
 
 SIGNAL_SETS = ("dev", "devcased", "silver")  # tools/align_signal.py's
 
@@ -113,21 +114,6 @@ def label_pairs(pool, n):
     return train
 
 
-def view_links(model_path, pairs):
-    """The model's own view's links of each (source words, target words) pair, as attend
-    align prints them (the Python API over libattend)."""
-    sys.path.insert(0, os.path.join(REPO, "python"))
-    import attend
-    with attend.Model(model_path, threads=1) as m:
-        res = m.score([" ".join(s) for s, _ in pairs], [" ".join(t) for _, t in pairs])
-        return [set(r.alignment()) for r in res]
-
-
-def vote(*link_sets):
-    """The links at least two of the (three) sets hold."""
-    return {l for l in set().union(*link_sets) if sum(l in s for s in link_sets) >= 2}
-
-
 def signal_corpus(a):
     """--signal: --pairs training pairs labelled by a.labels (word_align.py trained on every
     training pair, or on --max-pairs of them: 'gdfa' its grow-diag-final-and links, 'vote'
@@ -146,7 +132,7 @@ def signal_corpus(a):
         src = [W.split_words(x) for x, _ in extra] + [[w.lower() for w in s] for s, _ in train]
         tgt = [W.split_words(y) for _, y in extra] + [[w.lower() for w in t] for _, t in train]
         fwd, rev = W.align(src, tgt, len(train), log=log, hmm=a.hmm, directed_only=True)
-        view = view_links(a.model, train)
+        view = view_links(a.model, [" ".join(s) for s, _ in train], [" ".join(t) for _, t in train])
         out = {"train": [[s, t, []] for s, t in train], "sources": [[sorted(x) for x in d] for d in (fwd, rev, view)]}
         for name in SIGNAL_SETS:
             src, tgt = (AER.read_lines(os.path.join(a.signal, f"{name}.{x}")) for x in ("de", "en"))
