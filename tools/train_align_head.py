@@ -279,11 +279,17 @@ def agreed(train, head, model, layer, init_head):
     return out
 
 
-def evaluate(head, data, layer, gold=None, links="argmax"):
+def evaluate(head, data, layer, gold=None, links="argmax", mix=None):
+    """AER of the head's word links (read as links says) against gold (None: each pair's own
+    links). mix = (other head, its state): the equal average of both heads' matrices, as a view
+    that names two items averages them."""
     hyp = []
     with torch.no_grad():
         for x in data:
-            A = head(x["dec"][layer].float(), x["mem"].float()).numpy()
+            A = head(x["dec"][layer].float(), x["mem"].float())
+            if mix:
+                A = (A + mix[0](x["dec"][mix[1]].float(), x["mem"].float())) / 2
+            A = A.numpy()
             hyp.append(AER.hard_links(A, x["src"], x["tgt"], words=True, links=links))
     if gold is None:
         gold = [(set(map(tuple, x["links"])),) * 2 for x in data]
@@ -324,6 +330,9 @@ def parse_args(argv):
     p.add_argument("--every", type=int, default=500, help="score on the silver links every N steps")
     p.add_argument("-o", "--output", help="write the trained head (npz: q_weight, q_bias, k_weight, k_bias)")
     p.add_argument("--dev", action="store_true", help="also print the development set's gold AER")
+    p.add_argument("--mix", metavar="L:H", help="score (and choose) the head averaged with cross-attention "
+                                                  "head H of decoder layer L, read one step later (the view "
+                                                  "'L:H,align,shift,...' of a file that holds the head)")
     return p.parse_args(argv)
 
 
@@ -353,7 +362,14 @@ def main(argv=None):
     sets, gold, chosen_on, shown = load_sets(a, model)
     train = [(x, Y) for x in sets["train"] for Y in [target_of(x)] if Y is not None]
     log(f"{len(train)} of {len(sets['train'])} training pairs usable")
-    aers = lambda h, layer, names: {k: evaluate(h, sets[k], layer, gold[k], a.links) for k in names}  # noqa: E731
+    mix = None
+    if a.mix:
+        ml, mh = (int(v) for v in a.mix.split(":"))
+        mix = (Head(model.config["d_model"], model.model.decoder.layers[ml].encoder_attn.head_dim),
+               len(model.model.decoder.layers) + ml)
+        init_from_cross(mix[0], model, ml, mh)
+    aers = lambda h, layer, names: {k: evaluate(h, sets[k], layer, gold[k], a.links, mix)  # noqa: E731
+                                    for k in names}
     results = []
     for layer in a.layer:
         head = Head(model.config["d_model"], a.width)
