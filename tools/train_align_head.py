@@ -20,6 +20,13 @@ encoder's output, trained towards tools/word_align.py's symmetrised links.
 The settings (layer, width, steps) are chosen on the silver links; the development set's gold
 links are only read to report its AER (at the end; with --dev also at every report).
 
+With --signal DIR (tools/align_signal.py's work folder) the labels are --labels gdfa
+(word_align.py's grow-diag-final-and) or vote (the links two of three hold: the model's own
+view and the aligner's two directions; tools/align_vote.py), and the step is chosen by the
+mean AER over that folder's dev, devcased and silver sets; --mix L:H scores (and chooses) the
+head averaged with cross-attention head H of layer L read one step later. The labels' sources
+are cached in WORK/label-sources.json (one --pairs / --max-pairs per WORK).
+
 Speed: step 2 is a few minutes on one thread with an optimised BLAS. Debian's python3-torch
 calls the reference BLAS (libblas.so.3, about 1 GFLOP/s: hours here); an OpenBLAS library
 for this process alone is enough, without installing it:
