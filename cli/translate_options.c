@@ -67,12 +67,12 @@ void translate_usage(FILE *f) {
             "\n"
             "search (default: the model's generation settings, as HF generate() uses them;\n"
             "greedy for files that record none; see attend info):\n"
-            "      --beam N            beam search with N beams (1: greedy)\n"
-            "      --greedy            the same as --beam 1\n"
-            "      --length-penalty X  beam score = sum of log-probs / length^X\n"
+            "      --beam N            beam search with N beams (1, or --greedy: greedy)\n"
+            "      --length-penalty X  normalized score = log-prob sum / length^X (beams\n"
+            "                          rank by it: HF's sequences_scores)\n"
             "      --early-stopping V  true, false or never (HF's early_stopping)\n"
             "      --n-best K          K lines per input line, best first:\n"
-            "                          'i ||| translation ||| score' (i counts lines from 0);\n"
+            "                          'i ||| translation ||| normalized score' (i: from 0);\n"
             "                          with --alignment, ' ||| ' and each one's own alignment;\n"
             "                          --dump-attention adds each one's under s{i}/nbest{k}/\n"
             "      --min-length N      no </s> before N tokens (the start token counted)\n"
@@ -260,6 +260,11 @@ int translate_check_options(const translate_options *o) {
 int translate_check_with_model(translate_options *o, const attend_model *m) {
     const attend_config *c = attend_get_config(m);
     char err[512];
+    if (c->audio) {
+        fprintf(stderr, "attend translate: a speech model (%s): it reads audio, use attend transcribe\n",
+                c->architecture);
+        return EXIT_USAGE;
+    }
     if (o->align && o->view_from_model && attend_view_parse(c->alignment_view, &o->view, err, sizeof err)) {
         fprintf(stderr, "attend translate: --alignment: %s\n", err); /* the loader checked it */
         return EXIT_USAGE;

@@ -48,11 +48,13 @@ static int opt_f32(const gguf_file *f, const char *key, float lo, float hi, floa
 
 /* Marian's switches keep its behaviour exactly as before families existed. */
 static const s2s_family FAMILIES[] = {
-    /* name      pre  final emb_ln positions     bias ban_pad codes unk_sp langs mask rms biases scaled sentinels */
-    {"marian",   0,   0,    0,     POS_MARIAN,   1,   1,      1,    1,     0,    0,   0,  1,     1,     0},
-    {"m2m_100",  1,   1,    0,     POS_FAIRSEQ,  0,   0,      0,    0,     1,    0,   0,  1,     1,     0},
-    {"mbart",    1,   1,    1,     POS_LEARNED,  1,   0,      0,    0,     1,    1,   0,  1,     1,     0},
-    {"t5",       1,   1,    0,     POS_RELATIVE, 0,   0,      0,    0,     0,    0,   1,  0,     0,     1},
+    /* name      pre  final emb_ln positions     bias ban_pad codes unk_sp langs mask rms biases scaled sentinels
+                                                                                           pos_offset audio */
+    {"marian",   0,   0,    0,     POS_MARIAN,   1,   1,      1,    1,     0,    0,   0,  1,     1,     0, 0, 0},
+    {"m2m_100",  1,   1,    0,     POS_FAIRSEQ,  0,   0,      0,    0,     1,    0,   0,  1,     1,     0, 0, 0},
+    {"mbart",    1,   1,    1,     POS_LEARNED,  1,   0,      0,    0,     1,    1,   0,  1,     1,     0, 2, 0},
+    {"t5",       1,   1,    0,     POS_RELATIVE, 0,   0,      0,    0,     0,    0,   1,  0,     0,     1, 0, 0},
+    {"whisper",  1,   1,    0,     POS_LEARNED,  0,   0,      0,    0,     0,    0,   0,  1,     1,     0, 0, 1},
 };
 
 static const s2s_family *find_family(gguf_str s) {
@@ -79,7 +81,7 @@ static int read_family(const gguf_file *f, s2s_config *c, char *err, size_t errl
     c->family = find_family(s);
     if (!c->family) {
         char b[48];
-        s2s_fail(err, errlen, "key general.architecture: '%s' is not a family attend runs (marian, m2m_100, mbart, t5)",
+        s2s_fail(err, errlen, "key general.architecture: '%s' is not a family attend runs (marian, m2m_100, mbart, t5, whisper)",
                  s2s_shown(b, sizeof b, s));
         return -1;
     }
@@ -207,7 +209,7 @@ static int read_token_ids(const gguf_file *f, s2s_config *c, char *err, size_t e
         s2s_fail(err, errlen, "key %s: %d outside the source vocabulary", fkey(c, "eos_id"), c->eos_id);
         return -1;
     }
-    if (c->pad_id == c->eos_id) {
+    if (c->pad_id == c->eos_id && !c->family->audio) { /* Whisper pads with <|endoftext|> */
         s2s_fail(err, errlen, "key %s: equals eos_id %d", fkey(c, "pad_id"), c->eos_id);
         return -1;
     }
@@ -225,6 +227,30 @@ static int read_activation(const gguf_file *f, s2s_config *c, char *err, size_t 
         char b[48];
         s2s_fail(err, errlen, "key %s: '%s' not supported (swish, relu, gelu, gelu_tanh)", fkey(c, "activation"),
                  s2s_shown(b, sizeof b, s));
+        return -1;
+    }
+    return 0;
+}
+
+/* A speech model's whisper.* keys: the input's shape and the special tokens decoding uses
+ * (ids inside the decoder's vocabulary; no_speech_id may be its size: none). */
+static int read_speech(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
+    s2s_speech *s = &c->speech;
+    const int V = c->decoder_vocab_size;
+    if (get_int(f, fkey(c, "num_mel_bins"), 1, 512, &s->n_mels, err, errlen) ||
+        get_int(f, fkey(c, "max_source_positions"), 1, 65536, &s->n_frames, err, errlen) ||
+        get_int(f, fkey(c, "no_timestamps_id"), 0, V - 1, &s->no_timestamps_id, err, errlen) ||
+        get_int(f, fkey(c, "timestamp_begin_id"), 0, V - 1, &s->timestamp_begin_id, err, errlen) ||
+        get_int(f, fkey(c, "transcribe_id"), 0, V - 1, &s->transcribe_id, err, errlen) ||
+        get_int(f, fkey(c, "translate_id"), 0, V - 1, &s->translate_id, err, errlen) ||
+        get_int(f, fkey(c, "prev_id"), 0, V - 1, &s->prev_id, err, errlen) ||
+        get_int(f, fkey(c, "no_speech_id"), 0, V, &s->no_speech_id, err, errlen) ||
+        get_int(f, fkey(c, "max_initial_timestamp_index"), 0, V, &s->max_initial_timestamp, err, errlen) ||
+        gguf_get_bool(f, fkey(c, "is_multilingual"), &s->multilingual, err, errlen))
+        return -1;
+    if (s->timestamp_begin_id <= c->eos_id) { /* the timestamp rule bans ranges on either side */
+        s2s_fail(err, errlen, "key %s: %d is not after eos_id %d", fkey(c, "timestamp_begin_id"),
+                 s->timestamp_begin_id, c->eos_id);
         return -1;
     }
     return 0;
@@ -282,7 +308,8 @@ static int read_alignment_view(const gguf_file *f, s2s_config *c, char *err, siz
 
 int s2s_read_config(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
     if (read_family(f, c, err, errlen) || read_sizes(f, c, err, errlen) || read_token_ids(f, c, err, errlen) ||
-        read_activation(f, c, err, errlen) || read_generation(f, c, err, errlen))
+        read_activation(f, c, err, errlen) || read_generation(f, c, err, errlen) ||
+        (c->family->audio && read_speech(f, c, err, errlen)))
         return -1;
     return read_alignment_view(f, c, err, errlen);
 }

@@ -65,16 +65,53 @@ static int enc_work_alloc(enc_work *w, const s2s_config *c, int n, int total, in
     return 0;
 }
 
+/* The encoder stack over X [total, d] (embedded rows), in place. */
+static int encode_stack(const s2s_model *m, enc_work *w, const int *off, const int *len, int n, int total,
+                        int max_len, float *X, float *const *enc_self, const volatile int *stop) {
+    const s2s_config *c = &m->c;
+    const int H = c->enc_heads, hd = c->enc_hd;
+    float *Q = w->Q, *K = w->K, *V = w->V, *C = w->C;
+    if (c->family->embed_norm) norm_rows(c, X, &m->enc_embed_norm, total);
+    if (w->bias) s2s_relative_bias(m, 0, 1 - max_len, 2 * max_len - 1, w->bias, 2 * max_len - 1);
+    for (int l = 0; l < c->enc_layers; l++) {
+        if (stop && *stop) return -2; /* a large batch's encoder takes seconds: stop between layers */
+        const enc_layer *L = &m->enc[l];
+        /* self-attention, each sentence over its own rows: C [total, enc_inner] */
+        const float *in = sublayer_in(c, X, w->Hn, &L->self_attn_norm, total);
+        at_k()->linear(Q, in, &L->self_attn.q.w, L->self_attn.q.b, total);
+        at_k()->linear(K, in, &L->self_attn.k.w, L->self_attn.k.b, total);
+        at_k()->linear(V, in, &L->self_attn.v.w, L->self_attn.v.b, total);
+        scale_queries(c, Q, (size_t)total * c->enc_inner, hd);
+        const enc_attention_job j = {C, Q, K, V, w->bias, off, len, enc_self, w->scratch, c->enc_inner, H, hd, l,
+                                     max_len};
+        /* sentences in parallel; fewer sentences than threads (a speech window): each one's
+         * heads in parallel instead (a loop inside at_parallel_for never forks) */
+        if (n < at_threads()) enc_attention(&j, 0, n, 0);
+        else at_parallel_for(n, at_threads(), enc_attention, &j);
+        at_k()->linear(Q, C, &L->self_attn.o.w, L->self_attn.o.b, total);
+        sublayer_out(c, X, Q, &L->self_attn_norm, total);
+        /* feed-forward: F [total, enc_ffn] */
+        ffn_rows(c, Q, sublayer_in(c, X, w->Hn, &L->ffn_norm, total), &L->fc1, &L->gate, &L->fc2, w->F, w->G,
+                 total);
+        sublayer_out(c, X, Q, &L->ffn_norm, total);
+    }
+    if (c->family->final_norms) norm_rows(c, X, &m->enc_final_norm, total);
+    return 0;
+}
+
+static int longest(const int *len, int n) {
+    int max_len = 1;
+    for (int i = 0; i < n; i++) max_len = len[i] > max_len ? len[i] : max_len;
+    return max_len;
+}
+
 int encode(const s2s_model *m, const int *const *ids, const int *off, const int *len, int n,
            int total, float *X, float *const *enc_self, const volatile int *stop) {
     const s2s_config *c = &m->c;
-    const int d = c->d_model, H = c->enc_heads, hd = c->enc_hd;
+    const int d = c->d_model, max_len = longest(len, n);
     const float escale = embed_scale(c);
-    int max_len = 1;
-    for (int i = 0; i < n; i++) max_len = len[i] > max_len ? len[i] : max_len;
     enc_work w;
     if (enc_work_alloc(&w, c, n, total, max_len)) return -1;
-    float *Q = w.Q, *K = w.K, *V = w.V, *C = w.C;
     /* X [total, d]: token embedding * scale + position, sentence by sentence */
     for (int i = 0; i < n; i++)
         for (int j = 0, pads = 0; j < len[i]; j++) {
@@ -83,32 +120,21 @@ int encode(const s2s_model *m, const int *const *ids, const int *off, const int 
                       s2s_position(m, 0, s2s_position_of(c, id, j, pads), w.pos), d);
             pads += id == c->pad_id;
         }
-    if (c->family->embed_norm) norm_rows(c, X, &m->enc_embed_norm, total);
-    if (w.bias) s2s_relative_bias(m, 0, 1 - max_len, 2 * max_len - 1, w.bias, 2 * max_len - 1);
-    for (int l = 0; l < c->enc_layers; l++) {
-        if (stop && *stop) { /* a large batch's encoder takes seconds: stop between layers */
-            at_block_free(w.block, w.bytes);
-            return -2;
-        }
-        const enc_layer *L = &m->enc[l];
-        /* self-attention, each sentence over its own rows: C [total, enc_inner] */
-        const float *in = sublayer_in(c, X, w.Hn, &L->self_attn_norm, total);
-        at_k()->linear(Q, in, &L->self_attn.q.w, L->self_attn.q.b, total);
-        at_k()->linear(K, in, &L->self_attn.k.w, L->self_attn.k.b, total);
-        at_k()->linear(V, in, &L->self_attn.v.w, L->self_attn.v.b, total);
-        scale_queries(c, Q, (size_t)total * c->enc_inner, hd);
-        const enc_attention_job j = {C, Q, K, V, w.bias, off, len, enc_self, w.scratch, c->enc_inner, H, hd, l,
-                                     max_len};
-        at_parallel_for(n, at_threads(), enc_attention, &j);
-        at_k()->linear(Q, C, &L->self_attn.o.w, L->self_attn.o.b, total);
-        sublayer_out(c, X, Q, &L->self_attn_norm, total);
-        /* feed-forward: F [total, enc_ffn] */
-        ffn_rows(c, Q, sublayer_in(c, X, w.Hn, &L->ffn_norm, total), &L->fc1, &L->gate, &L->fc2, w.F, w.G, total);
-        sublayer_out(c, X, Q, &L->ffn_norm, total);
-    }
-    if (c->family->final_norms) norm_rows(c, X, &m->enc_final_norm, total);
+    const int rc = encode_stack(m, &w, off, len, n, total, max_len, X, enc_self, stop);
     at_block_free(w.block, w.bytes);
-    return 0;
+    return rc;
+}
+
+int encode_audio(const s2s_model *m, const float *const *mels, const int *off, const int *len, int n,
+                 int total, float *X, float *const *enc_self, const volatile int *stop) {
+    const int max_len = longest(len, n);
+    enc_work w;
+    if (enc_work_alloc(&w, &m->c, n, total, max_len)) return -1;
+    int rc = 0;
+    for (int i = 0; i < n && !rc; i++) rc = encode_audio_input(m, mels[i], X + (size_t)off[i] * m->c.d_model);
+    if (!rc) rc = encode_stack(m, &w, off, len, n, total, max_len, X, enc_self, stop);
+    at_block_free(w.block, w.bytes);
+    return rc;
 }
 
 /* Keys and values a decoder step reads all of (every row's cross and self attention) live in

@@ -25,11 +25,16 @@ static double now(void) {
  * err naming the sentence. */
 static int check_sources(const s2s_config *c, const s2s_source *src, int n, char *err, size_t errlen) {
     for (int i = 0; i < n; i++) {
-        if (src[i].n < 1 || src[i].n > c->max_pos) {
+        if (c->family->audio && (!src[i].mel || src[i].n != c->speech.n_frames)) {
+            snprintf(err, errlen, "sentence %d: a speech model reads %d frames of log-mel features", i,
+                     2 * c->speech.n_frames);
+            return -1;
+        }
+        if (!c->family->audio && (src[i].n < 1 || src[i].n > c->max_pos)) {
             snprintf(err, errlen, "sentence %d: %d source tokens (1..%d allowed)", i, src[i].n, c->max_pos);
             return -1;
         }
-        for (int j = 0; j < src[i].n; j++)
+        for (int j = 0; !c->family->audio && j < src[i].n; j++)
             if (src[i].ids[j] < 0 || src[i].ids[j] >= c->vocab_size) {
                 snprintf(err, errlen, "sentence %d: source id %d outside the vocabulary", i, src[i].ids[j]);
                 return -1;
@@ -113,27 +118,32 @@ static int encode_batch(gen *g, const s2s_source *src, int total, s2s_output *ou
     const int n = g->n;
     const size_t x_bytes = sizeof(float) * (size_t)total * g->c->d_model;
     const int **ids = malloc(sizeof(int *) * (size_t)n);
+    const float **mels = malloc(sizeof(float *) * (size_t)n);
     float **enc_self = calloc((size_t)n, sizeof(float *));
     float *X = at_block_alloc(x_bytes); /* the encoder output, kept for the next batch */
     int rc = -1;
-    if (!ids || !enc_self || !X) goto done;
+    if (!ids || !mels || !enc_self || !X) goto done;
     for (int i = 0, o0 = 0; i < n; o0 += src[i].n, i++) {
         g->off[i] = o0;
         g->len[i] = src[i].n;
         ids[i] = src[i].ids;
+        mels[i] = src[i].mel;
         if (g->o->want_attention) {
             const size_t L = (size_t)g->c->enc_layers * g->c->enc_heads;
             enc_self[i] = out[i].enc_self = malloc(sizeof(float) * L * src[i].n * src[i].n);
             if (!enc_self[i]) goto done;
         }
     }
-    if ((rc = encode(g->m, ids, g->off, g->len, n, total, X, g->o->want_attention ? enc_self : NULL, g->o->stop)))
-        goto done;
+    float *const *keep = g->o->want_attention ? enc_self : NULL;
+    rc = g->c->family->audio ? encode_audio(g->m, mels, g->off, g->len, n, total, X, keep, g->o->stop)
+                             : encode(g->m, ids, g->off, g->len, n, total, X, keep, g->o->stop);
+    if (rc) goto done;
     g->mem = (enc_memory){.n = n, .total = total, .off = g->off, .len = g->len};
     rc = cross_kv(g->m, X, &g->mem);
 done:
     at_block_free(X, x_bytes);
     free(ids);
+    free(mels);
     free(enc_self);
     return rc;
 }
@@ -187,7 +197,7 @@ static int gen_setup(gen *g, const s2s_source *src, s2s_output *out) {
         /* caches sized before decoding for twice the source: the loop then allocates only
          * for unusually long outputs, and a short sentence does not reserve the whole
          * length limit (512 steps x 6 layers of keys and values for opus-mt) */
-        int expect = 2 * src[i].n + 8;
+        int expect = src[i].mel ? 64 : 2 * src[i].n + 8; /* speech: a window's text is short */
         if (expect > g->sent[i].limit) expect = g->sent[i].limit;
         if (expect > expect_max) expect_max = expect;
         if (g->sent[i].limit > g->max_limit) g->max_limit = g->sent[i].limit;
@@ -325,7 +335,7 @@ static int generate(gen *g) {
 static int build_outputs(gen *g, s2s_output *out) {
     const int most = g->s->beams > g->s->n_best ? g->s->beams : g->s->n_best;
     int *recs = malloc(sizeof(int) * (size_t)(most + 1));
-    float *scores = malloc(sizeof(float) * (size_t)(most + 1));
+    s2s_score *scores = malloc(sizeof(s2s_score) * (size_t)(most + 1));
     int rc = recs && scores ? 0 : -1;
     for (int i = 0; rc == 0 && i < g->n; i++) {
         sentence *q = &g->sent[i];

@@ -32,6 +32,13 @@ typedef struct {
  * before each layer. 0, -1 if out of memory, -2 when *stop was set. */
 int encode(const s2s_model *m, const int *const *ids, const int *off, const int *len, int n,
            int total, float *X, float *const *enc_self, const volatile int *stop);
+/* The same for a speech model (family->audio): mels[i] is sentence i's log-mel features
+ * [n_mels, 2 * speech.n_frames] (len[i] = speech.n_frames rows). */
+int encode_audio(const s2s_model *m, const float *const *mels, const int *off, const int *len, int n,
+                 int total, float *X, float *const *enc_self, const volatile int *stop);
+/* One input's rows of X [speech.n_frames, d]: convolutions, GELU, positions
+ * (model/audio_encoder.c). 0 or -1 (OOM). */
+int encode_audio_input(const s2s_model *m, const float *mel, float *X);
 
 /* Fill mem->cross_k / cross_v (allocating them) from the encoder states X. 0 or -1 (OOM). */
 int cross_kv(const s2s_model *m, const float *X, enc_memory *mem);

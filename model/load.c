@@ -158,20 +158,27 @@ static int bind_ffn(binder *b, linear *fc1, linear *gate, linear *fc2, const cha
 /* The embeddings, the output projection and the family's extras around the stacks
  * (logits bias, learned positions, embedding LayerNorms); shared and tied matrices are
  * bound once. */
+static int bind_audio_input(s2s_model *m, binder *b);
+
 static int bind_embeddings(s2s_model *m, binder *b) {
     const s2s_config *c = &m->c;
     const int d = c->d_model;
-    if (bind_matrix(b, &m->enc_embed, "enc.embed.weight", c->vocab_size, d)) return -1;
-    if (c->shared_embeddings) m->dec_embed = m->enc_embed;
+    if (c->family->audio) {
+        if (bind_audio_input(m, b)) return -1;
+    } else if (bind_matrix(b, &m->enc_embed, "enc.embed.weight", c->vocab_size, d)) {
+        return -1;
+    }
+    if (c->shared_embeddings && !c->family->audio) m->dec_embed = m->enc_embed;
     else if (bind_matrix(b, &m->dec_embed, "dec.embed.weight", c->decoder_vocab_size, d)) return -1;
     if (c->tied_output) m->out_proj = m->dec_embed;
     else if (bind_matrix(b, &m->out_proj, "lm_head.weight", c->decoder_vocab_size, d)) return -1;
     const s2s_family *fam = c->family;
     if (fam->logits_bias && bind_vector(b, &m->final_logits_bias, "final_logits_bias", c->decoder_vocab_size))
         return -1;
+    const int rows = c->max_pos + fam->pos_offset;
     if (fam->positions == POS_LEARNED &&
-        (bind_matrix(b, &m->enc_pos, "enc.embed_positions.weight", c->max_pos + 2, d) ||
-         bind_matrix(b, &m->dec_pos, "dec.embed_positions.weight", c->max_pos + 2, d)))
+        ((!fam->audio && bind_matrix(b, &m->enc_pos, "enc.embed_positions.weight", rows, d)) ||
+         bind_matrix(b, &m->dec_pos, "dec.embed_positions.weight", rows, d)))
         return -1;
     if (fam->embed_norm && (bind_norm(b, &m->enc_embed_norm, "enc.embed_norm", d) ||
                             bind_norm(b, &m->dec_embed_norm, "dec.embed_norm", d)))
@@ -180,6 +187,69 @@ static int bind_embeddings(s2s_model *m, binder *b) {
     if (fam->positions == POS_RELATIVE && (bind_vector(b, &m->enc_rel_bias, "enc.relative_bias", rel) ||
                                            bind_vector(b, &m->dec_rel_bias, "dec.relative_bias", rel)))
         return -1;
+    return 0;
+}
+
+/* A u32 array key of values below `lim`, copied (the mapping's arrays are unaligned) into
+ * *out (owned by the model) with their count. */
+static int bind_ids(binder *b, const char *key, int lim, int **out, int *n) {
+    const gguf_kv *kv = gguf_get_array(b->f, key, GGUF_U32, b->err, b->errlen);
+    if (!kv) return -1;
+    if (kv->count > 1u << 20) {
+        s2s_fail(b->err, b->errlen, "key %s: %llu entries", key, (unsigned long long)kv->count);
+        return -1;
+    }
+    *n = (int)kv->count;
+    *out = malloc(sizeof(int) * (size_t)(*n + 1));
+    if (!*out) {
+        s2s_fail(b->err, b->errlen, "out of memory");
+        return -1;
+    }
+    for (int i = 0; i < *n; i++) {
+        uint32_t v;
+        memcpy(&v, kv->data + 4 * (size_t)i, 4);
+        if (v >= (uint32_t)lim) {
+            s2s_fail(b->err, b->errlen, "key %s: entry %d = %u outside 0..%d", key, i, v, lim - 1);
+            return -1;
+        }
+        (*out)[i] = (int)v;
+    }
+    return 0;
+}
+
+/* The speech encoder's input side: two convolutions as linear layers over three stacked
+ * frames, the encoder's position table, the optional mel filter bank; and the decoding
+ * lists (suppressed tokens, alignment heads). */
+static int bind_audio_input(s2s_model *m, binder *b) {
+    const s2s_config *c = &m->c;
+    const int d = c->d_model, mels = c->speech.n_mels;
+    if (bind_matrix(b, &m->conv1.w, "enc.conv1.weight", d, 3 * mels) ||
+        bind_vector(b, &m->conv1.b, "enc.conv1.bias", d) ||
+        bind_matrix(b, &m->conv2.w, "enc.conv2.weight", d, 3 * d) ||
+        bind_vector(b, &m->conv2.b, "enc.conv2.bias", d) ||
+        bind_matrix(b, &m->enc_pos, "enc.embed_positions.weight", c->speech.n_frames, d))
+        return -1;
+    m->mel_filters = NULL;
+    if (gguf_find_tensor(b->f, "enc.mel_filters") &&
+        bind_vector(b, &m->mel_filters, "enc.mel_filters", mels * 201))
+        return -1;
+    const int lim = c->dec_layers > c->dec_heads ? c->dec_layers : c->dec_heads;
+    if (bind_ids(b, "whisper.suppress_tokens", c->decoder_vocab_size, &m->suppress_ids, &m->n_suppress_ids) ||
+        bind_ids(b, "whisper.begin_suppress_tokens", c->decoder_vocab_size, &m->begin_suppress_ids,
+                 &m->n_begin_suppress_ids) ||
+        bind_ids(b, "whisper.alignment_heads", lim, &m->alignment_heads, &m->n_alignment_heads))
+        return -1;
+    if (m->n_alignment_heads % 2 || !m->n_alignment_heads) {
+        s2s_fail(b->err, b->errlen, "key whisper.alignment_heads: not (layer, head) pairs");
+        return -1;
+    }
+    for (int i = 0; i < m->n_alignment_heads; i += 2)
+        if (m->alignment_heads[i] >= c->dec_layers || m->alignment_heads[i + 1] >= c->dec_heads) {
+            s2s_fail(b->err, b->errlen, "key whisper.alignment_heads: pair %d names a layer or head the decoder lacks",
+                     i / 2);
+            return -1;
+        }
+    m->n_alignment_heads /= 2;
     return 0;
 }
 
@@ -335,6 +405,9 @@ void s2s_free(s2s_model *m) {
     free(m->lang_code);
     free(m->lang_id);
     free(m->added_id);
+    free(m->suppress_ids);
+    free(m->begin_suppress_ids);
+    free(m->alignment_heads);
     s2s_tasks_free(m);
     for (int i = 0; i < m->n_i8_sums; i++) free(m->i8_sums[i]);
     free(m->i8_sums);

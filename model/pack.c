@@ -15,6 +15,10 @@ static int linear_matrices(s2s_model *m, at_matrix **out) {
     int n = 0;
 #define PUT(x) (out ? (void)(out[n] = (x)) : (void)0, n++)
     PUT(&m->out_proj);
+    if (m->c.family->audio) { /* the speech encoder's convolutions */
+        PUT(&m->conv1.w);
+        PUT(&m->conv2.w);
+    }
     for (int l = 0; l < m->c.enc_layers; l++) {
         enc_layer *L = &m->enc[l];
         linear *ls[] = {&L->self_attn.q, &L->self_attn.k, &L->self_attn.v, &L->self_attn.o, &L->fc1, &L->fc2};

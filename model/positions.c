@@ -55,9 +55,11 @@ const float *s2s_position(const s2s_model *m, int dec, int pos, float *buf) {
         memset(buf, 0, sizeof(float) * (size_t)m->c.d_model);
         return buf;
     }
-    if (m->c.family->positions == POS_LEARNED) { /* HF's offset of 2 rows */
-        if (pos < 0 || pos >= m->c.max_pos) memset(buf, 0, sizeof(float) * (size_t)m->c.d_model);
-        else at_matrix_row(buf, dec ? &m->dec_pos : &m->enc_pos, pos + 2);
+    if (m->c.family->positions == POS_LEARNED) { /* mBART's offset of 2 rows, Whisper's 0 */
+        const at_matrix *table = dec ? &m->dec_pos : &m->enc_pos;
+        const int row = pos + m->c.family->pos_offset;
+        if (pos < 0 || row >= table->rows) memset(buf, 0, sizeof(float) * (size_t)m->c.d_model);
+        else at_matrix_row(buf, table, row);
         return buf;
     }
     if (pos < m->n_positions) return m->positions + (size_t)pos * m->c.d_model;

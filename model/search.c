@@ -66,7 +66,8 @@ int s2s_search_check(const s2s_search *s, char *err, size_t errlen) {
 
 int search_has_processors(const s2s_search *s, int ignore_eos) {
     return s->min_length > 0 || s->no_repeat_ngram > 0 || s->repetition_penalty != 1.0f || ignore_eos ||
-           s->forced_bos >= 0 || s->n_suppress > 0 || s->disable_unk;
+           s->forced_bos >= 0 || s->n_suppress > 0 || s->disable_unk || s->n_suppress_tokens > 0 ||
+           s->n_begin_suppress > 0 || s->timestamps;
 }
 
 float log_softmax_at(const float *x, int n, int i, int best) {
@@ -102,7 +103,68 @@ static void set_logit(float *sc, int id, float v, edit_log *log) {
 
 /* The edits a row's processors may make at most: each prefix id penalized once and banned
  * once, <pad> and </s>, each suppressed sequence and <unk>. */
-static int max_edits(const s2s_search *s, const prefix *p) { return 2 * p->n + 2 + s->n_suppress + 1; }
+static int max_edits(const s2s_search *s, const prefix *p) {
+    return 2 * p->n + 2 + s->n_suppress + 1 + s->n_suppress_tokens + s->n_begin_suppress;
+}
+
+/* Whisper's token lists: the begin list where the input holds begin_index ids, then the
+ * list banned everywhere. Whether a finite value changed. */
+static int suppress_speech(const step_ctx *x, float *sc, const prefix *p, edit_log *log) {
+    const s2s_search *s = x->s;
+    int changed = 0;
+    for (int k = 0; p->n == s->begin_index && k < s->n_begin_suppress; k++) {
+        changed |= isfinite(sc[s->begin_suppress[k]]) != 0;
+        set_logit(sc, s->begin_suppress[k], -INFINITY, log);
+    }
+    for (int k = 0; k < s->n_suppress_tokens; k++) {
+        changed |= isfinite(sc[s->suppress_tokens[k]]) != 0;
+        set_logit(sc, s->suppress_tokens[k], -INFINITY, log);
+    }
+    return changed;
+}
+
+static void ban_range(float *sc, int lo, int hi) {
+    for (int j = lo; j < hi; j++) sc[j] = -INFINITY;
+}
+
+/* HF's WhisperTimeStampLogitsProcessor on one row (its ids after the prompt): timestamps come
+ * in pairs and never decrease, the first token is a timestamp no later than
+ * max_initial_timestamp, and when the timestamps together are likelier than every text
+ * token, one of them is chosen. */
+static void timestamp_rules(const step_ctx *x, float *sc, const prefix *p) {
+    const s2s_speech *sp = &x->c->speech;
+    const int V = x->c->decoder_vocab_size, tb = sp->timestamp_begin_id, b = x->s->begin_index;
+    const int *seq = p->ids + b, n = p->n - b;
+    sc[sp->no_timestamps_id] = -INFINITY;
+    const int last = n >= 1 && seq[n - 1] >= tb, penult = n < 2 || seq[n - 2] >= tb;
+    if (last) {
+        if (penult) ban_range(sc, tb, V); /* a pair closed: text next */
+        else ban_range(sc, 0, x->c->eos_id); /* a pair opened: its end (or the end) next */
+    }
+    int latest = -1;
+    for (int i = 0; i < n; i++) latest = seq[i] >= tb ? seq[i] : latest;
+    if (latest >= 0) ban_range(sc, tb, last && !penult ? latest : latest + 1);
+    if (n <= 0) {
+        ban_range(sc, 0, tb);
+        const long hi = (long)tb + sp->max_initial_timestamp + 1;
+        if (hi < V) ban_range(sc, (int)hi, V);
+    }
+    /* log-softmax, then the timestamps' total probability against the best text token */
+    float mx = -INFINITY;
+    for (int j = 0; j < V; j++) mx = sc[j] > mx ? sc[j] : mx;
+    if (!(mx > -INFINITY)) return;
+    double all = 0, stamps = 0;
+    float best_text = -INFINITY;
+    for (int j = 0; j < V; j++) {
+        const double e = exp((double)sc[j] - mx);
+        all += e;
+        if (j >= tb) stamps += e;
+        else best_text = sc[j] > best_text ? sc[j] : best_text;
+    }
+    const double lse = mx + log(all);
+    const double ts_logprob = stamps > 0 ? mx + log(stamps) - lse : -INFINITY;
+    if (ts_logprob > (double)best_text - lse) ban_range(sc, 0, tb);
+}
 
 /* Suppressed sequences and <unk>: ban each sequence's last id where the ids before it end
  * the prefix. Whether a finite value changed. */
@@ -152,6 +214,7 @@ static int process_ids(const step_ctx *x, float *sc, const prefix *p, edit_log *
         }
     }
     changed |= suppress_ids(x, sc, p, log);
+    changed |= suppress_speech(x, sc, p, log);
     if (c->family->ban_pad) set_logit(sc, c->pad_id, -INFINITY, log);
     const int last_step = cur_len == x->max_length - 1;
     if ((cur_len < s->min_length || (x->ignore_eos && !last_step)) && isfinite(sc[c->eos_id])) {
@@ -176,6 +239,10 @@ static int process(const step_ctx *x, float *sc, const prefix *p) {
     if (forced >= 0) { /* every other id -inf */
         for (int j = 0; j < x->c->decoder_vocab_size; j++) sc[j] = -INFINITY;
         sc[forced] = 0;
+        changed = 1;
+    }
+    if (x->s->timestamps) {
+        timestamp_rules(x, sc, p);
         changed = 1;
     }
     return changed;
@@ -228,7 +295,8 @@ int greedy_choose(const step_ctx *x, float *logits, const prefix *p, float *work
         return choose_plain(x->c, logits, x->t + 1 == x->max_length - 1, raw_best);
     const int forced = forced_token(x);
     if (forced >= 0) return forced;
-    if (max_edits(x->s, p) > V) { /* the edit list would not fit in work (tiny vocabularies) */
+    if (max_edits(x->s, p) > V || x->s->timestamps) { /* the edit list would not fit in work (tiny
+                                                            vocabularies), or whole ranges change */
         memcpy(work, logits, sizeof(float) * (size_t)V);
         process(x, work, p);
         return at_argmax(work, V);
@@ -402,10 +470,14 @@ void heap_init(beam_heap *b, beam_hyp *storage, int beams) {
     b->worst = 1e9;
 }
 
+double normalize_score(double sum, int len, float length_penalty) {
+    return sum / pow((double)len, (double)length_penalty);
+}
+
 void heap_add(beam_heap *b, const s2s_search *s, double sum_logprobs, int generated_len, int rec) {
-    const double score = sum_logprobs / pow((double)generated_len, (double)s->length_penalty);
+    const double score = normalize_score(sum_logprobs, generated_len, s->length_penalty);
     if (b->n >= b->cap && !(score > b->worst)) return;
-    b->h[b->n++] = (beam_hyp){score, rec, b->added++};
+    b->h[b->n++] = (beam_hyp){score, (float)sum_logprobs, rec, b->added++};
     if (b->n > b->cap) {
         /* drop the lowest (the earliest of equals); worst becomes the next lowest */
         int lo = 0;

@@ -28,8 +28,9 @@ typedef enum {
     POS_FAIRSEQ, /* position p = token index + pad_id + 1 (pad_id for a <pad> token); sin
                     then cos of p * exp(-j * log(10000) / (d/2 - 1)), a zero column when d
                     is odd, row pad_id zero (fairseq / HF M2M-100, float32) */
-    POS_LEARNED, /* position p = token index; row p + 2 of the side's stored table
-                    (enc/dec.embed_positions.weight, HF mBART's offset of 2) */
+    POS_LEARNED, /* position p = token index; row p + family->pos_offset of the side's
+                    stored table (enc/dec.embed_positions.weight; HF mBART's offset of 2,
+                    Whisper's 0) */
     POS_RELATIVE, /* none in the embeddings: a learned bias per head and relative-distance
                      bucket added to every self-attention score (T5; layers.h) */
 } pos_kind;
@@ -57,7 +58,20 @@ typedef struct {
                            text are their ids (an extra id eats the whitespace on both sides); no
                            second </s> after a typed one; decoding skips them and ids without
                            a piece */
+    int pos_offset;     /* POS_LEARNED: the stored row of position 0 */
+    int audio;          /* the encoder reads log-mel frames through two convolutions, not
+                           token ids (Whisper; model/audio_encoder.c) */
 } s2s_family;
+
+/* A speech model's tokens and decoding rules (family->audio; the whisper.* keys). */
+typedef struct {
+    int n_mels;          /* log-mel bins of the input (80 or 128) */
+    int n_frames;        /* encoder frames: whisper.max_source_positions; the input has twice as many */
+    int no_timestamps_id, timestamp_begin_id, transcribe_id, translate_id, prev_id;
+    int no_speech_id;    /* decoder_vocab_size when the tokenizer has none */
+    int max_initial_timestamp; /* HF's max_initial_timestamp_index */
+    int multilingual;    /* the prompt names the language and the task (not *.en models) */
+} s2s_speech;
 
 typedef struct {
     const s2s_family *family;
@@ -78,6 +92,7 @@ typedef struct {
     float out_scale;    /* the decoder's output times this before the output projection
                            (t5.scale_output: d_model^-0.5), else 1 */
     s2s_generation gen;
+    s2s_speech speech;  /* family->audio only */
     char align_view[512]; /* the alignment view: the file's attend.alignment.view, else the default */
     int align_view_recorded;
 } s2s_config;
@@ -133,7 +148,14 @@ typedef struct s2s_model {
     const float *final_logits_bias; /* NULL unless family->logits_bias */
     norm enc_final_norm, dec_final_norm; /* family->final_norms */
     norm enc_embed_norm, dec_embed_norm; /* family->embed_norm */
-    at_matrix enc_pos, dec_pos; /* POS_LEARNED: [max_pos + 2, d] tables, position p at row p + 2 */
+    at_matrix enc_pos, dec_pos; /* POS_LEARNED: [max_pos + pos_offset, d] tables, position p at row
+                                   p + pos_offset (Whisper's encoder: [speech.n_frames, d]) */
+    linear conv1, conv2;        /* family->audio: [d, 3 n_mels] and [d, 3 d], kernel tap-major */
+    const float *mel_filters;   /* family->audio: the file's bank [n_mels, 201], else NULL */
+    /* family->audio: whisper.suppress_tokens, .begin_suppress_tokens, .alignment_heads
+     * ((layer, head) pairs: n_alignment_heads of them), owned copies */
+    int *suppress_ids, *begin_suppress_ids, *alignment_heads;
+    int n_suppress_ids, n_begin_suppress_ids, n_alignment_heads;
     /* POS_RELATIVE: [rel_buckets, heads] of each stack, bucket-major (HF's
      * relative_attention_bias.weight of its first layer, used by every layer) */
     const float *enc_rel_bias, *dec_rel_bias;

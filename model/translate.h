@@ -14,6 +14,9 @@
 typedef struct {
     const int *ids; /* source ids, ending in </s>; at most max_position_embeddings */
     int n;
+    /* a speech model's input instead (family->audio): log-mel features
+     * [n_mels, 2 * speech.n_frames], with ids NULL and n = speech.n_frames */
+    const float *mel;
     const int *forced; /* if not NULL: decode exactly these target ids (teacher forcing) */
     int n_forced;
     /* if not NULL (and no forced): these target ids first, each fed as forced decoding feeds
@@ -46,6 +49,14 @@ typedef struct {
     const int *suppress_len;
     int n_suppress;
     int disable_unk;          /* <unk> never generated (CT2's disable_unk) */
+    /* Speech models: Whisper's processors, after the others as HF's generate orders them
+     * (SuppressTokensAtBegin, SuppressTokens, WhisperTimeStampLogitsProcessor) */
+    const int *suppress_tokens;   /* banned at every step (the caller's) */
+    int n_suppress_tokens;
+    const int *begin_suppress;    /* banned where the input holds begin_index ids */
+    int n_begin_suppress;
+    int begin_index;              /* the decoder prompt's length, start token included */
+    int timestamps;               /* the timestamp rules (c->speech's ids) */
 } s2s_search;
 
 enum { S2S_EARLY_FALSE = 0, S2S_EARLY_TRUE = 1, S2S_EARLY_NEVER = 2 };
@@ -79,11 +90,19 @@ typedef struct s2s_timing {
     int steps;     /* decoder steps run */
 } s2s_timing;
 
+/* A hypothesis's two scores (a target prefix's tokens left out of both). score: the sum of
+ * its tokens' log-probabilities (beams: the running beam score, the log-probabilities after
+ * the logits processors as HF sums them); normalized_score: score / length ^ length_penalty
+ * (normalize_score; beams: HF's sequence score). Greedy, sampling and forced: NaN without
+ * want_scores (their log-probabilities cost a log-softmax per token). */
+typedef struct {
+    float score, normalized_score;
+} s2s_score;
+
 /* One hypothesis of an n-best list. */
 typedef struct {
     int *ids, n;
-    float score; /* beams: HF's sequence score; else the sum of the tokens' log-probabilities
-                    (want_scores; a target prefix's tokens left out) */
+    float score, normalized_score; /* see s2s_score */
     /* along its own path, as s2s_output's (nbest[0]'s are the output's own arrays) */
     float *logprob;  /* [n] (want_scores) */
     float *dec_self; /* [dec_layers, dec_heads, n, n] (want_attention) */
@@ -93,7 +112,7 @@ typedef struct {
 typedef struct {
     int *ids; /* generated ids, ending in </s> unless cut by max_length without forced EOS */
     int n;
-    float score;      /* the output hypothesis's score (see s2s_hyp) */
+    float score, normalized_score; /* the output hypothesis's (see s2s_score) */
     s2s_hyp *nbest; /* [n_best] best first; nbest[0] is the output itself */
     int n_best;
     float *logits;   /* [n, decoder_vocab_size] raw logits (want_logits) */

@@ -202,7 +202,18 @@ static int build_sentinels(s2s_model *m, char *err, size_t errlen) {
     return 0;
 }
 
+/* A speech model's tokenizer: the byte-level BPE tokens (one vocabulary read twice, for
+ * both sides) and the language tokens; no SentencePiece model. */
+static int load_speech_tokenizer(s2s_model *m, char *err, size_t errlen) {
+    m->src_vocab = load_vocab(m->file, "tokenizer.bpe_tokens", m->c.vocab_size, err, errlen);
+    if (!m->src_vocab) return -1;
+    m->tgt_vocab = load_vocab(m->file, "tokenizer.bpe_tokens", m->c.decoder_vocab_size, err, errlen);
+    if (!m->tgt_vocab) return -1;
+    return load_languages(m, err, errlen);
+}
+
 int s2s_tokenizer_load(s2s_model *m, char *err, size_t errlen) {
+    if (m->c.family->audio) return load_speech_tokenizer(m, err, errlen);
     m->src_vocab = load_vocab(m->file, "tokenizer.source_pieces", m->c.vocab_size, err, errlen);
     if (!m->src_vocab) return -1;
     m->tgt_vocab = load_vocab(m->file, "tokenizer.target_pieces", m->c.decoder_vocab_size, err, errlen);

@@ -63,6 +63,9 @@ class Config:
     decoder_head_dim: int
     relative_buckets: int  # T5's relative position buckets (0: other families)
     relative_max_distance: int
+    audio: int = 0  # a speech model (Whisper: audio in, text out); 0 for text models
+    n_mels: int = 0  # its log-mel bins
+    audio_frames: int = 0  # the frames of one window of features (3000: 30 s)
 
     @classmethod
     def _from_c(cls, c: C.attend_config) -> "Config":

@@ -37,6 +37,7 @@ def _presets(first: Optional[str], own: str, decoder_layers: int) -> List[str]:
 def _sentence(r: Any, presets: Sequence[str]) -> Dict[str, Any]:
     if not r.src_tokens:  # a blank line: listed, not translated (as attend translate)
         return {"source": r.source, "translation": "", "empty": True, "forced": False, "score": 0,
+                "normalized_score": 0,
                 "src": [], "tgt": [], "src_words": [], "tgt_words": [], "logprob": [], "align": {},
                 "enc": [], "dec": [], "cross": []}
     if len(r.src_tokens) > MAX_PIECES or len(r.tgt_tokens) > MAX_PIECES:
@@ -44,6 +45,7 @@ def _sentence(r: Any, presets: Sequence[str]) -> Dict[str, Any]:
                          f"{len(r.tgt_tokens)} target pieces (at most {MAX_PIECES} each)")
     return {"source": r.source, "translation": r.text, "forced": bool(r.forced),
             "score": float(format(float(np.float32(r.score)), ".6g")),
+            "normalized_score": float(format(float(np.float32(r.normalized_score)), ".6g")),
             "src": list(r.src_tokens), "tgt": list(r.tgt_tokens),
             "src_words": r.src_words, "tgt_words": r.tgt_words,
             "logprob": [float(f"{float(v):.4f}") for v in r.logprob],

@@ -18,6 +18,7 @@ FAMILIES = {
     "mbart": "mbart",      # mBART-50
     "t5": "t5",            # T5, flan-t5, MADLAD-400
     "mt5": "t5",           # mT5
+    "whisper": "whisper",  # Whisper (speech)
 }
 RELEASE = "marian_npz"     # Marian's own releases (no config.json)
 

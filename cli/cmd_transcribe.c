@@ -1,0 +1,314 @@
+/* attend transcribe: speech to text (and to English) with a Whisper checkpoint: each input is
+ * one 30-second window of log-mel features (.npy, as `attend features` writes them), decoded
+ * as HF's generate() decodes it (model/speech_api.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../audio/read.h"
+#include "cli.h"
+#include "json.h"
+#include "npz.h"
+#include "npy_read.h"
+#include "options.h"
+#include "output.h"
+
+typedef struct {
+    cli_model_options common;
+    attend_params p;
+    attend_speech_params sp;
+    const char *output;    /* txt | json */
+    const char *dump_path; /* --dump-attention */
+    int dump_logits;
+    int max_length;
+    double max_seconds;    /* --max-duration */
+    char **files;
+    int n_files;
+} transcribe_options;
+
+static void transcribe_help(void) {
+    printf("usage: attend transcribe -m WHISPER.gguf [options] AUDIO|FEATURES.npy|-...\n"
+           "\n"
+           "Transcribe (or translate into English) speech with a Whisper checkpoint exported by\n"
+           "tools/export_whisper.py. AUDIO: any file libsndfile reads (WAV, FLAC, Ogg, MP3, ...;\n"
+           "- reads standard input), mixed to mono and resampled to 16 kHz (libsoxr), turned into\n"
+           "Whisper's log-mel features as HF's WhisperFeatureExtractor does (docs/audio.md).\n"
+           "FEATURES.npy: such features already, [n_mels, frames] float32 (HF's input_features,\n"
+           "100 frames a second, as attend features -o writes them). Up to 3000 frames (30 s) are one\n"
+           "window; longer audio is decoded window by window as HF's long-form generate() does\n"
+           "(timestamps on; each window starts where the last complete segment ended). One\n"
+           "output per input, in order.\n"
+           "\n"
+           "options:\n"
+           "  -m, --model FILE       the Whisper .gguf\n"
+           "  --language CODE|auto   the spoken language (multilingual models; default auto:\n"
+           "                         detected from the window, HF's detect_language)\n"
+           "  --task transcribe|translate  transcribe (default) or translate into English\n"
+           "  --timestamps           timestamp tokens (segments with their times)\n"
+           "  --beam N, --greedy     beam search with N beams, or greedy (the model's default)\n"
+           "  --max-length N         tokens at most, the prompt included (default: the model's)\n"
+           "  --output txt|json      txt: the text, one line per input (default); json: one object\n"
+           "                         per input: file, language, duration, text, segments (start,\n"
+           "                         end, text, avg_logprob, tokens)\n"
+           "  --dump-attention FILE  each input one window: every attention matrix to FILE.npz;\n"
+           "                         json then gives the window's tokens after <|startoftranscript|>\n"
+           "  --dump-logits          with --dump-attention: the raw logits of every step too\n"
+           "  --max-duration S       refuse audio longer than S seconds (default 36000: 10 hours)\n"
+           "  -t, --threads N        threads (default: one per core)\n"
+           "  -h, --help             this help\n");
+}
+
+static int take_transcribe_option(cli_args *a, transcribe_options *o) {
+    const char *v;
+    int rc;
+    if (cli_is(a, NULL, "--language")) return cli_take_str(a, &o->sp.language);
+    if (cli_is(a, NULL, "--timestamps")) return o->sp.timestamps = 1, CLI_OPT_TAKEN;
+    if (cli_is(a, NULL, "--max-length")) return cli_take_int(a, 2, 1 << 20, &o->max_length);
+    if (cli_is(a, NULL, "--dump-attention")) return cli_take_str(a, &o->dump_path);
+    if (cli_is(a, NULL, "--dump-logits")) return o->dump_logits = 1, CLI_OPT_TAKEN;
+    if (cli_is(a, NULL, "--max-duration")) {
+        float s;
+        if ((rc = cli_take_float(a, 0.01, 1e9, &s)) == CLI_OPT_TAKEN) o->max_seconds = s;
+        return rc;
+    }
+    if (cli_is(a, NULL, "--output")) {
+        if ((rc = cli_take_str(a, &o->output)) != CLI_OPT_TAKEN) return rc;
+        if (!strcmp(o->output, "txt") || !strcmp(o->output, "json")) return CLI_OPT_TAKEN;
+        fprintf(stderr, "attend transcribe: --output is txt or json, not '%s'\n", o->output);
+        return EXIT_USAGE;
+    }
+    if (cli_is(a, NULL, "--task")) {
+        if ((rc = cli_take_str(a, &v)) != CLI_OPT_TAKEN) return rc;
+        if (!strcmp(v, "transcribe") || !strcmp(v, "translate")) {
+            o->sp.task = !strcmp(v, "translate") ? ATTEND_TASK_TRANSLATE : ATTEND_TASK_TRANSCRIBE;
+            return CLI_OPT_TAKEN;
+        }
+        fprintf(stderr, "attend transcribe: --task is transcribe or translate, not '%s'\n", v);
+        return EXIT_USAGE;
+    }
+    return CLI_OPT_OTHER;
+}
+
+static int transcribe_parse(int argc, char **argv, transcribe_options *o) {
+    cli_args a = {"transcribe", argc, argv, 0};
+    int opts = 1;
+    for (a.i = 1; a.i < argc; a.i++) {
+        if (opts && !strcmp(argv[a.i], "--")) {
+            opts = 0;
+            continue;
+        }
+        int rc = CLI_OPT_OTHER;
+        if (opts) rc = take_transcribe_option(&a, o);
+        if (opts && rc == CLI_OPT_OTHER) rc = cli_model_option(&a, &o->common);
+        if (opts && rc == CLI_OPT_OTHER && cli_is_option(argv[a.i])) return cli_unknown_option("transcribe", argv[a.i]);
+        if (rc == CLI_OPT_OTHER) {
+            argv[1 + o->n_files++] = argv[a.i];
+            continue;
+        }
+        if (rc != CLI_OPT_TAKEN) return rc;
+    }
+    o->files = argv + 1;
+    if (o->n_files == 0) {
+        fprintf(stderr, "attend transcribe: no input (FEATURES.npy...; see --help)\n");
+        return EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Features from path ([n_mels, frames]), checked against the model; window: exactly one
+ * window's frames. 0 or an exit status. */
+static int read_features(const attend_config *c, const char *path, int window, float **mel, int *frames) {
+    char err[512];
+    int rows, cols;
+    if (npy_read_f32(path, mel, &rows, &cols, err, sizeof err)) {
+        fprintf(stderr, "attend transcribe: %s\n", err);
+        return EXIT_IO;
+    }
+    *frames = cols;
+    if (rows != c->n_mels || (window && cols != c->audio_frames)) {
+        fprintf(stderr, "attend transcribe: %s: features [%d, %d]; this model reads [%d, %s] (%d mel bins%s)\n",
+                path, rows, cols, c->n_mels, window ? "3000" : "frames", c->n_mels,
+                window ? ", one 30-second window with --dump-attention" : "");
+        free(*mel);
+        *mel = NULL;
+        return EXIT_USAGE;
+    }
+    for (long i = 0; i < (long)rows * cols; i++)
+        if (!((*mel)[i] > -1e30f && (*mel)[i] < 1e30f)) {
+            fprintf(stderr, "attend transcribe: %s: value %ld is not a finite number\n", path, i);
+            free(*mel);
+            *mel = NULL;
+            return EXIT_USAGE;
+        }
+    return 0;
+}
+
+static void write_segments(const attend_transcript *t) {
+    fputs(", \"segments\": [", stdout);
+    for (int i = 0; i < t->n_segments; i++) {
+        const attend_segment *s = &t->segments[i];
+        printf("%s{\"start\": %.2f, \"end\": %.2f, \"text\": ", i ? ", " : "", s->start, s->end);
+        json_str(stdout, s->text);
+        printf(", \"avg_logprob\": %.6g, \"tokens\": [", s->avg_logprob);
+        for (int k = 0; k < s->n_ids; k++) printf("%s%d", k ? ", " : "", s->ids[k]);
+        fputs("]}", stdout);
+    }
+    putchar(']');
+}
+
+static void write_transcript(const transcribe_options *o, const char *file, attend_transcript *t) {
+    const char *text = t->text;
+    while (*text == ' ') text++; /* the text starts with the space of its first word */
+    if (!strcmp(o->output, "txt")) {
+        cli_one_line(t->text);
+        printf("%s\n", text);
+        return;
+    }
+    fputs("{\"file\": ", stdout);
+    json_str(stdout, file);
+    fputs(", \"language\": ", stdout);
+    json_str(stdout, t->language);
+    printf(", \"duration\": %.2f, \"text\": ", t->duration);
+    json_str(stdout, text);
+    write_segments(t);
+    fputs("}\n", stdout);
+}
+
+static void write_result(const transcribe_options *o, const char *file, const char *lang, attend_result *r) {
+    const char *t = r->text;
+    while (*t == ' ') t++; /* the text of a window starts with the space of its first word */
+    if (!strcmp(o->output, "txt")) {
+        cli_one_line(r->text);
+        printf("%s\n", t);
+        return;
+    }
+    fputs("{\"file\": ", stdout);
+    json_str(stdout, file);
+    fputs(", \"language\": ", stdout);
+    json_str(stdout, lang);
+    fputs(", \"text\": ", stdout);
+    json_str(stdout, t);
+    fputs(", \"tokens\": [", stdout);
+    for (int i = 0; i < r->n_tgt; i++) printf("%s%d", i ? ", " : "", r->tgt_ids[i]);
+    printf("], \"score\": %.6g}\n", r->score);
+}
+
+/* --dump-attention: one window decoded as one result, its matrices written out. */
+static int transcribe_window(attend_model *m, const transcribe_options *o, const char *file) {
+    const attend_config *c = attend_get_config(m);
+    float *mel = NULL;
+    int frames, status = read_features(c, file, 1, &mel, &frames);
+    if (status) return status;
+    attend_result r;
+    const char *lang = NULL;
+    char err[512];
+    const float *mels[1] = {mel};
+    if (attend_decode_features(m, mels, 1, &o->sp, &o->p, &r, &lang, err, sizeof err)) {
+        fprintf(stderr, "attend transcribe: %s: %s\n", file, err);
+        free(mel);
+        return EXIT_FAIL;
+    }
+    write_result(o, file, lang, &r);
+    if (o->dump_path) {
+        npz_writer *z = npz_open(o->dump_path, err, sizeof err);
+        if (z) cli_dump_result(z, c, 0, &r, o->dump_logits);
+        if (!z || npz_close(z, err, sizeof err)) {
+            fprintf(stderr, "attend transcribe: %s\n", err);
+            status = EXIT_IO;
+        }
+    }
+    attend_result_free(&r);
+    free(mel);
+    return status;
+}
+
+static int ends_with(const char *s, const char *tail) {
+    const size_t n = strlen(s), k = strlen(tail);
+    return n >= k && !strcmp(s + n - k, tail);
+}
+
+/* An audio file (or "-": standard input) as the model's features [n_mels, frames]: up to 30 s
+ * one padded window, longer the whole audio (attend_features' rule). 0 or an exit status. */
+static int read_audio(attend_model *m, const transcribe_options *o, const char *file, float **mel, int *frames) {
+    const attend_config *c = attend_get_config(m);
+    char err[512];
+    float *bank = malloc(sizeof(float) * (size_t)c->n_mels * MEL_BINS), *fm = NULL;
+    size_t n = 0;
+    *mel = NULL;
+    if (!bank || attend_mel_filters(m, bank, err, sizeof err)) {
+        fprintf(stderr, "attend transcribe: out of memory\n");
+        free(bank);
+        return EXIT_FAIL;
+    }
+    mel_config mc = mel_default_config(bank, c->n_mels);
+    mc.truncate = 0;
+    if (!strcmp(file, "-")) {
+        size_t size;
+        unsigned char *data = cli_read_stdin("transcribe", &size);
+        fm = data ? audio_features_memory(data, size, o->max_seconds, &mc, &n, NULL, NULL, err, sizeof err) : NULL;
+        free(data);
+        if (!data) err[0] = 0;
+    } else {
+        fm = audio_features_file(file, o->max_seconds, &mc, &n, NULL, NULL, err, sizeof err);
+    }
+    free(bank);
+    if (!fm) {
+        if (err[0]) fprintf(stderr, "attend transcribe: %s: %s\n", file, err);
+        return EXIT_FAIL;
+    }
+    *mel = malloc(sizeof(float) * n * (size_t)c->n_mels);
+    for (size_t f = 0; *mel && f < n; f++) /* frame-major -> HF's [n_mels, frames] */
+        for (int r = 0; r < c->n_mels; r++) (*mel)[(size_t)r * n + f] = fm[f * (size_t)c->n_mels + r];
+    free(fm);
+    *frames = (int)n;
+    if (!*mel) fprintf(stderr, "attend transcribe: out of memory\n");
+    return *mel ? 0 : EXIT_FAIL;
+}
+
+static int transcribe_one(attend_model *m, const transcribe_options *o, const char *file) {
+    if (o->dump_path) return transcribe_window(m, o, file);
+    float *mel = NULL;
+    int frames;
+    int status = ends_with(file, ".npy") ? read_features(attend_get_config(m), file, 0, &mel, &frames)
+                                         : read_audio(m, o, file, &mel, &frames);
+    if (status) return status;
+    attend_transcript t;
+    char err[512];
+    if (attend_transcribe_features(m, mel, frames, &o->sp, &o->p, &t, err, sizeof err)) {
+        fprintf(stderr, "attend transcribe: %s: %s\n", file, err);
+        free(mel);
+        return EXIT_FAIL;
+    }
+    write_transcript(o, file, &t);
+    attend_transcript_free(&t);
+    free(mel);
+    return 0;
+}
+
+int cmd_transcribe(int argc, char **argv) {
+    if (cli_wants_help(argc, argv)) {
+        transcribe_help();
+        return EXIT_OK;
+    }
+    transcribe_options o = {.sp = attend_default_speech_params(), .output = "txt", .max_seconds = 36000};
+    int status = transcribe_parse(argc, argv, &o);
+    if (status) return status;
+    o.p = cli_model_params(&o.common);
+    o.p.max_length = o.max_length;
+    o.p.want_attention = o.dump_path != NULL;
+    o.p.want_logits = o.dump_logits;
+    o.p.want_scores = !strcmp(o.output, "json") || o.dump_path;
+    attend_model *m = cli_load_model(o.common.model);
+    if (!attend_get_config(m)->audio) {
+        fprintf(stderr, "attend transcribe: %s is a text model (%s): use attend translate\n",
+                o.common.model ? o.common.model : "the model", attend_get_config(m)->architecture);
+        attend_free(m);
+        return EXIT_USAGE;
+    }
+    for (int i = 0; i < o.n_files && !status; i++) {
+        status = transcribe_one(m, &o, o.files[i]);
+        if (!status) status = cli_flush_stdout();
+    }
+    attend_free(m);
+    return status;
+}

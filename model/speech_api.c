@@ -1,0 +1,169 @@
+/* The public speech calls (attend.h: attend_decode_features, attend_detect_language): one
+ * 30-second window of log-mel features decoded as HF's WhisperForConditionalGeneration
+ * .generate() decodes it. The prompt, the processors' settings and language detection live
+ * here; the search itself is the one every model uses (generate.c, search.c). */
+#include "attend.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../engine/kernels.h"
+#include "api_run.h"
+#include "attend_model.h"
+
+attend_speech_params attend_default_speech_params(void) {
+    attend_speech_params sp = {0};
+    return sp;
+}
+
+static int need_speech(const attend_model *am, char *err, size_t errlen) {
+    if (!am->m->c.family->audio) {
+        snprintf(err, errlen, "a text model (%s): it translates text, it does not read audio",
+                 am->m->c.family->name);
+        return -1;
+    }
+    if (am->inspect_only) {
+        snprintf(err, errlen, "the model was loaded for inspection only (attend_load_params.inspect_only)");
+        return -1;
+    }
+    return 0;
+}
+
+/* The language token of code, or -1 with err naming the codes. */
+static int speech_language(const s2s_model *m, const char *code, char *err, size_t errlen) {
+    for (int i = 0; i < m->n_langs; i++)
+        if (!strcmp(m->lang_code[i], code)) return i;
+    snprintf(err, errlen, "language '%s' is not one of this model's %d (en, de, fr, ...; or auto)", code,
+             m->n_langs);
+    return -1;
+}
+
+int attend_detect_language(attend_model *am, const float *mel, const attend_params *p, const char **code,
+                           float *probs, char *err, size_t errlen) {
+    const s2s_model *m = am->m;
+    if (need_speech(am, err, errlen)) return -1;
+    if (!m->c.speech.multilingual || m->n_langs == 0) {
+        snprintf(err, errlen, "an English-only model: it has no language to detect");
+        return -1;
+    }
+    if (!mel) {
+        snprintf(err, errlen, "no features");
+        return -1;
+    }
+    /* one decoder step from <|startoftranscript|>, its raw logits (no processors: HF runs the
+     * model's forward directly) */
+    s2s_search s = s2s_search_defaults(m);
+    s.beams = 1, s.n_best = 1;
+    s2s_opts o = {.search = &s, .max_length = 2, .want_logits = 1, .stop = p ? p->stop : NULL};
+    s2s_source src = {.n = m->c.speech.n_frames, .mel = mel};
+    s2s_output out = {0};
+    const int caller_threads = at_set_threads(p ? p->threads : 0);
+    const int rc = s2s_translate_ids(m, &src, 1, &o, &out, err, errlen);
+    at_set_threads(caller_threads);
+    if (rc) return -1;
+    const float *row = out.logits;
+    int best = 0;
+    for (int i = 1; i < m->n_langs; i++)
+        if (row[m->lang_id[i]] > row[m->lang_id[best]]) best = i; /* the first of equals, as argmax */
+    if (probs) {
+        double total = 0;
+        for (int i = 0; i < m->n_langs; i++) total += exp((double)row[m->lang_id[i]] - row[m->lang_id[best]]);
+        for (int i = 0; i < m->n_langs; i++)
+            probs[i] = (float)(exp((double)row[m->lang_id[i]] - row[m->lang_id[best]]) / total);
+    }
+    *code = m->lang_code[best];
+    s2s_output_free(&out);
+    return 0;
+}
+
+/* The decoder prompt after <|startoftranscript|>: language and task (multilingual models),
+ * <|notimestamps|> unless timestamps. Returns its length (at most 3). */
+static int speech_prompt(const s2s_model *m, int lang, const attend_speech_params *sp, int *ids) {
+    const s2s_speech *s = &m->c.speech;
+    int n = 0;
+    if (s->multilingual) {
+        ids[n++] = m->lang_id[lang];
+        ids[n++] = sp->task == ATTEND_TASK_TRANSLATE ? s->translate_id : s->transcribe_id;
+    }
+    if (!sp->timestamps) ids[n++] = s->no_timestamps_id;
+    return n;
+}
+
+/* Window i's language: given, or detected. Its index in m->lang_code, -1 for English-only
+ * models, or -2 with err. */
+static int window_language(attend_model *am, const float *mel, const attend_speech_params *sp,
+                           const attend_params *p, char *err, size_t errlen) {
+    const s2s_model *m = am->m;
+    if (!m->c.speech.multilingual) {
+        if (sp->language && strcmp(sp->language, "auto") && strcmp(sp->language, "en")) {
+            snprintf(err, errlen, "an English-only model: language '%s' cannot be set", sp->language);
+            return -2;
+        }
+        return -1;
+    }
+    const char *code = sp->language;
+    if (!code || !strcmp(code, "auto")) {
+        if (attend_detect_language(am, mel, p, &code, NULL, err, errlen)) return -2;
+    }
+    const int lang = speech_language(m, code, err, errlen);
+    return lang >= 0 ? lang : -2;
+}
+
+/* The search for speech: p's over the model's defaults, with Whisper's processors. */
+static int speech_search(const s2s_model *m, const attend_params *p, const attend_speech_params *sp, int n_prompt,
+                         s2s_search *s, char *err, size_t errlen) {
+    if (api_resolve_search(m, p, s, err, errlen)) return -1;
+    s->suppress_tokens = m->suppress_ids;
+    s->n_suppress_tokens = m->n_suppress_ids;
+    s->begin_suppress = m->begin_suppress_ids;
+    s->n_begin_suppress = m->n_begin_suppress_ids;
+    s->begin_index = 1 + n_prompt;
+    s->timestamps = sp->timestamps != 0;
+    return 0;
+}
+
+int attend_decode_features(attend_model *am, const float *const *mels, int n, const attend_speech_params *sp,
+                           const attend_params *p, attend_result *out, const char **languages, char *err,
+                           size_t errlen) {
+    attend_params dp = attend_default_params();
+    attend_speech_params dsp = attend_default_speech_params();
+    if (!p) p = &dp;
+    if (!sp) sp = &dsp;
+    if (need_speech(am, err, errlen)) return -1;
+    if (n < 0 || (n > 0 && !mels) || sp->task < 0 || sp->task > ATTEND_TASK_TRANSLATE) {
+        snprintf(err, errlen, "bad arguments: n %d, mels %s, task %d", n, mels ? "set" : "NULL", sp->task);
+        return -1;
+    }
+    const s2s_model *m = am->m;
+    memset(out, 0, sizeof *out * (size_t)n);
+    s2s_source *src = calloc((size_t)n + 1, sizeof *src);
+    int *prompts = malloc(sizeof(int) * 3 * ((size_t)n + 1)), n_prompt = 0, rc = -1;
+    if (!src || !prompts) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!mels[i]) {
+            snprintf(err, errlen, "window %d: no features", i);
+            goto done;
+        }
+        const int lang = window_language(am, mels[i], sp, p, err, errlen);
+        if (lang == -2) goto done;
+        if (languages) languages[i] = lang >= 0 ? m->lang_code[lang] : "en";
+        n_prompt = speech_prompt(m, lang, sp, prompts + 3 * i);
+        out[i].n_src = m->c.speech.n_frames; /* the encoder's frames: the cross attention's columns */
+        src[i] = (s2s_source){.n = m->c.speech.n_frames, .mel = mels[i], .prefix = n_prompt ? prompts + 3 * i : NULL,
+                              .n_prefix = n_prompt};
+    }
+    s2s_search search;
+    if (speech_search(m, p, sp, n_prompt, &search, err, errlen)) goto done;
+    const int caller_threads = at_set_threads(p->threads);
+    rc = api_run_batched(am, src, n, p, &search, out, err, errlen);
+    at_set_threads(caller_threads);
+done:
+    free(src);
+    free(prompts);
+    return rc;
+}

@@ -1,0 +1,186 @@
+/* attend_transcribe_features: audio of any length as a list of timed segments, window by
+ * window (attend.h). Each window of at most 30 s of features is decoded by
+ * attend_decode_features; with timestamps its tokens are cut into segments at timestamp
+ * pairs, and the next window starts where the last complete segment ended (HF's long-form
+ * generate() and its _retrieve_segment: the seek rule). */
+#include "attend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attend_model.h"
+
+#define SECONDS_PER_TOKEN 0.02 /* a timestamp token's step */
+#define SECONDS_PER_FRAME 0.01 /* a feature frame (hop 160 at 16 kHz) */
+
+typedef struct {
+    attend_model *m;
+    const attend_config *c;
+    int eot, tb;       /* <|endoftext|>, the first timestamp token */
+    attend_transcript *t;
+    int cap;           /* segments allocated */
+} transcriber;
+
+/* Append segment ids[0..n) from start to end seconds. 0 or -1 (OOM). */
+static int add_segment(transcriber *x, const int *ids, const float *logprob, int n, double start, double end) {
+    attend_transcript *t = x->t;
+    if (t->n_segments == x->cap) {
+        const int cap = x->cap ? 2 * x->cap : 8;
+        attend_segment *s = realloc(t->segments, sizeof *s * (size_t)cap);
+        if (!s) return -1;
+        t->segments = s, x->cap = cap;
+    }
+    attend_segment *s = &t->segments[t->n_segments];
+    memset(s, 0, sizeof *s);
+    s->start = start, s->end = end;
+    s->ids = malloc(sizeof(int) * ((size_t)n + 1));
+    if (!s->ids) return -1;
+    memcpy(s->ids, ids, sizeof(int) * (size_t)n);
+    s->n_ids = n;
+    double sum = 0;
+    for (int i = 0; logprob && i < n; i++) sum += logprob[i];
+    s->avg_logprob = n ? (float)(sum / n) : 0.0f;
+    t->n_segments++;
+    s->text = attend_detokenize(x->m, ids, n);
+    return s->text ? 0 : -1;
+}
+
+/* A window's tokens (after the prompt, without <|endoftext|>) into segments, as HF's
+ * _retrieve_segment cuts them; *advance gets the frames the next window starts after.
+ * offset: the window's start in seconds; frames: its real (unpadded) frames. */
+static int cut_segments(transcriber *x, const int *seq, const float *lp, int n, double offset, int frames,
+                        int *advance) {
+    const int tb = x->tb;
+    int pairs = 0, last_cut = 0, rc = 0;
+    const int single_end = n >= 2 && seq[n - 2] < tb && seq[n - 1] >= tb;
+    for (int i = 0; i + 1 < n; i++) pairs += seq[i] >= tb && seq[i + 1] >= tb;
+    if (pairs == 0) { /* one segment: to the last timestamp, else to the window's end */
+        int last = -1;
+        for (int i = 0; i < n; i++) last = seq[i] >= tb ? seq[i] - tb : last;
+        const double end = last > 0 ? offset + last * SECONDS_PER_TOKEN : offset + frames * SECONDS_PER_FRAME;
+        *advance = frames;
+        return add_segment(x, seq, lp, n, offset, end);
+    }
+    /* cuts after each pair's first token; the last segment keeps its closing timestamp */
+    int seen = 0;
+    for (int i = 0; i + 1 < n && !rc; i++) {
+        if (!(seq[i] >= tb && seq[i + 1] >= tb)) continue;
+        const int closing = ++seen == pairs && !single_end; /* the last pair stays whole */
+        const int cut = i + 1 + closing;
+        const int *s = seq + last_cut, len = cut - last_cut;
+        const int end_tok = s[len - 1 - closing]; /* the pair's first timestamp */
+        rc = add_segment(x, s, lp ? lp + last_cut : NULL, len, offset + (s[0] - tb) * SECONDS_PER_TOKEN,
+                         offset + (end_tok - tb) * SECONDS_PER_TOKEN);
+        last_cut = cut;
+    }
+    if (!rc && single_end) rc = add_segment(x, seq + last_cut, lp ? lp + last_cut : NULL, n - last_cut,
+                                           offset + (seq[last_cut] - tb) * SECONDS_PER_TOKEN,
+                                           offset + (seq[n - 1] - tb) * SECONDS_PER_TOKEN);
+    /* a single timestamp at the end: no speech after it, the whole window is done;
+     * otherwise start again at the last complete segment's end (2 frames a token step) */
+    *advance = single_end ? frames : 2 * (seq[last_cut - 1] - tb);
+    return rc;
+}
+
+/* Window w of the features: frames [seek, seek + frames) of every mel row, zero-padded to a
+ * whole window (HF pads a short last segment with zeros). */
+static void take_window(const attend_config *c, const float *mel, int n_frames, int seek, int frames, float *w) {
+    const int W = c->audio_frames;
+    for (int r = 0; r < c->n_mels; r++) {
+        memcpy(w + (size_t)r * W, mel + (size_t)r * n_frames + seek, sizeof(float) * (size_t)frames);
+        memset(w + (size_t)r * W + frames, 0, sizeof(float) * (size_t)(W - frames));
+    }
+}
+
+/* Decode the window at seek into segments; *advance: frames to move on. 0 or -1 with err. */
+static int transcribe_window(transcriber *x, const float *win, int seek, int frames, const attend_speech_params *sp,
+                             const attend_params *p, int *advance, char *err, size_t errlen) {
+    attend_result r;
+    const float *mels[1] = {win};
+    if (attend_decode_features(x->m, mels, 1, sp, p, &r, NULL, err, errlen)) return -1;
+    /* the prompt's tokens after <|startoftranscript|> come first: skip them, and the end */
+    const int k = (x->m->m->c.speech.multilingual ? 2 : 0) + !sp->timestamps;
+    int n = r.n_tgt - k;
+    if (n > 0 && r.tgt_ids[r.n_tgt - 1] == x->eot) n--;
+    int rc = 0;
+    if (n > 0 && sp->timestamps)
+        rc = cut_segments(x, r.tgt_ids + k, r.logprob ? r.logprob + k : NULL, n, seek * SECONDS_PER_FRAME, frames,
+                          advance);
+    else if (n > 0)
+        rc = add_segment(x, r.tgt_ids + k, r.logprob ? r.logprob + k : NULL, n, seek * SECONDS_PER_FRAME,
+                         (seek + frames) * SECONDS_PER_FRAME);
+    if (n <= 0 || !sp->timestamps || *advance < 1) *advance = frames; /* never stand still */
+    if (rc) snprintf(err, errlen, "out of memory");
+    attend_result_free(&r);
+    return rc;
+}
+
+/* The segments' texts end to end. */
+static char *join_texts(const attend_transcript *t) {
+    size_t n = 1;
+    for (int i = 0; i < t->n_segments; i++) n += strlen(t->segments[i].text);
+    char *s = malloc(n), *at = s;
+    if (!s) return NULL;
+    for (int i = 0; i < t->n_segments; i++) at = stpcpy(at, t->segments[i].text);
+    *at = 0;
+    return s;
+}
+
+int attend_transcribe_features(attend_model *am, const float *mel, int n_frames, const attend_speech_params *sp,
+                               const attend_params *p, attend_transcript *out, char *err, size_t errlen) {
+    const attend_config *c = attend_get_config(am);
+    memset(out, 0, sizeof *out);
+    if (!c->audio || !mel || n_frames < 1) {
+        snprintf(err, errlen, !c->audio ? "a text model: it does not read audio" : "no features");
+        return -1;
+    }
+    const int W = c->audio_frames;
+    attend_speech_params wsp = sp ? *sp : attend_default_speech_params();
+    attend_params wp = p ? *p : attend_default_params();
+    wp.want_scores = 1;
+    wsp.timestamps = wsp.timestamps || n_frames > W; /* long-form needs the segments' times */
+    transcriber x = {am, c, c->eos_id, am->m->c.speech.timestamp_begin_id, out, 0};
+    float *win = malloc(sizeof(float) * (size_t)c->n_mels * W);
+    int rc = -1;
+    if (!win) {
+        snprintf(err, errlen, "out of memory");
+        goto done;
+    }
+    take_window(c, mel, n_frames, 0, n_frames < W ? n_frames : W, win);
+    out->language = "en";
+    if (c->n_languages && am->m->c.speech.multilingual) { /* detected once, on the first window */
+        if (!wsp.language || !strcmp(wsp.language, "auto")) {
+            if (attend_detect_language(am, win, &wp, &out->language, NULL, err, errlen)) goto done;
+        } else {
+            out->language = wsp.language;
+        }
+        wsp.language = out->language;
+    }
+    for (int seek = 0, advance = 0; seek < n_frames; seek += advance) {
+        const int frames = n_frames - seek < W ? n_frames - seek : W;
+        take_window(c, mel, n_frames, seek, frames, win);
+        if (transcribe_window(&x, win, seek, frames, &wsp, &wp, &advance, err, errlen)) goto done;
+    }
+    out->duration = n_frames * SECONDS_PER_FRAME;
+    out->text = join_texts(out);
+    rc = out->text ? 0 : -1;
+    if (rc) snprintf(err, errlen, "out of memory");
+done:
+    free(win);
+    if (rc) attend_transcript_free(out);
+    return rc;
+}
+
+void attend_transcript_free(attend_transcript *t) {
+    if (!t) return;
+    for (int i = 0; i < t->n_segments; i++) {
+        free(t->segments[i].text);
+        free(t->segments[i].ids);
+    }
+    for (int i = 0; i < t->n_words; i++) free(t->words[i].word);
+    free(t->segments);
+    free(t->words);
+    free(t->text);
+    memset(t, 0, sizeof *t);
+}
