@@ -175,9 +175,10 @@ def forward_states(model, src, tgt):
 
 
 def states(model, items, name, work):
-    """Per pair: source/target pieces, encoder output [S,d], decoder states [2L,T,d]."""
-    cache = os.path.join(work, f"states2-{name}.pt")
-    if os.path.exists(cache):
+    """Per pair: source/target pieces, encoder output [S,d], decoder states [2L,T,d] (cached in
+    WORK unless work is None)."""
+    cache = os.path.join(work, f"states2-{name}.pt") if work else None
+    if cache and os.path.exists(cache):
         return torch.load(cache, weights_only=False)
     tok, out = model.tok, []
     ip = {v: k for k, v in tok.src_vocab.items()}
@@ -187,7 +188,8 @@ def states(model, items, name, work):
         mem, dec = forward_states(model, src, tgt)
         out.append(dict(src=[ip[i] for i in src], tgt=[tok.tgt_pieces[i] for i in tgt], links=links,
                         mem=mem.half(), dec=dec.half(), nw=(len(s), len(t))))
-    torch.save(out, cache)
+    if cache:
+        torch.save(out, cache)
     return out
 
 
@@ -286,18 +288,22 @@ def agreed(train, head, model, layer, init_head):
     return out
 
 
-def evaluate(head, data, layer, gold=None, links="argmax", mix=None):
-    """AER of the head's word links (read as links says) against gold (None: each pair's own
-    links). mix = (other head, its state): the equal average of both heads' matrices, as a view
-    that names two items averages them."""
+def head_links(head, data, layer, links="argmax", mix=None):
+    """The head's word links of each pair (read as links says). mix = (other head, its state):
+    the equal average of both heads' matrices, as a view that names two items averages them."""
     hyp = []
     with torch.no_grad():
         for x in data:
             A = head(x["dec"][layer].float(), x["mem"].float())
             if mix:
                 A = (A + mix[0](x["dec"][mix[1]].float(), x["mem"].float())) / 2
-            A = A.numpy()
-            hyp.append(AER.hard_links(A, x["src"], x["tgt"], words=True, links=links))
+            hyp.append(AER.hard_links(A.numpy(), x["src"], x["tgt"], words=True, links=links))
+    return hyp
+
+
+def evaluate(head, data, layer, gold=None, links="argmax", mix=None):
+    """AER of head_links against gold (None: each pair's own links)."""
+    hyp = head_links(head, data, layer, links, mix)
     if gold is None:
         gold = [(set(map(tuple, x["links"])),) * 2 for x in data]
     return AER.aer(gold, hyp)
@@ -337,6 +343,9 @@ def parse_args(argv):
     p.add_argument("--every", type=int, default=500, help="score on the silver links every N steps")
     p.add_argument("-o", "--output", help="write the trained head (npz: q_weight, q_bias, k_weight, k_bias)")
     p.add_argument("--dev", action="store_true", help="also print the development set's gold AER")
+    p.add_argument("--write-links", nargs=3, metavar=("SRC", "TGT", "OUT"),
+                   help="align SRC/TGT (whitespace-tokenised) with the chosen head (with --mix, averaged) "
+                        "and write Pharaoh lines to OUT, for tools/aer.py")
     p.add_argument("--mix", metavar="L:H", help="score (and choose) the head averaged with cross-attention "
                                                   "head H of decoder layer L, read one step later (the view "
                                                   "'L:H,align,shift,...' of a file that holds the head)")
@@ -398,6 +407,12 @@ def main(argv=None):
           + ", ".join(f"{k} AER {v:.4f}" for k, v in final.items()))
     if a.output:
         np.savez(a.output, layer=np.int32(layer), **{k.replace(".", "_"): v.numpy() for k, v in sd.items()})
+    if a.write_links:
+        src, tgt = AER.read_lines(a.write_links[0]), AER.read_lines(a.write_links[1])
+        pairs = states(model, [(x.split(), y.split(), []) for x, y in zip(src, tgt)], "", None)
+        with open(a.write_links[2], "w", encoding="utf-8") as f:
+            f.write("".join(" ".join(f"{i}-{j}" for i, j in sorted(h)) + "\n"
+                            for h in head_links(head, pairs, layer, a.links, mix)))
     return 0
 
 
