@@ -120,7 +120,12 @@ class Case:
         c.update(overrides)
         self.dir = os.path.join(work, name)
         tok = os.path.join(work, name + "-tokenizer")
-        write_tokenizer(tok, c)
+        if english_only:  # the real *.en tokenizer: GPT-2's ranks (js-tiktoken, make npm-tiktoken)
+            subprocess.run([T.PYTHON, os.path.join(ROOT, "tools", "whisper_tokenizer_files.py"), tok], check=True,
+                           stdout=subprocess.DEVNULL)
+        else:
+            write_tokenizer(tok, c)
+        self.tokenizer = tok
         feats = [R.random_features(c["num_mel_bins"], seed=10 * k + len(name)) for k in range(N_WINDOWS)]
         self.config = c
         self.ids = R.special_ids(c)
@@ -174,6 +179,11 @@ def check_greedy(case, isa):
         assert case.tokens(g) == want, f"{path}: {case.tokens(g)} != reference {want}"
         lengths.append(len(ids))
     assert min(lengths) < MAX_LENGTH - len(case.prompt(lang)), f"no output ended: {lengths}"
+    import reference_bpe
+    tok = reference_bpe.Tokenizer.load(case.tokenizer)
+    for g in got:  # the text: WhisperTokenizer.decode(skip_special_tokens=True) of each segment
+        for seg in g["segments"]:
+            assert seg["text"] == tok.whisper_decode(seg["tokens"], skip_special=True), seg
 
 
 class BeamAdapter:
