@@ -41,7 +41,7 @@ DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unz
              python3-distributed python3-matplotlib python3-venv python3-pip \
              espeak-ng python3-soundfile python3-scipy
 
-.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client install clean help \
+.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client npm-openai install clean help \
         wheel sdist
 
 all: $(BUILD)/attend $(BUILD)/libattend.a $(BUILD)/libattend.so
@@ -173,7 +173,7 @@ test-c: $(TEST_BINS)
 	@failed=""; for t in $(TEST_BINS); do echo "== $$t"; $$t || failed="$$failed $$t"; done; \
 	if [ -n "$$failed" ]; then echo "test-c: failed:$$failed"; exit 1; fi
 
-test-py: $(BUILD)/attend npm-client
+test-py: $(BUILD)/attend npm-client npm-openai
 	$(PYTHON) tests/run_python_tests.py
 
 # The npm client libretranslate, pinned, for tests/test_serve_libre.py (kept in the build
@@ -184,6 +184,15 @@ npm-client:
 	@[ -f $(BUILD)/npm/node_modules/libretranslate/package.json ] || \
 	  npm install --no-audit --no-fund --prefix $(BUILD)/npm $(NPM_CLIENT) || \
 	  echo "npm install $(NPM_CLIENT) failed: tests/test_serve_libre.py will fail"
+
+# The npm client openai, pinned, for tests/test_serve_audio.py (attend serve's /v1/audio
+# endpoints): 6.x, the last major that runs on Debian's Node 20 (7.x asks for Node 22).
+# After npm-client: two installs into one prefix must not run at once.
+NPM_OPENAI = openai@6.49.0
+npm-openai: npm-client
+	@[ -f $(BUILD)/npm/node_modules/openai/package.json ] || \
+	  npm install --no-audit --no-fund --prefix $(BUILD)/npm $(NPM_OPENAI) || \
+	  echo "npm install $(NPM_OPENAI) failed: tests/test_serve_audio.py will fail"
 
 # --- sanitizers, valgrind, fuzzing ------------------------------------------------------
 # make sanitize: everything rebuilt with ASan+UBSan in build-san (and a 4-row position
