@@ -307,6 +307,15 @@ static const char *split_pair(const char *arg, char *path, size_t cap) {
     return arg + (colon - path) + 1; /* a pair, or what find_pair says is not one */
 }
 
+/* An English-only Whisper (*.en): attend_config does not say so (its tokenizer lists the
+ * language tokens all the same); attend_detect_language does, refusing such a model before
+ * it reads any features. */
+static int english_only(attend_model *m) {
+    char err[256] = "";
+    const char *code;
+    return attend_detect_language(m, NULL, NULL, &code, NULL, err, sizeof err) && strstr(err, "English-only");
+}
+
 /* Load model k of the -m list into sm: its name, its options and pair. 0 or EXIT_USAGE. */
 static int load_one(const serve_options *o, int k, serve_model *sm) {
     char buf[4200], file[4200];
@@ -317,6 +326,7 @@ static int load_one(const serve_options *o, int k, serve_model *sm) {
     sm->m = cli_load_model(path);
     sm->o = *o;
     sm->speech = attend_get_config(sm->m)->audio != 0;
+    sm->english_only = sm->speech && english_only(sm->m);
     if (sm->speech) return given ? fprintf(stderr, "attend serve: %s: a speech model has no language pair\n", sm->name),
                                    EXIT_USAGE : 0;
     if (!given && o->n_model_args <= 1) given = o->languages;

@@ -210,6 +210,7 @@ typedef struct {
     serve_options o; /* the server's options, with this model's pair */
     serve_sched *s;  /* a text model's scheduler (NULL for a speech model) */
     int speech;      /* a speech model (Whisper): never routed text, only audio */
+    int english_only; /* a speech model without languages to set or translate from (*.en) */
     serve_speech *sp; /* its worker (serve_speech.c) */
 } serve_model;
 

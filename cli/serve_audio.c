@@ -130,7 +130,7 @@ static int pick_model(const serve_models *ms, const char *name, serve_oai_error 
 static int check_language(const serve_model *sm, const char *asked, serve_audio_job *job, serve_oai_error *e) {
     const attend_config *c = attend_get_config(sm->m);
     const char *code = transcript_language_code(asked);
-    if (!c->n_languages) { /* English-only (*.en) */
+    if (sm->english_only || !c->n_languages) {
         if (job->task == ATTEND_TASK_TRANSLATE)
             return serve_oai_fail(e, 400, "model", "model_not_supported",
                                   "%s is an English-only model: it transcribes English, it cannot translate", sm->name);

@@ -242,6 +242,23 @@ def check_text_refused(audio, server):
         assert alone.stop() == 0
 
 
+def check_english_only(audio, work):
+    """An English-only model (*.en): English transcribed, with or without language en; any
+    other language and translations refused."""
+    en = W.Case(work, "mini.en", "mini", True, "safetensors", {})
+    with S.Server(en.gguf, "-t", "2") as server:
+        client = Client(server)
+        ref = T.run_attend(["transcribe", "-m", en.gguf, "-t", "2", "--timestamps", "--output", "json", audio.flac])
+        for lang in ((), (("language", "en"),), (("language", "English"),)):
+            status, _, body = client.post(TRANSCRIBE, audio.flac, lang)
+            assert status == 200 and body == {"text": json.loads(ref.stdout)["text"]}, (lang, body)
+        status, _, body = client.post(TRANSCRIBE, audio.flac, [("language", "de")])
+        openai_error(body, 400, status, "language", "unsupported_language", "English-only")
+        status, _, body = client.post(TRANSLATE, audio.flac)
+        openai_error(body, 400, status, "model", "model_not_supported", "English-only")
+        assert server.stop() == 0
+
+
 def check_not_blocking(audio, client, server):
     """With --max-audio-queue 1: a long transcription runs, a second waits, a third gets 503
     with Retry-After at once; meanwhile the HTTP thread answers /health and a translation
@@ -399,6 +416,7 @@ def main():
             r.check("one access-log line per speech request", check_access_log, client, server)
             assert server.stop() == 0
         r.check("limits: audio length, upload size, a stalled upload, keys", check_limits, audio)
+        r.check("an English-only model: no other language, no translation", check_english_only, audio, work)
         r.check("SIGTERM finishes the transcription in flight", check_sigterm, audio)
     finally:
         shutil.rmtree(work, ignore_errors=True)
