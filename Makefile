@@ -28,8 +28,8 @@ LIB_CXX = tokenizer/spm.cc
 CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c cli/heatmap.c \
           cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/translate_html.c cli/cmd_info.c cli/cmd_quantize.c \
           cli/cmd_align.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/explore_json.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c \
-          cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c cli/serve_libre.c cli/serve_limits.c cli/serve_multipart.c cli/serve_file.c cli/serve_models.c cli/serve_detect.c cli/http_server.c cli/http_parse.c cli/cmd_split.c cli/cmd_detect.c \
-          cli/cmd_transcribe.c cli/npy_read.c cli/cmd_features.c audio/read.c
+          cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c cli/serve_libre.c cli/serve_limits.c cli/serve_multipart.c cli/serve_file.c cli/serve_models.c cli/serve_detect.c cli/serve_audio.c cli/serve_speech.c cli/http_server.c cli/http_parse.c cli/cmd_split.c cli/cmd_detect.c \
+          cli/cmd_transcribe.c cli/speech_input.c cli/transcript_write.c cli/npy_read.c cli/cmd_features.c audio/read.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/langid.o $(BUILD)/cli/explore_html.o
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h text/*.h audio/*.h)
@@ -42,7 +42,8 @@ DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unz
              python3-distributed python3-matplotlib python3-venv python3-pip \
              espeak-ng python3-soundfile python3-scipy python3-regex
 
-.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client npm-tiktoken install clean help \
+.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client npm-tiktoken npm-openai install \
+        clean help \
         wheel sdist
 
 all: $(BUILD)/attend $(BUILD)/libattend.a $(BUILD)/libattend.so
@@ -174,7 +175,7 @@ test-c: $(TEST_BINS)
 	@failed=""; for t in $(TEST_BINS); do echo "== $$t"; $$t || failed="$$failed $$t"; done; \
 	if [ -n "$$failed" ]; then echo "test-c: failed:$$failed"; exit 1; fi
 
-test-py: $(BUILD)/attend $(BUILD)/tests/bpe_driver npm-client npm-tiktoken
+test-py: $(BUILD)/attend $(BUILD)/tests/bpe_driver npm-client npm-tiktoken npm-openai
 	$(PYTHON) tests/run_python_tests.py
 
 # The npm client libretranslate, pinned, for tests/test_serve_libre.py (kept in the build
@@ -188,12 +189,22 @@ npm-client:
 
 # js-tiktoken, pinned, for tests/test_bpe.py: GPT-2's byte-pair ranks (from which
 # tools/whisper_tokenizer_files.py writes Whisper's tokenizer files) and a third, independent
-# GPT-2 encoder to compare with. Installed once into the build folder like the client above.
+# GPT-2 encoder to compare with. Installed once into the build folder like the client above
+# (after it: two npm installs into one prefix must not run at once).
 NPM_TIKTOKEN = js-tiktoken@1.0.21
-npm-tiktoken:
+npm-tiktoken: npm-client
 	@[ -f $(BUILD)/npm/node_modules/js-tiktoken/package.json ] || \
 	  npm install --no-audit --no-fund --prefix $(BUILD)/npm $(NPM_TIKTOKEN) || \
 	  echo "npm install $(NPM_TIKTOKEN) failed: tests/test_bpe.py will fail"
+
+# The npm client openai, pinned, for tests/test_serve_audio.py (attend serve's /v1/audio
+# endpoints): 6.x, the last major that runs on Debian's Node 20 (7.x asks for Node 22).
+# After the others: two installs into one prefix must not run at once.
+NPM_OPENAI = openai@6.49.0
+npm-openai: npm-client npm-tiktoken
+	@[ -f $(BUILD)/npm/node_modules/openai/package.json ] || \
+	  npm install --no-audit --no-fund --prefix $(BUILD)/npm $(NPM_OPENAI) || \
+	  echo "npm install $(NPM_OPENAI) failed: tests/test_serve_audio.py will fail"
 
 # --- sanitizers, valgrind, fuzzing ------------------------------------------------------
 # make sanitize: everything rebuilt with ASan+UBSan in build-san (and a 4-row position

@@ -5,19 +5,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../audio/read.h"
 #include "cli.h"
 #include "json.h"
 #include "npz.h"
 #include "npy_read.h"
 #include "options.h"
 #include "output.h"
+#include "speech_input.h"
+#include "transcript_write.h"
 
 typedef struct {
     cli_model_options common;
     attend_params p;
     attend_speech_params sp;
-    const char *output;    /* txt | json */
+    const char *output;    /* txt | json | srt | vtt | verbose_json */
     const char *dump_path; /* --dump-attention */
     int dump_logits;
     int max_length;
@@ -47,9 +48,12 @@ static void transcribe_help(void) {
            "  --timestamps           timestamp tokens (segments with their times)\n"
            "  --beam N, --greedy     beam search with N beams, or greedy (the model's default)\n"
            "  --max-length N         tokens at most, the prompt included (default: the model's)\n"
-           "  --output txt|json      txt: the text, one line per input (default); json: one object\n"
+           "  --output FORMAT        txt: the text, one line per input (default); json: one object\n"
            "                         per input: file, language, duration, text, segments (start,\n"
-           "                         end, text, avg_logprob, tokens)\n"
+           "                         end, text, avg_logprob, tokens); srt, vtt: subtitles, one cue\n"
+           "                         per segment; verbose_json: OpenAI's (as attend serve answers\n"
+           "                         /v1/audio/transcriptions). srt, vtt and verbose_json turn\n"
+           "                         --timestamps on\n"
            "  --dump-attention FILE  each input one window: every attention matrix to FILE.npz;\n"
            "                         json then gives the window's tokens after <|startoftranscript|>\n"
            "  --dump-logits          with --dump-attention: the raw logits of every step too\n"
@@ -73,8 +77,10 @@ static int take_transcribe_option(cli_args *a, transcribe_options *o) {
     }
     if (cli_is(a, NULL, "--output")) {
         if ((rc = cli_take_str(a, &o->output)) != CLI_OPT_TAKEN) return rc;
-        if (!strcmp(o->output, "txt") || !strcmp(o->output, "json")) return CLI_OPT_TAKEN;
-        fprintf(stderr, "attend transcribe: --output is txt or json, not '%s'\n", o->output);
+        static const char *const formats[] = {"txt", "json", "srt", "vtt", "verbose_json", NULL};
+        for (int i = 0; formats[i]; i++)
+            if (!strcmp(o->output, formats[i])) return CLI_OPT_TAKEN;
+        fprintf(stderr, "attend transcribe: --output is txt, json, srt, vtt or verbose_json, not '%s'\n", o->output);
         return EXIT_USAGE;
     }
     if (cli_is(a, NULL, "--task")) {
@@ -156,6 +162,16 @@ static void write_segments(const attend_transcript *t) {
     putchar(']');
 }
 
+/* srt, vtt, verbose_json: transcript_write.h's formats. */
+static void write_other(attend_model *m, const transcribe_options *o, const attend_transcript *t, double seconds) {
+    transcript_write_options w = transcript_default_write_options();
+    w.task = o->sp.task == ATTEND_TASK_TRANSLATE ? "translate" : "transcribe";
+    w.duration = seconds;
+    w.words = t->n_words > 0;
+    w.timestamp_begin = transcript_timestamp_begin(m);
+    transcript_write(stdout, t, o->output, &w);
+}
+
 static void write_transcript(const transcribe_options *o, const char *file, attend_transcript *t) {
     const char *text = t->text;
     while (*text == ' ') text++; /* the text starts with the space of its first word */
@@ -194,15 +210,17 @@ static void write_result(const transcribe_options *o, const char *file, const ch
 }
 
 static int ends_with(const char *s, const char *tail);
-static int read_audio(attend_model *m, const transcribe_options *o, const char *file, float **mel, int *frames);
+static int read_audio(attend_model *m, const transcribe_options *o, const char *file, float **mel, int *frames,
+                      double *seconds);
 
 /* --dump-attention: one window (an audio file's first 30 s) decoded as one result, its
  * matrices written out. */
 static int transcribe_window(attend_model *m, const transcribe_options *o, const char *file) {
     const attend_config *c = attend_get_config(m);
     float *mel = NULL;
+    double seconds;
     int frames, status = ends_with(file, ".npy") ? read_features(c, file, 1, &mel, &frames)
-                                                 : read_audio(m, o, file, &mel, &frames);
+                                                 : read_audio(m, o, file, &mel, &frames, &seconds);
     if (status) return status;
     if (frames > c->audio_frames) /* the first window: its frames of each mel row, moved together */
         for (int r = 1; r < c->n_mels; r++)
@@ -235,41 +253,21 @@ static int ends_with(const char *s, const char *tail) {
     return n >= k && !strcmp(s + n - k, tail);
 }
 
-/* An audio file (or "-": standard input) as the model's features [n_mels, frames]: up to 30 s
- * one padded window, longer the whole audio (attend_features' rule). 0 or an exit status. */
-static int read_audio(attend_model *m, const transcribe_options *o, const char *file, float **mel, int *frames) {
-    const attend_config *c = attend_get_config(m);
-    char err[512];
-    float *bank = malloc(sizeof(float) * (size_t)c->n_mels * MEL_BINS), *fm = NULL;
-    size_t n = 0;
-    *mel = NULL;
-    if (!bank || attend_mel_filters(m, bank, err, sizeof err)) {
-        fprintf(stderr, "attend transcribe: out of memory\n");
-        free(bank);
-        return EXIT_FAIL;
-    }
-    mel_config mc = mel_default_config(bank, c->n_mels);
-    mc.truncate = 0;
+/* An audio file (or "-": standard input) as the model's features [n_mels, frames] (the
+ * server reads uploads the same way: speech_input.h); *seconds its length. 0 or an exit
+ * status. */
+static int read_audio(attend_model *m, const transcribe_options *o, const char *file, float **mel, int *frames,
+                      double *seconds) {
+    char err[512] = "";
     if (!strcmp(file, "-")) {
         size_t size;
         unsigned char *data = cli_read_stdin("transcribe", &size);
-        fm = data ? audio_features_memory(data, size, o->max_seconds, &mc, &n, NULL, NULL, err, sizeof err) : NULL;
+        *mel = data ? speech_features(m, NULL, data, size, o->max_seconds, frames, seconds, err, sizeof err) : NULL;
         free(data);
-        if (!data) err[0] = 0;
     } else {
-        fm = audio_features_file(file, o->max_seconds, &mc, &n, NULL, NULL, err, sizeof err);
+        *mel = speech_features(m, file, NULL, 0, o->max_seconds, frames, seconds, err, sizeof err);
     }
-    free(bank);
-    if (!fm) {
-        if (err[0]) fprintf(stderr, "attend transcribe: %s: %s\n", file, err);
-        return EXIT_FAIL;
-    }
-    *mel = malloc(sizeof(float) * n * (size_t)c->n_mels);
-    for (size_t f = 0; *mel && f < n; f++) /* frame-major -> HF's [n_mels, frames] */
-        for (int r = 0; r < c->n_mels; r++) (*mel)[(size_t)r * n + f] = fm[f * (size_t)c->n_mels + r];
-    free(fm);
-    *frames = (int)n;
-    if (!*mel) fprintf(stderr, "attend transcribe: out of memory\n");
+    if (!*mel && err[0]) fprintf(stderr, "attend transcribe: %s: %s\n", file, err);
     return *mel ? 0 : EXIT_FAIL;
 }
 
@@ -277,8 +275,9 @@ static int transcribe_one(attend_model *m, const transcribe_options *o, const ch
     if (o->dump_path) return transcribe_window(m, o, file);
     float *mel = NULL;
     int frames;
+    double seconds = 0; /* .npy: the features' own length */
     int status = ends_with(file, ".npy") ? read_features(attend_get_config(m), file, 0, &mel, &frames)
-                                         : read_audio(m, o, file, &mel, &frames);
+                                         : read_audio(m, o, file, &mel, &frames, &seconds);
     if (status) return status;
     attend_transcript t;
     char err[512];
@@ -287,7 +286,8 @@ static int transcribe_one(attend_model *m, const transcribe_options *o, const ch
         free(mel);
         return EXIT_FAIL;
     }
-    write_transcript(o, file, &t);
+    if (!strcmp(o->output, "txt") || !strcmp(o->output, "json")) write_transcript(o, file, &t);
+    else write_other(m, o, &t, seconds);
     attend_transcript_free(&t);
     free(mel);
     return 0;
@@ -301,11 +301,18 @@ int cmd_transcribe(int argc, char **argv) {
     transcribe_options o = {.sp = attend_default_speech_params(), .output = "txt", .max_seconds = 36000};
     int status = transcribe_parse(argc, argv, &o);
     if (status) return status;
+    if (strcmp(o.output, "txt") && strcmp(o.output, "json")) {
+        if (o.dump_path) {
+            fprintf(stderr, "attend transcribe: --dump-attention writes txt or json, not --output %s\n", o.output);
+            return EXIT_USAGE;
+        }
+        o.sp.timestamps = 1; /* subtitles and segments need times */
+    }
     o.p = cli_model_params(&o.common);
     o.p.max_length = o.max_length;
     o.p.want_attention = o.dump_path != NULL;
     o.p.want_logits = o.dump_logits;
-    o.p.want_scores = !strcmp(o.output, "json") || o.dump_path;
+    o.p.want_scores = strcmp(o.output, "txt") || o.dump_path;
     attend_model *m = cli_load_model(o.common.model);
     if (!attend_get_config(m)->audio) {
         fprintf(stderr, "attend transcribe: %s is a text model (%s): use attend translate\n",
