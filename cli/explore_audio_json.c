@@ -43,9 +43,11 @@ static int json_f32(FILE *f, const float *x, size_t n) {
  * Cross-attention */
 
 int explore_audio_pool(int layers, int heads, int rows, int frames) {
+    const char *env = getenv("ATTEND_EXPLORE_MAX_CELLS");
+    const double budget = env && atof(env) >= 1 ? atof(env) : EXPLORE_AUDIO_MAX_CELLS;
     const double heads_rows = (double)layers * heads * rows;
     for (int pool = 1; pool <= frames; pool++)
-        if (frames % pool == 0 && heads_rows * (frames / pool) <= EXPLORE_AUDIO_MAX_CELLS) return pool;
+        if (frames % pool == 0 && heads_rows * (frames / pool) <= budget) return pool;
     return frames;
 }
 

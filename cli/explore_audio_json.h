@@ -7,7 +7,9 @@
  * as float32 (a weight comes back as byte / 255 * max: within max / 510 of the model's). When
  * every head's rows together would pass EXPLORE_AUDIO_MAX_CELLS bytes, the frames are pooled:
  * each column the mean of `pool` neighbouring frames, pool the smallest divisor of the 1500
- * frames that fits (a 30-second window at 40 ms, 60 ms, ... a column). */
+ * frames that fits (a 30-second window at 40 ms, 60 ms, ... a column). $ATTEND_EXPLORE_MAX_CELLS
+ * sets another budget (larger pages keep more detail; the tests reach pooling with a small
+ * model through it). */
 #ifndef ATTEND_CLI_EXPLORE_AUDIO_JSON_H
 #define ATTEND_CLI_EXPLORE_AUDIO_JSON_H
 
