@@ -302,6 +302,25 @@ def check_browser(b, gguf, speech, work, heads):
     assert loaded == [], f"the page loaded resources: {loaded}"
 
 
+def check_words(b, work):
+    """The words path (attend_transcript.words, empty until word timestamps land): a page
+    whose data carries words draws each at its times and hovers it as its tokens' span."""
+    from attend import _explore_audio as A
+    d = page_data(os.path.join(work, "p.html"))
+    text = [t for t in range(len(d["ids"])) if not d["special"][t]]
+    d["words"] = [{"word": " " + d["texts"][t], "start": 0.3 + 0.5 * k, "end": 0.7 + 0.5 * k, "probability": 0.9}
+                  for k, t in enumerate(text)]
+    page = os.path.join(work, "words.html")
+    with open(page, "w", encoding="utf-8") as f:
+        f.write(A.page_html(d))
+    b.open(page)
+    assert b.js("return document.querySelectorAll('#lane rect').length") == len(text)
+    hover(b, f'#lane text[data-token="{text[1]}"]')
+    s = b.js(SHOWN)
+    assert s["hover"] == str(text[1]) and "heard 0.80 s to 1.20 s (its word's times)" in s["readout"], s["readout"]
+    assert not [e for e in b.console() if e.get("level") == "SEVERE"]
+
+
 def check_hostile_name(b, gguf, speech, work):
     name = os.path.join(work, '<img src=x onerror="window.pwned=1"><script>window.pwned=2<\\script>.wav')
     shutil.copy(speech, name)
@@ -354,6 +373,7 @@ def main():
         if b:
             run.check("browser: views, keys, hover, no console error, no network", check_browser, b, gguf, speech,
                       work, heads)
+            run.check("browser: words drawn at their times (when the transcript has them)", check_words, b, work)
             run.check("browser: a hostile file name is shown, never run", check_hostile_name, b, gguf, speech, work)
             if "--docs-screenshot" in sys.argv:
                 run.check("docs/explore-audio.png", docs_screenshot, b, work)
