@@ -17,7 +17,8 @@ SERVE_LIBS = -lcjson -lcld2
 AUDIO_LIBS = -lsndfile -lsoxr
 
 LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/kernels_bf16.c engine/bf16_pack.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
-          tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c \
+          tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c tokenizer/bpe_model.c \
+          tokenizer/bpe_hash.c tokenizer/bpe_pretok.c tokenizer/bpe_encode.c tokenizer/bpe_decode.c tokenizer/bpe_unicode.c \
           model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c model/compute.c \
           model/encoder.c model/audio_encoder.c model/decoder.c model/relative.c model/tasks.c model/search.c model/trace.c model/outputs.c model/strategy.c \
           model/beam.c model/generate.c model/api.c model/speech_api.c model/transcribe.c model/speech_features.c model/vocab_api.c model/align.c model/align_links.c model/quantize.c \
@@ -39,9 +40,9 @@ BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev libcjson-dev libgumbo-
 DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unzip clang \
              libclang-rt-dev valgrind chromium chromium-driver time \
              python3-distributed python3-matplotlib python3-venv python3-pip \
-             espeak-ng python3-soundfile python3-scipy
+             espeak-ng python3-soundfile python3-scipy python3-regex
 
-.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client install clean help \
+.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client npm-tiktoken install clean help \
         wheel sdist
 
 all: $(BUILD)/attend $(BUILD)/libattend.a $(BUILD)/libattend.so
@@ -55,7 +56,7 @@ help:
 	@echo "make wheel      the Python package as a py3-none-manylinux wheel in $(WHEEL_DIR) (make sdist: its sdist)"
 	@echo "make sanitize   ASan+UBSan build in $(SAN_DIR): C tests and an end-to-end run"
 	@echo "make valgrind   memcheck (leaks, invalid reads) on the tiny test model"
-	@echo "make fuzz       libFuzzer: loader, translate path, SentencePiece models, splitter, HTML markup, audio; FUZZ_SECONDS=$(FUZZ_SECONDS) each"
+	@echo "make fuzz       libFuzzer: loader, translate path, SentencePiece models, splitter, HTML markup, audio, byte-level BPE; FUZZ_SECONDS=$(FUZZ_SECONDS) each"
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -118,7 +119,7 @@ TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests
             $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
             $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split \
             $(BUILD)/tests/test_markup $(BUILD)/tests/test_serve_limits $(BUILD)/tests/test_http_parse \
-            $(BUILD)/tests/test_pool_trim $(BUILD)/tests/test_mel
+            $(BUILD)/tests/test_pool_trim $(BUILD)/tests/test_mel $(BUILD)/tests/test_bpe
 
 $(TEST_BINS): tests/check.h
 $(BUILD)/tests/test_markup: tests/markup_check.h
@@ -175,7 +176,7 @@ test-c: $(TEST_BINS)
 	@failed=""; for t in $(TEST_BINS); do echo "== $$t"; $$t || failed="$$failed $$t"; done; \
 	if [ -n "$$failed" ]; then echo "test-c: failed:$$failed"; exit 1; fi
 
-test-py: $(BUILD)/attend npm-client
+test-py: $(BUILD)/attend $(BUILD)/tests/bpe_driver npm-client npm-tiktoken
 	$(PYTHON) tests/run_python_tests.py
 
 # The npm client libretranslate, pinned, for tests/test_serve_libre.py (kept in the build
@@ -187,6 +188,15 @@ npm-client:
 	  npm install --no-audit --no-fund --prefix $(BUILD)/npm $(NPM_CLIENT) || \
 	  echo "npm install $(NPM_CLIENT) failed: tests/test_serve_libre.py will fail"
 
+# js-tiktoken, pinned, for tests/test_bpe.py: GPT-2's byte-pair ranks (from which
+# tools/whisper_tokenizer_files.py writes Whisper's tokenizer files) and a third, independent
+# GPT-2 encoder to compare with. Installed once into the build folder like the client above.
+NPM_TIKTOKEN = js-tiktoken@1.0.21
+npm-tiktoken:
+	@[ -f $(BUILD)/npm/node_modules/js-tiktoken/package.json ] || \
+	  npm install --no-audit --no-fund --prefix $(BUILD)/npm $(NPM_TIKTOKEN) || \
+	  echo "npm install $(NPM_TIKTOKEN) failed: tests/test_bpe.py will fail"
+
 # --- sanitizers, valgrind, fuzzing ------------------------------------------------------
 # make sanitize: everything rebuilt with ASan+UBSan in build-san (and a 4-row position
 # cache, so positions past it are computed and compared with the normal build); the C tests and an
@@ -197,6 +207,11 @@ TINY_M2M = tests/data/tiny-m2m.gguf
 TINY_MBART = tests/data/tiny-mbart.gguf
 TINY_NLLB = tests/data/tiny-nllb.gguf
 TINY_T5 = tests/data/tiny-t5.gguf
+TINY_WHISPER = tests/data/tiny-whisper.gguf
+# speech for the whisper runs: a short German clip, and one past 30 s (several windows)
+SPEECH_WAV = espeak-ng -v de -w $(BUILD)/speech.wav "Hallo Welt, wie geht es dir heute?" && \
+  espeak-ng -v en -s 120 -w $(BUILD)/speech-long.wav "$$(for i in 1 2 3 4 5 6 7 8 9 10 11 12; do \
+  printf 'The quick brown fox jumps over the lazy dog near the river bank. '; done)"
 SAN_DIR  = build-san
 SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow \
            -fno-sanitize-recover=all -DS2S_POSITIONS_CACHED=4
@@ -209,13 +224,13 @@ HTML_IN  = printf '<p>Hallo <b>Welt</b>! Wo <i>ist <a href="x">der</a></i> Bahnh
 SPLIT_IN = printf 'Hallo Welt! Wo ist der Bahnhof? Ja.\nEins. Zwei.  Drei!\n\nkaputt \377. Ende \000 Nein.\nz. B. am 3. Mai. Gut.'
 
 .PHONY: sanitize sanitize-run tsan valgrind fuzz fuzz-smoke fuzz-build fuzz-gguf fuzz-translate fuzz-spm fuzz-split \
-        fuzz-markup fuzz-audio
+        fuzz-markup fuzz-audio fuzz-bpe
 
 sanitize:
 	$(MAKE) BUILD=$(SAN_DIR) CFLAGS="$(SAN_OPTS)" CXXFLAGS="$(SAN_OPTS)" \
 	  LDLIBS="$(SAN_OPTS) $(LDLIBS)" sanitize-run
 
-sanitize-run: $(BUILD)/attend $(TEST_BINS)
+sanitize-run: $(BUILD)/attend $(TEST_BINS) $(BUILD)/tests/bpe_driver
 	@for t in $(TEST_BINS); do echo "== $$t (sanitized)"; $(SAN_ENV) $$t || exit 1; done
 	@echo "== $(BUILD)/attend end to end (sanitized)"
 	$(SAN_ENV) $(BUILD)/attend info $(TINY) >/dev/null
@@ -278,9 +293,21 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	  test $$? -eq 3
 	ATTEND_BIN=$(BUILD)/attend BROKEN_SAMPLE=3 $(PYTHON) tests/test_broken_files.py
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_hostile_input.py
+	@# the byte-level BPE tokenizer on real files, hostile inputs and a 1 MB word
+	$(SAN_ENV) BPE_DRIVER=$(BUILD)/tests/bpe_driver $(PYTHON) tests/test_bpe.py
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_split.py
 	@# attend features on hostile audio files (truncated, lying headers, NaN), file and memory readers
 	$(SAN_ENV) $(AUDIO_LSAN) ATTEND_BIN=$(BUILD)/attend AUDIO_QUICK=1 $(PYTHON) tests/test_audio.py
+	@# the whisper family: a short clip and a long one (several windows), beams, timestamps, a dump
+	$(SPEECH_WAV)
+	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --output json $(BUILD)/speech.wav >/dev/null
+	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --timestamps --beam 2 --language de \
+	  $(BUILD)/speech.wav $(BUILD)/speech-long.wav >$(BUILD)/e2e.out
+	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 2
+	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --dump-attention $(BUILD)/e2e.npz --dump-logits \
+	  $(BUILD)/speech.wav >/dev/null
+	head -c 3000 $(BUILD)/speech.wav >$(BUILD)/cut.wav; $(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) \
+	  $(BUILD)/cut.wav 2>/dev/null; test $$? -le 1
 	@# attend serve under concurrent clients, bad input, disconnects and a SIGTERM in flight
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_serve_hostile.py
@@ -336,6 +363,8 @@ valgrind: $(BUILD)/attend
 	  --dump-attention $(BUILD)/vg.npz --dump-logits --prefix "Two" >/dev/null
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(VALGRIND) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
+	$(SPEECH_WAV)
+	$(VALGRIND) $(BUILD)/attend transcribe -m $(TINY_WHISPER) -t 1 --timestamps --beam 2 $(BUILD)/speech.wav >/dev/null
 	@echo "valgrind: ok"
 
 # make fuzz: libFuzzer (clang) on the loader, the translate path, the SentencePiece
@@ -362,7 +391,7 @@ $(FUZZ_DIR)/engine/gemm_i8_amx.o: ALL_CFLAGS += -mamx-tile -mamx-int8 -mavx512f 
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) CXX=$(FUZZ_CXX) CFLAGS="$(FUZZ_OPTS)" \
 	  CXXFLAGS="$(FUZZ_OPTS)" $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_translate $(FUZZ_DIR)/fuzz_spm $(FUZZ_DIR)/fuzz_split \
-	  $(FUZZ_DIR)/fuzz_markup $(FUZZ_DIR)/fuzz_audio
+	  $(FUZZ_DIR)/fuzz_markup $(FUZZ_DIR)/fuzz_audio $(FUZZ_DIR)/fuzz_bpe
 
 $(BUILD)/fuzz_markup: tests/markup_check.h
 # the memory reader is in the attend binary only: its source and libraries linked here
@@ -420,7 +449,12 @@ fuzz-audio: fuzz-build
 	mkdir -p $(CORPUS)/audio && cp tests/data/fuzz/audio/* $(CORPUS)/audio/
 	$(AUDIO_LSAN) $(FUZZ_NICE) $(FUZZ_DIR)/fuzz_audio $(FUZZ_FLAGS) -max_len=65536 -artifact_prefix=$(FUZZ_DIR)/ $(CORPUS)/audio
 
-fuzz: fuzz-gguf fuzz-translate fuzz-spm fuzz-split fuzz-markup fuzz-audio
+# the byte-level BPE tokenizer (tokenizer/bpe*.c): merges and text from the input
+fuzz-bpe: fuzz-build
+	mkdir -p $(CORPUS)/bpe && cp tests/data/fuzz/bpe/* $(CORPUS)/bpe/
+	$(FUZZ_NICE) $(FUZZ_DIR)/fuzz_bpe $(FUZZ_FLAGS) -max_len=4096 -artifact_prefix=$(FUZZ_DIR)/ $(CORPUS)/bpe
+
+fuzz: fuzz-gguf fuzz-translate fuzz-spm fuzz-split fuzz-markup fuzz-audio fuzz-bpe
 
 # The smoke run in make test is reproducible: fresh seed corpora, a fixed seed and a fixed
 # number of runs per target (about 10 s each here), so CI replays exactly the inputs that
@@ -429,7 +463,7 @@ fuzz: fuzz-gguf fuzz-translate fuzz-spm fuzz-split fuzz-markup fuzz-audio
 AUDIO_SMOKE_RUNS ?= 1500
 SMOKE_FLAGS = -seed=1 -max_total_time=120 -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
 fuzz-smoke: fuzz-build
-	@for t in gguf translate spm split markup audio; do echo "== fuzz_$$t replays tests/data/fuzz/$$t"; \
+	@for t in gguf translate spm split markup audio bpe; do echo "== fuzz_$$t replays tests/data/fuzz/$$t"; \
 	  $(AUDIO_LSAN) FUZZ_MODEL=$(TINY) $(FUZZ_DIR)/fuzz_$$t -runs=0 -artifact_prefix=$(FUZZ_DIR)/ tests/data/fuzz/$$t >$(FUZZ_DIR)/replay.log 2>&1 \
 	    || { cat $(FUZZ_DIR)/replay.log; exit 1; }; done
 	rm -rf $(FUZZ_DIR)/smoke
@@ -438,6 +472,7 @@ fuzz-smoke: fuzz-build
 	$(MAKE) fuzz-spm CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=5000"
 	$(MAKE) fuzz-split CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=200000"
 	$(MAKE) fuzz-audio CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=$(AUDIO_SMOKE_RUNS)"
+	$(MAKE) fuzz-bpe CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=10000"
 	@# fuzz_markup: its reproducers are replayed above; no random run here yet: on byte soup
 	@# (tag names holding '<' or invalid bytes, "</>") it still finds outputs its checker reads
 	@# as unbalanced within a few thousand inputs, and not at the same count on every run

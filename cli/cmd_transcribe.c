@@ -193,12 +193,20 @@ static void write_result(const transcribe_options *o, const char *file, const ch
     printf("], \"score\": %.6g}\n", r->score);
 }
 
-/* --dump-attention: one window decoded as one result, its matrices written out. */
+static int ends_with(const char *s, const char *tail);
+static int read_audio(attend_model *m, const transcribe_options *o, const char *file, float **mel, int *frames);
+
+/* --dump-attention: one window (an audio file's first 30 s) decoded as one result, its
+ * matrices written out. */
 static int transcribe_window(attend_model *m, const transcribe_options *o, const char *file) {
     const attend_config *c = attend_get_config(m);
     float *mel = NULL;
-    int frames, status = read_features(c, file, 1, &mel, &frames);
+    int frames, status = ends_with(file, ".npy") ? read_features(c, file, 1, &mel, &frames)
+                                                 : read_audio(m, o, file, &mel, &frames);
     if (status) return status;
+    if (frames > c->audio_frames) /* the first window: its frames of each mel row, moved together */
+        for (int r = 1; r < c->n_mels; r++)
+            memmove(mel + (size_t)r * c->audio_frames, mel + (size_t)r * frames, sizeof(float) * c->audio_frames);
     attend_result r;
     const char *lang = NULL;
     char err[512];
