@@ -37,7 +37,8 @@ static void usage_explore(FILE *f) {
             "browser; it needs no network. Keys on the page: arrows change head and layer.\n"
             "\n"
             "With a speech model (Whisper), AUDIO (any file libsndfile reads; - for standard\n"
-            "input) is heard as attend features hears it: its first 30 s, shorter audio padded.\n"
+            "input) is heard as attend transcribe --dump-attention hears it: the features of the\n"
+            "whole audio, its first 30-second window (shorter audio padded).\n"
             "The page shows the log-mel spectrogram, the tokens placed where the model heard them,\n"
             "and every decoder layer and head's cross-attention over the 1500 encoder frames (20 ms\n"
             "each) under the spectrogram's time axis; the alignment heads' average first.\n"
@@ -55,6 +56,8 @@ static void usage_explore(FILE *f) {
             "                     models: transcribe (default) or translate (into English)\n"
             "      --language L   speech models: the spoken language (default: detected)\n"
             "      --timestamps   speech models: decode with timestamp tokens\n"
+            "      --max-duration S  speech models: refuse audio longer than S seconds\n"
+            "                     (default 36000: 10 hours)\n"
             "      --max-length N tokens at most, the start counted (default: the model's)\n"
             "      --split MODE   sentences (default) or none: translate a SOURCE of several\n"
             "                     sentences sentence by sentence, or as one sequence\n"
@@ -119,12 +122,14 @@ typedef struct {
     const char *language;     /* --language: speech models, the spoken language */
     int timestamps;           /* --timestamps: speech models, timestamp tokens */
     int max_length;           /* --max-length: tokens at most (0: the model's) */
+    float max_seconds;        /* --max-duration: speech models, longer audio refused */
 } explore_options;
 
 /* The defaults: the model's settings, explore.html, the default view first. */
 static explore_options explore_default_options(void) {
     explore_options o;
     memset(&o, 0, sizeof o);
+    o.max_seconds = 36000; /* as attend transcribe: 10 hours */
     return o;
 }
 
@@ -141,6 +146,7 @@ static int parse_explore(int argc, char **argv, explore_options *o) {
         if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--language")) rc = cli_take_str(&a, &o->language);
         if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--max-length")) rc = cli_take_int(&a, 2, 1 << 20, &o->max_length);
         if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--timestamps")) rc = (o->timestamps = 1, CLI_OPT_TAKEN);
+        if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--max-duration")) rc = cli_take_float(&a, 0.01, 1e9, &o->max_seconds);
         if (rc == CLI_OPT_OTHER)
             rc = cli_one_text(&a, &o->source, "one source sentence as an argument (quote it); several come "
                                               "one per line on standard input");
@@ -342,7 +348,7 @@ static int explore_speech(attend_model *m, const explore_options *o) {
         return EXIT_USAGE;
     }
     explore_audio_options a = {o->source, o->output, model_name(o), attend_default_speech_params(),
-                               cli_model_params(&o->common)};
+                               cli_model_params(&o->common), o->max_seconds};
     a.sp.language = o->language;
     a.sp.task = task && !strcmp(task, "translate") ? ATTEND_TASK_TRANSLATE : ATTEND_TASK_TRANSCRIBE;
     a.sp.timestamps = o->timestamps;

@@ -19,42 +19,43 @@ typedef struct {
     explore_audio_page pg;
 } audio_run;
 
-/* The first window of the file ("-": standard input) as the model's features: HF's
- * WhisperFeatureExtractor defaults (the first 30 s, shorter audio padded with zeros), the
- * model's filter bank, [n_mels][audio_frames]. Decoding stops after 30 s, so any length is
- * read in bounded time. 0 or EXIT_FAIL after a message. */
-static int read_window(audio_run *x, float **mel, long long *samples, double *file_seconds) {
+/* The first window of the file ("-": standard input) as attend transcribe hears it: the
+ * features of the whole audio (HF's WhisperFeatureExtractor with truncation=False: one
+ * normalisation; up to 30 s, one window padded with zeros), the model's filter bank, its first
+ * audio_frames frames as [n_mels][audio_frames]. *samples: all the audio's 16 kHz samples.
+ * 0 or EXIT_FAIL after a message. */
+static int read_window(audio_run *x, float **mel, long long *samples) {
     const attend_config *c = x->c;
     const char *file = x->o->audio;
+    const size_t W = (size_t)c->audio_frames;
     char err[512] = "";
     float *bank = malloc(sizeof(float) * (size_t)c->n_mels * MEL_BINS), *fm = NULL;
     size_t frames = 0, n = 0;
-    audio_info info = {0};
     *mel = NULL;
     if (bank && !attend_mel_filters(x->m, bank, err, sizeof err)) {
-        const mel_config mc = mel_default_config(bank, c->n_mels);
+        mel_config mc = mel_default_config(bank, c->n_mels);
+        mc.truncate = 0;
         if (!strcmp(file, "-")) {
             size_t size;
             unsigned char *data = cli_read_stdin("explore", &size);
-            if (data) fm = audio_features_memory(data, size, 0, &mc, &frames, &info, &n, err, sizeof err);
+            if (data) fm = audio_features_memory(data, size, x->o->max_seconds, &mc, &frames, NULL, &n, err, sizeof err);
             else snprintf(err, sizeof err, "not read");
             free(data);
         } else {
-            fm = audio_features_file(file, 0, &mc, &frames, &info, &n, err, sizeof err);
+            fm = audio_features_file(file, x->o->max_seconds, &mc, &frames, NULL, &n, err, sizeof err);
         }
     }
     free(bank);
-    if (fm && (int)frames != c->audio_frames) snprintf(err, sizeof err, "%zu frames, not one window", frames);
-    else if (fm && !(*mel = malloc(sizeof(float) * frames * (size_t)c->n_mels))) snprintf(err, sizeof err, "out of memory");
-    for (size_t f = 0; *mel && f < frames; f++) /* frame-major -> HF's [n_mels, frames] */
-        for (int r = 0; r < c->n_mels; r++) (*mel)[(size_t)r * frames + f] = fm[f * (size_t)c->n_mels + r];
+    if (fm && frames < W) snprintf(err, sizeof err, "%zu frames, less than one window", frames);
+    else if (fm && !(*mel = malloc(sizeof(float) * W * (size_t)c->n_mels))) snprintf(err, sizeof err, "out of memory");
+    for (size_t f = 0; *mel && f < W; f++) /* frame-major -> HF's [n_mels, frames] */
+        for (int r = 0; r < c->n_mels; r++) (*mel)[(size_t)r * W + f] = fm[f * (size_t)c->n_mels + r];
     free(fm);
     if (!*mel) {
         fprintf(stderr, "attend explore: %s: %s\n", file, err[0] ? err : "out of memory");
         return EXIT_FAIL;
     }
     *samples = (long long)n;
-    *file_seconds = info.frames >= 0 && info.rate > 0 ? (double)info.frames / info.rate : -1.0;
     return 0;
 }
 
@@ -122,7 +123,8 @@ int explore_audio(attend_model *m, const explore_audio_options *o) {
     char settings[64];
     attend_result r;
     attend_transcript t;
-    int status = read_window(&x, &mel, &x.pg.samples, &x.pg.file_seconds);
+    long long samples = 0;
+    int status = read_window(&x, &mel, &samples);
     if (!status) status = decode_window(&x, mel, &r, &t);
     if (status) {
         free(mel);
@@ -132,8 +134,8 @@ int explore_audio(attend_model *m, const explore_audio_options *o) {
     const char *slash = strrchr(o->audio, '/');
     char **texts = token_texts(m, &r);
     x.pg = (explore_audio_page){o->model_name, settings, slash ? slash + 1 : o->audio, x.pg.language,
-                                o->sp.language && strcmp(o->sp.language, "auto"), &o->sp, mel, x.pg.samples,
-                                x.pg.file_seconds, &r, texts, &t};
+                                o->sp.language && strcmp(o->sp.language, "auto"), &o->sp, mel, samples,
+                                &r, texts, &t};
     if (!texts) {
         fprintf(stderr, "attend explore: out of memory\n");
         status = EXIT_FAIL;
@@ -141,8 +143,8 @@ int explore_audio(attend_model *m, const explore_audio_options *o) {
     const char *path = o->output ? o->output : "explore.html";
     if (!status) status = page_write_file("explore", path, write_audio_page, &x);
     if (!status && strcmp(path, "-"))
-        fprintf(stderr, "attend explore: wrote %s (%.2f s of speech, %d tokens)\n", path, x.pg.samples / 16000.0,
-                r.n_tgt);
+        fprintf(stderr, "attend explore: wrote %s (the first %.2f s of %.2f s of audio, %d tokens)\n", path,
+                (samples < MEL_WINDOW_SAMPLES ? samples : MEL_WINDOW_SAMPLES) / 16000.0, samples / 16000.0, r.n_tgt);
     for (int k = 0; texts && k < r.n_tgt; k++) attend_mem_free(texts[k]);
     free(texts);
     attend_transcript_free(&t);

@@ -146,7 +146,7 @@ static void json_head(FILE *f, const attend_config *c, const explore_audio_page 
     fprintf(f, ",\"config\":{\"encoder_layers\":%d,\"encoder_heads\":%d,\"decoder_layers\":%d,\"decoder_heads\":%d,"
                "\"n_mels\":%d,\"audio_frames\":%d,\"n_languages\":%d}", c->encoder_layers, c->encoder_heads,
             c->decoder_layers, c->decoder_heads, c->n_mels, c->audio_frames, c->n_languages);
-    fprintf(f, ",\"rate\":16000,\"samples\":%lld,\"file_seconds\":%.3f", pg->samples, pg->file_seconds);
+    fprintf(f, ",\"rate\":16000,\"samples\":%lld", pg->samples);
     fputs(",\"alignment_heads\":[", f);
     for (int k = 0; k < c->n_alignment_heads; k++)
         fprintf(f, "%s[%d,%d]", k ? "," : "", c->alignment_heads[2 * k], c->alignment_heads[2 * k + 1]);

@@ -28,8 +28,7 @@ typedef struct {
     int language_given;    /* 1: --language; 0: detected (or English-only) */
     const attend_speech_params *sp;
     const float *mel;      /* [n_mels][audio_frames] log-mel features of the window */
-    long long samples;     /* 16 kHz samples of audio in the window (the rest is padding) */
-    double file_seconds;   /* the whole file's length (-1: unknown) */
+    long long samples;     /* 16 kHz samples of the whole audio (the window holds 30 s at most) */
     const attend_result *r; /* the window decoded with attention and scores */
     char *const *texts;    /* [r->n_tgt] each token's text ("" for special tokens) */
     const attend_transcript *t; /* its words (n_words 0: none yet) */

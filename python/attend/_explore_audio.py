@@ -1,7 +1,8 @@
 """The speech explore page from Python: `attend explore -m WHISPER.gguf AUDIO`'s page
 (explore_audio.html, which the CLI compiles in), filled with the object
-cli/explore_audio_json.c writes, field for field: the first 30 s of the audio (features as
-`attend features` computes them), decoded with every cross-attention matrix kept.
+cli/explore_audio_json.c writes, field for field: the first 30-second window of the audio's
+features (attend_features: the whole audio, one normalisation, as attend transcribe hears it),
+decoded with every cross-attention matrix kept.
 tests/test_explore_audio.py checks that the two pages carry the same data."""
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from ._common import AttendError
 from ._numpy import np
 
 TEMPLATE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "explore_audio.html")
-WINDOW = 480000             # samples in one 30-second window at 16 kHz
 MAX_CELLS = 16 << 20        # as EXPLORE_AUDIO_MAX_CELLS: bytes of cross-attention on one page
 
 
@@ -139,30 +139,18 @@ def _words(lib: ctypes.CDLL, h: int, mel: Any, sp: Any, p: Any) -> List[Dict[str
         lib.attend_transcript_free(ctypes.byref(t))
 
 
-def _file_seconds(audio: Any, samples: Any) -> float:
-    """The whole file's length as its header declares it (as the CLI), else the samples'."""
-    if isinstance(audio, (str, bytes, os.PathLike)):
-        try:
-            import soundfile
-            info = soundfile.info(os.fsdecode(audio))
-            return float(f"{info.frames / info.samplerate:.3f}")
-        except Exception:  # noqa: BLE001 (load_audio read it: only the header's length is missing)
-            return -1.0
-    return float(f"{samples.size / 16000:.3f}")
-
-
 def page_data(model: Any, audio: Any, language: Optional[str] = None, task: str = "transcribe",
               timestamps: bool = False, beam: Optional[int] = None, max_length: Optional[int] = None,
               threads: Optional[int] = None) -> Dict[str, Any]:
     """The JSON object `attend explore -m MODEL AUDIO` embeds, for a Whisper Model and audio (a
-    file path, or 16 kHz mono samples): its first 30 s."""
+    file path, or 16 kHz mono samples): its first window."""
     cfg = model.config
     if not cfg.audio:
         raise AttendError(f"{model.path} is a text model ({cfg.architecture}): explore its translations")
     if task not in ("transcribe", "translate"):
         raise ValueError(f"task is 'transcribe' or 'translate', not {task!r}")
     lib = _declare()
-    x = np.ascontiguousarray(_speech._samples(audio)[:WINDOW], dtype=np.float32)
+    x = np.ascontiguousarray(_speech._samples(audio), dtype=np.float32)
     sp = _speech.attend_speech_params(language.encode() if language else None, 1 if task == "translate" else 0,
                                       1 if timestamps else 0)
     p = lib.attend_default_params()
@@ -170,7 +158,7 @@ def page_data(model: Any, audio: Any, language: Optional[str] = None, task: str 
     p.num_beams, p.max_length = beam or 0, max_length or 0
     h = model._enter()
     try:
-        mel = _features(lib, h, x, cfg)
+        mel = np.ascontiguousarray(_features(lib, h, x, cfg)[:, :cfg.audio_frames])
         r = _decode(lib, h, mel, cfg, sp, p)
         words = _words(lib, h, mel, sp, p)
         texts = [model.detokenize([i]) for i in r["ids"]]
@@ -186,7 +174,7 @@ def page_data(model: Any, audio: Any, language: Optional[str] = None, task: str 
             "config": {"encoder_layers": cfg.encoder_layers, "encoder_heads": cfg.encoder_heads,
                        "decoder_layers": cfg.decoder_layers, "decoder_heads": cfg.decoder_heads,
                        "n_mels": cfg.n_mels, "audio_frames": cfg.audio_frames, "n_languages": cfg.n_languages},
-            "rate": 16000, "samples": int(x.size), "file_seconds": _file_seconds(audio, x), "alignment_heads": heads,
+            "rate": 16000, "samples": int(x.size), "alignment_heads": heads,
             "text": r["text"], "tokens": r["tokens"], "texts": texts, "ids": r["ids"],
             "special": [i >= cfg.eos_id for i in r["ids"]], "logprob": r["logprob"], "words": words,
             "token_frame": _token_frames(r["cross"], heads),
