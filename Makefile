@@ -308,6 +308,11 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS) $(BUILD)/tests/bpe_driver
 	  $(BUILD)/speech.wav >/dev/null
 	head -c 3000 $(BUILD)/speech.wav >$(BUILD)/cut.wav; $(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) \
 	  $(BUILD)/cut.wav 2>/dev/null; test $$? -le 1
+	@# attend explore on speech: the long clip's first window, and the cut file (one line, no page)
+	$(SAN_ENV) $(BUILD)/attend explore -m $(TINY_WHISPER) --timestamps --beam 2 $(BUILD)/speech-long.wav \
+	  -o $(BUILD)/e2e-speech.html 2>/dev/null
+	$(SAN_ENV) $(BUILD)/attend explore -m $(TINY_WHISPER) $(BUILD)/cut.wav -o $(BUILD)/e2e-cut.html 2>/dev/null; \
+	  test $$? -le 1
 	@# attend serve under concurrent clients, bad input, disconnects and a SIGTERM in flight
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_serve_hostile.py
@@ -365,6 +370,7 @@ valgrind: $(BUILD)/attend
 	  test $$? -eq 3
 	$(SPEECH_WAV)
 	$(VALGRIND) $(BUILD)/attend transcribe -m $(TINY_WHISPER) -t 1 --timestamps --beam 2 $(BUILD)/speech.wav >/dev/null
+	$(VALGRIND) $(BUILD)/attend explore -m $(TINY_WHISPER) -t 1 $(BUILD)/speech.wav -o $(BUILD)/vg.html 2>/dev/null
 	@echo "valgrind: ok"
 
 # make fuzz: libFuzzer (clang) on the loader, the translate path, the SentencePiece
