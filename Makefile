@@ -16,7 +16,7 @@ SERVE_LIBS = -lcjson -lcld2
 # Python wheel's libattend needs neither; the log-mel features (audio/mel.c) are in libattend
 AUDIO_LIBS = -lsndfile -lsoxr
 
-LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/kernels_bf16.c engine/bf16_pack.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
+LIB_C   = engine/kernels.c engine/attention_gemm.c engine/kernels_avx2.c engine/kernels_avx512.c engine/kernels_bf16.c engine/bf16_pack.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
           tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c tokenizer/bpe_model.c \
           tokenizer/bpe_hash.c tokenizer/bpe_pretok.c tokenizer/bpe_encode.c tokenizer/bpe_decode.c tokenizer/bpe_unicode.c \
           model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c model/compute.c \
@@ -151,6 +151,11 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libattend.a
 $(BUILD)/tests/bench_linear: tests/bench_linear.c cli/bench_peak.c $(BUILD)/libattend.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/bench_linear.c cli/bench_peak.c $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
+
+# a probe, not a test: attention row by row against matrix products (AT_ATTENTION_GEMM_MIN)
+$(BUILD)/tests/bench_attention: tests/bench_attention.c $(BUILD)/libattend.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ tests/bench_attention.c $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
 # make test ends with one line, every part's checks added up, each once (tests/summarize.py;
 # a failed stage without a failed check counts one), the failed stages listed above it
