@@ -28,7 +28,7 @@ CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c
           cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/translate_html.c cli/cmd_info.c cli/cmd_quantize.c \
           cli/cmd_align.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/explore_json.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c \
           cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c cli/serve_libre.c cli/serve_limits.c cli/serve_multipart.c cli/serve_file.c cli/serve_models.c cli/serve_detect.c cli/http_server.c cli/http_parse.c cli/cmd_split.c cli/cmd_detect.c \
-          cli/cmd_transcribe.c cli/npy_read.c cli/cmd_features.c audio/read.c
+          cli/cmd_transcribe.c cli/transcript_write.c cli/npy_read.c cli/cmd_features.c audio/read.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
 CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/langid.o $(BUILD)/cli/explore_html.o
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h text/*.h audio/*.h)
@@ -116,7 +116,8 @@ TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests
             $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
             $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split \
             $(BUILD)/tests/test_markup $(BUILD)/tests/test_serve_limits $(BUILD)/tests/test_http_parse \
-            $(BUILD)/tests/test_pool_trim $(BUILD)/tests/test_mel $(BUILD)/tests/test_token_times
+            $(BUILD)/tests/test_pool_trim $(BUILD)/tests/test_mel $(BUILD)/tests/test_token_times \
+            $(BUILD)/tests/test_transcript_write
 
 $(TEST_BINS): tests/check.h
 $(BUILD)/tests/test_markup: tests/markup_check.h
@@ -128,6 +129,12 @@ $(BUILD)/tests/test_npz: cli/npz.c cli/npz.h
 $(BUILD)/tests/test_serve_limits: tests/test_serve_limits.c cli/serve_limits.c cli/serve_multipart.c cli/serve.h
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ $< -lcjson $(LDLIBS)
+
+# the transcript writers (srt, vtt, json): their sources, no library
+$(BUILD)/tests/test_transcript_write: tests/test_transcript_write.c cli/transcript_write.c cli/json.c cli/transcript_write.h \
+  cli/json.h model/attend.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ $< cli/transcript_write.c cli/json.c -lm
 
 # attend serve's HTTP parsers: their source included
 $(BUILD)/tests/test_http_parse: tests/test_http_parse.c cli/http_parse.c cli/http_parse.h

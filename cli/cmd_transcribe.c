@@ -12,12 +12,13 @@
 #include "npy_read.h"
 #include "options.h"
 #include "output.h"
+#include "transcript_write.h"
 
 typedef struct {
     cli_model_options common;
     attend_params p;
     attend_speech_params sp;
-    const char *output;    /* txt | json */
+    const char *output;    /* txt, srt, vtt or json */
     const char *dump_path; /* --dump-attention */
     int dump_logits;
     int max_length;
@@ -47,9 +48,10 @@ static void transcribe_help(void) {
            "  --timestamps           timestamp tokens (segments with their times)\n"
            "  --beam N, --greedy     beam search with N beams, or greedy (the model's default)\n"
            "  --max-length N         tokens at most, the prompt included (default: the model's)\n"
-           "  --output txt|json      txt: the text, one line per input (default); json: one object\n"
-           "                         per input: file, language, duration, text, segments (start,\n"
-           "                         end, text, avg_logprob, tokens)\n"
+           "  --output txt|srt|vtt|json  txt: the text, one line per input (default); srt, vtt:\n"
+           "                         subtitles, a cue per segment; json: one object per input\n"
+           "                         (OpenAI's verbose_json): file, task, language, duration, text,\n"
+           "                         segments (id, start, end, text, tokens, avg_logprob), words\n"
            "  --dump-attention FILE  each input one window: every attention matrix to FILE.npz;\n"
            "                         json then gives the window's tokens after <|startoftranscript|>\n"
            "  --dump-logits          with --dump-attention: the raw logits of every step too\n"
@@ -73,8 +75,8 @@ static int take_transcribe_option(cli_args *a, transcribe_options *o) {
     }
     if (cli_is(a, NULL, "--output")) {
         if ((rc = cli_take_str(a, &o->output)) != CLI_OPT_TAKEN) return rc;
-        if (!strcmp(o->output, "txt") || !strcmp(o->output, "json")) return CLI_OPT_TAKEN;
-        fprintf(stderr, "attend transcribe: --output is txt or json, not '%s'\n", o->output);
+        if (transcript_format(o->output) >= 0) return CLI_OPT_TAKEN;
+        fprintf(stderr, "attend transcribe: --output is txt, srt, vtt or json, not '%s'\n", o->output);
         return EXIT_USAGE;
     }
     if (cli_is(a, NULL, "--task")) {
@@ -143,35 +145,10 @@ static int read_features(const attend_config *c, const char *path, int window, f
     return 0;
 }
 
-static void write_segments(const attend_transcript *t) {
-    fputs(", \"segments\": [", stdout);
-    for (int i = 0; i < t->n_segments; i++) {
-        const attend_segment *s = &t->segments[i];
-        printf("%s{\"start\": %.2f, \"end\": %.2f, \"text\": ", i ? ", " : "", s->start, s->end);
-        json_str(stdout, s->text);
-        printf(", \"avg_logprob\": %.6g, \"tokens\": [", s->avg_logprob);
-        for (int k = 0; k < s->n_ids; k++) printf("%s%d", k ? ", " : "", s->ids[k]);
-        fputs("]}", stdout);
-    }
-    putchar(']');
-}
-
 static void write_transcript(const transcribe_options *o, const char *file, attend_transcript *t) {
-    const char *text = t->text;
-    while (*text == ' ') text++; /* the text starts with the space of its first word */
-    if (!strcmp(o->output, "txt")) {
-        cli_one_line(t->text);
-        printf("%s\n", text);
-        return;
-    }
-    fputs("{\"file\": ", stdout);
-    json_str(stdout, file);
-    fputs(", \"language\": ", stdout);
-    json_str(stdout, t->language);
-    printf(", \"duration\": %.2f, \"text\": ", t->duration);
-    json_str(stdout, text);
-    write_segments(t);
-    fputs("}\n", stdout);
+    transcript_options w = {transcript_format(o->output), file,
+                            o->sp.task == ATTEND_TASK_TRANSLATE ? "translate" : "transcribe"};
+    transcript_write(stdout, t, &w);
 }
 
 static void write_result(const transcribe_options *o, const char *file, const char *lang, attend_result *r) {
