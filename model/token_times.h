@@ -26,7 +26,10 @@
  * median_width: the median filter's width (odd; Whisper's median_filter_width is 7).
  * precision: seconds per encoder frame (0.02).
  * Steps, as HF: every column normalised over the rows (minus the mean, over the population
- * standard deviation; a column whose rows are all equal becomes NaN, as 0 / 0 does in HF),
+ * standard deviation, both summed in double and rounded to float: torch sums the mean in
+ * float32 in an order of its own, which moves a value by an ulp at most, and no path in the
+ * tests; a column whose rows are all equal becomes NaN (0 / 0), as HF's does for one row,
+ * while for several equal rows HF gets NaN or +-inf depending on that rounding),
  * a median filter of median_width along each row (edges reflected; rows of median_width / 2
  * frames or fewer stay as they are), the mean over the heads, then DTW over minus that
  * matrix (float32 cumulative costs; the diagonal step only when strictly the cheapest, then

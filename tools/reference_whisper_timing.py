@@ -63,17 +63,18 @@ def dtw(matrix):
     cost = np.full((rows + 1, cols + 1), np.inf, dtype=np.float32)
     trace = -np.ones((rows + 1, cols + 1), dtype=np.float32)
     cost[0, 0] = 0
-    for j in range(1, cols + 1):
-        for i in range(1, rows + 1):
-            c0, c1, c2 = cost[i - 1, j - 1], cost[i - 1, j], cost[i, j - 1]
-            if c0 < c1 and c0 < c2:
-                c, t = c0, 0
-            elif c1 < c0 and c1 < c2:
-                c, t = c1, 1
-            else:
-                c, t = c2, 2
-            cost[i, j] = m[i - 1, j - 1] + c  # a float64 sum stored as float32, as numpy does
-            trace[i, j] = t
+    with np.errstate(invalid="ignore"):  # NaN costs (columns of equal rows) are HF's too
+        for j in range(1, cols + 1):
+            for i in range(1, rows + 1):
+                c0, c1, c2 = cost[i - 1, j - 1], cost[i - 1, j], cost[i, j - 1]
+                if c0 < c1 and c0 < c2:
+                    c, t = c0, 0
+                elif c1 < c0 and c1 < c2:
+                    c, t = c1, 1
+                else:
+                    c, t = c2, 2
+                cost[i, j] = m[i - 1, j - 1] + c  # a float64 sum stored as float32, as numpy does
+                trace[i, j] = t
     trace[0, :] = 2
     trace[:, 0] = 1
     i, j = rows, cols
