@@ -16,7 +16,7 @@ encoder + one step); its decoder time the difference to the full run, per token.
 whisper.cpp prints its own encode and decode times.
 
     tools/bench_whisper.py [--shape tiny] [--tokens 100] [--rounds 3] [--threads 2]
-                           [--whisper-cpp /tmp/whispercpp/build/bin/whisper-cli]
+                           [--whisper-cpp WHISPER_CPP_DIR/build/bin/whisper-cli]
 """
 import argparse
 import json
