@@ -12,32 +12,38 @@ ALL_CXXFLAGS = $(CXXFLAGS) -std=c++17 -Wall -Wextra -fPIC -fvisibility=hidden
 LDLIBS  = -pthread -lsentencepiece -lgumbo -lz -lm
 # attend serve's JSON parser and language identifier (CLD2): the attend binary only, not libattend
 SERVE_LIBS = -lcjson -lcld2
+# audio files (audio/read.c: libsndfile decodes, libsoxr resamples): the attend binary only, so the
+# Python wheel's libattend needs neither; the log-mel features (audio/mel.c) are in libattend
+AUDIO_LIBS = -lsndfile -lsoxr
 
 LIB_C   = engine/kernels.c engine/attention_gemm.c engine/kernels_avx2.c engine/kernels_avx512.c engine/kernels_bf16.c engine/bf16_pack.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
-          tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c \
+          tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c tokenizer/bpe_model.c \
+          tokenizer/bpe_hash.c tokenizer/bpe_pretok.c tokenizer/bpe_encode.c tokenizer/bpe_decode.c tokenizer/bpe_unicode.c \
           model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c model/compute.c \
           model/encoder.c model/audio_encoder.c model/decoder.c model/relative.c model/tasks.c model/search.c model/trace.c model/outputs.c model/strategy.c \
-          model/beam.c model/generate.c model/api.c model/speech_api.c model/transcribe.c model/vocab_api.c model/align.c model/align_links.c model/quantize.c \
+          model/beam.c model/generate.c model/api.c model/speech_api.c model/transcribe.c model/token_times.c model/token_words.c model/speech_features.c model/vocab_api.c model/align.c model/align_links.c model/quantize.c \
           model/record_view.c model/split_lines.c model/translate_html.c text/chars.c text/split_rules.c text/sentences.c text/clauses.c \
-          text/markup_parse.c text/markup_render.c
+          text/markup_parse.c text/markup_render.c audio/fft.c audio/mel.c
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c cli/heatmap.c \
           cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/translate_html.c cli/cmd_info.c cli/cmd_quantize.c \
-          cli/cmd_align.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/explore_json.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c \
-          cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c cli/serve_libre.c cli/serve_limits.c cli/serve_multipart.c cli/serve_file.c cli/serve_models.c cli/serve_detect.c cli/http_server.c cli/http_parse.c cli/cmd_split.c cli/cmd_detect.c \
-          cli/cmd_transcribe.c cli/npy_read.c
+          cli/cmd_align.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/explore_json.c cli/page_file.c cli/explore_audio.c cli/explore_audio_json.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c \
+          cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c cli/serve_libre.c cli/serve_limits.c cli/serve_multipart.c cli/serve_file.c cli/serve_models.c cli/serve_detect.c cli/serve_audio.c cli/serve_speech.c cli/http_server.c cli/http_parse.c cli/cmd_split.c cli/cmd_detect.c \
+          cli/cmd_transcribe.c cli/speech_input.c cli/transcript_write.c cli/npy_read.c cli/cmd_features.c audio/read.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
-CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/langid.o $(BUILD)/cli/explore_html.o
-HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h text/*.h)
+CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/langid.o $(PAGES:.c=.o)
+HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h text/*.h audio/*.h)
 
 # Debian packages the build (and make demo) needs, and those the tests add.
 BUILD_PKGS = gcc g++ make libsentencepiece-dev zlib1g-dev libcjson-dev libgumbo-dev libcld2-dev \
-             patchelf
+             libsndfile1-dev libsoxr-dev patchelf
 DEB_PKGS   = $(BUILD_PKGS) python3-torch python3-numpy python3-sentencepiece unzip clang \
              libclang-rt-dev valgrind chromium chromium-driver time \
-             python3-distributed python3-matplotlib python3-venv python3-pip
+             python3-distributed python3-matplotlib python3-venv python3-pip \
+             espeak-ng python3-soundfile python3-scipy python3-regex
 
-.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client install clean help \
+.PHONY: all deps build-deps install-pkgs demo test test-all test-c test-py npm-client npm-tiktoken npm-openai install \
+        clean help \
         wheel sdist
 
 all: $(BUILD)/attend $(BUILD)/libattend.a $(BUILD)/libattend.so
@@ -51,7 +57,7 @@ help:
 	@echo "make wheel      the Python package as a py3-none-manylinux wheel in $(WHEEL_DIR) (make sdist: its sdist)"
 	@echo "make sanitize   ASan+UBSan build in $(SAN_DIR): C tests and an end-to-end run"
 	@echo "make valgrind   memcheck (leaks, invalid reads) on the tiny test model"
-	@echo "make fuzz       libFuzzer: loader, translate path, SentencePiece models, splitter, HTML markup; FUZZ_SECONDS=$(FUZZ_SECONDS) each"
+	@echo "make fuzz       libFuzzer: loader, translate path, SentencePiece models, splitter, HTML markup, audio, byte-level BPE; FUZZ_SECONDS=$(FUZZ_SECONDS) each"
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -71,18 +77,20 @@ $(BUILD)/libattend.so: $(LIB_OBJ) model/attend.map
 	  -o $@ $(LIB_OBJ) $(LDLIBS)
 	ln -sf libattend.so $(BUILD)/libattend.so.$(SOVERSION)
 
-# attend explore's page, compiled in as one C string (each line quoted, \ and " escaped).
-# It lives in the Python package, which fills the same page (pip installs it from there).
-$(BUILD)/cli/explore_html.c: python/attend/explore.html
+# attend explore's pages (text: explore.html; speech: explore_audio.html), each compiled in as
+# one C string named after its file (each line quoted, \ and " escaped). They live in the
+# Python package, which fills the same pages (pip installs them from there).
+PAGES = $(BUILD)/cli/explore_html.c $(BUILD)/cli/explore_audio_html.c
+$(PAGES): $(BUILD)/cli/%_html.c: python/attend/%.html
 	@mkdir -p $(dir $@)
-	{ echo 'const char explore_html[] ='; \
+	{ echo 'const char $*_html[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } >$@
 
-$(BUILD)/cli/explore_html.o: $(BUILD)/cli/explore_html.c
+$(PAGES:.c=.o): %.o: %.c
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/attend: $(CLI_OBJ) $(BUILD)/libattend.a
-	$(CXX) -o $@ $(CLI_OBJ) $(BUILD)/libattend.a $(SERVE_LIBS) $(LDLIBS)
+	$(CXX) -o $@ $(CLI_OBJ) $(BUILD)/libattend.a $(SERVE_LIBS) $(AUDIO_LIBS) $(LDLIBS)
 
 # Install missing packages; without root, print the command to run.
 deps:
@@ -112,7 +120,8 @@ TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests
             $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
             $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split \
             $(BUILD)/tests/test_markup $(BUILD)/tests/test_serve_limits $(BUILD)/tests/test_http_parse \
-            $(BUILD)/tests/test_pool_trim
+            $(BUILD)/tests/test_pool_trim $(BUILD)/tests/test_mel $(BUILD)/tests/test_bpe \
+            $(BUILD)/tests/test_token_times
 
 $(TEST_BINS): tests/check.h
 $(BUILD)/tests/test_markup: tests/markup_check.h
@@ -174,7 +183,7 @@ test-c: $(TEST_BINS)
 	@failed=""; for t in $(TEST_BINS); do echo "== $$t"; $$t || failed="$$failed $$t"; done; \
 	if [ -n "$$failed" ]; then echo "test-c: failed:$$failed"; exit 1; fi
 
-test-py: $(BUILD)/attend npm-client
+test-py: $(BUILD)/attend $(BUILD)/tests/bpe_driver npm-client npm-tiktoken npm-openai
 	$(PYTHON) tests/run_python_tests.py
 
 # The npm client libretranslate, pinned, for tests/test_serve_libre.py (kept in the build
@@ -186,6 +195,25 @@ npm-client:
 	  npm install --no-audit --no-fund --prefix $(BUILD)/npm $(NPM_CLIENT) || \
 	  echo "npm install $(NPM_CLIENT) failed: tests/test_serve_libre.py will fail"
 
+# js-tiktoken, pinned, for tests/test_bpe.py: GPT-2's byte-pair ranks (from which
+# tools/whisper_tokenizer_files.py writes Whisper's tokenizer files) and a third, independent
+# GPT-2 encoder to compare with. Installed once into the build folder like the client above
+# (after it: two npm installs into one prefix must not run at once).
+NPM_TIKTOKEN = js-tiktoken@1.0.21
+npm-tiktoken: npm-client
+	@[ -f $(BUILD)/npm/node_modules/js-tiktoken/package.json ] || \
+	  npm install --no-audit --no-fund --prefix $(BUILD)/npm $(NPM_TIKTOKEN) || \
+	  echo "npm install $(NPM_TIKTOKEN) failed: tests/test_bpe.py will fail"
+
+# The npm client openai, pinned, for tests/test_serve_audio.py (attend serve's /v1/audio
+# endpoints): 6.x, the last major that runs on Debian's Node 20 (7.x asks for Node 22).
+# After the others: two installs into one prefix must not run at once.
+NPM_OPENAI = openai@6.49.0
+npm-openai: npm-client npm-tiktoken
+	@[ -f $(BUILD)/npm/node_modules/openai/package.json ] || \
+	  npm install --no-audit --no-fund --prefix $(BUILD)/npm $(NPM_OPENAI) || \
+	  echo "npm install $(NPM_OPENAI) failed: tests/test_serve_audio.py will fail"
+
 # --- sanitizers, valgrind, fuzzing ------------------------------------------------------
 # make sanitize: everything rebuilt with ASan+UBSan in build-san (and a 4-row position
 # cache, so positions past it are computed and compared with the normal build); the C tests and an
@@ -196,9 +224,16 @@ TINY_M2M = tests/data/tiny-m2m.gguf
 TINY_MBART = tests/data/tiny-mbart.gguf
 TINY_NLLB = tests/data/tiny-nllb.gguf
 TINY_T5 = tests/data/tiny-t5.gguf
+TINY_WHISPER = tests/data/tiny-whisper.gguf
+# speech for the whisper runs: a short German clip, and one past 30 s (several windows)
+SPEECH_WAV = espeak-ng -v de -w $(BUILD)/speech.wav "Hallo Welt, wie geht es dir heute?" && \
+  espeak-ng -v en -s 120 -w $(BUILD)/speech-long.wav "$$(for i in 1 2 3 4 5 6 7 8 9 10 11 12; do \
+  printf 'The quick brown fox jumps over the lazy dog near the river bank. '; done)"
 SAN_DIR  = build-san
 SAN_OPTS = -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined,float-cast-overflow \
            -fno-sanitize-recover=all -DS2S_POSITIONS_CACHED=4
+# libsndfile's own leak on malformed Ogg files (tests/lsan-audio.supp says which)
+AUDIO_LSAN = LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan-audio.supp:print_suppressions=0
 SAN_ENV  = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1
 E2E_IN   = printf 'Hallo Welt!\n\n  \nWo ist der Bahnhof?\r\nkaputt \377\376 \000 Ende\nletzte Zeile'
 # lines of several sentences (split, joined: block-diagonal attention, n-best joined)
@@ -206,13 +241,13 @@ HTML_IN  = printf '<p>Hallo <b>Welt</b>! Wo <i>ist <a href="x">der</a></i> Bahnh
 SPLIT_IN = printf 'Hallo Welt! Wo ist der Bahnhof? Ja.\nEins. Zwei.  Drei!\n\nkaputt \377. Ende \000 Nein.\nz. B. am 3. Mai. Gut.'
 
 .PHONY: sanitize sanitize-run tsan valgrind fuzz fuzz-smoke fuzz-build fuzz-gguf fuzz-translate fuzz-spm fuzz-split \
-        fuzz-markup
+        fuzz-markup fuzz-audio fuzz-bpe
 
 sanitize:
 	$(MAKE) BUILD=$(SAN_DIR) CFLAGS="$(SAN_OPTS)" CXXFLAGS="$(SAN_OPTS)" \
 	  LDLIBS="$(SAN_OPTS) $(LDLIBS)" sanitize-run
 
-sanitize-run: $(BUILD)/attend $(TEST_BINS)
+sanitize-run: $(BUILD)/attend $(TEST_BINS) $(BUILD)/tests/bpe_driver
 	@for t in $(TEST_BINS); do echo "== $$t (sanitized)"; $(SAN_ENV) $$t || exit 1; done
 	@echo "== $(BUILD)/attend end to end (sanitized)"
 	$(SAN_ENV) $(BUILD)/attend info $(TINY) >/dev/null
@@ -275,7 +310,26 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS)
 	  test $$? -eq 3
 	ATTEND_BIN=$(BUILD)/attend BROKEN_SAMPLE=3 $(PYTHON) tests/test_broken_files.py
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_hostile_input.py
+	@# the byte-level BPE tokenizer on real files, hostile inputs and a 1 MB word
+	$(SAN_ENV) BPE_DRIVER=$(BUILD)/tests/bpe_driver $(PYTHON) tests/test_bpe.py
 	ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_split.py
+	@# attend features on hostile audio files (truncated, lying headers, NaN), file and memory readers
+	$(SAN_ENV) $(AUDIO_LSAN) ATTEND_BIN=$(BUILD)/attend AUDIO_QUICK=1 $(PYTHON) tests/test_audio.py
+	@# the whisper family: a short clip and a long one (several windows), beams, timestamps, a dump
+	$(SPEECH_WAV)
+	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --output json $(BUILD)/speech.wav >/dev/null
+	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --timestamps --beam 2 --language de \
+	  $(BUILD)/speech.wav $(BUILD)/speech-long.wav >$(BUILD)/e2e.out
+	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 2
+	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --dump-attention $(BUILD)/e2e.npz --dump-logits \
+	  $(BUILD)/speech.wav >/dev/null
+	head -c 3000 $(BUILD)/speech.wav >$(BUILD)/cut.wav; $(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) \
+	  $(BUILD)/cut.wav 2>/dev/null; test $$? -le 1
+	@# attend explore on speech: the long clip's first window, and the cut file (one line, no page)
+	$(SAN_ENV) $(BUILD)/attend explore -m $(TINY_WHISPER) --timestamps --beam 2 $(BUILD)/speech-long.wav \
+	  -o $(BUILD)/e2e-speech.html 2>/dev/null
+	$(SAN_ENV) $(BUILD)/attend explore -m $(TINY_WHISPER) $(BUILD)/cut.wav -o $(BUILD)/e2e-cut.html 2>/dev/null; \
+	  test $$? -le 1
 	@# attend serve under concurrent clients, bad input, disconnects and a SIGTERM in flight
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_serve_hostile.py
@@ -331,6 +385,9 @@ valgrind: $(BUILD)/attend
 	  --dump-attention $(BUILD)/vg.npz --dump-logits --prefix "Two" >/dev/null
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(VALGRIND) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
+	$(SPEECH_WAV)
+	$(VALGRIND) $(BUILD)/attend transcribe -m $(TINY_WHISPER) -t 1 --timestamps --beam 2 $(BUILD)/speech.wav >/dev/null
+	$(VALGRIND) $(BUILD)/attend explore -m $(TINY_WHISPER) -t 1 $(BUILD)/speech.wav -o $(BUILD)/vg.html 2>/dev/null
 	@echo "valgrind: ok"
 
 # make fuzz: libFuzzer (clang) on the loader, the translate path, the SentencePiece
@@ -357,9 +414,13 @@ $(FUZZ_DIR)/engine/gemm_i8_amx.o: ALL_CFLAGS += -mamx-tile -mamx-int8 -mavx512f 
 fuzz-build:
 	$(MAKE) BUILD=$(FUZZ_DIR) CC=$(FUZZ_CC) CXX=$(FUZZ_CXX) CFLAGS="$(FUZZ_OPTS)" \
 	  CXXFLAGS="$(FUZZ_OPTS)" $(FUZZ_DIR)/fuzz_gguf $(FUZZ_DIR)/fuzz_translate $(FUZZ_DIR)/fuzz_spm $(FUZZ_DIR)/fuzz_split \
-	  $(FUZZ_DIR)/fuzz_markup
+	  $(FUZZ_DIR)/fuzz_markup $(FUZZ_DIR)/fuzz_audio $(FUZZ_DIR)/fuzz_bpe
 
 $(BUILD)/fuzz_markup: tests/markup_check.h
+# the memory reader is in the attend binary only: its source and libraries linked here
+$(BUILD)/fuzz_audio: tests/fuzz_audio.c audio/read.c $(BUILD)/libattend.a
+	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ tests/fuzz_audio.c audio/read.c $(BUILD)/libattend.a -lstdc++ \
+	  $(AUDIO_LIBS) $(LDLIBS)
 $(BUILD)/fuzz_%: tests/fuzz_%.c $(BUILD)/libattend.a
 	$(CC) $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
@@ -405,22 +466,36 @@ fuzz-markup: fuzz-build
 	mkdir -p $(CORPUS)/markup && cp tests/data/fuzz/markup/* $(CORPUS)/markup/
 	$(FUZZ_NICE) $(FUZZ_DIR)/fuzz_markup $(FUZZ_FLAGS) -max_len=4096 -artifact_prefix=$(FUZZ_DIR)/ $(CORPUS)/markup
 
-fuzz: fuzz-gguf fuzz-translate fuzz-spm fuzz-split fuzz-markup
+# audio files through the memory reader (audio/read.c, then audio/mel.c); seeded from
+# tests/data/fuzz/audio
+fuzz-audio: fuzz-build
+	mkdir -p $(CORPUS)/audio && cp tests/data/fuzz/audio/* $(CORPUS)/audio/
+	$(AUDIO_LSAN) $(FUZZ_NICE) $(FUZZ_DIR)/fuzz_audio $(FUZZ_FLAGS) -max_len=65536 -artifact_prefix=$(FUZZ_DIR)/ $(CORPUS)/audio
+
+# the byte-level BPE tokenizer (tokenizer/bpe*.c): merges and text from the input
+fuzz-bpe: fuzz-build
+	mkdir -p $(CORPUS)/bpe && cp tests/data/fuzz/bpe/* $(CORPUS)/bpe/
+	$(FUZZ_NICE) $(FUZZ_DIR)/fuzz_bpe $(FUZZ_FLAGS) -max_len=4096 -artifact_prefix=$(FUZZ_DIR)/ $(CORPUS)/bpe
+
+fuzz: fuzz-gguf fuzz-translate fuzz-spm fuzz-split fuzz-markup fuzz-audio fuzz-bpe
 
 # The smoke run in make test is reproducible: fresh seed corpora, a fixed seed and a fixed
 # number of runs per target (about 10 s each here), so CI replays exactly the inputs that
 # passed locally. The crash reproducers in tests/data/fuzz are replayed first. Real fuzzing,
 # with growing corpora, is make fuzz.
+AUDIO_SMOKE_RUNS ?= 1500
 SMOKE_FLAGS = -seed=1 -max_total_time=120 -timeout=20 -rss_limit_mb=2048 -print_final_stats=1
 fuzz-smoke: fuzz-build
-	@for t in gguf translate spm split markup; do echo "== fuzz_$$t replays tests/data/fuzz/$$t"; \
-	  FUZZ_MODEL=$(TINY) $(FUZZ_DIR)/fuzz_$$t -runs=0 -artifact_prefix=$(FUZZ_DIR)/ tests/data/fuzz/$$t >$(FUZZ_DIR)/replay.log 2>&1 \
+	@for t in gguf translate spm split markup audio bpe; do echo "== fuzz_$$t replays tests/data/fuzz/$$t"; \
+	  $(AUDIO_LSAN) FUZZ_MODEL=$(TINY) $(FUZZ_DIR)/fuzz_$$t -runs=0 -artifact_prefix=$(FUZZ_DIR)/ tests/data/fuzz/$$t >$(FUZZ_DIR)/replay.log 2>&1 \
 	    || { cat $(FUZZ_DIR)/replay.log; exit 1; }; done
 	rm -rf $(FUZZ_DIR)/smoke
 	$(MAKE) fuzz-gguf CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=30000"
 	$(MAKE) fuzz-translate CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=10000"
 	$(MAKE) fuzz-spm CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=5000"
 	$(MAKE) fuzz-split CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=200000"
+	$(MAKE) fuzz-audio CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=$(AUDIO_SMOKE_RUNS)"
+	$(MAKE) fuzz-bpe CORPUS=$(FUZZ_DIR)/smoke FUZZ_FLAGS="$(SMOKE_FLAGS) -runs=10000"
 	@# fuzz_markup: its reproducers are replayed above; no random run here yet: on byte soup
 	@# (tag names holding '<' or invalid bytes, "</>") it still finds outputs its checker reads
 	@# as unbalanced within a few thousand inputs, and not at the same count on every run
@@ -434,11 +509,11 @@ bench: $(BUILD)/attend
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(BENCH_PKGS)"
 	$(PYTHON) tools/bench.py --attend $(BUILD)/attend --work $(BUILD)/bench --md BENCHMARKS.md
 
-# the NLLB-200-distilled-600M-shaped section of BENCHMARKS.md alone (issue 12; part of make bench)
+# the NLLB-200-distilled-600M-shaped section of docs/benchmarks.md alone (issue 12; part of make bench)
 .PHONY: bench-nllb
 bench-nllb: $(BUILD)/attend
 	@$(MAKE) --no-print-directory install-pkgs PKGS="$(BENCH_PKGS)"
-	$(PYTHON) tools/bench.py --attend $(BUILD)/attend --work $(BUILD)/bench --nllb only --md BENCHMARKS.md
+	$(PYTHON) tools/bench.py --attend $(BUILD)/attend --work $(BUILD)/bench --nllb only --md docs/benchmarks.md
 
 # make install: the binary, the libraries (libattend.so.0 -> libattend.so.VERSION, with the
 # libattend.so link for -lattend), the headers, attend.pc for pkg-config, the shipped model.
@@ -461,7 +536,7 @@ install: all
 	  'Libs.private: -lsentencepiece -lgumbo -lz -lstdc++ -lm -pthread' >$(DESTDIR)$(LIBDIR)/pkgconfig/attend.pc
 	if [ -f models/de-en.gguf ]; then install -m 644 models/de-en.gguf $(DESTDIR)$(PREFIX)/share/attend/; fi
 	install -d $(DESTDIR)$(PYTHON_SITE)/attend/export $(DESTDIR)$(PREFIX)/share/attend/tools
-	install -m 644 python/attend/*.py python/attend/py.typed python/attend/explore.html \
+	install -m 644 python/attend/*.py python/attend/py.typed python/attend/explore.html python/attend/explore_audio.html \
 	  $(DESTDIR)$(PYTHON_SITE)/attend/
 	install -m 644 python/attend/export/*.py $(DESTDIR)$(PYTHON_SITE)/attend/export/
 	# the exporters' scripts: wrappers over attend.export (tools/attend_package.py finds it)

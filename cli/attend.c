@@ -29,10 +29,11 @@ static void usage(FILE *f) {
             "  split       split arguments or standard input into sentences, one per line\n"
             "  detect      the language of each argument or line of standard input\n"
             "  transcribe  speech to text (or to English) with a Whisper checkpoint\n"
+            "  features    Whisper's log-mel features of an audio file (.npy, .npz)\n"
             "  quantize    rewrite a checkpoint with int8 matrices (per-row scales)\n"
             "  bench       time translation of random sources; measure memory bandwidth\n"
-            "  isa         print the kernel set in use ($ATTEND_ISA=generic|avx2|avx512 forces one)\n"
-            "              and the default thread count\n"
+            "  isa         print the kernel set in use ($ATTEND_ISA=generic|avx2|avx512 forces one),\n"
+            "              what int8 and bf16 compute run on, and the default thread count\n"
             "\n"
             "Run 'attend COMMAND --help' for a command's options; 'attend --version' prints the\n"
             "version.\n");
@@ -43,7 +44,8 @@ static int cmd_isa(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         printf("usage: attend isa\n\nPrint the kernel set in use ($ATTEND_ISA=generic|avx2|avx512 forces\n"
                "one), those this CPU supports, what its int8 linear layers run on (amx,\n"
-               "avx512vnni, avx2 or generic; $ATTEND_AMX=0 turns AMX off), and the default\n"
+               "avx512vnni, avx2 or generic; $ATTEND_AMX=0 turns AMX off), whether bf16\n"
+               "compute (--compute bf16) runs and on which dot product, and the default\n"
                "thread count.\n");
         return EXIT_OK;
     }
@@ -59,6 +61,11 @@ static int cmd_isa(int argc, char **argv) {
     }
     printf("%s (this CPU: %s)\n", attend_isa(), attend_isa_available());
     printf("int8: %s\n", attend_isa_int8());
+    const char *why = NULL;
+    if (attend_isa_bf16(&why))
+        printf("bf16: %s (vdpbf16ps: bf16 pairs multiplied, summed in f32; --compute bf16)\n", attend_isa_bf16(NULL));
+    else
+        printf("bf16: unavailable (%s; --compute bf16 is refused)\n", why);
     printf("threads: %d by default (%s)\n", attend_default_threads(),
            getenv("OMP_NUM_THREADS") ? "$OMP_NUM_THREADS" : "physical cores this process may use");
     return EXIT_OK;
@@ -90,6 +97,7 @@ static int run(int argc, char **argv) {
     if (!strcmp(cmd, "split")) return cmd_split(argc - 1, argv + 1);
     if (!strcmp(cmd, "detect")) return cmd_detect(argc - 1, argv + 1);
     if (!strcmp(cmd, "transcribe")) return cmd_transcribe(argc - 1, argv + 1);
+    if (!strcmp(cmd, "features")) return cmd_features(argc - 1, argv + 1);
     fprintf(stderr, "attend: unknown command '%s'\n", cmd);
     usage(stderr);
     return EXIT_USAGE;

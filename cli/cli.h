@@ -56,5 +56,9 @@ int cmd_serve(int argc, char **argv);
 int cmd_split(int argc, char **argv);
 int cmd_detect(int argc, char **argv);
 int cmd_transcribe(int argc, char **argv);
+int cmd_features(int argc, char **argv);
+/* Standard input into memory (*n bytes, malloc'ed; at most 1 GiB): audio files given as "-".
+ * NULL after one line on stderr naming the command. */
+unsigned char *cli_read_stdin(const char *cmd, size_t *n);
 
 #endif

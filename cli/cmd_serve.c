@@ -27,6 +27,10 @@ static void usage_serve(FILE *f) {
             "  GET  /languages, GET /frontend/settings, POST /detect, POST /translate_file (.txt,\n"
             "       .html; GET /download_file/NAME): the rest of LibreTranslate's API\n"
             "  GET  /health, GET /v1/model (the facts attend info prints), GET / (a live explore page)\n"
+            "  POST /v1/audio/transcriptions, /v1/audio/translations  OpenAI's speech API, with a\n"
+            "       Whisper model (-m whisper.gguf, alone or beside text models): multipart file,\n"
+            "       model, language, response_format json|text|srt|vtt|verbose_json, temperature,\n"
+            "       timestamp_granularities[]\n"
             "\n"
             "options:\n"
             "  -m, --model FILE        checkpoint (default: $ATTEND_MODEL, else models/de-en.gguf)\n"
@@ -66,6 +70,11 @@ static void usage_serve(FILE *f) {
             "      --req-limit N       requests per client address per minute (default: no limit;\n"
             "                          more: 429 with Retry-After); a key's own limit replaces it\n"
             "      --char-limit N      characters of q per request (default: no limit; more: 400)\n"
+            "      --max-audio-seconds S  longest audio a speech request may send (default 3600;\n"
+            "                          longer: 400)\n"
+            "      --max-audio-body BYTES  largest upload to /v1/audio (default 26214400, 25 MiB,\n"
+            "                          OpenAI's limit; larger: 413)\n"
+            "      --max-audio-queue N uploads waiting per speech model (default 8; more: 503)\n"
             "  -v, --verbose           a line per batch on stderr (its sentences and requests)\n"
             "  -h, --help              this help\n"
             "\n"
@@ -87,6 +96,9 @@ static serve_options serve_default_options(void) {
     o.max_per_address = 128;
     o.head_timeout = 10;
     o.access_log = 1;
+    o.max_audio_seconds = 3600;
+    o.max_audio_body = 25 << 20;
+    o.max_audio_queue = 8;
     return o;
 }
 
@@ -116,6 +128,19 @@ static int take_serve_option(cli_args *a, serve_options *o) {
     if (cli_is(a, NULL, "--api-keys")) return cli_take_str(a, &o->api_keys);
     if (cli_is(a, NULL, "--req-limit")) return cli_take_int(a, 1, 1000000, &o->req_limit);
     if (cli_is(a, NULL, "--char-limit")) return cli_take_int(a, 1, 1 << 30, &o->char_limit);
+    if (cli_is(a, NULL, "--max-audio-queue")) return cli_take_int(a, 1, 100000, &o->max_audio_queue);
+    if (cli_is(a, NULL, "--max-audio-seconds")) {
+        float seconds;
+        const int rc = cli_take_float(a, 1, 1e7, &seconds);
+        o->max_audio_seconds = seconds;
+        return rc;
+    }
+    if (cli_is(a, NULL, "--max-audio-body")) {
+        int bytes;
+        const int rc = cli_take_int(a, 1, 1 << 30, &bytes);
+        o->max_audio_body = bytes;
+        return rc;
+    }
     if (cli_is(a, NULL, "--max-body")) {
         const int rc = cli_take_int(a, 1, 1 << 30, &body);
         o->max_body = body;
@@ -148,24 +173,37 @@ static int parse_serve(int argc, char **argv, serve_options *o) {
     return 0;
 }
 
+/* A model's scheduler or speech worker freed (stopped first when stop). */
+static void stop_worker(serve_model *sm, int stop) {
+    if (sm->s && stop) serve_sched_stop(sm->s);
+    if (sm->sp && stop) serve_speech_stop(sm->sp);
+    serve_sched_free(sm->s), serve_speech_free(sm->sp);
+    sm->s = NULL, sm->sp = NULL;
+}
+
 /* After SIGTERM or SIGINT: wait (up to --timeout) for the requests in flight, then stop. */
 static void drain(serve_http *h, serve_models *ms, const serve_options *o) {
     serve_http_quiesce(h);
     const double until = serve_now() + o->timeout;
     while (serve_http_inflight(h) > 0 && serve_now() < until) usleep(20000);
-    for (int k = 0; k < ms->n; k++) serve_sched_stop(ms->list[k].s); /* answers whatever is still queued */
+    for (int k = 0; k < ms->n; k++) /* answers whatever is still queued */
+        if (ms->list[k].speech) serve_speech_stop(ms->list[k].sp);
+        else serve_sched_stop(ms->list[k].s);
     for (int i = 0; i < 50 && serve_http_inflight(h) > 0; i++) usleep(20000);
     serve_http_stop(h);
     /* only now: a keep-alive client may have asked until the line above */
-    for (int k = 0; k < ms->n; k++) serve_sched_free(ms->list[k].s), ms->list[k].s = NULL;
+    for (int k = 0; k < ms->n; k++) stop_worker(&ms->list[k], 0);
 }
 
-/* One scheduler per model; 0, or -1 with err (those started are stopped). */
+/* One scheduler per text model, one worker per speech model; 0, or -1 with err (those
+ * started are stopped). */
 static int start_schedulers(serve_models *ms, char *err, size_t errlen) {
     for (int k = 0; k < ms->n; k++) {
         serve_model *sm = &ms->list[k];
-        if ((sm->s = serve_sched_start(sm->m, &sm->o, err, errlen))) continue;
-        while (k-- > 0) serve_sched_stop(ms->list[k].s), serve_sched_free(ms->list[k].s), ms->list[k].s = NULL;
+        if (sm->speech ? !!(sm->sp = serve_speech_start(sm->m, &sm->o, err, errlen))
+                       : !!(sm->s = serve_sched_start(sm->m, &sm->o, err, errlen)))
+            continue;
+        while (k-- > 0) stop_worker(&ms->list[k], 1);
         return -1;
     }
     return 0;
@@ -175,7 +213,8 @@ static int start_schedulers(serve_models *ms, char *err, size_t errlen) {
 static void print_start(const serve_models *ms, const serve_options *o, const serve_http *h) {
     for (int k = 0; ms->n > 1 && k < ms->n; k++) {
         const serve_model *sm = &ms->list[k];
-        if (attend_get_config(sm->m)->n_languages) fprintf(stderr, "attend serve: %s: multilingual\n", sm->name);
+        if (sm->speech) fprintf(stderr, "attend serve: %s: speech (POST /v1/audio/transcriptions)\n", sm->name);
+        else if (attend_get_config(sm->m)->n_languages) fprintf(stderr, "attend serve: %s: multilingual\n", sm->name);
         else if (sm->o.pair[0][0]) fprintf(stderr, "attend serve: %s: %s-%s\n", sm->name, sm->o.pair[0], sm->o.pair[1]);
         else fprintf(stderr, "attend serve: %s: pair unknown (name it: -m FILE:SRC-TGT)\n", sm->name);
     }
@@ -197,8 +236,7 @@ static int run_server(serve_models *ms, const serve_options *o) {
     serve_http *h = start_schedulers(ms, err, sizeof err) ? NULL : serve_http_start(ms, o, err, sizeof err);
     if (!h) {
         fprintf(stderr, "attend serve: %s\n", err);
-        for (int k = 0; k < ms->n; k++)
-            if (ms->list[k].s) serve_sched_stop(ms->list[k].s), serve_sched_free(ms->list[k].s);
+        for (int k = 0; k < ms->n; k++) stop_worker(&ms->list[k], 1);
         return EXIT_USAGE;
     }
     print_start(ms, o, h);
@@ -269,6 +307,15 @@ static const char *split_pair(const char *arg, char *path, size_t cap) {
     return arg + (colon - path) + 1; /* a pair, or what find_pair says is not one */
 }
 
+/* An English-only Whisper (*.en): attend_config does not say so (its tokenizer lists the
+ * language tokens all the same); attend_detect_language does, refusing such a model before
+ * it reads any features. */
+static int english_only(attend_model *m) {
+    char err[256] = "";
+    const char *code;
+    return attend_detect_language(m, NULL, NULL, &code, NULL, err, sizeof err) && strstr(err, "English-only");
+}
+
 /* Load model k of the -m list into sm: its name, its options and pair. 0 or EXIT_USAGE. */
 static int load_one(const serve_options *o, int k, serve_model *sm) {
     char buf[4200], file[4200];
@@ -278,6 +325,10 @@ static int load_one(const serve_options *o, int k, serve_model *sm) {
     snprintf(sm->name, sizeof sm->name, "%s", slash ? slash + 1 : path);
     sm->m = cli_load_model(path);
     sm->o = *o;
+    sm->speech = attend_get_config(sm->m)->audio != 0;
+    sm->english_only = sm->speech && english_only(sm->m);
+    if (sm->speech) return given ? fprintf(stderr, "attend serve: %s: a speech model has no language pair\n", sm->name),
+                                   EXIT_USAGE : 0;
     if (!given && o->n_model_args <= 1) given = o->languages;
     int status = 0;
     if (o->n_model_args <= 1 && (o->common.src_lang || o->common.tgt_lang))

@@ -12,15 +12,18 @@
 #include "npy_read.h"
 #include "options.h"
 #include "output.h"
+#include "speech_input.h"
+#include "transcript_write.h"
 
 typedef struct {
     cli_model_options common;
     attend_params p;
     attend_speech_params sp;
-    const char *output;    /* txt | json */
+    const char *output;    /* txt | json | srt | vtt | verbose_json */
     const char *dump_path; /* --dump-attention */
     int dump_logits;
     int max_length;
+    double max_seconds;    /* --max-duration */
     int timing;         /* --timing */
     double load_seconds;
     char **files;
@@ -28,11 +31,14 @@ typedef struct {
 } transcribe_options;
 
 static void transcribe_help(void) {
-    printf("usage: attend transcribe -m WHISPER.gguf [options] FEATURES.npy...\n"
+    printf("usage: attend transcribe -m WHISPER.gguf [options] AUDIO|FEATURES.npy|-...\n"
            "\n"
            "Transcribe (or translate into English) speech with a Whisper checkpoint exported by\n"
-           "tools/export_whisper.py. Each FEATURES.npy holds log-mel features [n_mels, frames]\n"
-           "float32 (HF's input_features, 100 frames a second). Up to 3000 frames (30 s) are one\n"
+           "tools/export_whisper.py. AUDIO: any file libsndfile reads (WAV, FLAC, Ogg, MP3, ...;\n"
+           "- reads standard input), mixed to mono and resampled to 16 kHz (libsoxr), turned into\n"
+           "Whisper's log-mel features as HF's WhisperFeatureExtractor does (docs/audio.md).\n"
+           "FEATURES.npy: such features already, [n_mels, frames] float32 (HF's input_features,\n"
+           "100 frames a second, as attend features -o writes them). Up to 3000 frames (30 s) are one\n"
            "window; longer audio is decoded window by window as HF's long-form generate() does\n"
            "(timestamps on; each window starts where the last complete segment ended). One\n"
            "output per input, in order.\n"
@@ -45,12 +51,16 @@ static void transcribe_help(void) {
            "  --timestamps           timestamp tokens (segments with their times)\n"
            "  --beam N, --greedy     beam search with N beams, or greedy (the model's default)\n"
            "  --max-length N         tokens at most, the prompt included (default: the model's)\n"
-           "  --output txt|json      txt: the text, one line per input (default); json: one object\n"
+           "  --output FORMAT        txt: the text, one line per input (default); json: one object\n"
            "                         per input: file, language, duration, text, segments (start,\n"
-           "                         end, text, avg_logprob, tokens)\n"
+           "                         end, text, avg_logprob, tokens); srt, vtt: subtitles, one cue\n"
+           "                         per segment; verbose_json: OpenAI's (as attend serve answers\n"
+           "                         /v1/audio/transcriptions). srt, vtt and verbose_json turn\n"
+           "                         --timestamps on\n"
            "  --dump-attention FILE  each input one window: every attention matrix to FILE.npz;\n"
            "                         json then gives the window's tokens after <|startoftranscript|>\n"
            "  --dump-logits          with --dump-attention: the raw logits of every step too\n"
+           "  --max-duration S       refuse audio longer than S seconds (default 36000: 10 hours)\n"
            "  --timing               after each input, on stderr: seconds to load the model,\n"
            "                         in the encoder, in the decoder, and the decoder steps\n"
            "  -t, --threads N        threads (default: one per core)\n"
@@ -65,11 +75,18 @@ static int take_transcribe_option(cli_args *a, transcribe_options *o) {
     if (cli_is(a, NULL, "--max-length")) return cli_take_int(a, 2, 1 << 20, &o->max_length);
     if (cli_is(a, NULL, "--dump-attention")) return cli_take_str(a, &o->dump_path);
     if (cli_is(a, NULL, "--dump-logits")) return o->dump_logits = 1, CLI_OPT_TAKEN;
+    if (cli_is(a, NULL, "--max-duration")) {
+        float s;
+        if ((rc = cli_take_float(a, 0.01, 1e9, &s)) == CLI_OPT_TAKEN) o->max_seconds = s;
+        return rc;
+    }
     if (cli_is(a, NULL, "--timing")) return o->timing = 1, CLI_OPT_TAKEN;
     if (cli_is(a, NULL, "--output")) {
         if ((rc = cli_take_str(a, &o->output)) != CLI_OPT_TAKEN) return rc;
-        if (!strcmp(o->output, "txt") || !strcmp(o->output, "json")) return CLI_OPT_TAKEN;
-        fprintf(stderr, "attend transcribe: --output is txt or json, not '%s'\n", o->output);
+        static const char *const formats[] = {"txt", "json", "srt", "vtt", "verbose_json", NULL};
+        for (int i = 0; formats[i]; i++)
+            if (!strcmp(o->output, formats[i])) return CLI_OPT_TAKEN;
+        fprintf(stderr, "attend transcribe: --output is txt, json, srt, vtt or verbose_json, not '%s'\n", o->output);
         return EXIT_USAGE;
     }
     if (cli_is(a, NULL, "--task")) {
@@ -151,6 +168,16 @@ static void write_segments(const attend_transcript *t) {
     putchar(']');
 }
 
+/* srt, vtt, verbose_json: transcript_write.h's formats. */
+static void write_other(attend_model *m, const transcribe_options *o, const attend_transcript *t, double seconds) {
+    transcript_write_options w = transcript_default_write_options();
+    w.task = o->sp.task == ATTEND_TASK_TRANSLATE ? "translate" : "transcribe";
+    w.duration = seconds;
+    w.words = t->n_words > 0;
+    w.timestamp_begin = transcript_timestamp_begin(m);
+    transcript_write(stdout, t, o->output, &w);
+}
+
 static void write_transcript(const transcribe_options *o, const char *file, attend_transcript *t) {
     const char *text = t->text;
     while (*text == ' ') text++; /* the text starts with the space of its first word */
@@ -188,12 +215,22 @@ static void write_result(const transcribe_options *o, const char *file, const ch
     printf("], \"score\": %.6g}\n", r->score);
 }
 
-/* --dump-attention: one window decoded as one result, its matrices written out. */
+static int ends_with(const char *s, const char *tail);
+static int read_audio(attend_model *m, const transcribe_options *o, const char *file, float **mel, int *frames,
+                      double *seconds);
+
+/* --dump-attention: one window (an audio file's first 30 s) decoded as one result, its
+ * matrices written out. */
 static int transcribe_window(attend_model *m, const transcribe_options *o, const char *file) {
     const attend_config *c = attend_get_config(m);
     float *mel = NULL;
-    int frames, status = read_features(c, file, 1, &mel, &frames);
+    double seconds;
+    int frames, status = ends_with(file, ".npy") ? read_features(c, file, 1, &mel, &frames)
+                                                 : read_audio(m, o, file, &mel, &frames, &seconds);
     if (status) return status;
+    if (frames > c->audio_frames) /* the first window: its frames of each mel row, moved together */
+        for (int r = 1; r < c->n_mels; r++)
+            memmove(mel + (size_t)r * c->audio_frames, mel + (size_t)r * frames, sizeof(float) * c->audio_frames);
     attend_result r;
     const char *lang = NULL;
     char err[512];
@@ -217,6 +254,29 @@ static int transcribe_window(attend_model *m, const transcribe_options *o, const
     return status;
 }
 
+static int ends_with(const char *s, const char *tail) {
+    const size_t n = strlen(s), k = strlen(tail);
+    return n >= k && !strcmp(s + n - k, tail);
+}
+
+/* An audio file (or "-": standard input) as the model's features [n_mels, frames] (the
+ * server reads uploads the same way: speech_input.h); *seconds its length. 0 or an exit
+ * status. */
+static int read_audio(attend_model *m, const transcribe_options *o, const char *file, float **mel, int *frames,
+                      double *seconds) {
+    char err[512] = "";
+    if (!strcmp(file, "-")) {
+        size_t size;
+        unsigned char *data = cli_read_stdin("transcribe", &size);
+        *mel = data ? speech_features(m, NULL, data, size, o->max_seconds, frames, seconds, err, sizeof err) : NULL;
+        free(data);
+    } else {
+        *mel = speech_features(m, file, NULL, 0, o->max_seconds, frames, seconds, err, sizeof err);
+    }
+    if (!*mel && err[0]) fprintf(stderr, "attend transcribe: %s: %s\n", file, err);
+    return *mel ? 0 : EXIT_FAIL;
+}
+
 static double seconds_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -238,7 +298,10 @@ static int transcribe_one(attend_model *m, const transcribe_options *o, const ch
         return status;
     }
     float *mel = NULL;
-    int frames, status = read_features(attend_get_config(m), file, 0, &mel, &frames);
+    int frames;
+    double seconds = 0; /* .npy: the features' own length */
+    int status = ends_with(file, ".npy") ? read_features(attend_get_config(m), file, 0, &mel, &frames)
+                                         : read_audio(m, o, file, &mel, &frames, &seconds);
     if (status) return status;
     attend_transcript t;
     char err[512];
@@ -247,7 +310,8 @@ static int transcribe_one(attend_model *m, const transcribe_options *o, const ch
         free(mel);
         return EXIT_FAIL;
     }
-    write_transcript(o, file, &t);
+    if (!strcmp(o->output, "txt") || !strcmp(o->output, "json")) write_transcript(o, file, &t);
+    else write_other(m, o, &t, seconds);
     if (o->timing) print_timing(o, file);
     attend_transcript_free(&t);
     free(mel);
@@ -259,14 +323,21 @@ int cmd_transcribe(int argc, char **argv) {
         transcribe_help();
         return EXIT_OK;
     }
-    transcribe_options o = {.sp = attend_default_speech_params(), .output = "txt"};
+    transcribe_options o = {.sp = attend_default_speech_params(), .output = "txt", .max_seconds = 36000};
     int status = transcribe_parse(argc, argv, &o);
     if (status) return status;
+    if (strcmp(o.output, "txt") && strcmp(o.output, "json")) {
+        if (o.dump_path) {
+            fprintf(stderr, "attend transcribe: --dump-attention writes txt or json, not --output %s\n", o.output);
+            return EXIT_USAGE;
+        }
+        o.sp.timestamps = 1; /* subtitles and segments need times */
+    }
     o.p = cli_model_params(&o.common);
     o.p.max_length = o.max_length;
     o.p.want_attention = o.dump_path != NULL;
     o.p.want_logits = o.dump_logits;
-    o.p.want_scores = !strcmp(o.output, "json") || o.dump_path;
+    o.p.want_scores = strcmp(o.output, "txt") || o.dump_path;
     attend_stats stats;
     if (o.timing) o.p.stats = &stats;
     const double t0 = seconds_now();

@@ -57,7 +57,8 @@ int explore_json_sentence(FILE *f, const char *source, const attend_result *r, c
     json_str(f, source);
     fputs(",\"translation\":", f);
     json_str(f, r->text);
-    fprintf(f, ",\"forced\":%s,\"score\":%.6g,\"src\":", forced ? "true" : "false", (double)r->score);
+    fprintf(f, ",\"forced\":%s,\"score\":%.6g,\"normalized_score\":%.6g,\"src\":", forced ? "true" : "false",
+            (double)r->score, (double)r->normalized_score);
     json_strs(f, (const char *const *)r->src_pieces, r->n_src);
     fputs(",\"tgt\":", f);
     json_strs(f, (const char *const *)r->tgt_pieces, r->n_tgt);
@@ -101,7 +102,7 @@ int explore_presets(const char *first, const char *own, int L, char **out) {
 void explore_json_blank(FILE *f, const char *source) {
     fputs("{\"source\":", f);
     json_str(f, source);
-    fputs(",\"translation\":\"\",\"empty\":true,\"forced\":false,\"score\":0,\"src\":[],\"tgt\":[],"
+    fputs(",\"translation\":\"\",\"empty\":true,\"forced\":false,\"score\":0,\"normalized_score\":0,\"src\":[],\"tgt\":[],"
           "\"src_words\":[],\"tgt_words\":[],\"logprob\":[],\"align\":{},\"enc\":[],\"dec\":[],\"cross\":[]}",
           f);
 }

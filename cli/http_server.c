@@ -34,7 +34,8 @@ struct http_conn {
     char *in;                 /* bytes read and not used yet */
     size_t in_len, in_cap;
     http_head head;
-    int have_head;
+    int have_head, head_ok;   /* a head read; and parsed (its path known) */
+    long long max_body;       /* this request's body limit (http_config.body_limit) */
     char *body;               /* the request's body (NUL-terminated) */
     size_t body_len, body_cap;
     http_chunks chunks;
@@ -126,7 +127,9 @@ void http_respond(http_conn *c, int status, const char *type, const char *const 
 /* An error the server answers itself, as the caller's JSON. */
 static void respond_error(http_conn *c, int status, const char *msg) {
     size_t len = 0;
-    char *body = c->s->cfg.error_body(msg, &len);
+    const http_config *cfg = &c->s->cfg;
+    char *body = c->head_ok && cfg->route_error_body ? cfg->route_error_body(cfg->user, c, status, msg, &len) : NULL;
+    if (!body) body = cfg->error_body(msg, &len);
     http_respond(c, status, "application/json; charset=utf-8", NULL, body ? body : (char *)"", body ? len : 0,
                  body == NULL);
 }
@@ -155,7 +158,7 @@ static void request_over(http_conn *c, int status, const char *why) {
     if (c->have_head || c->status) c->s->cfg.on_done(c->s->cfg.user, c, status, status ? c->sent : 0, why);
     c->data = NULL;
     http_head_free(&c->head);
-    c->have_head = 0;
+    c->have_head = c->head_ok = 0;
     free(c->body);
     c->body = NULL, c->body_len = c->body_cap = 0;
     memset(&c->chunks, 0, sizeof c->chunks);
@@ -255,7 +258,7 @@ static void take_body_bytes(http_conn *c) {
     size_t used = 0;
     if (c->head.chunked) {
         const long long r = http_chunks_feed(&c->chunks, c->in, c->in_len, &c->body, &c->body_len, &c->body_cap,
-                                             c->s->cfg.max_body, err, sizeof err);
+                                             c->max_body, err, sizeof err);
         if (r == -2) return respond_error(c, 413, "the body is larger than --max-body");
         if (r < 0) return respond_error(c, 400, err);
         used = (size_t)r;
@@ -292,7 +295,9 @@ static void take_head(http_conn *c) {
     memmove(c->in, c->in + end, c->in_len - end);
     c->in_len -= end;
     if (bad) return respond_error(c, bad, bad == 431 ? "the request head is larger than 64 KiB" : err);
-    if (c->head.content_length > c->s->cfg.max_body) return respond_error(c, 413, "the body is larger than --max-body");
+    c->head_ok = 1;
+    c->max_body = c->s->cfg.body_limit ? c->s->cfg.body_limit(c->s->cfg.user, c) : c->s->cfg.max_body;
+    if (c->head.content_length > c->max_body) return respond_error(c, 413, "the body is larger than --max-body");
     c->state = BODY;
     if (c->head.expect_continue && (c->head.chunked || c->head.content_length > 0))
         send(c->fd, "HTTP/1.1 100 Continue\r\n\r\n", 25, MSG_NOSIGNAL | MSG_DONTWAIT);

@@ -35,6 +35,12 @@ typedef struct {
     void (*on_done)(void *user, http_conn *c, int status, size_t sent, const char *why);
     /* {"error": msg} for the errors the server answers itself (malloc'd) */
     char *(*error_body)(const char *msg, size_t *len);
+    /* Optional, for a request whose head was read whole (its path known): its body limit in
+     * place of max_body (a route taking uploads may allow more), and the body of an error
+     * the server answers itself, so that a route keeps its own error shape (NULL from it:
+     * error_body's). */
+    long long (*body_limit)(void *user, const http_conn *c);
+    char *(*route_error_body)(void *user, const http_conn *c, int status, const char *msg, size_t *len);
     void *user;
     int verbose; /* a line on stderr for each connection refused or dropped */
 } http_config;

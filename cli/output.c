@@ -66,6 +66,7 @@ attend_result cli_hypothesis_result(const attend_result *r, int k) {
     x.tgt_ids = h->ids;
     x.tgt_pieces = h->pieces;
     x.score = h->score;
+    x.normalized_score = h->normalized_score;
     x.logprob = h->logprob;
     x.dec_self = h->dec_self;
     x.cross = h->cross;
@@ -92,7 +93,7 @@ static int print_alignment(const attend_result *r, const attend_config *c, const
 int cli_write_nbest(long long idx, attend_result *r, const attend_config *c, const attend_view *view) {
     for (int k = 0; k < r->n_best; k++) { /* fewer hypotheses than asked cannot happen */
         cli_one_line(r->nbest[k].text);
-        printf("%lld ||| %s ||| %.6f", idx, r->nbest[k].text, r->nbest[k].score);
+        printf("%lld ||| %s ||| %.6f", idx, r->nbest[k].text, r->nbest[k].normalized_score);
         if (view) { /* each hypothesis's own attention */
             const attend_result h = cli_hypothesis_result(r, k);
             if (print_alignment(&h, c, view)) return EXIT_USAGE;
@@ -163,6 +164,8 @@ void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const
     const int one = 1;
     snprintf(name, sizeof name, "s%lld/score", idx);
     npz_add_f32(z, name, &r->score, 1, &one);
+    snprintf(name, sizeof name, "s%lld/normalized_score", idx);
+    npz_add_f32(z, name, &r->normalized_score, 1, &one);
     if (with_logits) {
         const int shape[2] = {T, c->decoder_vocab_size};
         snprintf(name, sizeof name, "s%lld/logits", idx);
@@ -193,6 +196,8 @@ void cli_dump_nbest(npz_writer *z, const attend_config *c, long long idx, const 
         npz_add_str(z, name, &text, 1);
         snprintf(name, sizeof name, "s%lld/nbest%d/score", idx, k);
         npz_add_f32(z, name, &h->score, 1, &one);
+        snprintf(name, sizeof name, "s%lld/nbest%d/normalized_score", idx, k);
+        npz_add_f32(z, name, &h->normalized_score, 1, &one);
         if (h->logprob) {
             snprintf(name, sizeof name, "s%lld/nbest%d/logprob", idx, k);
             npz_add_f32(z, name, h->logprob, 1, &T);

@@ -17,7 +17,8 @@ int cli_is_blank(const char *s, size_t n);
 void cli_one_line(char *t);
 /* On stderr: why line idx (1-based) was cut, if r was truncated. */
 void cli_warn_truncated(const attend_config *c, long long idx, const attend_result *r);
-/* r's hypotheses in Marian's n-best layout, "idx ||| text ||| score", best first; with view,
+/* r's hypotheses in Marian's n-best layout, "idx ||| text ||| score", best first, the score
+ * each one's normalized_score (beams: HF's sequences_scores); with view,
  * then " ||| " and the Pharaoh word alignment of that hypothesis's own attention. 0, or
  * EXIT_USAGE after a message when the alignment fails. */
 int cli_write_nbest(long long idx, attend_result *r, const attend_config *c, const attend_view *view);
@@ -31,7 +32,7 @@ int cli_write_translation(attend_result *r, const attend_config *c, const attend
 void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const attend_result *r,
                      int with_logits);
 /* The n-best hypotheses after the first under s{idx}/nbest{k}/ (k = 1 ..): tgt_ids,
- * tgt_pieces, text, score, logprob, dec_self/l{l}, cross/l{l}. */
+ * tgt_pieces, text, score, normalized_score, logprob, dec_self/l{l}, cross/l{l}. */
 void cli_dump_nbest(npz_writer *z, const attend_config *c, long long idx, const attend_result *r);
 /* A whole archive of one result as sentence s0 (attend align). 0, or -1 with err set. */
 int cli_dump_one(const char *path, const attend_config *c, const attend_result *r, char *err, size_t errlen);

@@ -1,9 +1,12 @@
-/* serve: attend serve, an HTTP translation server over one or several loaded models. The
+/* serve: attend serve, an HTTP translation server over one or several loaded models, and
+ * speech to text over Whisper models (OpenAI's /v1/audio endpoints). The
  * parts, one job each: cmd_serve.c (options, start, wait for a signal, shut down),
  * http_server.c (connections, limits, deadlines), serve_http.c (routes, answers, the access
  * log), serve_models.c (which model a request goes to), serve_request.c
  * (a JSON body into a serve_request), serve_sched.c (the scheduler thread: requests arriving
- * together are translated as one batch), serve_response.c (results and errors as JSON). */
+ * together are translated as one batch), serve_response.c (results and errors as JSON),
+ * serve_audio.c (an audio upload's form into a job; OpenAI's errors), serve_speech.c (the
+ * worker thread of each speech model). */
 #ifndef ATTEND_CLI_SERVE_H
 #define ATTEND_CLI_SERVE_H
 
@@ -39,9 +42,13 @@ typedef struct {
     const char *api_keys;      /* --api-keys FILE: a key required with each request (serve_limits.c) */
     int req_limit;             /* --req-limit: requests per client address per minute (0: none) */
     int char_limit;            /* --char-limit: characters of q per request (0: none) */
+    double max_audio_seconds;  /* --max-audio-seconds: longer audio is refused (400) */
+    long long max_audio_body;  /* --max-audio-body: bytes of an upload to /v1/audio (413 above) */
+    int max_audio_queue;       /* --max-audio-queue: uploads waiting per speech model (503 above) */
 } serve_options;
 
-enum { SERVE_LIBRE = 0, SERVE_V1 = 1, SERVE_DETECT = 2, SERVE_FILE = 3 };
+enum { SERVE_LIBRE = 0, SERVE_V1 = 1, SERVE_DETECT = 2, SERVE_FILE = 3, SERVE_AUDIO = 4, SERVE_AUDIO_TRANSLATE = 5 };
+#define SERVE_AUDIO_PREFIX "/v1/audio/" /* OpenAI's speech endpoints: uploads, OpenAI's errors */
 
 /* One parsed translation request: its sentences and how to translate them. */
 typedef struct {
@@ -196,11 +203,15 @@ void serve_files_download(serve_files *fs, struct http_conn *conn, const char *i
 
 /* The models of one server (serve_models.c): each with its options (its own pair) and its
  * own scheduler, so batching stays per model. */
+typedef struct serve_speech serve_speech;
 typedef struct {
     attend_model *m;
     char name[128];  /* the file's base name without .gguf: /v1 "model" names it */
     serve_options o; /* the server's options, with this model's pair */
-    serve_sched *s;
+    serve_sched *s;  /* a text model's scheduler (NULL for a speech model) */
+    int speech;      /* a speech model (Whisper): never routed text, only audio */
+    int english_only; /* a speech model without languages to set or translate from (*.en) */
+    serve_speech *sp; /* its worker (serve_speech.c) */
 } serve_model;
 
 typedef struct {
@@ -211,6 +222,8 @@ typedef struct {
 /* The model a request body (JSON) goes to: its index, or -400 with err (no model covers the
  * pair; /v1 "model" names none). With one model always 0. */
 int serve_route(const serve_models *ms, const char *body, size_t len, int api, char *err, size_t errlen);
+/* 0, or 400 with err when every model is a speech model (nothing translates text). */
+int serve_no_text_model(const serve_models *ms, char *err, size_t errlen);
 /* GET /languages over every model; GET /v1/model (the first model's facts and "models"). */
 char *serve_models_languages(const serve_models *ms, size_t *len);
 char *serve_models_json(const serve_models *ms, size_t *len);
@@ -226,6 +239,63 @@ int serve_resolve_auto(const serve_models *ms, char **body, size_t *len, char *d
                        float *confidence, char *err, size_t errlen);
 /* Sentences queued or being translated, every scheduler together. */
 int serve_models_pending(const serve_models *ms);
+
+/* ---------------------------------------------------------------------------------------
+ * Speech: POST /v1/audio/transcriptions and /v1/audio/translations (OpenAI's API) */
+
+/* An error as OpenAI shapes it: {"error": {"message", "type", "param", "code"}}. */
+typedef struct {
+    int status;        /* the HTTP status (0: none) */
+    char message[512];
+    const char *param; /* the form field at fault, or NULL */
+    const char *code;  /* OpenAI's code ("model_not_found"), or NULL */
+} serve_oai_error;
+/* Fill e; returns status. */
+int serve_oai_fail(serve_oai_error *e, int status, const char *param, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* e as a JSON body (malloc'd), its "type" from the status. */
+char *serve_oai_error_body(const serve_oai_error *e, size_t *len);
+
+/* One audio request: its form, then its answer. */
+typedef struct serve_audio_job {
+    char *body;                 /* the whole form (owned; freed once decoded): file points into it */
+    const char *file;
+    size_t file_len;
+    int task;                   /* ATTEND_TASK_TRANSCRIBE or _TRANSLATE */
+    char language[16];          /* a code of the model, or "" (detected) */
+    char format[16];            /* transcript_write's: json, text, srt, vtt, verbose_json */
+    int words;                  /* timestamp_granularities[] has word */
+    char api_key[256];          /* Authorization: Bearer KEY, else the form's api_key ("" none) */
+    double queued_at;
+    serve_oai_error error;      /* the answer when error.status is set */
+    char *answer;               /* else 200 with this body (malloc'd) and type */
+    size_t answer_len;
+    const char *type;
+    /* Called once from the worker thread when the answer is ready; the job belongs to the
+     * caller again from then on. */
+    void (*finish)(struct serve_audio_job *job);
+    void *user;
+    struct serve_audio_job *next;
+} serve_audio_job;
+
+/* The form of an audio request (multipart/form-data, body of len bytes, taken by the job
+ * in every case) for task into job: 0 and *model (the speech model's index in ms), or an
+ * HTTP status with job->error (serve_audio.c). */
+int serve_audio_parse(const serve_models *ms, const char *content_type, char *body, size_t len, int task,
+                      serve_audio_job *job, int *model);
+void serve_audio_job_free(serve_audio_job *job);
+
+/* The worker of one speech model (serve_speech.c): a bounded queue of jobs, transcribed one
+ * at a time off the HTTP thread. */
+serve_speech *serve_speech_start(attend_model *m, const serve_options *o, char *err, size_t errlen);
+/* Queue a job: 0, or -1 when --max-audio-queue jobs wait already or the worker is stopping
+ * (nothing happened: the caller answers 503). */
+int serve_speech_submit(serve_speech *s, serve_audio_job *job);
+/* Jobs queued or being transcribed (for /health). */
+int serve_speech_pending(serve_speech *s);
+/* Stop the transcription running (p.stop), answer every queued job 503, end the thread. */
+void serve_speech_stop(serve_speech *s);
+void serve_speech_free(serve_speech *s);
 
 /* The HTTP side (serve_http.c). */
 typedef struct serve_http serve_http;

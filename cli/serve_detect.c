@@ -19,6 +19,7 @@ static int sources(const serve_models *ms, const char *tgt, const char **out, in
     int n = 0;
     for (int k = 0; k < ms->n; k++) {
         const serve_model *sm = &ms->list[k];
+        if (sm->speech) continue; /* it translates no text */
         const attend_config *c = attend_get_config(sm->m);
         const char *const *codes = (const char *const *)c->languages;
         const char *pair_src[1] = {sm->o.pair[0]};

@@ -43,6 +43,7 @@ typedef struct {
     char *body; /* the request's body (taken from the connection), rewritten as JSON */
     size_t len;
     serve_job *job; /* with the scheduler, or answered */
+    serve_audio_job *audio; /* POST /v1/audio/...: with a speech worker, or answered */
     int retry_after;                  /* a 429's Retry-After (seconds) */
     char file_name[SERVE_FILE_NAME]; /* POST /translate_file: the upload's name */
 } request;
@@ -68,7 +69,22 @@ static void reply_json(request *x, int status, char *body, size_t len) {
     reply(x, status, body, len, 0, "application/json; charset=utf-8");
 }
 
+static int is_audio_path(const char *path) { return !strncmp(path, SERVE_AUDIO_PREFIX, strlen(SERVE_AUDIO_PREFIX)); }
+
+/* An error in OpenAI's shape (the /v1/audio endpoints). */
+static void reply_oai(request *x, const serve_oai_error *e) {
+    size_t len = 0;
+    char *body = serve_oai_error_body(e, &len);
+    if (body) reply_json(x, e->status, body, len);
+    else reply(x, 500, (char *)"", 0, 1, "application/json; charset=utf-8");
+}
+
 static void reply_error(request *x, int status, const char *msg) {
+    if (is_audio_path(http_path(x->conn))) { /* the errors of every path in one shape */
+        serve_oai_error e;
+        serve_oai_fail(&e, status, NULL, NULL, "%s", msg);
+        return reply_oai(x, &e);
+    }
     size_t len = 0;
     char *body = serve_response_error(msg, &len);
     if (body) reply_json(x, status, body, len);
@@ -136,7 +152,8 @@ static int gate(request *x, char *err, size_t errlen) {
 static void answer_detect(request *x) {
     char err[512], *out = NULL;
     size_t len = 0;
-    int status = form_to_json(x, err, sizeof err);
+    int status = serve_no_text_model(x->h->ms, err, sizeof err);
+    if (!status) status = form_to_json(x, err, sizeof err);
     if (!status) status = gate(x, err, sizeof err);
     if (!status) status = serve_detect(x->h->ms, x->body ? x->body : "", x->len, &out, &len, err, sizeof err);
     if (status == 200) reply_json(x, 200, out, len);
@@ -160,9 +177,10 @@ static int file_to_json(request *x, char *err, size_t errlen) {
 static void start_translation(request *x, int api) {
     serve_http *h = x->h;
     char err[512];
-    int bad_form = api == SERVE_LIBRE ? form_to_json(x, err, sizeof err)
-                   : api == SERVE_FILE ? file_to_json(x, err, sizeof err)
-                                       : 0;
+    int bad_form = serve_no_text_model(h->ms, err, sizeof err);
+    if (!bad_form) bad_form = api == SERVE_LIBRE ? form_to_json(x, err, sizeof err)
+                              : api == SERVE_FILE ? file_to_json(x, err, sizeof err)
+                                                  : 0;
     if (!bad_form) bad_form = gate(x, err, sizeof err);
     if (bad_form) return reply_error(x, bad_form, err);
     const int kind = api == SERVE_FILE ? SERVE_LIBRE : api;
@@ -217,6 +235,66 @@ static void finish_translation(request *x) {
 }
 
 /* ---------------------------------------------------------------------------------------
+ * Speech requests: the form checked here, the audio transcribed by the model's worker */
+
+/* Called by the worker: the answer is ready (on the loop). */
+static void audio_finished(serve_audio_job *job) {
+    request *x = job->user;
+    http_resume(x->conn);
+}
+
+/* The key (Authorization: Bearer KEY, as OpenAI's clients send it, else the form's
+ * api_key) and the rate through serve_limits: 0, or the status with e (401 for a missing
+ * or unknown key, as OpenAI answers; 429 with x->retry_after). */
+static int audio_gate(request *x, serve_audio_job *job, serve_oai_error *e) {
+    const char *auth = http_header(x->conn, "Authorization");
+    if (auth && !strncasecmp(auth, "Bearer ", 7)) snprintf(job->api_key, sizeof job->api_key, "%s", auth + 7);
+    char *json = NULL, err[512];
+    size_t len = 0;
+    FILE *f = open_memstream(&json, &len);
+    if (!f) return serve_oai_fail(e, 500, NULL, NULL, "out of memory");
+    fputs("{\"api_key\":", f);
+    json_str(f, job->api_key);
+    fputc('}', f);
+    if (fclose(f)) return free(json), serve_oai_fail(e, 500, NULL, NULL, "out of memory");
+    const int rc = serve_limits_check(x->h->limits, http_client(x->conn), json, len, &x->retry_after, err, sizeof err);
+    free(json);
+    if (rc == 403) return serve_oai_fail(e, 401, NULL, "invalid_api_key", "%s (send it as Authorization: Bearer KEY)", err);
+    if (rc == 429) return serve_oai_fail(e, 429, NULL, "rate_limit_exceeded", "%s", err);
+    return rc ? serve_oai_fail(e, rc, NULL, NULL, "%s", err) : 0;
+}
+
+/* The body has arrived: the form into a job for the speech model's worker (or an error). */
+static void start_audio(request *x, int api) {
+    serve_audio_job *job = calloc(1, sizeof *job);
+    if (!job) return reply_error(x, 500, "out of memory");
+    x->audio = job;
+    int k = -1;
+    const int task = api == SERVE_AUDIO_TRANSLATE ? ATTEND_TASK_TRANSLATE : ATTEND_TASK_TRANSCRIBE;
+    const int bad = serve_audio_parse(x->h->ms, http_header(x->conn, "Content-Type"), x->body, x->len, task, job, &k);
+    x->body = NULL; /* the job's now */
+    serve_oai_error gate_error;
+    if (audio_gate(x, job, &gate_error)) return reply_oai(x, &gate_error);
+    if (bad) return reply_oai(x, &job->error);
+    job->finish = audio_finished;
+    job->user = x;
+    if (serve_speech_submit(x->h->ms->list[k].sp, job)) {
+        serve_oai_fail(&job->error, 503, NULL, NULL, "the speech queue is full (see --max-audio-queue) or the "
+                                                   "server is stopping; retry");
+        audio_finished(job);
+    }
+}
+
+/* Resumed: the worker's answer. */
+static void finish_audio(request *x) {
+    serve_audio_job *job = x->audio;
+    if (job->error.status) return reply_oai(x, &job->error);
+    char *body = job->answer;
+    job->answer = NULL;
+    reply(x, 200, body, job->answer_len, 0, job->type);
+}
+
+/* ---------------------------------------------------------------------------------------
  * Routing */
 
 static int is_post_route(const char *path, int *api) {
@@ -224,6 +302,8 @@ static int is_post_route(const char *path, int *api) {
     if (!strcmp(path, "/v1/translate")) return *api = SERVE_V1, 1;
     if (!strcmp(path, "/detect")) return *api = SERVE_DETECT, 1;
     if (!strcmp(path, "/translate_file")) return *api = SERVE_FILE, 1;
+    if (!strcmp(path, SERVE_AUDIO_PREFIX "transcriptions")) return *api = SERVE_AUDIO, 1;
+    if (!strcmp(path, SERVE_AUDIO_PREFIX "translations")) return *api = SERVE_AUDIO_TRANSLATE, 1;
     return 0;
 }
 
@@ -277,12 +357,15 @@ static void on_request(void *user, http_conn *conn) {
         return reply_error(x, 405, post || get ? "method not allowed on this path" : "method not allowed");
     if (get) return answer_get(x);
     if (api == SERVE_DETECT) return answer_detect(x);
+    if (api == SERVE_AUDIO || api == SERVE_AUDIO_TRANSLATE) return start_audio(x, api);
     start_translation(x, api);
 }
 
 static void on_resume(void *user, http_conn *conn) {
     (void)user;
-    finish_translation(*http_data(conn));
+    request *x = *http_data(conn);
+    if (x->audio) finish_audio(x);
+    else finish_translation(x);
 }
 
 /* The access log line, and the request's memory (http_config.on_done). */
@@ -294,6 +377,7 @@ static void on_done(void *user, http_conn *conn, int status, size_t sent, const 
                 status, sent, x ? (serve_now() - x->started) * 1000.0 : 0.0, *why ? " (" : "", why, *why ? ")" : "");
     if (!x) return; /* answered by the connection layer before it reached the server */
     job_free(x->job);
+    serve_audio_job_free(x->audio);
     free(x->body);
     free(x);
     *http_data(conn) = NULL;
@@ -326,6 +410,34 @@ static char *make_page(const attend_model *m, const char *name, const serve_opti
     fputs(mark + strlen("@@DATA@@"), f);
     if (fclose(f)) return free(out), NULL;
     return out;
+}
+
+/* GET / on a server of speech models only: where to send audio. */
+static char *speech_page(size_t *len) {
+    char *page = strdup("<!doctype html><meta charset=utf-8><title>attend serve</title>\n<p>This server "
+                        "transcribes speech: POST /v1/audio/transcriptions and /v1/audio/translations "
+                        "(docs/serve.md).</p>\n");
+    *len = page ? strlen(page) : 0;
+    return page;
+}
+
+/* http_config.body_limit: uploads to /v1/audio may be larger than other bodies. */
+static long long body_limit(void *user, const http_conn *c) {
+    const serve_http *h = user;
+    return is_audio_path(http_path(c)) ? h->o->max_audio_body : h->o->max_body;
+}
+
+/* http_config.route_error_body: the HTTP layer's errors on /v1/audio in OpenAI's shape. */
+static char *route_error_body(void *user, const http_conn *c, int status, const char *msg, size_t *len) {
+    const serve_http *h = user;
+    if (!is_audio_path(http_path(c))) return NULL;
+    serve_oai_error e;
+    if (status == 413)
+        serve_oai_fail(&e, 413, "file", NULL, "the upload is larger than --max-audio-body (%lld bytes)",
+                       h->o->max_audio_body);
+    else
+        serve_oai_fail(&e, status, NULL, NULL, "%s", msg);
+    return serve_oai_error_body(&e, len);
 }
 
 /* The address to bind: IPv4 or IPv6, numeric. 0, or -1. */
@@ -366,10 +478,12 @@ serve_http *serve_http_start(const serve_models *ms, const serve_options *o, cha
     if (!h) return snprintf(err, errlen, "out of memory"), NULL;
     h->ms = ms, h->o = o;
     pthread_mutex_init(&h->mu, NULL);
-    const serve_model *first = &ms->list[0]; /* the page, the settings' defaults */
+    int t = 0; /* the first text model: the page, the settings' defaults */
+    while (t < ms->n - 1 && ms->list[t].speech) t++;
+    const serve_model *first = &ms->list[t];
     h->model_json = ms->n == 1 ? serve_response_model(first->m, first->name, &h->model_json_len)
                                : serve_models_json(ms, &h->model_json_len);
-    h->page = make_page(first->m, first->name, o, &h->page_len);
+    h->page = first->speech ? speech_page(&h->page_len) : make_page(first->m, first->name, o, &h->page_len);
     h->languages = serve_models_languages(ms, &h->languages_len);
     h->settings = serve_libre_settings(first->m, &first->o, &h->settings_len);
     h->limits = serve_limits_new(o->api_keys, o->req_limit, o->char_limit, 0, err, errlen);
@@ -382,6 +496,7 @@ serve_http *serve_http_start(const serve_models *ms, const serve_options *o, cha
                              .idle_timeout = o->timeout, .max_connections = o->max_connections,
                              .max_per_address = o->max_per_address, .on_request = on_request,
                              .on_resume = on_resume, .on_done = on_done, .error_body = serve_response_error,
+                             .body_limit = body_limit, .route_error_body = route_error_body,
                              .user = h, .verbose = o->verbose};
     char why[256] = "";
     h->server = http_start((struct sockaddr *)&ss, v6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in),

@@ -3,7 +3,9 @@
  * target: its pair from -m FILE:SRC-TGT, --languages or the file's name) covers its pair; a
  * multilingual model (NLLB, M2M-100, mBART-50) any two of its languages. A request goes to
  * the first pair model that covers it, else the first multilingual one; /v1 may name its
- * model. With one model every request goes to it, as before several were possible. */
+ * model. With one model every request goes to it, as before several were possible. A speech
+ * model (Whisper) is never routed text: naming it, or asking a server that has no other,
+ * is refused saying where audio goes. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,20 +47,45 @@ static void list_pairs(const serve_models *ms, char *out, size_t cap) {
     out[0] = 0;
     for (int k = 0; k < ms->n && used < cap; k++) {
         const serve_model *sm = &ms->list[k];
+        if (sm->speech) continue;
         char what[48];
         if (attend_get_config(sm->m)->n_languages) snprintf(what, sizeof what, "any two of its languages");
         else if (sm->o.pair[0][0]) snprintf(what, sizeof what, "%s-%s", sm->o.pair[0], sm->o.pair[1]);
         else snprintf(what, sizeof what, "its pair unknown");
-        used += (size_t)snprintf(out + used, cap - used, "%s%s (%s)", k ? ", " : "", what, sm->name);
+        used += (size_t)snprintf(out + used, cap - used, "%s%s (%s)", used ? ", " : "", what, sm->name);
     }
 }
 
+/* A speech model asked to translate text: -400 with err saying where audio goes. */
+static int speech_refused(const serve_model *sm, char *err, size_t errlen) {
+    snprintf(err, errlen, "%s is a speech model: it transcribes audio (POST /v1/audio/transcriptions, "
+                          "/v1/audio/translations), it does not translate text", sm->name);
+    return -400;
+}
+
+/* The text models: how many, and the first (-1: none). */
+static int text_models(const serve_models *ms, int *first) {
+    int n = 0;
+    *first = -1;
+    for (int k = ms->n - 1; k >= 0; k--)
+        if (!ms->list[k].speech) n++, *first = k;
+    return n;
+}
+
+int serve_no_text_model(const serve_models *ms, char *err, size_t errlen) {
+    int first;
+    return text_models(ms, &first) ? 0 : -speech_refused(&ms->list[0], err, errlen);
+}
+
 int serve_route(const serve_models *ms, const char *body, size_t len, int api, char *err, size_t errlen) {
-    if (ms->n == 1 && api != SERVE_V1) return 0; /* its own checks (serve_request_parse) say what is wrong */
+    int first;
+    const int n_text = text_models(ms, &first);
+    if (!n_text) return speech_refused(&ms->list[0], err, errlen);
+    if (n_text == 1 && api != SERVE_V1) return first; /* its own checks (serve_request_parse) say what is wrong */
     cJSON *root = cJSON_ParseWithLength(body, len);
     if (!cJSON_IsObject(root)) {
         cJSON_Delete(root);
-        return 0; /* model 0 answers the malformed body as one model would */
+        return first; /* the first text model answers the malformed body as one model would */
     }
     char src[64], tgt[64], name[160];
     field(root, api == SERVE_V1 ? "src_lang" : "source", src, sizeof src);
@@ -69,7 +96,8 @@ int serve_route(const serve_models *ms, const char *body, size_t len, int api, c
         for (int k = 0; k < ms->n; k++) { /* the file's name, with or without .gguf */
             const char *n = ms->list[k].name;
             const size_t len = strlen(name);
-            if (!strcmp(n, name) || (!strncmp(n, name, len) && !strcmp(n + len, ".gguf"))) return k;
+            if (!strcmp(n, name) || (!strncmp(n, name, len) && !strcmp(n + len, ".gguf")))
+                return ms->list[k].speech ? speech_refused(&ms->list[k], err, errlen) : k;
         }
         char names[1024] = "";
         for (int k = 0; k < ms->n; k++)
@@ -77,10 +105,12 @@ int serve_route(const serve_models *ms, const char *body, size_t len, int api, c
         snprintf(err, errlen, "no model named \"%.60s\": this server has %s", name, names);
         return -400;
     }
-    if (ms->n == 1) return 0;
+    if (n_text == 1) return first;
     for (int pass = 0; pass < 2; pass++) /* pair models first, then multilingual ones */
         for (int k = 0; k < ms->n; k++)
-            if ((attend_get_config(ms->list[k].m)->n_languages > 0) == pass && covers(&ms->list[k], src, tgt)) return k;
+            if (!ms->list[k].speech && (attend_get_config(ms->list[k].m)->n_languages > 0) == pass &&
+                covers(&ms->list[k], src, tgt))
+                return k;
     char pairs[1024];
     list_pairs(ms, pairs, sizeof pairs);
     snprintf(err, errlen, "no model translates %.20s to %.20s: this server has %s (GET /languages)",
@@ -122,6 +152,7 @@ static int collect_languages(const serve_models *ms, lang_entry *list, int cap) 
     for (int k = 0; k < ms->n; k++) {
         const serve_model *sm = &ms->list[k];
         const attend_config *c = attend_get_config(sm->m);
+        if (sm->speech) continue; /* the languages it hears are not languages it translates */
         if (!c->n_languages && sm->o.pair[0][0]) {
             add_target(entry(list, &n, cap, sm->o.pair[0]), sm->o.pair[1]);
             entry(list, &n, cap, sm->o.pair[1]); /* listed, so that a client finds the target */
@@ -171,7 +202,8 @@ char *serve_models_json(const serve_models *ms, size_t *len) {
         while (one_len && one[one_len - 1] == '\n') one_len--;
         if (one_len && one[one_len - 1] == '}') one_len--; /* the object reopened */
         if (k == 0) fprintf(f, "%.*s,\"models\":[", (int)one_len, one);
-        fprintf(f, "%s%.*s,\"pair\":", k ? "," : "", (int)one_len, one);
+        fprintf(f, "%s%.*s,\"speech\":%s,\"pair\":", k ? "," : "", (int)one_len, one,
+                ms->list[k].speech ? "true" : "false");
         if (ms->list[k].o.pair[0][0]) {
             const char *pair[2] = {ms->list[k].o.pair[0], ms->list[k].o.pair[1]};
             json_strs(f, pair, 2);
@@ -188,6 +220,7 @@ char *serve_models_json(const serve_models *ms, size_t *len) {
 
 int serve_models_pending(const serve_models *ms) {
     int n = 0;
-    for (int k = 0; k < ms->n; k++) n += serve_sched_pending(ms->list[k].s);
+    for (int k = 0; k < ms->n; k++)
+        n += ms->list[k].speech ? serve_speech_pending(ms->list[k].sp) : serve_sched_pending(ms->list[k].s);
     return n;
 }

@@ -142,7 +142,8 @@ static void write_nbest(FILE *f, const attend_result *res) {
         fputs(k ? ",{\"text\":" : "{\"text\":", f);
         one_line(res->nbest[k].text);
         json_str(f, res->nbest[k].text);
-        fprintf(f, ",\"score\":%.9g}", (double)res->nbest[k].score);
+        fprintf(f, ",\"score\":%.9g,\"normalized_score\":%.9g}", (double)res->nbest[k].score,
+                (double)res->nbest[k].normalized_score);
     }
     fputc(']', f);
 }
@@ -163,7 +164,8 @@ static int write_v1_one(FILE *f, const serve_job *job, int i, char *err, size_t 
     one_line(res->text);
     fputs(",\"text\":", f);
     json_str(f, res->text);
-    fprintf(f, ",\"score\":%.9g,\"truncated\":%s,\"tokens\":", (double)res->score, res->truncated ? "true" : "false");
+    fprintf(f, ",\"score\":%.9g,\"normalized_score\":%.9g,\"truncated\":%s,\"tokens\":", (double)res->score,
+            (double)res->normalized_score, res->truncated ? "true" : "false");
     json_strs(f, (const char *const *)res->tgt_pieces, res->n_tgt);
     fputs(",\"logprobs\":", f);
     json_floats(f, res->logprob, res->logprob ? res->n_tgt : 0);

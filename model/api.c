@@ -111,6 +111,8 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
     o->audio = c->family->audio;
     o->n_mels = c->family->audio ? c->speech.n_mels : 0;
     o->audio_frames = c->family->audio ? 2 * c->speech.n_frames : 0;
+    o->n_alignment_heads = c->family->audio ? am->m->n_alignment_heads : 0;
+    o->alignment_heads = c->family->audio ? am->m->alignment_heads : NULL;
     return am;
 }
 
@@ -133,6 +135,12 @@ int attend_select_isa(char *err, size_t errlen) { return at_kernels_init(err, er
 const char *attend_isa_available(void) { return at_isa_list(); }
 
 const char *attend_isa_int8(void) { return at_isa_int8_path(); }
+
+const char *attend_isa_bf16(const char **why) {
+    const char *missing = s2s_bf16_missing();
+    if (why) *why = missing;
+    return missing ? NULL : "avx512bf16";
+}
 int attend_default_threads(void) { return at_default_threads(); }
 
 void attend_result_free(attend_result *r) {
@@ -275,12 +283,55 @@ static char **pieces_of(const vocab *v, const int *ids, int n) {
     return out;
 }
 
+/* Move one sentence's output o into r (ids, arrays, scores, the n-best list with texts and
+ * pieces); o is freed. 0, or -1 when out of memory (r then holds what it took: free it). */
+static int take_output(const s2s_model *m, s2s_output *o, attend_result *r) {
+    r->n_tgt = o->n;
+    r->tgt_ids = o->ids;
+    r->logits = o->logits;
+    r->logprob = o->logprob;
+    r->enc_self = o->enc_self;
+    r->dec_self = o->dec_self;
+    r->cross = o->cross;
+    r->score = o->score;
+    r->normalized_score = o->normalized_score;
+    r->n_best = o->n_best;
+    /* r owns them now (freed once, by attend_result_free, on any failure below) */
+    o->logits = o->logprob = o->enc_self = o->dec_self = o->cross = NULL;
+    o->ids = NULL;
+    if (o->n_best > 0) /* nbest[0]'s arrays are those just taken */
+        o->nbest[0].logprob = o->nbest[0].dec_self = o->nbest[0].cross = NULL;
+    r->nbest = calloc((size_t)r->n_best + 1, sizeof *r->nbest);
+    int oom = !r->nbest;
+    if (oom) r->n_best = 0;
+    for (int k = 0; !oom && k < r->n_best; k++) {
+        attend_hypothesis *h = &r->nbest[k];
+        s2s_hyp *q = &o->nbest[k];
+        h->ids = q->ids;
+        h->n = q->n;
+        h->score = q->score;
+        h->normalized_score = q->normalized_score;
+        h->logprob = k == 0 ? r->logprob : q->logprob; /* nbest[0]: the result's */
+        h->dec_self = k == 0 ? r->dec_self : q->dec_self;
+        h->cross = k == 0 ? r->cross : q->cross;
+        q->ids = NULL;
+        q->logprob = q->dec_self = q->cross = NULL;
+        h->text = s2s_decode_text(m, h->ids, h->n);
+        h->pieces = pieces_of(m->tgt_vocab, h->ids, h->n);
+        oom = !h->text || !h->pieces;
+    }
+    s2s_output_free(o); /* what was not moved: the hypotheses after an out-of-memory */
+    if (oom) return -1;
+    r->text = s2s_decode_text(m, r->tgt_ids, r->n_tgt);
+    r->tgt_pieces = pieces_of(m->tgt_vocab, r->tgt_ids, r->n_tgt);
+    return r->text && r->tgt_pieces ? 0 : -1;
+}
+
 /* The shared second half of attend_translate and attend_translate_ids: src[i] holds the
  * source (and forced target) ids of out[i], whose src_ids/src_pieces are already set;
  * translate them and fill the rest of out. 0, or -1 with err (out then freed). */
 static int translate_sources(attend_model *am, s2s_source *src, int n, const attend_params *p,
                              const s2s_search *search, attend_result *out, char *err, size_t errlen) {
-    const s2s_model *m = am->m;
     s2s_output *res = calloc((size_t)n + 1, sizeof *res);
     if (!res) {
         snprintf(err, errlen, "out of memory");
@@ -296,58 +347,17 @@ static int translate_sources(attend_model *am, s2s_source *src, int n, const att
     o.timing = p->stats ? &timing : NULL;
     o.stop = p->stop; /* Ctrl-C and streaming, between decoder steps */
     o.on_token = p->on_token, o.token_user = p->token_user;
-    if (s2s_translate_ids(m, src, n, &o, res, err, errlen)) goto fail;
+    if (s2s_translate_ids(am->m, src, n, &o, res, err, errlen)) goto fail;
     if (p->stats) {
         p->stats->encode_seconds += timing.encode;
         p->stats->decode_seconds += timing.decode;
         p->stats->steps += timing.steps;
     }
-    for (int i = 0; i < n; i++) {
-        attend_result *r = &out[i];
-        r->n_tgt = res[i].n;
-        r->tgt_ids = res[i].ids;
-        r->logits = res[i].logits;
-        r->logprob = res[i].logprob;
-        r->enc_self = res[i].enc_self;
-        r->dec_self = res[i].dec_self;
-        r->cross = res[i].cross;
-        r->score = res[i].score;
-        r->n_best = res[i].n_best;
-        /* r owns them now (freed once, by attend_result_free, on any failure below) */
-        res[i].logits = res[i].logprob = res[i].enc_self = res[i].dec_self = res[i].cross = NULL;
-        res[i].ids = NULL;
-        if (res[i].n_best > 0) /* nbest[0]'s arrays are those just taken */
-            res[i].nbest[0].logprob = res[i].nbest[0].dec_self = res[i].nbest[0].cross = NULL;
-        r->nbest = calloc((size_t)r->n_best + 1, sizeof *r->nbest);
-        if (!r->nbest) {
+    for (int i = 0; i < n; i++)
+        if (take_output(am->m, &res[i], &out[i])) {
             snprintf(err, errlen, "out of memory");
             goto fail;
         }
-        for (int k = 0; k < r->n_best; k++) {
-            attend_hypothesis *h = &r->nbest[k];
-            h->ids = res[i].nbest[k].ids;
-            h->n = res[i].nbest[k].n;
-            h->score = res[i].nbest[k].score;
-            h->logprob = k == 0 ? r->logprob : res[i].nbest[k].logprob; /* nbest[0]: the result's */
-            h->dec_self = k == 0 ? r->dec_self : res[i].nbest[k].dec_self;
-            h->cross = k == 0 ? r->cross : res[i].nbest[k].cross;
-            res[i].nbest[k].ids = NULL;
-            res[i].nbest[k].logprob = res[i].nbest[k].dec_self = res[i].nbest[k].cross = NULL;
-            h->text = s2s_decode_text(m, h->ids, h->n);
-            h->pieces = pieces_of(m->tgt_vocab, h->ids, h->n);
-            if (!h->text || !h->pieces) {
-                snprintf(err, errlen, "out of memory");
-                goto fail;
-            }
-        }
-        s2s_output_free(&res[i]);
-        r->text = s2s_decode_text(m, r->tgt_ids, r->n_tgt);
-        r->tgt_pieces = pieces_of(m->tgt_vocab, r->tgt_ids, r->n_tgt);
-        if (!r->text || !r->tgt_pieces) {
-            snprintf(err, errlen, "out of memory");
-            goto fail;
-        }
-    }
     free(res);
     return 0;
 fail:

@@ -10,7 +10,7 @@
  *   attend_result r[1];
  *   if (attend_translate(m, lines, NULL, 1, NULL, &p, r, err, sizeof err) == 0) {
  *       for (int k = 0; k < r[0].n_best; k++)
- *           printf("%s ||| %.4f\n", r[0].nbest[k].text, r[0].nbest[k].score);
+ *           printf("%s ||| %.4f\n", r[0].nbest[k].text, r[0].nbest[k].normalized_score);
  *       attend_result_free(&r[0]);
  *   }
  *   attend_free(m);
@@ -45,7 +45,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 10
+#define ATTEND_ABI 11
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */
@@ -95,6 +95,12 @@ typedef struct {
     /* A speech model (Whisper: audio in, text out): its log-mel bins and the frames of one
      * window of features (3000: 30 s of 10 ms frames); 0 for text models. */
     int audio, n_mels, audio_frames;
+    /* Whisper's alignment heads (generation_config's alignment_heads: the cross-attention
+     * heads word timestamps read): n_alignment_heads (layer, head) pairs, alignment_heads[2k]
+     * the layer and alignment_heads[2k + 1] the head, in the file's order. 0 and NULL for text
+     * models. Read-only, valid until attend_free. */
+    int n_alignment_heads;
+    const int *alignment_heads;
 } attend_config;
 
 /* attend_params.early_stopping (HF's early_stopping False, True, "never") */
@@ -113,7 +119,7 @@ typedef struct {
                          * K samples with `sample` */
     int early_stopping; /* ATTEND_EARLY_MODEL or _FALSE / _TRUE / _NEVER */
     int set_length_penalty; /* use length_penalty instead of the model's */
-    float length_penalty;   /* beam score = sum of log-probs / length ^ length_penalty */
+    float length_penalty;   /* normalized_score = score / length ^ length_penalty (beams rank by it) */
     int set_min_length;     /* use min_length instead of the model's */
     int min_length;         /* </s> banned below this length (start token counted, as HF) */
     int set_no_repeat_ngram_size;
@@ -152,8 +158,8 @@ typedef struct {
      * starts with its prefix, then the search (greedy, beams or sampling) continues from it,
      * exactly as HF's generate(decoder_input_ids=[start, *prefix]). A multilingual model's
      * target-language token still comes first: [start, language, *prefix]. The prefix's
-     * tokens are in tgt_ids and logprob, but not in the score (HF's sequences_scores leave
-     * the prompt out). A NULL array, a NULL entry, an empty (or all-space) text and a zero
+     * tokens are in tgt_ids and logprob, but not in the scores nor their length (HF's
+     * sequences_scores leave the prompt out). A NULL array, a NULL entry, an empty (or all-space) text and a zero
      * length are no prefix: the same output, bit for bit, as without one. A prefix that
      * leaves no room for one more token within max_length fails its line
      * (attend_result.status ATTEND_E_INPUT). */
@@ -208,7 +214,7 @@ typedef struct {
     int src_token, n_src;        /* its source ids: src_ids[src_token .. src_token + n_src) */
     int tgt_token, n_tgt;        /* its target ids: tgt_ids[tgt_token .. tgt_token + n_tgt) */
     int truncated;               /* this sentence was cut */
-    float score;                 /* its own score */
+    float score, normalized_score; /* its own (see attend_hypothesis) */
 } attend_sentence;
 
 /* attend_params.stats: wall-clock seconds of one call by phase. */
@@ -218,13 +224,25 @@ typedef struct attend_stats {
     long long steps;       /* decoder steps run (a batch's steps count once) */
 } attend_stats;
 
-/* One hypothesis of an n-best list. */
+/* One hypothesis of an n-best list. Its two scores, each with one meaning whatever the
+ * search (a target prefix's tokens left out of both, as HF leaves the prompt out):
+ *   score             the sum of its tokens' log-probabilities. Beam search sums them as it
+ *                     ranks them, after the logits processors (HF's beam_scores): the same
+ *                     as the sum of logprob unless repetition_penalty or renormalization
+ *                     changes them (and within float32 rounding: Marian's beam log-softmax
+ *                     leaves <pad> out).
+ *   normalized_score  score / length ^ length_penalty, length the tokens generated (a forced
+ *                     first token and </s> counted, as HF's generated_len): with beams,
+ *                     HF's sequences_scores, what beam search ranks by and `attend
+ *                     translate --n-best` prints.
+ * Greedy search, sampling and forced targets have both only with want_scores or n_best
+ * (else NaN: their log-probabilities cost a log-softmax over the vocabulary per token);
+ * beam search always. */
 typedef struct {
     char *text;
     int *ids, n;        /* target ids */
-    float score;        /* beams: HF's sequence score (sum of log-probs / length ^ penalty);
-                         * greedy and samples: the sum of the tokens' log-probabilities
-                         * (a target prefix's left out) */
+    float score;        /* sum of log-probabilities (above) */
+    float normalized_score; /* score / length ^ length_penalty (above) */
     /* Along this hypothesis's own path, as attend_result's fields are for the best one (the
      * same arrays: nbest[0]'s pointers are the result's own; attend_result_free frees each
      * once). NULL unless asked for. */
@@ -247,8 +265,8 @@ typedef struct {
     float *enc_self;    /* [encoder_layers, encoder_heads, n_src, n_src] (want_attention) */
     float *dec_self;    /* [decoder_layers, decoder_heads, n_tgt, n_tgt] */
     float *cross;       /* [decoder_layers, decoder_heads, n_tgt, n_src] */
-    float score;        /* the translation's score (see attend_hypothesis; greedy: only with
-                         * want_scores or n_best) */
+    float score;        /* the translation's scores (see attend_hypothesis) */
+    float normalized_score;
     int n_best;         /* entries of nbest: the K best (best first; nbest[0] is this
                          * translation), or K samples in the order drawn */
     attend_hypothesis *nbest;
@@ -262,9 +280,10 @@ typedef struct {
      * sentences' results end to end: ids, pieces, logprob and logits concatenated (each
      * sentence's source and target keep their own </s>), the attention matrices
      * block-diagonal (a sentence's target tokens attend to its own source tokens only, zero
-     * elsewhere), so word alignments over the line index the whole line's words; score is
-     * the sum of the sentences' scores, truncated is set when any sentence was cut, and the
-     * k-th n-best hypothesis joins every sentence's k-th. n_sentences 0: one sequence. */
+     * elsewhere), so word alignments over the line index the whole line's words; score and
+     * normalized_score are the sums of the sentences' own, truncated is set when any
+     * sentence was cut, and the k-th n-best hypothesis joins every sentence's k-th.
+     * n_sentences 0: one sequence. */
     int n_sentences;
     attend_sentence *sentences;
 } attend_result;
@@ -404,6 +423,10 @@ ATTEND_API const char *attend_isa_available(void);
  * on; $ATTEND_AMX=0 turns them off), "avx512vnni", "avx2" or "generic". All give
  * bit-identical int8 results. */
 ATTEND_API const char *attend_isa_int8(void);
+/* What bf16 compute (attend_load_params.compute_type "bf16") runs on under that set:
+ * "avx512bf16" (vdpbf16ps: products of bf16 pairs summed in f32), or NULL where it cannot
+ * run, with *why (when why is not NULL) saying what is missing, as loading would. */
+ATTEND_API const char *attend_isa_bf16(const char **why);
 /* Threads used when attend_params.threads is 0: $OMP_NUM_THREADS if set, else one per
  * physical core among the CPUs this process may run on. */
 ATTEND_API int attend_default_threads(void);
@@ -440,6 +463,17 @@ ATTEND_API int attend_decode_features(attend_model *m, const float *const *mels,
  * language tokens only). 0, or -1 with err (English-only models have no languages). */
 ATTEND_API int attend_detect_language(attend_model *m, const float *mel, const attend_params *p, const char **code,
                                       float *probs, char *err, size_t errlen);
+
+/* The model's mel filter bank into out (attend_config.n_mels rows of 201 floats): the one its
+ * file stores, else Whisper's recipe (Slaney mel scale and norm, 0-8 kHz). 0, or -1 with err. */
+ATTEND_API int attend_mel_filters(const attend_model *m, float *out, char *err, size_t errlen);
+/* Whisper's log-mel features of n samples (16 kHz mono floats in [-1, 1]), as HF's
+ * WhisperFeatureExtractor computes them: up to 30 s, one window padded with zeros
+ * (attend_config.audio_frames frames); longer, the whole audio with one normalisation
+ * (its truncation=False). *mel (malloc'd, free with attend_mem_free) holds n_mels rows of
+ * *n_frames values (HF's layout). 0, or -1 with err (NaN or infinite samples, no samples). */
+ATTEND_API int attend_features(const attend_model *m, const float *samples, size_t n, float **mel, int *n_frames,
+                               char *err, size_t errlen);
 
 /* One stretch of speech and its text (attend_transcript). */
 typedef struct {
@@ -478,6 +512,9 @@ ATTEND_API int attend_transcribe_features(attend_model *m, const float *mel, int
                                           const attend_speech_params *sp, const attend_params *p,
                                           attend_transcript *out, char *err, size_t errlen);
 ATTEND_API void attend_transcript_free(attend_transcript *t);
+/* attend_features, then attend_transcribe_features: n samples of 16 kHz mono audio. */
+ATTEND_API int attend_transcribe(attend_model *m, const float *samples, size_t n, const attend_speech_params *sp,
+                                 const attend_params *p, attend_transcript *out, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -175,12 +175,12 @@ static int beam_advance(gen *g, sentence *q, int b0, int nb) {
 }
 
 /* The heap's best n_best (or fewer), as finalize pops them. */
-static int beam_finish(const gen *g, sentence *q, int *recs, float *scores) {
+static int beam_finish(const gen *g, sentence *q, int *recs, s2s_score *scores) {
     heap_sort(&q->beam.heap);
     const int k = g->s->n_best < q->beam.heap.n ? g->s->n_best : q->beam.heap.n;
     for (int h = 0; h < k; h++) {
         recs[h] = q->beam.heap.h[h].rec;
-        scores[h] = (float)q->beam.heap.h[h].score;
+        scores[h] = (s2s_score){q->beam.heap.h[h].sum, (float)q->beam.heap.h[h].score};
     }
     return k;
 }

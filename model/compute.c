@@ -18,8 +18,7 @@ int s2s_compute_parse(const char *name, char *err, size_t errlen) {
     return -1;
 }
 
-/* Why this CPU cannot run bf16 compute, or NULL if it can. */
-static const char *bf16_missing(void) {
+const char *s2s_bf16_missing(void) {
     if (!at_cpu_has("avx512bf16")) return "this CPU lacks AVX-512 BF16 (avx512_bf16 in /proc/cpuinfo)";
     if (!at_bf16_available()) return "it needs the avx512 kernel set, and $ATTEND_ISA chose a lower one";
     return NULL;
@@ -27,7 +26,7 @@ static const char *bf16_missing(void) {
 
 s2s_model *s2s_load_compute(const char *path, int compute, char *err, size_t errlen) {
     if (compute == S2S_COMPUTE_FILE) return s2s_load_for_inference(path, err, errlen);
-    const char *missing = bf16_missing();
+    const char *missing = s2s_bf16_missing();
     if (missing) {
         snprintf(err, errlen, "compute type bf16: %s; use f32", missing);
         return NULL;

@@ -335,7 +335,7 @@ static int generate(gen *g) {
 static int build_outputs(gen *g, s2s_output *out) {
     const int most = g->s->beams > g->s->n_best ? g->s->beams : g->s->n_best;
     int *recs = malloc(sizeof(int) * (size_t)(most + 1));
-    float *scores = malloc(sizeof(float) * (size_t)(most + 1));
+    s2s_score *scores = malloc(sizeof(s2s_score) * (size_t)(most + 1));
     int rc = recs && scores ? 0 : -1;
     for (int i = 0; rc == 0 && i < g->n; i++) {
         sentence *q = &g->sent[i];

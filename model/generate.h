@@ -31,7 +31,7 @@ typedef struct {
     int (*advance)(gen *g, sentence *q, int b0, int nb);
     /* The finished hypotheses' last records and scores, best first, into recs and scores
      * (room for max(beams, n_best)); returns their count. */
-    int (*finish)(const gen *g, sentence *q, int *recs, float *scores);
+    int (*finish)(const gen *g, sentence *q, int *recs, s2s_score *scores);
     void (*free)(sentence *q);
 } strategy;
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../tokenizer/bpe.h"
 #include "../tokenizer/text.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -398,6 +399,7 @@ void s2s_free(s2s_model *m) {
     free(m->vec_refs);
     spm_free(m->src_spm);
     spm_free(m->tgt_spm);
+    bpe_free(m->bpe);
     vocab_free(m->src_vocab);
     vocab_free(m->tgt_vocab);
     free(m->positions);

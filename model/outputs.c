@@ -25,8 +25,8 @@ void s2s_output_free(s2s_output *o) {
     memset(o, 0, sizeof *o);
 }
 
-/* out->nbest: each hypothesis's ids, walked back from its last record, and its score. */
-static int build_nbest(const trace *tr, const int *recs, const float *scores, int k, s2s_output *out) {
+/* out->nbest: each hypothesis's ids, walked back from its last record, and its scores. */
+static int build_nbest(const trace *tr, const int *recs, const s2s_score *scores, int k, s2s_output *out) {
     out->nbest = calloc((size_t)k, sizeof(s2s_hyp));
     if (!out->nbest) return -1;
     out->n_best = k;
@@ -37,7 +37,8 @@ static int build_nbest(const trace *tr, const int *recs, const float *scores, in
         if (!hy->ids) return -1;
         for (int t = hy->n - 1, rec = recs[h]; t >= 0; t--, rec = tr->run_prev[tr->rec_run[rec]])
             hy->ids[t] = tr->rec_tok[rec];
-        hy->score = scores[h];
+        hy->score = scores[h].score;
+        hy->normalized_score = scores[h].normalized_score;
     }
     return 0;
 }
@@ -67,6 +68,7 @@ static int copy_best(const s2s_model *m, const s2s_opts *o, const trace *tr, con
     const int V = m->c.decoder_vocab_size;
     out->n = n;
     out->score = out->nbest[0].score;
+    out->normalized_score = out->nbest[0].normalized_score;
     out->ids = malloc(sizeof(int) * (size_t)n);
     if (!out->ids) return -1;
     memcpy(out->ids, out->nbest[0].ids, sizeof(int) * (size_t)n);
@@ -102,7 +104,7 @@ static int copy_other(const s2s_model *m, const s2s_opts *o, const trace *tr, in
 }
 
 int output_build(const s2s_model *m, const s2s_opts *o, const trace *tr, const int *recs,
-                 const float *scores, int k, int S, s2s_output *out) {
+                 const s2s_score *scores, int k, int S, s2s_output *out) {
     int longest = 0;
     for (int h = 0; h < k; h++) {
         const int len = trace_length(tr, recs[h]);

@@ -12,6 +12,6 @@
  * 0, or -1 if out of memory (out then holds what was allocated: free it with
  * s2s_output_free). */
 int output_build(const s2s_model *m, const s2s_opts *o, const trace *tr, const int *recs,
-                 const float *scores, int k, int S, s2s_output *out);
+                 const s2s_score *scores, int k, int S, s2s_output *out);
 
 #endif

@@ -470,10 +470,14 @@ void heap_init(beam_heap *b, beam_hyp *storage, int beams) {
     b->worst = 1e9;
 }
 
+double normalize_score(double sum, int len, float length_penalty) {
+    return sum / pow((double)len, (double)length_penalty);
+}
+
 void heap_add(beam_heap *b, const s2s_search *s, double sum_logprobs, int generated_len, int rec) {
-    const double score = sum_logprobs / pow((double)generated_len, (double)s->length_penalty);
+    const double score = normalize_score(sum_logprobs, generated_len, s->length_penalty);
     if (b->n >= b->cap && !(score > b->worst)) return;
-    b->h[b->n++] = (beam_hyp){score, rec, b->added++};
+    b->h[b->n++] = (beam_hyp){score, (float)sum_logprobs, rec, b->added++};
     if (b->n > b->cap) {
         /* drop the lowest (the earliest of equals); worst becomes the next lowest */
         int lo = 0;

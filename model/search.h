@@ -61,6 +61,7 @@ void beam_candidates(const step_ctx *x, const float *logits, const prefix *p, fl
 /* A finished hypothesis in a sentence's heap. */
 typedef struct {
     double score; /* sum_logprobs / generated_len ^ length_penalty */
+    float sum;    /* sum_logprobs: the float32 running beam score */
     int rec;      /* its last token's trace record */
     int order;    /* insertion order (ties) */
 } beam_hyp;
@@ -72,6 +73,10 @@ typedef struct {
 } beam_heap;
 
 void heap_init(beam_heap *b, beam_hyp *storage, int beams);
+/* HF's length normalization: sum / len ^ length_penalty, len the tokens generated after
+ * the decoder's prompt (the start token and any target prefix), a forced first token (a
+ * target language) and </s> counted (BeamHypotheses' generated_len). */
+double normalize_score(double sum, int len, float length_penalty);
 /* BeamHypotheses.add */
 void heap_add(beam_heap *b, const s2s_search *s, double sum_logprobs, int generated_len, int rec);
 /* BeamHypotheses.is_done: best_sum is the best candidate's score this step, hf_cur_len

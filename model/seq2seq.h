@@ -176,6 +176,7 @@ typedef struct s2s_model {
     float *positions; /* [n_positions, d] sinusoids: s2s_position() reads them */
     int n_positions;  /* the rows cached: min(positions used, S2S_POSITIONS_CACHED) */
     spm_model *src_spm, *tgt_spm;
+    struct bpe_model *bpe; /* family->audio: the byte-level BPE tokenizer (tokenizer/bpe.h) */
     vocab *src_vocab, *tgt_vocab;
 } s2s_model;
 

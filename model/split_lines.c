@@ -237,6 +237,7 @@ static int join_hypothesis(attend_hypothesis *h, attend_result *parts, int np, i
         g->lp[j] = q->logprob, g->ds[j] = q->dec_self, g->cr[j] = q->cross;
         h->n += q->n;
         h->score += q->score;
+        h->normalized_score += q->normalized_score;
     }
     h->text = join_texts(line, begin, end, g->texts, np, NULL);
     h->ids = concat_ids(g->ids, g->n, np);
@@ -271,9 +272,11 @@ static int join_sources(attend_result *r, attend_result *parts, int np, const si
         s->src_token = r->n_src, s->n_src = parts[j].n_src;
         s->tgt_token = r->n_tgt, s->n_tgt = parts[j].n_tgt;
         s->truncated = parts[j].truncated, s->score = parts[j].score;
+        s->normalized_score = parts[j].normalized_score;
         r->n_src += parts[j].n_src, r->n_tgt += parts[j].n_tgt;
         r->truncated |= parts[j].truncated;
         r->score += parts[j].score;
+        r->normalized_score += parts[j].normalized_score;
         g->ids[j] = parts[j].src_ids, g->n[j] = parts[j].n_src, g->pieces[j] = &parts[j].src_pieces;
     }
     r->src_ids = concat_ids(g->ids, g->n, np);

@@ -4,6 +4,7 @@
  * target's end; its sentence is done when all its rows are. */
 #include "generate.h"
 
+#include <math.h>
 #include <stdlib.h>
 
 prefix row_prefix(const gen *g, int b, int with_path) {
@@ -103,16 +104,19 @@ static int rows_advance(gen *g, sentence *q, int b0, int nb) {
 }
 
 /* Every row in row order; a score is the sum of its tokens' log-probabilities, last to
- * first, a target prefix's left out as beam scores leave it out (want_scores; else 0). */
-static int rows_finish(const gen *g, sentence *q, int *recs, float *scores) {
+ * first, a target prefix's left out as beam scores leave it out; normalized over the tokens
+ * after the prefix as beam search normalizes (NaN both without want_scores: the
+ * log-probabilities were not computed). */
+static int rows_finish(const gen *g, sentence *q, int *recs, s2s_score *scores) {
     const trace *tr = &g->tr;
     for (int h = 0; h < q->rows; h++) {
         recs[h] = q->one.fin_rec[h];
-        float sum = 0;
+        float sum = g->o->want_scores ? 0 : NAN;
         if (g->o->want_scores)
             for (int rec = recs[h]; rec >= 0; rec = tr->run_prev[tr->rec_run[rec]])
                 if (tr->run_step[tr->rec_run[rec]] >= q->src->n_prefix) sum += tr->rec_lp[rec];
-        scores[h] = sum;
+        const int len = trace_length(tr, recs[h]) - q->src->n_prefix;
+        scores[h] = (s2s_score){sum, (float)normalize_score(sum, len, g->s->length_penalty)};
     }
     return q->rows;
 }

@@ -90,11 +90,19 @@ typedef struct s2s_timing {
     int steps;     /* decoder steps run */
 } s2s_timing;
 
+/* A hypothesis's two scores (a target prefix's tokens left out of both). score: the sum of
+ * its tokens' log-probabilities (beams: the running beam score, the log-probabilities after
+ * the logits processors as HF sums them); normalized_score: score / length ^ length_penalty
+ * (normalize_score; beams: HF's sequence score). Greedy, sampling and forced: NaN without
+ * want_scores (their log-probabilities cost a log-softmax per token). */
+typedef struct {
+    float score, normalized_score;
+} s2s_score;
+
 /* One hypothesis of an n-best list. */
 typedef struct {
     int *ids, n;
-    float score; /* beams: HF's sequence score; else the sum of the tokens' log-probabilities
-                    (want_scores; a target prefix's tokens left out) */
+    float score, normalized_score; /* see s2s_score */
     /* along its own path, as s2s_output's (nbest[0]'s are the output's own arrays) */
     float *logprob;  /* [n] (want_scores) */
     float *dec_self; /* [dec_layers, dec_heads, n, n] (want_attention) */
@@ -104,7 +112,7 @@ typedef struct {
 typedef struct {
     int *ids; /* generated ids, ending in </s> unless cut by max_length without forced EOS */
     int n;
-    float score;      /* the output hypothesis's score (see s2s_hyp) */
+    float score, normalized_score; /* the output hypothesis's (see s2s_score) */
     s2s_hyp *nbest; /* [n_best] best first; nbest[0] is the output itself */
     int n_best;
     float *logits;   /* [n, decoder_vocab_size] raw logits (want_logits) */

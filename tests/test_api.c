@@ -2,8 +2,10 @@
  * attend_translate uses, attend_translate_ids on them gives the same result (text, ids,
  * score, attention), forced decoding from ids equals forced decoding from text,
  * attend_detokenize gives the result's text, and bad ids are refused with a message; target
- * prefixes and the n-best hypotheses' own arrays.
+ * prefixes and the n-best hypotheses' own arrays; score and normalized_score mean the same
+ * with every search (the sum of the log-probabilities, and that over length ^ penalty).
  * Usage: test_api [MODEL.gguf] (default tests/data/tiny-v1.gguf) */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +14,11 @@
 #include "check.h"
 
 static int same_result(const attend_result *a, const attend_result *b, const attend_config *c) {
-    if (strcmp(a->text, b->text) || a->n_src != b->n_src || a->n_tgt != b->n_tgt || a->score != b->score) return 0;
+    if (strcmp(a->text, b->text) || a->n_src != b->n_src || a->n_tgt != b->n_tgt) return 0;
+    /* bit for bit (NaN, greedy without want_scores, equals itself) */
+    if (memcmp(&a->score, &b->score, sizeof a->score) ||
+        memcmp(&a->normalized_score, &b->normalized_score, sizeof a->score))
+        return 0;
     if (memcmp(a->src_ids, b->src_ids, sizeof(int) * (size_t)a->n_src) ||
         memcmp(a->tgt_ids, b->tgt_ids, sizeof(int) * (size_t)a->n_tgt))
         return 0;
@@ -151,6 +157,46 @@ static void prefixes(attend_model *m, attend_params p) {
     free(ids);
 }
 
+/* One hypothesis's scores: score the sum of its log-probabilities, normalized_score that
+ * over n ^ lp. Beams sum them after the processors: within float32 rounding (Marian's beam
+ * log-softmax leaves <pad> out), and a </s> forced at the length limit counts 0. */
+static int scores_agree(const attend_hypothesis *h, float lp, int beams, int max_length) {
+    double sum = 0;
+    const int forced_end = beams && h->n == max_length - 1;
+    for (int t = 0; t < h->n - forced_end; t++) sum += h->logprob[t];
+    const double norm = h->score / pow(h->n, lp);
+    return fabs(h->score - sum) < 1e-4 && fabs(h->normalized_score - norm) <= 1e-6 * fabs(norm) + 1e-7;
+}
+
+/* score and normalized_score with greedy search, sampling, forced targets and beams, with
+ * and without want_scores: greedy, sampling and forced have them only with it (NaN
+ * without), beams always (the same bits either way). */
+static void score_scales(attend_model *m, attend_params p) {
+    const char *line = "Zwei Hunde spielen im Schnee.", *tgt[] = {"Two dogs play in the snow."};
+    char err[256];
+    p.set_length_penalty = 1, p.length_penalty = 0.7f;
+    const int beams[4] = {1, 1, 1, 3}, sample[4] = {0, 1, 0, 0}, forced[4] = {0, 0, 1, 0};
+    for (int s = 0; s < 4; s++) {
+        attend_result with, without;
+        attend_params q = p;
+        q.num_beams = beams[s], q.sample = sample[s], q.n_best = beams[s] > 1 ? 3 : 0;
+        q.want_scores = 1;
+        CHECK(attend_translate(m, &line, NULL, 1, forced[s] ? tgt : NULL, &q, &with, err, sizeof err) == 0);
+        for (int k = 0; k < with.n_best; k++)
+            CHECKF(scores_agree(&with.nbest[k], 0.7f, beams[s] > 1, attend_get_config(m)->max_length),
+                   "search %d, hypothesis %d", s, k);
+        CHECK(with.score == with.nbest[0].score && with.normalized_score == with.nbest[0].normalized_score);
+        q.want_scores = 0, q.n_best = 0; /* n_best asks for the log-probabilities too */
+        CHECK(attend_translate(m, &line, NULL, 1, forced[s] ? tgt : NULL, &q, &without, err, sizeof err) == 0);
+        if (beams[s] > 1)
+            CHECK(without.score == with.score && without.normalized_score == with.normalized_score);
+        else
+            CHECK(isnan(without.score) && isnan(without.normalized_score));
+        attend_result_free(&with);
+        attend_result_free(&without);
+    }
+}
+
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : repo_path("tests/data/tiny-v1.gguf");
     char err[256];
@@ -192,6 +238,7 @@ int main(int argc, char **argv) {
     batching(m, p);
     bad_lines(m, p);
     prefixes(m, p);
+    score_scales(m, p);
     /* attend_params.stats: this call's phases, reset by each call (not summed across calls) */
     attend_stats st = {1.0, 1.0, 999};
     attend_params q = p;

@@ -142,7 +142,7 @@ def check_npz_layout(name):
     want = set()
     for i in range(len(E.lines)):
         want |= {f"s{i}/{k}" for k in ("src_ids", "tgt_ids", "src_pieces", "tgt_pieces", "text", "logprob",
-                                                 "score")}
+                                                 "score", "normalized_score")}
         want |= {f"s{i}/enc_self/l{l}" for l in range(c["encoder_layers"])}
         want |= {f"s{i}/{k}/l{l}" for k in ("dec_self", "cross") for l in range(c["decoder_layers"])}
     assert set(eng.files) == want, f"keys: extra {set(eng.files) - want}, missing {want - set(eng.files)}"
@@ -157,6 +157,8 @@ def check_npz_layout(name):
         # greedy: the score is the sum of the tokens' log-probabilities
         assert eng[f"s{i}/score"].shape == (1,)
         assert abs(float(eng[f"s{i}/score"][0]) - float(eng[f"s{i}/logprob"].sum())) < 1e-4
+        want_norm = float(eng[f"s{i}/score"][0]) / T_ ** 1.0  # the model's length_penalty
+        assert abs(float(eng[f"s{i}/normalized_score"][0]) - want_norm) <= 1e-6 * abs(want_norm)
     assert str(eng["s0/text"][0]) == subprocess.run(
         [T.ATTEND, "translate", "-m", M["gguf"], E.lines[0]], capture_output=True, text=True).stdout.rstrip("\n")
 

@@ -10,7 +10,8 @@ without forced EOS, outputs that end at once, the logits processors.
 Then build/attend (env ATTEND_BIN, else build/attend) on random Marian models exported to
 .gguf, on every kernel set this CPU has: --beam 2..6, --length-penalty 0.0/0.6/1.0/1.4,
 --early-stopping true/false/never, --n-best 1..4 ('i ||| text ||| score' lines: same texts,
-scores within 1e-4), --min-length, --no-repeat-ngram-size, --repetition-penalty, the model's
+HF's sequence scores within 1e-4, as the dump's normalized_score; its score, the reference's
+sum of log-probabilities), --min-length, --no-repeat-ngram-size, --repetition-penalty, the model's
 recorded generation defaults (renormalize_logits included), outputs ending by </s>, by the
 length limit and at once; batched (-b 8) equals one at a time (-b 1) byte for byte; the
 --dump-attention of the best hypothesis equals forced decoding of it (attend align --target,
@@ -366,8 +367,10 @@ def compare_setting(model_name, gguf, m, lines, idx, setting, isas, tally, work)
         for j, (s, r) in enumerate(zip(sub, refs)):
             want = [(m.tok.decode(h.ids), h.score) for h in r]
             e_ids = dump[f"s{j}/tgt_ids"].tolist()
-            e_score = float(dump[f"s{j}/score"][0])
+            e_score = float(dump[f"s{j}/normalized_score"][0])  # HF's sequence score, as --n-best prints
+            e_sum = float(dump[f"s{j}/score"][0])               # the beam's sum of log-probabilities
             ok = (e_ids == r[0].ids and abs(e_score - r[0].score) <= SCORE_TOL
+                  and abs(e_sum - r[0].sum_logprobs) <= SCORE_TOL
                   and str(dump[f"s{j}/text"][0]) == want[0][0]
                   and all(gt == wt and abs(gs - ws) <= SCORE_TOL for (gt, gs), (wt, ws) in zip(got[j], want)))
             where = f"{model_name} {isa} {' '.join(opts)} sentence {s!r}"

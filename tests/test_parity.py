@@ -166,8 +166,9 @@ def check_engine(tag, work, gguf, ref_npz, text, n, isas, stats, args=(), check_
         if beams:
             eng = np.load(eng_npz)
             for i in range(n):
-                d = abs(float(eng[f"s{i}/score"][0]) - float(ref[f"s{i}/score"][0]))
-                assert d <= 1e-4, f"{tag}/{isa} s{i}: beam score differs by {d:.2e}"
+                for key in ("score", "normalized_score"):
+                    d = abs(float(eng[f"s{i}/{key}"][0]) - float(ref[f"s{i}/{key}"][0]))
+                    assert d <= 1e-4, f"{tag}/{isa} s{i}: beam {key} differs by {d:.2e}"
 
 
 def main():

@@ -234,7 +234,7 @@ def nbest_and_sampling_equal_cli():
         out = run_cli("translate", *cli_opts, "--", *SENTS).splitlines()
         rs = model().translate(SENTS, **py_opts)
         k = py_opts["n_best"]
-        want = [f"{i} ||| {h.text} ||| {h.score:.6f}" for i, r in enumerate(rs) for h in r.nbest]
+        want = [f"{i} ||| {h.text} ||| {h.normalized_score:.6f}" for i, r in enumerate(rs) for h in r.nbest]
         assert all(len(r.nbest) == k for r in rs), [len(r.nbest) for r in rs]
         assert want == out, (cli_opts, want, out)
         for r in rs:
@@ -401,7 +401,7 @@ def blank_lines_as_cli():
     # --n-best K gives K empty entries for a blank line, score 0
     out = run_cli("translate", "--beam", "2", "--n-best", "2", "--", "", "Hallo").splitlines()
     rs = model().translate(["", "Hallo"], beam=2, n_best=2)
-    assert [f"{i} ||| {h.text} ||| {h.score:.6f}" for i, r in enumerate(rs) for h in r.nbest] == out, out
+    assert [f"{i} ||| {h.text} ||| {h.normalized_score:.6f}" for i, r in enumerate(rs) for h in r.nbest] == out, out
 
 
 def threads_match_serial():

@@ -85,8 +85,8 @@ def other_calls_hint_too():
     assert "attend calls it attention" in msg, msg
     msg = type_error(attend.Model, MODEL, intra_threads=2)
     assert msg.startswith("Model() got") and "attend calls it threads" in msg, msg
-    msg = type_error(attend.Model, MODEL, compute_type="int8")
-    assert "quantize" in msg, msg
+    msg = type_error(m.translate, "Hallo", compute_type="bfloat16")  # Model()'s, not a call's
+    assert msg.startswith("Model.translate() got an unexpected keyword argument 'compute_type'"), msg
     rs = m.translate(["Hallo"], attention=True)
     msg = type_error(attend.explore, rs, presets="x")
     assert msg.startswith("explore() got") and "did you mean preset" in msg, msg

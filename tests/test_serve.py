@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """attend serve, through real server processes on 127.0.0.1: 300 lines sent one request each
 from 16 concurrent clients equal attend translate (and were batched across requests), list
-requests keep their order, form posts (as libretranslatepy sends) work, /v1/translate's n-best scores and alignments equal the CLI's
---n-best and --alignment, its attention data equal attend explore's; the bad-input set (each
-its status and a JSON error, the server serving on), slow-loris connections, queue-full 503s,
-CORS only when asked, and SIGTERM / SIGINT finishing what is in flight and exiting 0.
+requests keep their order, form posts (as libretranslatepy sends) work, /v1/translate's n-best
+scores (normalized_score) and alignments equal the CLI's --n-best and --alignment, its
+attention data equal attend explore's; the bad-input set (each its status and a JSON error,
+the server serving on), slow-loris connections, queue-full 503s, CORS only when asked, and
+SIGTERM / SIGINT finishing what is in flight and exiting 0.
 The concurrent load, disconnects and 10,000 tiny requests: tests/test_serve_load.py.
 Run: /usr/bin/python3 tests/test_serve.py"""
 import json
@@ -87,7 +88,11 @@ def check_nbest_alignment(server):
         assert len(t["nbest"]) == 3 and t["text"] == t["nbest"][0]["text"], t
         for k, h in enumerate(t["nbest"]):
             idx, text, score = cli[3 * i + k].split(" ||| ")
-            assert int(idx) == i and text == h["text"] and score == f"{h['score']:.6f}", (cli[3 * i + k], h)
+            assert int(idx) == i and text == h["text"] and score == f"{h['normalized_score']:.6f}", (cli[3 * i + k], h)
+        # the best's scores are the result's; score the sum of the log-probabilities (beams:
+        # <pad> left out of their log-softmax, as HF's Marian beam search)
+        assert (t["score"], t["normalized_score"]) == (t["nbest"][0]["score"], t["nbest"][0]["normalized_score"]), t
+        assert abs(t["score"] - sum(t["logprobs"])) < 1e-3, t
         assert len(t["logprobs"]) == len(t["tokens"]) and t["tokens"][-1] == "</s>", t
     for view in ("last:0", "penultimate:avg"):
         cli = S.translate_cli(S.SHIPPED, lines, f"--alignment={view}")

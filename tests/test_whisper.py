@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 import testlib as T  # noqa: E402
 import reference as B  # noqa: E402  (HF's beam search bookkeeping)
 import reference_whisper as R  # noqa: E402
@@ -120,7 +121,12 @@ class Case:
         c.update(overrides)
         self.dir = os.path.join(work, name)
         tok = os.path.join(work, name + "-tokenizer")
-        write_tokenizer(tok, c)
+        if english_only:  # the real *.en tokenizer: GPT-2's ranks (js-tiktoken, make npm-tiktoken)
+            subprocess.run([T.PYTHON, os.path.join(ROOT, "tools", "whisper_tokenizer_files.py"), tok], check=True,
+                           stdout=subprocess.DEVNULL)
+        else:
+            write_tokenizer(tok, c)
+        self.tokenizer = tok
         feats = [R.random_features(c["num_mel_bins"], seed=10 * k + len(name)) for k in range(N_WINDOWS)]
         self.config = c
         self.ids = R.special_ids(c)
@@ -174,6 +180,11 @@ def check_greedy(case, isa):
         assert case.tokens(g) == want, f"{path}: {case.tokens(g)} != reference {want}"
         lengths.append(len(ids))
     assert min(lengths) < MAX_LENGTH - len(case.prompt(lang)), f"no output ended: {lengths}"
+    import reference_bpe
+    tok = reference_bpe.Tokenizer.load(case.tokenizer)
+    for g in got:  # the text: WhisperTokenizer.decode(skip_special_tokens=True) of each segment
+        for seg in g["segments"]:
+            assert seg["text"] == tok.whisper_decode(seg["tokens"], skip_special=True), seg
 
 
 class BeamAdapter:
@@ -316,6 +327,43 @@ def check_other_dtypes(case, work):
             assert same >= min(len(got), len(want)) // 2, f"f16 {got} vs f32 {want}"
 
 
+def check_audio_and_python(case, work):
+    """Speech synthesised by espeak-ng, 8 s and (three clips) 75 s: attend transcribe on the WAV
+    file and Python's Model.transcribe on the path and on the samples give the same segments;
+    the long file is decoded as several windows whose segments cover it in order."""
+    import attend
+    short = os.path.join(work, "speech.wav")
+    subprocess.run(["espeak-ng", "-v", "en", "-w", short, "The quick brown fox jumps over the lazy dog. "
+                    "Speech engines read sound."], check=True)
+    long = os.path.join(work, "long.wav")
+    import soundfile
+    x, rate = soundfile.read(short, dtype="float32")
+    soundfile.write(long, np.concatenate([x] * max(1, int(75 * rate / len(x)) + 1)), rate)
+    m = attend.Model(case.gguf)
+    for path in (short, long):
+        cli = case.transcribe(["--timestamps", path])[0]
+        from_path = m.transcribe(path, timestamps=True, max_length=MAX_LENGTH)
+        samples = attend.load_audio(path)
+        from_samples = m.transcribe(samples, timestamps=True, max_length=MAX_LENGTH)
+        for t in (from_path, from_samples):
+            assert [s.tokens for s in t.segments] == [s["tokens"] for s in cli["segments"]], path
+            assert [round(s.start, 2) for s in t.segments] == [s["start"] for s in cli["segments"]], path
+        assert abs(cli["duration"] - len(samples) / 16000) < 0.02 or cli["duration"] == 30.0, cli["duration"]
+        starts = [s["start"] for s in cli["segments"]]
+        assert starts == sorted(starts), starts
+    assert len({int(s["start"] // 30) for s in cli["segments"]}) >= 2, f"one window only: {cli['segments']}"
+    try:
+        m.transcribe(np.zeros((2, 100), dtype=np.float32))
+        raise AssertionError("2-D samples accepted")
+    except attend.AttendError as e:
+        assert "one-dimensional" in str(e)
+    try:
+        m.transcribe(os.path.join(work, "missing.wav"))
+        raise AssertionError("a missing file accepted")
+    except attend.AttendError as e:
+        assert "missing.wav" in str(e)
+
+
 def check_refusals(case, work):
     """The exporter names what it cannot take."""
     def edited(name, edit):
@@ -362,6 +410,8 @@ def main():
         r.check("languages an English-only or multilingual model lacks", check_language_errors, cases[0], cases[1])
         r.check("f16 and int8 exports transcribe", check_other_dtypes, cases[0], work)
         r.check("the exporter refuses what it cannot convert", check_refusals, cases[0], work)
+        r.check("audio files and Python's Model.transcribe equal the command line", check_audio_and_python, cases[1],
+                work)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     r.finish()

@@ -62,6 +62,10 @@ def recovers_known_alignment():
     score = AER.aer(g, [set(h) for h in hyp])
     assert score == 0.0, (score, [(sorted(a), sorted(b)) for a, b in zip(hyp, gold[-test:]) if set(a) != b][:2])
     assert AER.aer(g, [set(h) for h in W.align(src, tgt, test)]) < 0.005  # the HMM's: one link off
+    # the two directions before symmetrising: grow-diag-final-and of them is align()'s output
+    fwd, rev = W.align(src, tgt, test, hmm=0, directed_only=True)
+    assert [sorted(W.grow_diag_final_and(f, r, 0, 0)) for f, r in zip(fwd, rev)] == hyp
+    assert AER.aer(g, fwd) == 0.0 and AER.aer(g, rev) == 0.0
     # without EM (uniform word translation, the diagonal prior alone) it is far from it
     rough = W.align(src, tgt, test, model1=0, model2=0, hmm=0)
     assert AER.aer(g, [set(h) for h in rough]) > 0.05
@@ -224,12 +228,17 @@ def symmetrisation():
     # ... in order (source->target's first), each only while both its words are unaligned
     assert gdfa({(0, 0), (3, 3)}, {(0, 0), (3, 2), (2, 3)}, 4, 4) == {(0, 0), (3, 3)}
     assert gdfa({(0, 0)}, {(0, 0), (3, 2), (2, 3)}, 4, 4) == {(0, 0), (2, 3), (3, 2)}
+    # grow-diag-final (final_and=False): a link joins when either of its words is unaligned
+    assert gdfa({(0, 0), (3, 3)}, {(0, 0), (3, 2), (2, 3)}, 4, 4, final_and=False) == \
+        {(0, 0), (3, 3), (3, 2), (2, 3)}
+    assert gdfa({(0, 0), (0, 3)}, {(0, 0)}, 4, 4, final_and=False) == {(0, 0), (0, 3)}
+    assert gdfa({(0, 0), (0, 3)}, {(0, 0)}, 4, 4) == {(0, 0)}
 
 
 def main():
     run = T.Runner()
     d = T.tempdir()
-    run.check("grow-diag-final-and on hand-made links", symmetrisation)
+    run.check("grow-diag-final(-and) on hand-made links", symmetrisation)
     run.check("the known alignment of a synthetic corpus", recovers_known_alignment)
     run.check("the HMM's forward-backward against brute force", forward_backward_exact)
     run.check("the HMM places repeated words that Model 2 cannot", hmm_places_repeated_words)

@@ -99,11 +99,13 @@ def smallest_top2_gap(logits):
 
 
 def check_nbest(what, hyps, ref, tol):
-    """attend's hypotheses hyps (Python's: ids, score) against the reference beam search's
-    ref, best first, pairwise: the same ids, scores within tol."""
+    """attend's hypotheses hyps (Python's: ids, score, normalized_score) against the reference
+    beam search's ref, best first, pairwise: the same ids, normalized_score within tol of HF's
+    sequence score, score of its sum of log-probabilities."""
     for h, r in zip(hyps, ref):
         assert h.ids.tolist() == r.ids, f"{what}: {h.ids.tolist()} != reference {r.ids}"
-        assert abs(h.score - r.score) <= tol, f"{what}: score {h.score} vs {r.score}"
+        assert abs(h.normalized_score - r.score) <= tol, f"{what}: normalized_score {h.normalized_score} vs {r.score}"
+        assert abs(h.score - r.sum_logprobs) <= tol, f"{what}: score {h.score} vs {r.sum_logprobs}"
 
 
 def run_attend(args, input_text=None, env=None, check=True, timeout=None):

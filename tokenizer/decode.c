@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "pystrip.h"
+#include "bpe.h"
 
 typedef struct {
     char *s;
@@ -103,43 +104,13 @@ oom:
     return -1;
 }
 
-/* GPT-2's byte-level alphabet back to bytes: code point c of a piece stands for byte
- * c (printable Latin-1) or, from 256 on, the k-th of the other bytes in order. */
-static int byte_of(unsigned cp) {
-    if ((cp >= 33 && cp <= 126) || (cp >= 161 && cp <= 172) || (cp >= 174 && cp <= 255)) return (int)cp;
-    if (cp < 256 || cp > 323) return -1;
-    int k = (int)cp - 256;
-    for (int b = 0; b < 256; b++) {
-        if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255)) continue;
-        if (k-- == 0) return b;
-    }
-    return -1;
-}
-
-/* A speech model's ids -> text: the byte-level pieces of the ids below <|endoftext|> (the
- * special tokens, timestamps among them, are skipped) turned back into bytes. */
-static char *decode_byte_level(const s2s_model *m, const int *ids, int n) {
-    strbuf out = {0};
-    for (int i = 0; i < n; i++) {
-        if (ids[i] < 0 || ids[i] >= m->c.eos_id) continue;
-        const unsigned char *p = (const unsigned char *)vocab_piece(m->tgt_vocab, ids[i]);
-        while (p && *p) {
-            unsigned cp = *p++;
-            if (cp >= 0xc0 && (*p & 0xc0) == 0x80) cp = ((cp & 0x1f) << 6) | (*p++ & 0x3f);
-            const int b = byte_of(cp);
-            const char c = (char)(b >= 0 ? b : '?');
-            if (sb_add(&out, &c, 1)) {
-                free(out.s);
-                return NULL;
-            }
-        }
-    }
-    if (!out.s && sb_add(&out, "", 0)) return NULL;
-    return out.s;
+/* A speech model's ids -> text: WhisperTokenizer.decode(skip_special_tokens=True). */
+static char *decode_speech(const s2s_model *m, const int *ids, int n) {
+    return bpe_whisper_decode(m->bpe, ids, n, 1, m->c.speech.prev_id, m->c.start_id, NULL);
 }
 
 char *s2s_decode_text(const s2s_model *m, const int *ids, int n) {
-    if (m->c.family->audio) return decode_byte_level(m, ids, n);
+    if (m->c.family->audio) return decode_speech(m, ids, n);
     strbuf out = {0};
     if (join_pieces(m, ids, n, &out)) {
         free(out.s);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../model/load.h"
+#include "bpe.h"
 
 /* ---------------------------------------------------------------------------------------
  * Vocabularies and SentencePiece models */
@@ -202,13 +203,74 @@ static int build_sentinels(s2s_model *m, char *err, size_t errlen) {
     return 0;
 }
 
+/* NUL-terminated copies of a string array key's entries (NULL with err). */
+static char **copy_strings(const gguf_kv *kv, char *err, size_t errlen) {
+    char **s = calloc(kv->count + 1, sizeof *s);
+    for (uint64_t i = 0; s && i < kv->count; i++)
+        if (!(s[i] = strndup(kv->strings[i].ptr, kv->strings[i].len))) {
+            for (uint64_t k = 0; k < i; k++) free(s[k]);
+            free(s);
+            s = NULL;
+        }
+    if (!s) s2s_fail(err, errlen, "out of memory");
+    return s;
+}
+
+static void free_strings(char **s, uint64_t n) {
+    for (uint64_t i = 0; s && i < n; i++) free(s[i]);
+    free(s);
+}
+
+/* The flags bpe_new takes: key's ids marked kind. */
+static int mark_ids(const gguf_file *f, const char *key, unsigned char kind, unsigned char *flags, int n, char *err,
+                    size_t errlen) {
+    const gguf_kv *kv = gguf_get_array(f, key, GGUF_U32, err, errlen);
+    if (!kv) return -1;
+    for (uint64_t i = 0; i < kv->count; i++) {
+        uint32_t id;
+        memcpy(&id, kv->data + 4 * i, 4);
+        if (id >= (uint32_t)n) {
+            s2s_fail(err, errlen, "key %s: id %u outside the vocabulary", key, id);
+            return -1;
+        }
+        flags[id] = kind;
+    }
+    return 0;
+}
+
+/* The byte-level BPE tokenizer of tokenizer.bpe_tokens / _merges / _special_ids / _added_ids. */
+static int load_bpe(s2s_model *m, char *err, size_t errlen) {
+    const gguf_kv *toks = gguf_get_array(m->file, "tokenizer.bpe_tokens", GGUF_STRING, err, errlen);
+    const gguf_kv *merges = toks ? gguf_get_array(m->file, "tokenizer.bpe_merges", GGUF_STRING, err, errlen) : NULL;
+    if (!merges) return -1;
+    const int n = m->c.decoder_vocab_size;
+    char **t = copy_strings(toks, err, errlen), **mg = t ? copy_strings(merges, err, errlen) : NULL;
+    unsigned char *flags = calloc((size_t)n + 1, 1);
+    int rc = -1;
+    if (!flags) s2s_fail(err, errlen, "out of memory");
+    if (t && mg && flags && toks->count == (uint64_t)n && merges->count < (1u << 24) &&
+        !mark_ids(m->file, "tokenizer.bpe_special_ids", BPE_SPECIAL, flags, n, err, errlen) &&
+        !mark_ids(m->file, "tokenizer.bpe_added_ids", BPE_ADDED, flags, n, err, errlen)) {
+        char inner[200];
+        m->bpe = bpe_new((const char *const *)t, n, (const char *const *)mg, (int)merges->count, flags, inner,
+                         sizeof inner);
+        if (m->bpe) rc = 0;
+        else s2s_fail(err, errlen, "key tokenizer.bpe_tokens: %s", inner);
+    }
+    free_strings(t, toks->count);
+    free_strings(mg, merges->count);
+    free(flags);
+    return rc;
+}
+
 /* A speech model's tokenizer: the byte-level BPE tokens (one vocabulary read twice, for
- * both sides) and the language tokens; no SentencePiece model. */
+ * both sides; their strings name the ids in pieces and attention labels), the BPE model
+ * itself and the language tokens; no SentencePiece model. */
 static int load_speech_tokenizer(s2s_model *m, char *err, size_t errlen) {
     m->src_vocab = load_vocab(m->file, "tokenizer.bpe_tokens", m->c.vocab_size, err, errlen);
     if (!m->src_vocab) return -1;
     m->tgt_vocab = load_vocab(m->file, "tokenizer.bpe_tokens", m->c.decoder_vocab_size, err, errlen);
-    if (!m->tgt_vocab) return -1;
+    if (!m->tgt_vocab || load_bpe(m, err, errlen)) return -1;
     return load_languages(m, err, errlen);
 }
 

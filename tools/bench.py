@@ -20,11 +20,13 @@ A third section (--nllb, issue 12) does the greedy comparison on an NLLB-200-dis
 shaped random M2M-100 (tools/reference_m2m100.py -> HF-style directory -> export_m2m100.py,
 f16 and int8, about 1.9 GB cached in --work/nllb-600m/) against the M2M-100 reference's f32,
 and measures peak RSS against the file size and the time from process start to the first
-token, with the file in the page cache and dropped from it.
+token, with the file in the page cache and dropped from it. Its tables go to
+docs/benchmarks.md (--nllb-md), BENCHMARKS.md keeping a pointer to them (BENCHMARKS.md holds
+what is true now in at most 250 lines: tests/test_docs_size.py).
 
     tools/bench.py                      # print the table
     tools/bench.py --md BENCHMARKS.md   # what `make bench` runs
-    tools/bench.py --nllb only --md BENCHMARKS.md   # the NLLB section alone (make bench-nllb)
+    tools/bench.py --nllb only --md docs/benchmarks.md   # the NLLB section alone (make bench-nllb)
 """
 import argparse
 import datetime
@@ -697,7 +699,7 @@ def nllb_section(a, threads, S, T):
     import torch
     md = [NLLB_HEADING + "\n"]
     md.append(f"Written by `tools/bench.py` (`make bench`, or this section alone: `make bench-nllb` = "
-              f"`tools/bench.py --nllb only --md BENCHMARKS.md`) on "
+              f"`tools/bench.py --nllb only --md docs/benchmarks.md`) on "
               f"{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')} in {(time.time() - t_start) / 60:.1f} min.\n")
     md.append(f"- Machine: {mc['cpu']}, {mc['cpus']} logical CPUs; memory {mc['mem']}; Linux {mc['kernel']}; "
               f"SIMD {mc['simd']}; attend kernel set `{isa}`. Load average at the start {load_before}, at the end "
@@ -713,7 +715,7 @@ def nllb_section(a, threads, S, T):
               "placeholders, only their number matters) and exported with `tools/export_m2m100.py --dtype "
               f"f16|int8`: " + ", ".join(f"{dt} {size_mib[dt]:.0f} MiB" for dt in dtypes) +
               f" (`{os.path.relpath(os.path.dirname(paths[dtypes[0]]), ROOT)}/`, built on the first run).")
-    md.append(f"- Speed: as the opus-mt-en-de-shaped tables above: {S}-token random sources (the first language "
+    md.append(f"- Speed: as the opus-mt-en-de-shaped tables of BENCHMARKS.md: {S}-token random sources (the first language "
               f"token first, </s> last), exactly {T} target tokens (the first forced to that language, </s> "
               f"banned before the last), greedy; {a.rounds} interleaved rounds, {a.per_round} timed repetitions "
               "per round after a warm-up at batch 1 (at batch > 1, to keep `make bench` short: attend one timed "
@@ -739,7 +741,7 @@ def nllb_section(a, threads, S, T):
     md.append("")
     md.append("Commands:\n")
     md.append("```")
-    md.append("tools/bench.py --nllb only --md BENCHMARKS.md   # this section alone (make bench-nllb)")
+    md.append("tools/bench.py --nllb only --md docs/benchmarks.md   # this section alone (make bench-nllb)")
     md.append(rel(ex))
     if ("load", "int8") in cmds:
         md.append(rel(cmds[("load", "int8")]) + "   # load time")
@@ -904,8 +906,11 @@ def main(argv=None):
     p.add_argument("--no-bandwidth", action="store_true", help="skip attend bench's bandwidth measurements")
     p.add_argument("--md", help="write this Markdown report (BENCHMARKS.md)")
     p.add_argument("--nllb", choices=("yes", "no", "only"), default="yes",
-                   help="the NLLB-200-distilled-600M-shaped section (issue 12): yes (default), no (with --md: "
-                        "keep the report's present one), only (with --md: replace just that section)")
+                   help="the NLLB-200-distilled-600M-shaped section (issue 12): yes (default: written into "
+                        "--nllb-md), no, only (with --md: replace just that section of that file)")
+    p.add_argument("--nllb-md", default=os.path.join(ROOT, "docs", "benchmarks.md"),
+                   help="where --md's run puts the NLLB section (default docs/benchmarks.md); the report "
+                        "points there")
     p.add_argument("--nllb-batches", default="1,32", help="NLLB section: batch sizes (default 1,32)")
     p.add_argument("--nllb-dtypes", default=",".join(NLLB_DTYPES), help="NLLB section: dtypes (default f16,int8)")
     p.add_argument("--nllb-shape", choices=sorted(NLLB_SHAPES), default="600m",
@@ -1170,8 +1175,10 @@ def main(argv=None):
             md.append("## int8 quality on the shipped model\n\nNot measured: `models/de-en.gguf` "
                       "was missing when this ran.\n")
         if nmd:
-            md += nmd
-        md.extend(kept_sections(a.md, () if nmd else (NLLB_HEADING,)))
+            replace_section(a.nllb_md, NLLB_HEADING, nmd)
+            log(f"wrote the NLLB section of {a.nllb_md}")
+        md += nllb_pointer(a.md, a.nllb_md)
+        md.extend(kept_sections(a.md))
         with open(a.md, "w") as f:
             f.write("\n".join(md) + "\n")
         log(f"wrote {a.md}")
@@ -1179,18 +1186,30 @@ def main(argv=None):
 
 
 # Hand-written sections of BENCHMARKS.md that a regeneration keeps (measured by other means
-# than this script), each from its heading to the next "## " heading.
-KEPT_HEADINGS = ("## Batch throughput against the peak (issue 15)", "## Other measurements",
-                 "## What `--alignment` costs (issue 26)", "## Serving (issue 28)",
-                 "## T5 (issue 29)")
+# than this script), each from its heading to the next "## " heading. Older ones live in
+# docs/benchmarks.md, which the last lists.
+KEPT_HEADINGS = ("## bf16 compute (issue 37)", "## Serving (issues 28, 35)",
+                 "## Older measurements")
+
+
+def nllb_pointer(md_path, nllb_md):
+    """The report's NLLB section: where its tables are (nllb_md, a path relative to the
+    report's folder in the link)."""
+    rel = os.path.relpath(os.path.abspath(nllb_md), os.path.dirname(os.path.abspath(md_path)))
+    anchor = NLLB_HEADING[3:].lower().replace(" ", "-").replace("(", "").replace(")", "").replace(".", "")
+    return [NLLB_HEADING + "\n",
+            f"Speed against the PyTorch reference, peak RSS, load time and the issue's targets on an "
+            f"NLLB-200-distilled-600M-shaped model: [{rel}]({rel}#{anchor}), written there by `make bench` "
+            f"and `make bench-nllb` with the machine, method and commands of that run.\n"]
 
 # What the report is, above its first table (written each time, so a regeneration keeps it).
-INTRO = ("What holds now, and the commands that measured it. The sections from \"Machine\" to the "
-         "NLLB one are written by `make bench` and replaced whole by its next run (the NLLB one "
-         "alone by `make bench-nllb`); the others are measured by hand or by the tools they "
-         "name (the serving one by `tools/bench_serve.py`), and `make bench` keeps them. Their per-configuration tables: "
-         "[docs/benchmarks.md](docs/benchmarks.md). Earlier measurements and what each change did: "
-         "`git log -p BENCHMARKS.md`.\n")
+INTRO = ("What holds now, and the commands that measured it, in at most 250 lines. The sections from "
+         "\"Machine\" to the NLLB pointer are written by `make bench` and replaced whole by its next run "
+         "(the NLLB tables themselves go to docs/benchmarks.md, also by `make bench-nllb`); the others are "
+         "measured by hand or by the tools they name (the serving one by `tools/bench_serve.py`), and "
+         "`make bench` keeps them. Per-configuration tables and older sections, each with its machine and "
+         "commands: [docs/benchmarks.md](docs/benchmarks.md). Earlier measurements and what each change "
+         "did: `git log -p BENCHMARKS.md`.\n")
 
 
 def kept_sections(path, extra=()):

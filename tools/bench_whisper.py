@@ -21,7 +21,7 @@ clock. RTF = (encoder + decoder) / 30 s. Medians of the rounds; each round runs 
 system once, in turn.
 
     tools/bench_whisper.py [--shape tiny] [--tokens 100] [--rounds 3] [--threads 1,2]
-                           [--whisper-cpp /tmp/whispercpp]   # a checkout built in its build/
+                           [--whisper-cpp WHISPER_CPP_DIR]   # a checkout built in its build/
 """
 import argparse
 import glob

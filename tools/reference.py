@@ -899,7 +899,8 @@ def write_dump(out_path, model, sources, greedy_of, best_of=None):
     """The .npz of `reference.py dump` (the tests read it; every family's reference writes
     it): for source i (ids), s{i}/src_ids, tgt_ids, logits, text and each layer's enc_self,
     dec_self and cross attention of greedy_of(src) -> Result; with best_of(src) -> the best
-    beam hypothesis instead, that hypothesis teacher-forced, and s{i}/score."""
+    beam hypothesis instead, that hypothesis teacher-forced, s{i}/score (its float32 sum of
+    log-probabilities) and s{i}/normalized_score (HF's sequence score)."""
     out = {}
     for i, src in enumerate(sources):
         if best_of is None:
@@ -909,7 +910,8 @@ def write_dump(out_path, model, sources, greedy_of, best_of=None):
             att = attention_of(model, src, best.ids)
             r = Result(ids=best.ids, logits=att["logits"], enc_self=att["enc_self"],
                        dec_self=att["dec_self"], cross=att["cross"])
-            out[f"s{i}/score"] = np.array([best.score], dtype=np.float32)
+            out[f"s{i}/score"] = np.array([best.sum_logprobs], dtype=np.float32)
+            out[f"s{i}/normalized_score"] = np.array([best.score], dtype=np.float32)
         out[f"s{i}/src_ids"] = np.array(src, dtype=np.int32)
         out[f"s{i}/tgt_ids"] = np.array(r.ids, dtype=np.int32)
         out[f"s{i}/logits"] = r.logits.astype(np.float32)
@@ -922,8 +924,8 @@ def write_dump(out_path, model, sources, greedy_of, best_of=None):
 
 def _cmd_dump(a):
     """Write ids, logits and every attention matrix per sentence to an .npz for the tests.
-    With --beam N (N >= 2) the best hypothesis, its teacher-forced logits and attention, and
-    s{i}/score."""
+    With --beam N (N >= 2) the best hypothesis, its teacher-forced logits and attention,
+    s{i}/score and s{i}/normalized_score."""
     m = load_hf_dir(a.model_dir)
     st, plain_greedy = _beam_settings(a, m)
     with open(a.input, encoding="utf-8") as f:

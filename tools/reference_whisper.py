@@ -275,7 +275,7 @@ def special_ids(c):
 def generation_config(c, suppress=None, alignment_heads=None):
     """generation_config.json as HF writes Whisper's (the keys generate() reads)."""
     s = special_ids(c)
-    multilingual = c["vocab_size"] >= 51865
+    multilingual = c["eos_token_id"] != 50256  # *.en models: <|endoftext|> at 50256
     g = {
         "decoder_start_token_id": s["sot"],
         "eos_token_id": s["eot"], "pad_token_id": s["eot"], "bos_token_id": s["eot"],

@@ -20,6 +20,13 @@ encoder's output, trained towards tools/word_align.py's symmetrised links.
 The settings (layer, width, steps) are chosen on the silver links; the development set's gold
 links are only read to report its AER (at the end; with --dev also at every report).
 
+With --signal DIR (tools/align_signal.py's work folder) the labels are --labels gdfa
+(word_align.py's grow-diag-final-and) or vote (the links two of three hold: the model's own
+view and the aligner's two directions; tools/align_vote.py), and the step is chosen by the
+mean AER over that folder's dev, devcased and silver sets; --mix L:H scores (and chooses) the
+head averaged with cross-attention head H of layer L read one step later. The labels' sources
+are cached in WORK/label-sources.json (one --pairs / --max-pairs per WORK).
+
 Speed: step 2 is a few minutes on one thread with an optimised BLAS. Debian's python3-torch
 calls the reference BLAS (libblas.so.3, about 1 GFLOP/s: hours here); an OpenBLAS library
 for this process alone is enough, without installing it:
@@ -40,6 +47,9 @@ sys.path.insert(0, HERE)
 import aer as AER  # noqa: E402
 import data_paths as D  # noqa: E402
 import word_align as W  # noqa: E402
+from align_vote import view_links, vote  # noqa: E402
+
+SIGNAL_SETS = ("dev", "devcased", "silver")  # tools/align_signal.py's
 
 
 def log(msg):
@@ -97,6 +107,55 @@ def corpus(a):
     return out
 
 
+def label_pairs(pool, n):
+    """n training pairs of 3..30 words a side (a fixed random choice, each German side once)."""
+    rng = np.random.default_rng(7)
+    train, seen = [], set()
+    for i in rng.permutation(len(pool)):
+        s, t = W.split_words(pool[i][0], True), W.split_words(pool[i][1], True)
+        if 3 <= len(s) <= 30 and 3 <= len(t) <= 30 and pool[i][0] not in seen:
+            seen.add(pool[i][0])
+            train.append((s, t))
+        if len(train) == n:
+            break
+    return train
+
+
+def signal_corpus(a):
+    """--signal: --pairs training pairs labelled by a.labels (word_align.py trained on every
+    training pair, or on --max-pairs of them: 'gdfa' its grow-diag-final-and links, 'vote'
+    the links at least two of three agree on: its two directions and the model's own view),
+    and tools/align_signal.py's three sets to score on (their gold read from a.signal)."""
+    cache = os.path.join(a.work, "label-sources.json")  # both directions and the view: every --labels
+    if os.path.exists(cache):
+        with open(cache) as f:
+            out = json.load(f)
+    else:
+        pool = W.training_pairs()
+        train = label_pairs(pool, a.pairs)
+        extra = pool
+        if a.max_pairs and len(pool) > a.max_pairs:
+            extra = [pool[i] for i in sorted(np.random.default_rng(0).choice(len(pool), a.max_pairs, False))]
+        src = [W.split_words(x) for x, _ in extra] + [[w.lower() for w in s] for s, _ in train]
+        tgt = [W.split_words(y) for _, y in extra] + [[w.lower() for w in t] for _, t in train]
+        fwd, rev = W.align(src, tgt, len(train), log=log, hmm=a.hmm, directed_only=True)
+        view = view_links(a.model, [" ".join(s) for s, _ in train], [" ".join(t) for _, t in train])
+        out = {"train": [[s, t, []] for s, t in train], "sources": [[sorted(x) for x in d] for d in (fwd, rev, view)]}
+        for name in SIGNAL_SETS:
+            src, tgt = (AER.read_lines(os.path.join(a.signal, f"{name}.{x}")) for x in ("de", "en"))
+            out[name] = [[x.split(), y.split(), []] for x, y in zip(src, tgt)]
+        with open(cache, "w") as f:
+            json.dump(out, f)
+    fwd, rev, view = ([set(map(tuple, l)) for l in d] for d in out["sources"])
+    if a.labels == "vote":
+        links = [vote(v, f, r) for v, f, r in zip(view, fwd, rev)]
+    else:
+        links = [W.grow_diag_final_and(f, r, 0, 0) for f, r in zip(fwd, rev)]
+    for x, l in zip(out["train"], links):
+        x[2] = sorted(l)
+    return out
+
+
 def forward_states(model, src, tgt):
     """Force-decode ids tgt (ending in </s>) from src: the encoder's output [S,d] and [2L,T,d]:
     every decoder layer's output, then every layer's cross-attention input (the state after its
@@ -116,10 +175,11 @@ def forward_states(model, src, tgt):
 
 
 def states(model, items, name, work):
-    """Per pair: source/target pieces, encoder output [S,d], decoder states [2L,T,d]."""
-    cache = os.path.join(work, f"states2-{name}.pt")
-    if os.path.exists(cache):
-        return torch.load(cache)
+    """Per pair: source/target pieces, encoder output [S,d], decoder states [2L,T,d] (cached in
+    WORK unless work is None)."""
+    cache = os.path.join(work, f"states2-{name}.pt") if work else None
+    if cache and os.path.exists(cache):
+        return torch.load(cache, weights_only=False)
     tok, out = model.tok, []
     ip = {v: k for k, v in tok.src_vocab.items()}
     for s, t, links in items:
@@ -128,7 +188,8 @@ def states(model, items, name, work):
         mem, dec = forward_states(model, src, tgt)
         out.append(dict(src=[ip[i] for i in src], tgt=[tok.tgt_pieces[i] for i in tgt], links=links,
                         mem=mem.half(), dec=dec.half(), nw=(len(s), len(t))))
-    torch.save(out, cache)
+    if cache:
+        torch.save(out, cache)
     return out
 
 
@@ -227,28 +288,46 @@ def agreed(train, head, model, layer, init_head):
     return out
 
 
-def evaluate(head, data, layer, gold=None):
+def head_links(head, data, layer, links="argmax", mix=None):
+    """The head's word links of each pair (read as links says). mix = (other head, its state):
+    the equal average of both heads' matrices, as a view that names two items averages them."""
     hyp = []
     with torch.no_grad():
         for x in data:
-            A = head(x["dec"][layer].float(), x["mem"].float()).numpy()
-            hyp.append(AER.hard_links(A, x["src"], x["tgt"], words=True))
+            A = head(x["dec"][layer].float(), x["mem"].float())
+            if mix:
+                A = (A + mix[0](x["dec"][mix[1]].float(), x["mem"].float())) / 2
+            hyp.append(AER.hard_links(A.numpy(), x["src"], x["tgt"], words=True, links=links))
+    return hyp
+
+
+def evaluate(head, data, layer, gold=None, links="argmax", mix=None):
+    """AER of head_links against gold (None: each pair's own links)."""
+    hyp = head_links(head, data, layer, links, mix)
     if gold is None:
         gold = [(set(map(tuple, x["links"])),) * 2 for x in data]
     return AER.aer(gold, hyp)
 
 
-def main(argv=None):
+def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], epilog=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("-m", "--model", default=os.path.join(REPO, "models", "de-en.gguf"))
     p.add_argument("--work", default=os.path.join(REPO, "build", "align-head"))
     p.add_argument("--pairs", type=int, default=3000)
     p.add_argument("--silver", type=int, default=300)
-    p.add_argument("--max-pairs", type=int, default=60000)
+    p.add_argument("--max-pairs", type=int, default=60000, help="word_align.py's training pairs (0: all)")
     p.add_argument("--hmm", type=int, default=0,
                    help="word_align.py's HMM iterations for the labels (0: Model 2's links, as the "
                         "table in models/README.md was made; the links are cached in WORK/links.json)")
+    p.add_argument("--signal", metavar="DIR",
+                   help="tools/align_signal.py's work folder: label --pairs pairs by --labels and score on "
+                        "its dev, devcased and silver sets (the step is chosen by their mean AER)")
+    p.add_argument("--labels", choices=["gdfa", "vote"], default="gdfa",
+                   help="with --signal: word_align.py's grow-diag-final-and links, or the links two of "
+                        "three agree on (its two directions and the model's own view)")
+    p.add_argument("--links", choices=["argmax", "mutual", "grow"], default="argmax",
+                   help="how the head's word matrix is read (as a view's ',words[,mutual|,grow]')")
     p.add_argument("--layer", type=int, nargs="+", default=[3],
                    help="decoder state(s) to try: 0..L-1 a layer's output, L..2L-1 layer (i-L)'s "
                         "cross-attention input")
@@ -264,41 +343,76 @@ def main(argv=None):
     p.add_argument("--every", type=int, default=500, help="score on the silver links every N steps")
     p.add_argument("-o", "--output", help="write the trained head (npz: q_weight, q_bias, k_weight, k_bias)")
     p.add_argument("--dev", action="store_true", help="also print the development set's gold AER")
-    a = p.parse_args(argv)
-    torch.set_num_threads(1)
-    os.makedirs(a.work, exist_ok=True)
-    data = corpus(a)
-    model = load_model(a.model, a.work)
-    sets = {k: states(model, data[k], k, a.work) for k in ("train", "silver", "dev")}
-    for k in sets:  # the links of links.json (the cached states were computed with the same pairs)
+    p.add_argument("--write-links", nargs=3, metavar=("SRC", "TGT", "OUT"),
+                   help="align SRC/TGT (whitespace-tokenised) with the chosen head (with --mix, averaged) "
+                        "and write Pharaoh lines to OUT, for tools/aer.py")
+    p.add_argument("--mix", metavar="L:H", help="score (and choose) the head averaged with cross-attention "
+                                                  "head H of decoder layer L, read one step later (the view "
+                                                  "'L:H,align,shift,...' of a file that holds the head)")
+    return p.parse_args(argv)
+
+
+def load_sets(a, model):
+    """(states of every set, {set: gold or None (its own links)}, the sets the step is chosen
+    on, the sets reported)."""
+    data = signal_corpus(a) if a.signal else corpus(a)
+    names = ("train",) + (SIGNAL_SETS if a.signal else ("silver", "dev"))
+    sets = {k: states(model, data[k], k, a.work) for k in names}
+    for k in sets:  # the links of the cache (the cached states were computed with the same pairs)
         for x, (s, t, links) in zip(sets[k], data[k]):
             assert x["nw"] == (len(s), len(t))
             x["links"] = links
+    if a.signal:
+        gold = {k: AER.read_gold(os.path.join(a.signal, f"{k}.wa"), False, False) for k in SIGNAL_SETS}
+        return sets, gold, SIGNAL_SETS, SIGNAL_SETS
+    dev = AER.read_gold(os.path.join(os.path.dirname(D.corpus("align-deen-bicici", "test.de")), "de-en.wa"),
+                        False, False)
+    return sets, {"silver": None, "dev": dev}, ("silver",), ("silver", "dev") if a.dev else ("silver",)
+
+
+def main(argv=None):
+    a = parse_args(argv)
+    torch.set_num_threads(1)
+    os.makedirs(a.work, exist_ok=True)
+    model = load_model(a.model, a.work)
+    sets, gold, chosen_on, shown = load_sets(a, model)
     train = [(x, Y) for x in sets["train"] for Y in [target_of(x)] if Y is not None]
     log(f"{len(train)} of {len(sets['train'])} training pairs usable")
-    gold = AER.read_gold(os.path.join(os.path.dirname(D.corpus("align-deen-bicici", "test.de")), "de-en.wa"),
-                         False, False)
+    mix = None
+    if a.mix:
+        ml, mh = (int(v) for v in a.mix.split(":"))
+        mix = (Head(model.config["d_model"], model.model.decoder.layers[ml].encoder_attn.head_dim),
+               len(model.model.decoder.layers) + ml)
+        init_from_cross(mix[0], model, ml, mh)
+    aers = lambda h, layer, names: {k: evaluate(h, sets[k], layer, gold[k], a.links, mix)  # noqa: E731
+                                    for k in names}
     results = []
     for layer in a.layer:
         head = Head(model.config["d_model"], a.width)
         if a.agree:
             train = agreed(train, head, model, layer, a.init_head)
-        report = lambda step, loss, h: log(
-            f"layer {layer} step {step}: loss {loss:.3f} silver AER {evaluate(h, sets['silver'], layer):.4f}"
-            + (f" dev AER {evaluate(h, sets['dev'], layer, gold):.4f}" if a.dev else ""))
+        report = lambda step, loss, h: log(f"layer {layer} step {step}: loss {loss:.3f} " + " ".join(
+            f"{k} AER {v:.4f}" for k, v in aers(h, layer, shown).items()))
         best = fit(head, train, layer, a.steps, a.batch, a.lr, a.seed, every=a.every, report=report,
-                   score=lambda h: evaluate(h, sets["silver"], layer),
+                   score=lambda h: float(np.mean(list(aers(h, layer, chosen_on).values()))),
                    init=None if a.init_head is None else
                    lambda h: init_from_cross(h, model, layer - len(model.model.decoder.layers), a.init_head))
         results.append((best[0][0], layer, best[0][1], best[0][2]))
     results.sort(key=lambda r: r[0])
-    sil, layer, step, sd = results[0]
+    sc, layer, step, sd = results[0]
     head = Head(model.config["d_model"], a.width)
     head.load_state_dict(sd)
-    dev = evaluate(head, sets["dev"], layer, gold)
-    print(f"best on silver: layer {layer}, step {step}: silver AER {sil:.4f}, dev AER {dev:.4f}")
+    final = aers(head, layer, [k for k in gold if gold[k] is not None or k in chosen_on])
+    print(f"best on {'+'.join(chosen_on)} ({sc:.4f}): layer {layer}, step {step}: "
+          + ", ".join(f"{k} AER {v:.4f}" for k, v in final.items()))
     if a.output:
         np.savez(a.output, layer=np.int32(layer), **{k.replace(".", "_"): v.numpy() for k, v in sd.items()})
+    if a.write_links:
+        src, tgt = AER.read_lines(a.write_links[0]), AER.read_lines(a.write_links[1])
+        pairs = states(model, [(x.split(), y.split(), []) for x, y in zip(src, tgt)], "", None)
+        with open(a.write_links[2], "w", encoding="utf-8") as f:
+            f.write("".join(" ".join(f"{i}-{j}" for i, j in sorted(h)) + "\n"
+                            for h in head_links(head, pairs, layer, a.links, mix)))
     return 0
 
 

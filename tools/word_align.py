@@ -121,9 +121,11 @@ class Direction:
         return s[keep], self.i[k][keep] - 1, self.j[g][keep]
 
 
-def grow_diag_final_and(fwd, rev, n, m):
+def grow_diag_final_and(fwd, rev, n, m, final_and=True):
     """Symmetrise two link sets of one sentence ((source, target) pairs; n source and m
-    target words): Koehn et al.'s grow-diag-final-and."""
+    target words): Koehn et al.'s grow-diag-final-and, or with final_and=False
+    grow-diag-final (the final step then adds a link of either direction when either of its
+    words is unaligned)."""
     union, links = fwd | rev, set(fwd & rev)
     src_on = {i for i, _ in links}
     tgt_on = {j for _, j in links}
@@ -141,7 +143,7 @@ def grow_diag_final_and(fwd, rev, n, m):
                     grown = True
     for one in (fwd, rev):  # final-and: links of either direction whose words are both unaligned
         for i, j in sorted(one):
-            if i not in src_on and j not in tgt_on:
+            if (i not in src_on and j not in tgt_on) if final_and else (i not in src_on or j not in tgt_on):
                 links.add((i, j))
                 src_on.add(i)
                 tgt_on.add(j)
@@ -149,9 +151,11 @@ def grow_diag_final_and(fwd, rev, n, m):
 
 
 def align(src, tgt, n_test, model1=5, model2=5, lam=4.0, p0=0.08, log=None, hmm=HMM_ITERATIONS, hmm_p0=0.2,
-          hmm_threshold=0.5):
+          hmm_threshold=0.5, directed_only=False):
     """src, tgt: lists of word lists (the last n_test pairs are the ones to align). Returns
-    n_test sorted lists of (source, target) links."""
+    n_test sorted lists of (source, target) links (grow-diag-final-and), or with
+    directed_only the two directions' link sets unsymmetrised: (source->target list,
+    target->source list), both as (source, target) pairs."""
     vs, vt = Vocab(), Vocab()
     s_ids = [vs.encode(x) for x in src]
     t_ids = [vt.encode(x) for x in tgt]
@@ -176,6 +180,8 @@ def align(src, tgt, n_test, model1=5, model2=5, lam=4.0, p0=0.08, log=None, hmm=
             links[s - first].add((x, y) if name == "source->target" else (y, x))
         directed.append(links)
         del d
+    if directed_only:
+        return directed[0], directed[1]
     return [sorted(grow_diag_final_and(f, r, len(src[first + k]), len(tgt[first + k])))
             for k, (f, r) in enumerate(zip(*directed))]
 

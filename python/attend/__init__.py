@@ -29,17 +29,18 @@ from . import export  # the exporters' package, callable as export() (attend/exp
 from .export import find_exporter
 from ._common import AttendError, AttendWarning
 from ._config import Config
-from ._library import (default_model_path, default_threads, isa, isa_available, library_version,
+from ._library import (default_model_path, default_threads, isa, isa_available, isa_bf16, library_version,
                        parse_view, split_sentences, view_name)
 from ._model import Model
 from ._results import Hypothesis, Result, Sentence, save_npz
 from ._vocabulary import quantize
+from ._speech import Segment, Transcript, Word, load_audio
 
 __version__ = "0.4.0"
 
 __all__ = [
     "ATTEND_ALIGNMENT_VIEW_KEY", "AttendError", "AttendWarning", "Config", "Hypothesis", "Model", "Page",
-    "Result", "Sentence", "default_model_path", "default_threads", "explore", "export", "find_exporter",
-    "find_library", "heatmap_svg", "isa", "isa_available", "library_path", "library_version",
+    "Result", "Segment", "Sentence", "Transcript", "Word", "load_audio", "default_model_path", "default_threads", "explore", "export", "find_exporter",
+    "find_library", "heatmap_svg", "isa", "isa_available", "isa_bf16", "library_path", "library_version",
     "parse_view", "plot", "plot_grid", "quantize", "save_npz", "split_sentences", "view_name", "__version__",
 ]

@@ -20,7 +20,7 @@ from typing import List, Optional
 # Structures (field order and types exactly as in the headers)
 
 # the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
-ABI = 10
+ABI = 11
 ATTEND_VIEW_MAX = 64
 # the metadata key a model file records its alignment view under (align.h)
 ATTEND_ALIGNMENT_VIEW_KEY = "attend.alignment.view"
@@ -87,6 +87,11 @@ class attend_config(ctypes.Structure):
         ("decoder_head_dim", ctypes.c_int),
         ("relative_buckets", ctypes.c_int),
         ("relative_max_distance", ctypes.c_int),
+        ("audio", ctypes.c_int),  # a speech model (Whisper): its log-mel bins and window frames
+        ("n_mels", ctypes.c_int),
+        ("audio_frames", ctypes.c_int),
+        ("n_alignment_heads", ctypes.c_int),
+        ("alignment_heads", ctypes.POINTER(ctypes.c_int)),
     ]
 
 
@@ -176,6 +181,7 @@ class attend_sentence(ctypes.Structure):
         ("n_tgt", ctypes.c_int),
         ("truncated", ctypes.c_int),
         ("score", ctypes.c_float),
+        ("normalized_score", ctypes.c_float),
     ]
 
 
@@ -187,6 +193,7 @@ class attend_hypothesis(ctypes.Structure):
         ("ids", c_int_p),
         ("n", ctypes.c_int),
         ("score", ctypes.c_float),
+        ("normalized_score", ctypes.c_float),
         ("logprob", ctypes.POINTER(ctypes.c_float)),
         ("dec_self", ctypes.POINTER(ctypes.c_float)),
         ("cross", ctypes.POINTER(ctypes.c_float)),
@@ -213,6 +220,7 @@ class attend_result(ctypes.Structure):
         ("dec_self", c_float_p),
         ("cross", c_float_p),
         ("score", ctypes.c_float),
+        ("normalized_score", ctypes.c_float),
         ("n_best", ctypes.c_int),
         ("nbest", ctypes.POINTER(attend_hypothesis)),
         ("status", ctypes.c_int),
@@ -335,9 +343,9 @@ _FUNCTIONS = {
     "attend_abi": ([], ctypes.c_int, True),
     "attend_mem_free": ([ctypes.c_void_p], None, True),
     "attend_load": ([ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_void_p, True),
-    "attend_default_load_params": ([], attend_load_params, False),
+    "attend_default_load_params": ([], attend_load_params, True),
     "attend_load_with": ([ctypes.c_char_p, ctypes.POINTER(attend_load_params), ctypes.c_char_p,
-                          ctypes.c_size_t], ctypes.c_void_p, False),
+                          ctypes.c_size_t], ctypes.c_void_p, True),
     "attend_free": ([ctypes.c_void_p], None, True),
     "attend_get_config": ([ctypes.c_void_p], ctypes.POINTER(attend_config), True),
     "attend_verify": ([ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t], ctypes.c_int, True),
@@ -374,6 +382,7 @@ _FUNCTIONS = {
                         ctypes.c_int, False),
     "attend_isa": ([], ctypes.c_char_p, True),
     "attend_isa_available": ([], ctypes.c_char_p, True),
+    "attend_isa_bf16": ([ctypes.POINTER(ctypes.c_char_p)], ctypes.c_char_p, True),
     "attend_default_threads": ([], ctypes.c_int, True),
     # align.h
     "attend_view_parse": ([ctypes.c_char_p, ctypes.POINTER(attend_view), ctypes.c_char_p,

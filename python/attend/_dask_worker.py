@@ -279,7 +279,7 @@ def translate_chunk(index: int, first_line: int, n_lines: int, data: bytes,
             notes.extend(_truncation_messages(model, line_no, r))
         if n_best:
             for k, h in enumerate(r.nbest):
-                line = f"{line_no - 1} ||| {_one_line(h.text)} ||| {h.score:.6f}"
+                line = f"{line_no - 1} ||| {_one_line(h.text)} ||| {h.normalized_score:.6f}"
                 if aligned:  # each hypothesis's own, as attend translate
                     line += " ||| " + (r.hypothesis(k).pharaoh(view) if len(r.src_ids) else "")
                 out.append(line)

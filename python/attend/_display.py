@@ -90,7 +90,8 @@ def result_html(r: Any, view: Optional[str] = None) -> str:
              f"<div><b>source:</b> {esc(r.source)}</div>",
              f"<div><b>{label}:</b> {esc(r.text)}</div>"]
     if len(r.tgt_ids):
-        parts.append(f"<div><b>score:</b> {r.score:.4f} ({len(r.tgt_ids)} tokens with &lt;/s&gt;)</div>")
+        parts.append(f"<div><b>score:</b> {r.score:.4f}, normalized {r.normalized_score:.4f} "
+                     f"({len(r.tgt_ids)} tokens with &lt;/s&gt;)</div>")
     if r.cross is not None and r.cross.shape[2] and r.cross.shape[3]:
         try:
             from ._library import view_name

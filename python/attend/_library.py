@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import ctypes
 import os
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from . import _capi as C
 from ._args import _encode
@@ -58,6 +58,16 @@ def isa() -> str:
 def isa_available() -> str:
     """The kernel sets this CPU supports."""
     return C.decode(C.lib().attend_isa_available())
+
+
+def isa_bf16() -> Tuple[Optional[str], str]:
+    """Whether Model(compute_type="bfloat16") can load here: ("avx512bf16", "") where bf16
+    compute runs (vdpbf16ps, products summed in f32), else (None, what is missing), as
+    ``attend isa`` prints it."""
+    isa()  # the kernel set chosen, as a load would
+    why = ctypes.c_char_p()
+    path = C.lib().attend_isa_bf16(ctypes.byref(why))
+    return (C.decode(path), "") if path else (None, C.decode(why.value or b""))
 
 
 def default_threads() -> int:

@@ -16,11 +16,13 @@ from . import _capi as C
 from ._options import hint_keywords
 from . import _stream
 from ._common import AttendError, AttendWarning, PathLike, Text
+from ._compute import library_name
 from ._library import default_model_path
 from ._config import Config
 from ._results import Result, _blank_result, _char_array, _ints, _result_from_c
 from ._args import _int, _float, _encode, _lines, _is_blank, _EARLY
 from ._interrupt import _CtrlC
+from . import _speech
 from ._vocabulary import VocabularyMixin
 from . import _tokens
 
@@ -41,14 +43,20 @@ class Model(VocabularyMixin):
     """
 
     @hint_keywords
-    def __init__(self, path: Optional[PathLike] = None, threads: int = 0) -> None:
+    def __init__(self, path: Optional[PathLike] = None, threads: int = 0, compute_type: str = "default") -> None:
         """Load ``path`` (default: default_model_path()). ``threads``: threads per call
-        (0: attend_default_threads(), the physical cores or $OMP_NUM_THREADS). Raises
-        AttendError with attend's message when the file is refused."""
+        (0: attend_default_threads(), the physical cores or $OMP_NUM_THREADS).
+        ``compute_type`` (CTranslate2's names, ``attend translate --compute``): "default",
+        "auto" or "float32": the file's matrices, f32 arithmetic (exact); "bfloat16": f32 /
+        f16 matrices converted to bf16 at load, products on AVX-512 BF16 summed in f32
+        (faster, approximate). ValueError for CTranslate2's int8 types (quantize the file:
+        attend.quantize), "int16" and "float16". Raises AttendError with attend's message
+        when the file is refused, or bf16 is (a CPU without AVX-512 BF16, an int8 file)."""
         self._h: Optional[int] = None
         self._cv = threading.Condition()
         self._busy = 0
         self.threads = _int("threads", threads, 0, 1024)
+        self.compute_type: str = library_name(compute_type)  # the library's word: "f32" or "bf16"
         if path is None:
             path = default_model_path()
         if not isinstance(path, (str, bytes, os.PathLike)):
@@ -59,7 +67,9 @@ class Model(VocabularyMixin):
         self.path: str = os.fsdecode(bpath)
         lib = C.lib()
         err = C.err_buffer()
-        h = lib.attend_load(bpath, err, C.ERR_LEN)
+        lp = lib.attend_default_load_params()
+        lp.compute_type = self.compute_type.encode()
+        h = lib.attend_load_with(bpath, ctypes.byref(lp), err, C.ERR_LEN)
         if not h:
             raise AttendError(f"{self.path}: {C.decode(err.value)}")
         self._h = h
@@ -92,6 +102,8 @@ class Model(VocabularyMixin):
 
     def __repr__(self) -> str:
         state = "closed" if self._h is None else f"{self.config.dtype}, {self.config.d_model}d"
+        if self.compute_type != "f32":
+            state += f", compute {self.compute_type}"
         return f"attend.Model({self.path!r}, {state})"
 
     def _enter(self) -> int:
@@ -131,6 +143,19 @@ class Model(VocabularyMixin):
             return n
         finally:
             self._leave()
+
+    # -- speech (Whisper checkpoints)
+    def transcribe(self, audio: Any, *, language: Optional[str] = None, task: str = "transcribe",
+                   timestamps: bool = False, beam: Optional[int] = None, max_length: Optional[int] = None,
+                   threads: Optional[int] = None) -> "_speech.Transcript":
+        """Speech to text with a Whisper model (``attend transcribe``): ``audio`` is a file
+        path (read by the soundfile module, resampled to 16 kHz by libsoxr) or 16 kHz mono
+        float samples (a numpy array). ``language``: a code of Config.languages, or None /
+        "auto" to detect it from the first 30 s; ``task``: "transcribe" or "translate" (into
+        English); ``timestamps``: segments with times (always on past 30 s: long audio is
+        decoded window by window, HF's long-form rule). Returns a Transcript (text,
+        language, duration, segments with start, end, text, tokens, avg_logprob)."""
+        return _speech.transcribe(self, audio, language, task, timestamps, beam, max_length, threads)
 
     def tokenize(self, line: Text) -> np.ndarray:
         """The source ids attend_translate uses for line (pieces, </s> last, cut to
@@ -298,7 +323,8 @@ class Model(VocabularyMixin):
         - ``sample`` with ``top_k``, ``top_p``, ``temperature``, ``seed`` (--sample ...);
         - ``attention`` (--dump-attention: fill enc_self / dec_self / cross; needed by
           Result.alignment, the --alignment option), ``logits`` (--dump-logits),
-          ``scores`` (per-token log-probabilities and, for greedy, the score);
+          ``scores`` (per-token log-probabilities; greedy search and sampling need them
+          for Result.score / normalized_score, NaN without; beams always have both);
         - ``threads`` (-t; default: the Model's), ``batch_size`` (-b, default 32) and
           ``batch_tokens`` (--batch-tokens): how lines are grouped into library calls (the
           results never depend on it), ``verbose`` (-v: one line per batch on stderr);
@@ -310,8 +336,8 @@ class Model(VocabularyMixin):
           text (tokenized as a target, without </s>) and the search continues from it, as
           HF's ``generate(decoder_input_ids=[start, *prefix])``; one str for every line, or
           a list with one str (or None) per line. A multilingual model's target-language
-          token still comes first. "" is no prefix. Result.score leaves the prefix out
-          (HF's sequences_scores), Result.logprob and tgt_ids include it.
+          token still comes first. "" is no prefix. Result.score and normalized_score
+          leave the prefix out (HF's sequences_scores), Result.logprob and tgt_ids include it.
         - ``task`` (--task): T5 models: the prefix of a task of Config.tasks written before
           each line.
         - ``split`` (--split): True (the default) translates a line's sentences one by one
@@ -496,7 +522,7 @@ class Model(VocabularyMixin):
               tgt_lang: Optional[str] = None) -> Union[Result, List[Result]]:
         """Forced decoding (``attend align --target``): the model reads ``target`` as its
         output and reports each token's log-probability (Result.logprob, Result.score =
-        their sum) and, with attention=True (the default), every attention matrix of that
+        their sum, normalized_score = that / len(tgt_ids) ** length_penalty) and, with attention=True (the default), every attention matrix of that
         translation. Two str give one Result; two lists of equal length give a list. Every
         source runs through the model, a blank one too (as ``attend align``). Multilingual
         models need ``src_lang`` and ``tgt_lang`` (the target then starts with its language

@@ -42,8 +42,6 @@ FOREIGN: Dict[str, Tuple[Optional[str], str, str]] = {
     "return_dict_in_generate": (None, HF, "not needed: each Result holds the text, tokens, "
                                           "scores and (with attention=True) attention"),
     "device": (None, CT2, "attend runs on the CPU"),
-    "compute_type": (None, CT2, "the weights' type is the file's: export with dtype= or run "
-                                "attend quantize"),
 }
 
 

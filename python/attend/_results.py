@@ -19,9 +19,8 @@ from ._config import Config
 
 
 class Hypothesis(NamedTuple):
-    """One entry of an n-best list: the text, its score (beams: HF's sequence score;
-    greedy and samples: the sum of the tokens' log-probabilities; a target prefix's left
-    out) and its target ids; then what was computed along its own path: ``logprob``
+    """One entry of an n-best list: the text, its ``score`` and ``normalized_score`` (as
+    Result's) and its target ids; then what was computed along its own path: ``logprob``
     (float32 [T], each token's log-probability; with scores=True or n_best),
     ``dec_self`` / ``cross`` (float32 [layers, heads, T, T] / [..., T, S]; with
     attention=True) and its target pieces ``tokens``. Result.hypothesis(k) gives entry k
@@ -35,15 +34,16 @@ class Hypothesis(NamedTuple):
     cross: Optional[np.ndarray] = None
     tokens: Optional[List[str]] = None
     raw_tokens: Optional[List[bytes]] = None  # the pieces as the library gives them (bytes)
+    normalized_score: float = 0.0  # last: the fields before it keep their places
 
 
 class Sentence(NamedTuple):
     """One sentence of a line translated sentence by sentence (Result.sentences): its
     source and translation text, where its tokens are in the line's arrays
     (``src_tokens[src_start:src_start + n_src]``, ``tgt_tokens[tgt_start:tgt_start +
-    n_tgt]``; the attention matrices are block-diagonal over the sentences), its own score
-    and whether it was cut; ``src_bytes`` / ``text_bytes``: its (begin, end) byte offsets
-    in the UTF-8 line and translation."""
+    n_tgt]``; the attention matrices are block-diagonal over the sentences), its own
+    ``score`` and ``normalized_score`` (as Result's) and whether it was cut; ``src_bytes`` /
+    ``text_bytes``: its (begin, end) byte offsets in the UTF-8 line and translation."""
 
     source: str
     text: str
@@ -55,6 +55,7 @@ class Sentence(NamedTuple):
     truncated: bool
     src_bytes: Tuple[int, int] = (0, 0)
     text_bytes: Tuple[int, int] = (0, 0)
+    normalized_score: float = 0.0
 
 
 def _sentences(r: Any, source: str, text: str) -> List[Sentence]:
@@ -68,7 +69,7 @@ def _sentences(r: Any, source: str, text: str) -> List[Sentence]:
         out.append(Sentence(sb[s.src_begin:s.src_end].decode("utf-8", "replace"),
                             tb[s.text_begin:s.text_end].decode("utf-8", "replace"),
                             s.src_token, s.n_src, s.tgt_token, s.n_tgt, float(s.score), bool(s.truncated),
-                            (s.src_begin, s.src_end), (s.text_begin, s.text_end)))
+                            (s.src_begin, s.src_end), (s.text_begin, s.text_end), float(s.normalized_score)))
     return out
 
 
@@ -112,17 +113,27 @@ class Result:
     ``[layers, heads, rows, cols]``: ``enc_self`` [encoder layers, heads, S, S],
     ``dec_self`` [decoder layers, heads, T, T], ``cross`` [decoder layers, heads, T, S]
     (row t is the step that predicts target token t); they are None unless the call asked
-    for ``attention=True``. A blank input line gives text "", score 0.0 and empty arrays,
-    without running the model (as ``attend translate``)."""
+    for ``attention=True``. A blank input line gives text "", scores 0.0 and empty arrays,
+    without running the model (as ``attend translate``).
+
+    Two scores, each with one meaning whatever the search (a target prefix's tokens left
+    out of both, as HF leaves the prompt out): ``score``, the sum of the tokens'
+    log-probabilities, and ``normalized_score``, that sum / length ** length_penalty as
+    HF's beam search computes it (length: the tokens generated, ``</s>`` and a forced
+    target-language token counted). With beams normalized_score is HF's
+    ``sequences_scores`` (what beams rank by and ``attend translate --n-best`` prints)."""
 
     source: str
     """The input line."""
     text: str
     """The translation (or, for Model.score, the target as the model's tokens give it back)."""
     score: float
-    """Beams: HF's sequence score (sum of log-probs / length ^ length_penalty); greedy,
-    samples and forced decoding: the sum of ``logprob`` (greedy: only with scores=True,
-    else 0.0); 0.0 for a blank line."""
+    """The sum of the generated tokens' log-probabilities (``logprob`` after a target
+    prefix). Beam search sums them as it ranks them, after the logits processors (HF's
+    beam scores): a ``</s>`` forced at max_length counts 0, repetition_penalty and
+    renormalization change them; else it equals the sum of ``logprob`` within float32
+    rounding. Greedy, sampling and Model.score: NaN with scores=False (their
+    log-probabilities are what scores=True computes); beams always have it."""
     src_ids: np.ndarray
     tgt_ids: np.ndarray
     src_tokens: List[str]
@@ -150,6 +161,10 @@ class Result:
     error: Optional[str] = None
     """Why the library could not translate this one line (the others of the call were
     translated; a warning is also issued); text is then empty."""
+    normalized_score: float = 0.0
+    """``score / length ** length_penalty`` (the call's or the model's length_penalty;
+    length: the generated tokens after a target prefix, ``</s>`` and a forced first token
+    counted): with beams, HF's ``sequences_scores``. NaN where score is."""
     _config: Optional[Config] = None
     _src_raw: List[bytes] = dataclasses.field(default_factory=list)
     _tgt_raw: List[bytes] = dataclasses.field(default_factory=list)
@@ -169,7 +184,8 @@ class Result:
 
     def __repr__(self) -> str:
         att = "yes" if self.cross is not None else "no"
-        return (f"Result(text={self.text!r}, score={self.score:.6g}, src_tokens={len(self.src_tokens)}, "
+        return (f"Result(text={self.text!r}, score={self.score:.6g}, "
+                f"normalized_score={self.normalized_score:.6g}, src_tokens={len(self.src_tokens)}, "
                 f"tgt_tokens={len(self.tgt_tokens)}, attention={att})")
 
     # -- words
@@ -298,7 +314,7 @@ class Result:
         h = self.nbest[k]
         raw = h.raw_tokens if h.raw_tokens is not None else list(self._tgt_raw)
         return dataclasses.replace(
-            self, text=h.text, score=h.score, tgt_ids=h.ids, tgt_tokens=[C.decode(b) for b in raw],
+            self, text=h.text, score=h.score, normalized_score=h.normalized_score, tgt_ids=h.ids, tgt_tokens=[C.decode(b) for b in raw],
             logprob=h.logprob, logits=self.logits if k == 0 else None, dec_self=h.dec_self,
             cross=h.cross, nbest=[h], _tgt_raw=raw)
 
@@ -330,9 +346,9 @@ def _result_from_c(r: C.attend_result, cfg: Config, source: str, target: Optiona
             logprob=_floats(h.logprob, (n,)) if h.logprob else None,
             dec_self=_floats(h.dec_self, (Ld, Hd, n, n)) if h.dec_self else None,
             cross=_floats(h.cross, (Ld, Hd, n, S)) if h.cross else None,
-            tokens=[C.decode(b) for b in raw], raw_tokens=raw))
+            tokens=[C.decode(b) for b in raw], raw_tokens=raw, normalized_score=float(h.normalized_score)))
     return Result(
-        source=source, text=C.decode(r.text), score=float(r.score),
+        source=source, text=C.decode(r.text), score=float(r.score), normalized_score=float(r.normalized_score),
         src_ids=_ints(r.src_ids, S), tgt_ids=_ints(r.tgt_ids, T),
         src_tokens=[C.decode(p) for p in src_raw], tgt_tokens=[C.decode(p) for p in tgt_raw],
         logprob=_floats(r.logprob, (T,)) if r.logprob else None,
@@ -368,7 +384,7 @@ def _blank_result(cfg: Config, source: str, p: C.attend_params, n_best: int) -> 
 
 def save_npz(results: Sequence[Result], path: PathLike, logits: bool = False) -> None:
     """Write results as ``attend translate --dump-attention`` does: ``s{i}/src_ids``,
-    ``tgt_ids``, ``src_pieces``, ``tgt_pieces``, ``text``, ``logprob``, ``score``,
+    ``tgt_ids``, ``src_pieces``, ``tgt_pieces``, ``text``, ``logprob``, ``score``, ``normalized_score``,
     ``enc_self/l{l}``, ``dec_self/l{l}``, ``cross/l{l}`` (and ``logits`` with logits=True),
     i counting the results from 0; blank lines get no keys; with n_best, the other
     hypotheses under ``s{i}/nbest{k}/`` as ``--n-best`` writes them. The results need
@@ -388,6 +404,7 @@ def save_npz(results: Sequence[Result], path: PathLike, logits: bool = False) ->
         arrays[k + "text"] = np.array([r.text], dtype=str)
         arrays[k + "logprob"] = r.logprob
         arrays[k + "score"] = np.array([r.score], dtype=np.float32)
+        arrays[k + "normalized_score"] = np.array([r.normalized_score], dtype=np.float32)
         if r.sentences:  # as attend translate --dump-attention: one row per sentence
             arrays[k + "sentences"] = np.array(
                 [[*x.src_bytes, *x.text_bytes, x.src_start, x.n_src, x.tgt_start, x.n_tgt]
@@ -411,6 +428,7 @@ def _add_hypothesis(arrays: Dict[str, np.ndarray], k: str, h: Hypothesis) -> Non
     arrays[k + "tgt_pieces"] = np.array(h.tokens or [], dtype=str)
     arrays[k + "text"] = np.array([h.text], dtype=str)
     arrays[k + "score"] = np.array([h.score], dtype=np.float32)
+    arrays[k + "normalized_score"] = np.array([h.normalized_score], dtype=np.float32)
     if h.logprob is not None:
         arrays[k + "logprob"] = h.logprob
     for name in ("dec_self", "cross"):

@@ -5,7 +5,7 @@ copy in csrc/ beside setup.py. Either tree is built with the same Makefile."""
 import os
 
 # the folders of the library's sources (the Makefile's LIB_C and LIB_CXX live in these)
-LIBRARY_DIRS = ("engine", "weights", "tokenizer", "model", "text")
+LIBRARY_DIRS = ("engine", "weights", "tokenizer", "model", "text", "audio")
 SOURCE_SUFFIXES = (".c", ".cc", ".h", ".map")
 SDIST_DIR = "csrc"
 

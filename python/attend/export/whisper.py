@@ -15,6 +15,7 @@ key and value, and exit code 2.
 """
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -29,6 +30,7 @@ DEFAULTS = dict(vocab_size=51865, num_mel_bins=80, encoder_layers=4, decoder_lay
                 decoder_attention_heads=6, encoder_ffn_dim=1536, decoder_ffn_dim=1536, d_model=384,
                 max_source_positions=1500, max_target_positions=448)
 TIMESTAMPS = 1501  # <|0.00|> ... <|30.00|>
+TIMESTAMP = re.compile(r"^<\|\d+\.\d+\|>$")
 
 
 # --------------------------------------------------------------------------------------
@@ -120,7 +122,7 @@ def read_bpe(hf_dir, V):
     if not isinstance(vocab, dict) or not isinstance(added, dict):
         raise E.Refuse("vocab.json / added_tokens.json: not a JSON object")
     tokens = [""] * V
-    special = set()
+    special, added_only = set(), set()
     for table, is_added in ((vocab, False), (added, True)):
         for tok, i in table.items():
             if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < V:
@@ -128,12 +130,14 @@ def read_bpe(hf_dir, V):
             if tokens[i] and tokens[i] != tok:
                 raise E.Refuse(f"tokenizer: id {i} is given to both {json.dumps(tokens[i])} and {json.dumps(tok)}")
             tokens[i] = tok
-            if is_added or (tok.startswith("<|") and tok.endswith("|>")):
+            if TIMESTAMP.match(tok):  # added, but not special in HF's files: kept by skip_special
+                added_only.add(i)
+            elif is_added or (tok.startswith("<|") and tok.endswith("|>")):
                 special.add(i)
     for m in merges:
         if len(m.split(" ")) != 2:
             raise E.Refuse(f"merges.txt: line {json.dumps(m)[:40]} is not two tokens")
-    return tokens, merges, sorted(special)
+    return tokens, merges, sorted(special), sorted(added_only)
 
 
 def special_tokens(cfg, tokens):
@@ -243,7 +247,7 @@ def map_tensors(cfg, sd, mel_filters):
 def export(hf_dir, out_path, dtype="f32", name=None):
     cfg = read_config(hf_dir)
     V = cfg["vocab_size"]
-    tokens, merges, special = read_bpe(hf_dir, V)
+    tokens, merges, special, added_only = read_bpe(hf_dir, V)
     sp, codes, lang_ids = special_tokens(cfg, tokens)
     mel_filters = read_mel_bins(hf_dir, cfg)
     tensors = E.stored(map_tensors(cfg, E.read_weights(hf_dir), mel_filters), dtype)
@@ -257,7 +261,8 @@ def export(hf_dir, out_path, dtype="f32", name=None):
              ("tokenizer.language_ids", G.ARRAY, (G.UINT32, lang_ids)),
              ("tokenizer.bpe_tokens", G.ARRAY, (G.STRING, tokens)),
              ("tokenizer.bpe_merges", G.ARRAY, (G.STRING, merges)),
-             ("tokenizer.bpe_special_ids", G.ARRAY, (G.UINT32, special))]
+             ("tokenizer.bpe_special_ids", G.ARRAY, (G.UINT32, special)),
+             ("tokenizer.bpe_added_ids", G.ARRAY, (G.UINT32, added_only))]
     E.write_file(out_path, meta, tensors)
     return cfg, tensors
 
