@@ -16,22 +16,22 @@ SERVE_LIBS = -lcjson -lcld2
 # Python wheel's libattend needs neither; the log-mel features (audio/mel.c) are in libattend
 AUDIO_LIBS = -lsndfile -lsoxr
 
-LIB_C   = engine/kernels.c engine/kernels_avx2.c engine/kernels_avx512.c engine/kernels_bf16.c engine/bf16_pack.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
+LIB_C   = engine/kernels.c engine/attention_gemm.c engine/kernels_avx2.c engine/kernels_avx512.c engine/kernels_bf16.c engine/bf16_pack.c engine/gemm_i8_vnni.c engine/gemm_i8_amx.c engine/isa.c engine/threads.c engine/pool.c engine/scratch.c weights/gguf.c weights/gguf_write.c tokenizer/vocab.c \
           tokenizer/pystrip.c tokenizer/encode.c tokenizer/decode.c tokenizer/setup.c tokenizer/bpe_model.c \
           tokenizer/bpe_hash.c tokenizer/bpe_pretok.c tokenizer/bpe_encode.c tokenizer/bpe_decode.c tokenizer/bpe_unicode.c \
           model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c model/compute.c \
           model/encoder.c model/audio_encoder.c model/decoder.c model/relative.c model/tasks.c model/search.c model/trace.c model/outputs.c model/strategy.c \
-          model/beam.c model/generate.c model/api.c model/speech_api.c model/transcribe.c model/speech_features.c model/vocab_api.c model/align.c model/align_links.c model/quantize.c \
+          model/beam.c model/generate.c model/api.c model/speech_api.c model/transcribe.c model/token_times.c model/token_words.c model/speech_features.c model/vocab_api.c model/align.c model/align_links.c model/quantize.c \
           model/record_view.c model/split_lines.c model/translate_html.c text/chars.c text/split_rules.c text/sentences.c text/clauses.c \
           text/markup_parse.c text/markup_render.c audio/fft.c audio/mel.c
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c cli/heatmap.c \
           cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/translate_html.c cli/cmd_info.c cli/cmd_quantize.c \
-          cli/cmd_align.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/explore_json.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c \
+          cli/cmd_align.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/explore_json.c cli/page_file.c cli/explore_audio.c cli/explore_audio_json.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c \
           cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c cli/serve_libre.c cli/serve_limits.c cli/serve_multipart.c cli/serve_file.c cli/serve_models.c cli/serve_detect.c cli/serve_audio.c cli/serve_speech.c cli/http_server.c cli/http_parse.c cli/cmd_split.c cli/cmd_detect.c \
           cli/cmd_transcribe.c cli/speech_input.c cli/transcript_write.c cli/npy_read.c cli/cmd_features.c audio/read.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
-CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/langid.o $(BUILD)/cli/explore_html.o
+CLI_OBJ = $(CLI_C:%.c=$(BUILD)/%.o) $(BUILD)/cli/langid.o $(PAGES:.c=.o)
 HEADERS = $(wildcard engine/*.h weights/*.h tokenizer/*.h model/*.h cli/*.h text/*.h audio/*.h)
 
 # Debian packages the build (and make demo) needs, and those the tests add.
@@ -77,14 +77,16 @@ $(BUILD)/libattend.so: $(LIB_OBJ) model/attend.map
 	  -o $@ $(LIB_OBJ) $(LDLIBS)
 	ln -sf libattend.so $(BUILD)/libattend.so.$(SOVERSION)
 
-# attend explore's page, compiled in as one C string (each line quoted, \ and " escaped).
-# It lives in the Python package, which fills the same page (pip installs it from there).
-$(BUILD)/cli/explore_html.c: python/attend/explore.html
+# attend explore's pages (text: explore.html; speech: explore_audio.html), each compiled in as
+# one C string named after its file (each line quoted, \ and " escaped). They live in the
+# Python package, which fills the same pages (pip installs them from there).
+PAGES = $(BUILD)/cli/explore_html.c $(BUILD)/cli/explore_audio_html.c
+$(PAGES): $(BUILD)/cli/%_html.c: python/attend/%.html
 	@mkdir -p $(dir $@)
-	{ echo 'const char explore_html[] ='; \
+	{ echo 'const char $*_html[] ='; \
 	  sed -e 's/\\/\\\\/g' -e 's/"/\\"/g' -e 's/^/"/' -e 's/$$/\\n"/' $<; echo ';'; } >$@
 
-$(BUILD)/cli/explore_html.o: $(BUILD)/cli/explore_html.c
+$(PAGES:.c=.o): %.o: %.c
 	$(CC) $(ALL_CFLAGS) -c $< -o $@
 
 $(BUILD)/attend: $(CLI_OBJ) $(BUILD)/libattend.a
@@ -118,7 +120,8 @@ TEST_BINS = $(BUILD)/tests/test_kernels $(BUILD)/tests/test_align $(BUILD)/tests
             $(BUILD)/tests/test_npz $(BUILD)/tests/test_api_threads $(BUILD)/tests/test_api \
             $(BUILD)/tests/test_pool $(BUILD)/tests/test_search $(BUILD)/tests/test_split \
             $(BUILD)/tests/test_markup $(BUILD)/tests/test_serve_limits $(BUILD)/tests/test_http_parse \
-            $(BUILD)/tests/test_pool_trim $(BUILD)/tests/test_mel $(BUILD)/tests/test_bpe
+            $(BUILD)/tests/test_pool_trim $(BUILD)/tests/test_mel $(BUILD)/tests/test_bpe \
+            $(BUILD)/tests/test_token_times
 
 $(TEST_BINS): tests/check.h
 $(BUILD)/tests/test_markup: tests/markup_check.h
@@ -149,6 +152,11 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libattend.a
 $(BUILD)/tests/bench_linear: tests/bench_linear.c cli/bench_peak.c $(BUILD)/libattend.a
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -o $@ tests/bench_linear.c cli/bench_peak.c $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
+
+# a probe, not a test: attention row by row against matrix products (AT_ATTENTION_GEMM_MIN)
+$(BUILD)/tests/bench_attention: tests/bench_attention.c $(BUILD)/libattend.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -o $@ tests/bench_attention.c $(BUILD)/libattend.a -lstdc++ $(LDLIBS)
 
 # make test ends with one line, every part's checks added up, each once (tests/summarize.py;
 # a failed stage without a failed check counts one), the failed stages listed above it
@@ -317,6 +325,11 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS) $(BUILD)/tests/bpe_driver
 	  $(BUILD)/speech.wav >/dev/null
 	head -c 3000 $(BUILD)/speech.wav >$(BUILD)/cut.wav; $(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) \
 	  $(BUILD)/cut.wav 2>/dev/null; test $$? -le 1
+	@# attend explore on speech: the long clip's first window, and the cut file (one line, no page)
+	$(SAN_ENV) $(BUILD)/attend explore -m $(TINY_WHISPER) --timestamps --beam 2 $(BUILD)/speech-long.wav \
+	  -o $(BUILD)/e2e-speech.html 2>/dev/null
+	$(SAN_ENV) $(BUILD)/attend explore -m $(TINY_WHISPER) $(BUILD)/cut.wav -o $(BUILD)/e2e-cut.html 2>/dev/null; \
+	  test $$? -le 1
 	@# attend serve under concurrent clients, bad input, disconnects and a SIGTERM in flight
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_serve_hostile.py
@@ -374,6 +387,7 @@ valgrind: $(BUILD)/attend
 	  test $$? -eq 3
 	$(SPEECH_WAV)
 	$(VALGRIND) $(BUILD)/attend transcribe -m $(TINY_WHISPER) -t 1 --timestamps --beam 2 $(BUILD)/speech.wav >/dev/null
+	$(VALGRIND) $(BUILD)/attend explore -m $(TINY_WHISPER) -t 1 $(BUILD)/speech.wav -o $(BUILD)/vg.html 2>/dev/null
 	@echo "valgrind: ok"
 
 # make fuzz: libFuzzer (clang) on the loader, the translate path, the SentencePiece
@@ -522,7 +536,7 @@ install: all
 	  'Libs.private: -lsentencepiece -lgumbo -lz -lstdc++ -lm -pthread' >$(DESTDIR)$(LIBDIR)/pkgconfig/attend.pc
 	if [ -f models/de-en.gguf ]; then install -m 644 models/de-en.gguf $(DESTDIR)$(PREFIX)/share/attend/; fi
 	install -d $(DESTDIR)$(PYTHON_SITE)/attend/export $(DESTDIR)$(PREFIX)/share/attend/tools
-	install -m 644 python/attend/*.py python/attend/py.typed python/attend/explore.html \
+	install -m 644 python/attend/*.py python/attend/py.typed python/attend/explore.html python/attend/explore_audio.html \
 	  $(DESTDIR)$(PYTHON_SITE)/attend/
 	install -m 644 python/attend/export/*.py $(DESTDIR)$(PYTHON_SITE)/attend/export/
 	# the exporters' scripts: wrappers over attend.export (tools/attend_package.py finds it)

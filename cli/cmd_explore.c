@@ -11,9 +11,11 @@
 
 #include "../model/align.h"
 #include "cli.h"
+#include "explore_audio.h"
 #include "explore_json.h"
 #include "json.h"
 #include "options.h"
+#include "page_file.h"
 
 extern const char explore_html[]; /* build/cli/explore_html.c, from python/attend/explore.html */
 
@@ -25,6 +27,7 @@ extern const char explore_html[]; /* build/cli/explore_html.c, from python/atten
 static void usage_explore(FILE *f) {
     fprintf(f,
             "usage: attend explore [-m MODEL.gguf] [options] [\"source sentence\"]\n"
+            "       attend explore -m WHISPER.gguf [options] AUDIO\n"
             "\n"
             "Translate sentences (the argument, else each line of standard input) and write one\n"
             "self-contained HTML page that shows every attention matrix: a head view (lines\n"
@@ -32,6 +35,13 @@ static void usage_explore(FILE *f) {
             "chosen layer and head, every layer x head as small multiples, and the word\n"
             "alignment with each target token's log-probability. Open the page from disk in any\n"
             "browser; it needs no network. Keys on the page: arrows change head and layer.\n"
+            "\n"
+            "With a speech model (Whisper), AUDIO (any file libsndfile reads; - for standard\n"
+            "input) is heard as attend transcribe --dump-attention hears it: the features of the\n"
+            "whole audio, its first 30-second window (shorter audio padded).\n"
+            "The page shows the log-mel spectrogram, the tokens placed where the model heard them,\n"
+            "and every decoder layer and head's cross-attention over the 1500 encoder frames (20 ms\n"
+            "each) under the spectrogram's time axis; the alignment heads' average first.\n"
             "\n"
             "options:\n"
             "  -m, --model FILE   checkpoint (default: $ATTEND_MODEL, else models/de-en.gguf)\n"
@@ -42,7 +52,13 @@ static void usage_explore(FILE *f) {
             "      --src-lang L   multilingual models (M2M-100, NLLB, mBART): the source\n"
             "                     language\n"
             "      --tgt-lang L   multilingual models: the target language\n"
-            "      --task NAME    T5 models: write the task's prefix before the text\n"
+            "      --task NAME    T5 models: write the task's prefix before the text; speech\n"
+            "                     models: transcribe (default) or translate (into English)\n"
+            "      --language L   speech models: the spoken language (default: detected)\n"
+            "      --timestamps   speech models: decode with timestamp tokens\n"
+            "      --max-duration S  speech models: refuse audio longer than S seconds\n"
+            "                     (default 36000: 10 hours)\n"
+            "      --max-length N tokens at most, the start counted (default: the model's)\n"
             "      --split MODE   sentences (default) or none: translate a SOURCE of several\n"
             "                     sentences sentence by sentence, or as one sequence\n"
             "      --split-lang L the splitting rules' language (default: --src-lang)\n"
@@ -103,12 +119,17 @@ typedef struct {
     const char *target;       /* --target: force-decode this translation */
     const char *prefix;       /* --prefix: each translation starts with this text */
     const char *preset;       /* --preset: the view listed first */
+    const char *language;     /* --language: speech models, the spoken language */
+    int timestamps;           /* --timestamps: speech models, timestamp tokens */
+    int max_length;           /* --max-length: tokens at most (0: the model's) */
+    float max_seconds;        /* --max-duration: speech models, longer audio refused */
 } explore_options;
 
 /* The defaults: the model's settings, explore.html, the default view first. */
 static explore_options explore_default_options(void) {
     explore_options o;
     memset(&o, 0, sizeof o);
+    o.max_seconds = 36000; /* as attend transcribe: 10 hours */
     return o;
 }
 
@@ -122,6 +143,10 @@ static int parse_explore(int argc, char **argv, explore_options *o) {
         if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--target")) rc = cli_take_str(&a, &o->target);
         if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--prefix")) rc = cli_take_str(&a, &o->prefix);
         if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--preset")) rc = cli_take_str(&a, &o->preset);
+        if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--language")) rc = cli_take_str(&a, &o->language);
+        if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--max-length")) rc = cli_take_int(&a, 2, 1 << 20, &o->max_length);
+        if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--timestamps")) rc = (o->timestamps = 1, CLI_OPT_TAKEN);
+        if (rc == CLI_OPT_OTHER && cli_is(&a, NULL, "--max-duration")) rc = cli_take_float(&a, 0.01, 1e9, &o->max_seconds);
         if (rc == CLI_OPT_OTHER)
             rc = cli_one_text(&a, &o->source, "one source sentence as an argument (quote it); several come "
                                               "one per line on standard input");
@@ -154,7 +179,7 @@ static int check_options(const explore_options *o) {
 
 typedef struct {
     const explore_options *o;
-    const char **sources; /* [n] the sentences */
+    const char *const *sources; /* [n] the sentences */
     int n;
     attend_model *m;
     const attend_config *c;
@@ -167,8 +192,12 @@ typedef struct {
 static int load_model(explore_run *x) {
     const explore_options *o = x->o;
     char err[512];
-    x->m = cli_load_model(o->common.model);
     x->c = attend_get_config(x->m);
+    if (o->language || o->timestamps) {
+        fprintf(stderr, "attend explore: --%s is for speech models (Whisper); a text model takes --src-lang and "
+                        "--tgt-lang\n", o->language ? "language" : "timestamps");
+        return EXIT_USAGE;
+    }
     if (cli_check_languages("explore", x->m, o->common.src_lang, o->common.tgt_lang, 1) ||
         cli_check_task("explore", x->m, o->common.task))
         return EXIT_USAGE;
@@ -182,8 +211,16 @@ static int load_model(explore_run *x) {
         }
     }
     x->p = cli_model_params(&o->common);
+    x->p.max_length = o->max_length;
     x->p.want_attention = x->p.want_scores = 1;
     return 0;
+}
+
+/* The model file's name for the page's header. */
+static const char *model_name(const explore_options *o) {
+    const char *env = getenv("ATTEND_MODEL");
+    const char *mp = o->common.model ? o->common.model : env && *env ? env : "de-en.gguf", *slash = strrchr(mp, '/');
+    return slash ? slash + 1 : mp;
 }
 
 /* The page up to its sentences: the template up to the data, then the model's name, the
@@ -197,10 +234,8 @@ static const char *write_page_head(FILE *f, const explore_run *x) {
     else snprintf(settings, sizeof settings, "greedy search");
     const char *mark = strstr(explore_html, "@@DATA@@");
     fwrite(explore_html, 1, (size_t)(mark - explore_html), f);
-    const char *env = getenv("ATTEND_MODEL");
-    const char *mp = o->common.model ? o->common.model : env && *env ? env : "de-en.gguf", *slash = strrchr(mp, '/');
     fputs("{\"model\":", f);
-    json_str(f, slash ? slash + 1 : mp);
+    json_str(f, model_name(o));
     fputs(",\"settings\":", f);
     json_str(f, settings);
     fprintf(f, ",\"config\":{\"encoder_layers\":%d,\"encoder_heads\":%d,\"decoder_layers\":%d,\"decoder_heads\":%d}",
@@ -244,7 +279,8 @@ static int write_sentence(FILE *f, const explore_run *x, int i) {
 }
 
 /* The whole page to f; the exit status. */
-static int write_page(FILE *f, const explore_run *x) {
+static int write_page(FILE *f, const void *ctx) {
+    const explore_run *x = ctx;
     const char *rest = write_page_head(f, x);
     int status = EXIT_OK;
     for (int i = 0; i < x->n && status == EXIT_OK; i++) {
@@ -256,44 +292,70 @@ static int write_page(FILE *f, const explore_run *x) {
     return status;
 }
 
-/* The page to -o's file, through a temporary file renamed at the end so that a failure
- * leaves no half page; or to standard output. The exit status. */
+/* The page to -o's file (page_file.h: whole or not at all), or to standard output. */
 static int write_page_file(const explore_run *x) {
     const char *path = x->o->output ? x->o->output : "explore.html";
-    if (!strcmp(path, "-")) {
-        const int status = write_page(stdout, x);
-        return cli_flush_stdout() && status == EXIT_OK ? EXIT_IO : status;
-    }
-    size_t plen = strlen(path) + 16;
-    char *tmp = malloc(plen);
-    if (!tmp) {
-        fprintf(stderr, "attend explore: out of memory\n");
-        exit(EXIT_FAIL);
-    }
-    snprintf(tmp, plen, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        fprintf(stderr, "attend explore: %s: %s\n", tmp, strerror(errno));
-        free(tmp);
-        return EXIT_IO;
-    }
-    int status = write_page(f, x);
-    if (fclose(f) != 0) {
-        fprintf(stderr, "attend explore: %s: %s\n", tmp, strerror(errno));
-        if (status == EXIT_OK) status = EXIT_IO;
-    }
-    if (status == EXIT_OK && rename(tmp, path) != 0) {
-        fprintf(stderr, "attend explore: %s: %s\n", path, strerror(errno));
-        status = EXIT_IO;
-    }
-    if (status != EXIT_OK) remove(tmp);
-    else fprintf(stderr, "attend explore: wrote %s (%d sentence%s)\n", path, x->n, x->n == 1 ? "" : "s");
-    free(tmp);
+    const int status = page_write_file("explore", path, write_page, x);
+    if (status == EXIT_OK && strcmp(path, "-"))
+        fprintf(stderr, "attend explore: wrote %s (%d sentence%s)\n", path, x->n, x->n == 1 ? "" : "s");
     return status;
 }
 
 /* ---------------------------------------------------------------------------------------
  * explore */
+
+/* A text model's page: the sentence, or the lines of standard input. The exit status. */
+static int explore_text(attend_model *m, const explore_options *o) {
+    explore_run x = {0};
+    x.o = o;
+    x.m = m;
+    x.n = 1;
+    char **lines = NULL;
+    x.sources = &o->source;
+    if (!o->source) {
+        lines = read_lines(&x.n);
+        x.sources = (const char *const *)lines;
+        if (x.n == 0) {
+            fprintf(stderr, "attend explore: no source sentence (give one, or lines on standard input)\n");
+            return EXIT_USAGE;
+        }
+    }
+    int status = load_model(&x);
+    if (!status) status = write_page_file(&x);
+    for (int i = 0; lines && i < x.n; i++) free(lines[i]);
+    free(lines);
+    return status;
+}
+
+/* A speech model's page (explore_audio.h): the audio file's first window. The exit status. */
+static int explore_speech(attend_model *m, const explore_options *o) {
+    const char *text_only = o->target ? "--target" : o->prefix ? "--prefix" : o->preset ? "--preset"
+                          : o->common.src_lang ? "--src-lang" : o->common.tgt_lang ? "--tgt-lang"
+                          : o->common.split_lang ? "--split-lang" : NULL;
+    const char *task = o->common.task;
+    if (text_only) {
+        fprintf(stderr, "attend explore: %s is for text models; a speech model takes --language, --task "
+                        "transcribe|translate and --timestamps\n", text_only);
+        return EXIT_USAGE;
+    }
+    if (!o->source) {
+        fprintf(stderr, "attend explore: which audio file? (a speech model explores one: attend explore -m "
+                        "MODEL AUDIO, or - for standard input)\n");
+        return EXIT_USAGE;
+    }
+    if (task && strcmp(task, "transcribe") && strcmp(task, "translate")) {
+        fprintf(stderr, "attend explore: --task is transcribe or translate for a speech model, not '%s'\n", task);
+        return EXIT_USAGE;
+    }
+    explore_audio_options a = {o->source, o->output, model_name(o), attend_default_speech_params(),
+                               cli_model_params(&o->common), o->max_seconds};
+    a.sp.language = o->language;
+    a.sp.task = task && !strcmp(task, "translate") ? ATTEND_TASK_TRANSLATE : ATTEND_TASK_TRANSCRIBE;
+    a.sp.timestamps = o->timestamps;
+    a.p.task = NULL;
+    a.p.max_length = o->max_length;
+    return explore_audio(m, &a);
+}
 
 int cmd_explore(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
@@ -304,23 +366,8 @@ int cmd_explore(int argc, char **argv) {
     int status = parse_explore(argc, argv, &o);
     if (!status) status = check_options(&o);
     if (status) return status;
-    explore_run x = {0};
-    x.o = &o;
-    x.n = 1;
-    char **lines = NULL;
-    x.sources = &o.source;
-    if (!o.source) {
-        lines = read_lines(&x.n);
-        x.sources = (const char **)lines;
-        if (x.n == 0) {
-            fprintf(stderr, "attend explore: no source sentence (give one, or lines on standard input)\n");
-            return EXIT_USAGE;
-        }
-    }
-    status = load_model(&x);
-    if (!status) status = write_page_file(&x);
-    for (int i = 0; lines && i < x.n; i++) free(lines[i]);
-    free(lines);
-    attend_free(x.m);
+    attend_model *m = cli_load_model(o.common.model);
+    status = attend_get_config(m)->audio ? explore_speech(m, &o) : explore_text(m, &o);
+    attend_free(m);
     return status;
 }

@@ -97,6 +97,13 @@ int cmd_info(int argc, char **argv) {
         printf("\n");
         for (int i = 0; i < c->n_tasks; i++) printf("  %-17s \"%s\"\n", c->tasks[i], c->task_prefixes[i]);
     }
+    if (c->audio) { /* Whisper: the features it reads, the heads word timestamps read */
+        printf("speech              %d mel bins, windows of %d frames (30 s)\n", c->n_mels, c->audio_frames);
+        printf("alignment heads     %d:", c->n_alignment_heads);
+        for (int i = 0; i < c->n_alignment_heads; i++)
+            printf(" %d:%d", c->alignment_heads[2 * i], c->alignment_heads[2 * i + 1]);
+        printf(" (layer:head)\n");
+    }
     printf("kernels             %s\n", attend_isa());
     attend_free(m);
     return EXIT_OK;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "json.h"
@@ -23,6 +24,8 @@ typedef struct {
     int dump_logits;
     int max_length;
     double max_seconds;    /* --max-duration */
+    int timing;         /* --timing */
+    double load_seconds;
     char **files;
     int n_files;
 } transcribe_options;
@@ -58,6 +61,8 @@ static void transcribe_help(void) {
            "                         json then gives the window's tokens after <|startoftranscript|>\n"
            "  --dump-logits          with --dump-attention: the raw logits of every step too\n"
            "  --max-duration S       refuse audio longer than S seconds (default 36000: 10 hours)\n"
+           "  --timing               after each input, on stderr: seconds to load the model,\n"
+           "                         in the encoder, in the decoder, and the decoder steps\n"
            "  -t, --threads N        threads (default: one per core)\n"
            "  -h, --help             this help\n");
 }
@@ -75,6 +80,7 @@ static int take_transcribe_option(cli_args *a, transcribe_options *o) {
         if ((rc = cli_take_float(a, 0.01, 1e9, &s)) == CLI_OPT_TAKEN) o->max_seconds = s;
         return rc;
     }
+    if (cli_is(a, NULL, "--timing")) return o->timing = 1, CLI_OPT_TAKEN;
     if (cli_is(a, NULL, "--output")) {
         if ((rc = cli_take_str(a, &o->output)) != CLI_OPT_TAKEN) return rc;
         static const char *const formats[] = {"txt", "json", "srt", "vtt", "verbose_json", NULL};
@@ -271,8 +277,26 @@ static int read_audio(attend_model *m, const transcribe_options *o, const char *
     return *mel ? 0 : EXIT_FAIL;
 }
 
+static double seconds_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* --timing: where an input's time went (tools/bench_whisper.py reads this line) */
+static void print_timing(const transcribe_options *o, const char *file) {
+    const attend_stats *st = o->p.stats;
+    fprintf(stderr, "attend transcribe: %s: timing: load %.4f s, encoder %.4f s, decoder %.4f s, %lld steps\n", file,
+            o->load_seconds, st->encode_seconds, st->decode_seconds, st->steps);
+}
+
 static int transcribe_one(attend_model *m, const transcribe_options *o, const char *file) {
-    if (o->dump_path) return transcribe_window(m, o, file);
+    if (o->p.stats) memset(o->p.stats, 0, sizeof *o->p.stats);
+    if (o->dump_path) {
+        const int status = transcribe_window(m, o, file);
+        if (!status && o->timing) print_timing(o, file);
+        return status;
+    }
     float *mel = NULL;
     int frames;
     double seconds = 0; /* .npy: the features' own length */
@@ -288,6 +312,7 @@ static int transcribe_one(attend_model *m, const transcribe_options *o, const ch
     }
     if (!strcmp(o->output, "txt") || !strcmp(o->output, "json")) write_transcript(o, file, &t);
     else write_other(m, o, &t, seconds);
+    if (o->timing) print_timing(o, file);
     attend_transcript_free(&t);
     free(mel);
     return 0;
@@ -313,7 +338,11 @@ int cmd_transcribe(int argc, char **argv) {
     o.p.want_attention = o.dump_path != NULL;
     o.p.want_logits = o.dump_logits;
     o.p.want_scores = strcmp(o.output, "txt") || o.dump_path;
+    attend_stats stats;
+    if (o.timing) o.p.stats = &stats;
+    const double t0 = seconds_now();
     attend_model *m = cli_load_model(o.common.model);
+    o.load_seconds = seconds_now() - t0;
     if (!attend_get_config(m)->audio) {
         fprintf(stderr, "attend transcribe: %s is a text model (%s): use attend translate\n",
                 o.common.model ? o.common.model : "the model", attend_get_config(m)->architecture);

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdio.h>
 
-static int utf8_len(const unsigned char *p) {
+int json_utf8_len(const unsigned char *p) {
     if (p[0] < 0x80) return 1;
     int n = p[0] >= 0xf0 && p[0] <= 0xf4 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 && p[0] < 0xe0 ? 2 : 0;
     if (!n) return 0;
@@ -22,7 +22,7 @@ static int utf8_len(const unsigned char *p) {
 void json_str(FILE *f, const char *s) {
     fputc('"', f);
     for (const unsigned char *p = (const unsigned char *)s; *p;) {
-        int n = utf8_len(p);
+        int n = json_utf8_len(p);
         if (n == 0) {
             fputs("\\ufffd", f);
             p++;

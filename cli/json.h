@@ -7,6 +7,9 @@
 
 #include <stdio.h>
 
+/* The length (1-4) of the well-formed UTF-8 character at p, 0 when p starts none (an
+ * invalid, overlong, surrogate or cut sequence; p NUL-terminated). */
+int json_utf8_len(const unsigned char *p);
 /* s as a JSON string literal, quotes included. */
 void json_str(FILE *f, const char *s);
 /* n strings as a JSON array. */

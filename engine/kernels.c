@@ -426,6 +426,10 @@ static void generic_swish(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
 }
 
+static void generic_gelu(float *x, size_t n) {
+    for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+}
+
 static float generic_sum_exp(const float *x, int n, float shift) {
     float sum = 0;
     for (int i = 0; i < n; i++) sum += expf(x[i] - shift);
@@ -473,11 +477,13 @@ const at_kernels at_kernels_generic = {
     .dot = generic_dot,
     .axpy = generic_axpy,
     .swish = generic_swish,
+    .gelu = generic_gelu,
     .sum_exp = generic_sum_exp,
     .argmax = generic_argmax,
     .add_scalar = generic_add_scalar,
     .first_above = generic_first_above,
     .attention_heads = generic_attention_heads,
+    .softmax = at_softmax,
     .f16_to_f32 = generic_f16_to_f32,
 };
 
@@ -628,7 +634,10 @@ void at_activate(float *x, size_t n, at_activation act) {
         for (size_t i = 0; i < n; i++) x[i] = x[i] > 0 ? x[i] : 0;
         break;
     case AT_ACT_GELU:
-        for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erff(x[i] * 0.70710678118654752f));
+        generic_gelu(x, n);
+        break;
+    case AT_ACT_GELU_VEC:
+        at_k()->gelu(x, n);
         break;
     case AT_ACT_GELU_TANH:
         for (size_t i = 0; i < n; i++) {
@@ -692,6 +701,7 @@ void at_attention_bias(float *out, int ld_o, const float *q, int ld_q, const flo
     const at_kernels *K = at_k();
     const at_attention_args a = {out,  q,   k,     v,      probs, scratch, ld_o, ld_q, ld_kv, t_n, s_n, hd, causal,
                                  q_pos0, bias, bias_h, bias_t};
+    if (t_n >= AT_ATTENTION_GEMM_MIN && s_n >= AT_ATTENTION_GEMM_MIN && !at_attention_gemm(&a, heads)) return;
     const double work = (double)heads * t_n * s_n * hd * 2;
     /* Heads in parallel when there is enough work; inside the model's own parallel loop over
      * sentences at_parallel_for runs them serially (nested loops never fork). */

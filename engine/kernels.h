@@ -121,8 +121,12 @@ void at_block_free(void *p, size_t bytes);
 /* Row r's raw elements (dtype unchanged) into dst, cols elements. */
 void at_matrix_raw_row(void *dst, const at_matrix *m, int r);
 
-/* AT_ACT_GELU_TANH: GELU's tanh approximation (HF's gelu_new, T5's gated FFN) */
-typedef enum { AT_ACT_SWISH = 0, AT_ACT_RELU, AT_ACT_GELU, AT_ACT_GELU_TANH } at_activation;
+/* AT_ACT_GELU_TANH: GELU's tanh approximation (HF's gelu_new, T5's gated FFN).
+ * AT_ACT_GELU_VEC: GELU (erf) through the kernel set's vector erfc (at_kernels.gelu), as
+ * close to the true GELU as AT_ACT_GELU (within 9e-8), whose libm erff one value at a time
+ * took a sixth of a speech encoder; text models keep AT_ACT_GELU, so their outputs stay
+ * bit-identical to what they were. */
+typedef enum { AT_ACT_SWISH = 0, AT_ACT_RELU, AT_ACT_GELU, AT_ACT_GELU_TANH, AT_ACT_GELU_VEC } at_activation;
 
 /* The arguments of at_attention, for the kernel sets' per-head entry point. */
 typedef struct {
@@ -153,6 +157,9 @@ typedef struct {
     /* x[i] = x[i] / (1 + exp(-x[i])) in place; each value's result depends on that value
      * only, never on its position */
     void (*swish)(float *x, size_t n);
+    /* x[i] = x[i] Φ(x[i]) (GELU, erf form) in place, each value's result depending on that
+     * value only; the generic set's is AT_ACT_GELU's libm loop */
+    void (*gelu)(float *x, size_t n);
     /* sum of e^(x[i] - shift) in float (e^-inf = 0): the denominator of a log-softmax */
     float (*sum_exp)(const float *x, int n, float shift);
     /* at_argmax_loop's index, whatever the set */
@@ -163,6 +170,9 @@ typedef struct {
     int (*first_above)(const float *x, int n, float add, float thr);
     /* heads [h0, h1) of at_attention (all their query rows) */
     void (*attention_heads)(const at_attention_args *a, int h0, int h1);
+    /* at_softmax with the set's own vector exp (long attention rows: libm's expf, one value
+     * at a time, was a tenth of a speech encoder); -inf gives 0, a row of -inf all zeros */
+    void (*softmax)(float *x, int n);
 } at_kernels;
 
 /* Key rows the prefetches run ahead of the dot products. */
@@ -313,11 +323,23 @@ uint16_t at_f32_to_f16_1(float f);
 void at_attention(float *out, int ld_o, const float *q, int ld_q, const float *k,
                   const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
                   int q_pos0, float *probs, float *scratch);
-/* The same with a score bias (at_attention_args.bias; NULL: at_attention exactly). */
+/* The same with a score bias (at_attention_args.bias; NULL: at_attention exactly).
+ * Sentences of at least AT_ATTENTION_GEMM_MIN query rows and keys (a speech window's 1500
+ * frames) run as matrix products instead (at_attention_gemm); shorter ones, every text
+ * sentence of usual length and every decoder step, as dot products, query row by row. */
 void at_attention_bias(float *out, int ld_o, const float *q, int ld_q, const float *k,
                        const float *v, int ld_kv, int t_n, int s_n, int heads, int hd, int causal,
                        int q_pos0, float *probs, float *scratch, const float *bias,
                        ptrdiff_t bias_h, ptrdiff_t bias_t);
+
+/* Attention as matrix products (engine/attention_gemm.c), for long sentences: per head,
+ * scores = Q_h · K_hᵀ and out = P · V_h through the kernel set's linear layers on K_h and
+ * V_hᵀ packed as weights, in blocks of query rows (a block's probabilities stay in L2),
+ * heads and blocks in parallel. The same results as the dot products up to rounding (each
+ * score one chain of fused multiply-adds, the softmax's exps the set's own), independent of
+ * the thread count. Returns 0, or -1 when out of memory (nothing written). */
+#define AT_ATTENTION_GEMM_MIN 128
+int at_attention_gemm(const at_attention_args *a, int heads);
 
 /* Threads (engine/threads.c): the calling thread's thread count (per thread, so callers on
  * several threads do not interfere). n 0 = at_default_threads(). Returns the

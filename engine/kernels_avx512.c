@@ -300,10 +300,12 @@ const at_kernels at_kernels_avx512 = {
     .dot = simd_dot,
     .axpy = simd_axpy,
     .swish = simd_swish,
+    .gelu = simd_gelu,
     .sum_exp = simd_sum_exp,
     .argmax = simd_argmax,
     .add_scalar = simd_add_scalar,
     .first_above = simd_first_above,
     .attention_heads = simd_attention_heads,
+    .softmax = simd_softmax,
     .f16_to_f32 = simd_f16_to_f32,
 };

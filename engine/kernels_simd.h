@@ -91,6 +91,36 @@ static void simd_swish(float *x, size_t n) {
     }
 }
 
+/* GELU, x Φ(x) = x (1 - erfc(z) / 2) for x >= 0 and x erfc(z) / 2 below, z = |x| / √2, with
+ * erfc(z) = t e^(P(t) - z²), t = 1 / (1 + z / 2): P is a degree-9 polynomial fitted (for this
+ * file, minimax by reweighted least squares) to log(erfc(z) / t) + z² over z in [0, 9.5],
+ * within 4.3e-8; beyond, e^ gives 0 (V_EXP_SWISH) and GELU is x or 0. Within 9e-8 of GELU
+ * (relative above 1; libm's 1 + erff: 9.4e-8) and 1.6e-6 relative down to x = -5, where
+ * 1 + erff(x) has cancelled to 4% (tests/test_kernels.c). NaN stays NaN; -inf gives NaN as
+ * x (1 + erf(x)) does. */
+static inline V V_GELU(V x) {
+    static const float p[10] = {-1.2654269454817204f, 0.9982045736837994f, 0.39032244257277415f,
+                                0.016995937105364567f, 0.05302512567620471f, -0.17761037847153616f,
+                                -0.5787579443066426f, 1.068640019179836f, -0.6434853377112346f,
+                                0.1380925502200536f};
+    const V z = V_MUL(V_MAX(x, V_NEG(x)), V_SET1(0.70710678118654752f));
+    const V t = V_DIV(V_SET1(1.0f), V_FMA(z, V_SET1(0.5f), V_SET1(1.0f)));
+    V poly = V_SET1(p[9]);
+    for (int i = 8; i >= 0; i--) poly = V_FMA(poly, t, V_SET1(p[i]));
+    const V half_erfc = V_MUL(V_MUL(t, V_SET1(0.5f)), V_EXP_SWISH(V_FMA(V_NEG(z), z, poly)));
+    return V_SELECT(V_LT(x, V_ZERO()), V_MUL(x, half_erfc), V_MUL(x, V_ADD(V_SET1(1.0f), V_NEG(half_erfc))));
+}
+
+/* V_GELU in place; the tail through the same vector code (masked) */
+static void simd_gelu(float *x, size_t n) {
+    size_t k = 0;
+    for (; k + VN <= n; k += VN) V_STORE(x + k, V_GELU(V_LOAD(x + k)));
+    if (k < n) {
+        const int rest = (int)(n - k);
+        V_STOREN(x + k, V_GELU(V_LOADN(x + k, rest)), rest);
+    }
+}
+
 /* sum of e^(x - shift): lanes accumulate separately, then one V_HSUM */
 static float simd_sum_exp(const float *x, int n, float shift) {
     const V sh = V_SET1(shift);
@@ -125,6 +155,37 @@ static inline __attribute__((always_inline)) void simd_dot4(float *r, const floa
 
 static void simd_attention_heads(const at_attention_args *a, int h0, int h1) {
     at_attention_heads_with(a, h0, h1, simd_dot, simd_dot4, simd_axpy, at_softmax);
+}
+
+/* at_softmax with V_EXP_SWISH's exps (below -87, as -inf, they are 0) summed in float lanes:
+ * within a few ulps of at_softmax, and one value at a time never waits on libm */
+static void simd_softmax(float *x, int n) {
+    V m = V_SET1(-INFINITY);
+    int k = 0;
+    for (; k + VN <= n; k += VN) m = V_MAX(m, V_LOAD(x + k));
+    float lanes[VN], mx = -INFINITY;
+    V_STORE(lanes, m);
+    for (int i = 0; i < VN; i++) mx = lanes[i] > mx ? lanes[i] : mx;
+    for (int i = k; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    if (mx == -INFINITY) { /* nothing visible: all zero rather than NaN */
+        memset(x, 0, sizeof(float) * (size_t)n);
+        return;
+    }
+    const V shift = V_SET1(-mx);
+    V acc = V_ZERO();
+    for (k = 0; k + VN <= n; k += VN) {
+        const V e = V_EXP_SWISH(V_ADD(V_LOAD(x + k), shift));
+        V_STORE(x + k, e);
+        acc = V_ADD(acc, e);
+    }
+    float sum = V_HSUM(acc);
+    if (k < n) { /* the tail through the same exp, its padding lanes left out of the sum */
+        V_STOREN(x + k, V_EXP_SWISH(V_ADD(V_LOADN(x + k, n - k), shift)), n - k);
+        for (int i = k; i < n; i++) sum += x[i];
+    }
+    const V inv = V_SET1(1.0f / sum);
+    for (k = 0; k + VN <= n; k += VN) V_STORE(x + k, V_MUL(V_LOAD(x + k), inv));
+    if (k < n) V_STOREN(x + k, V_MUL(V_LOADN(x + k, n - k), inv), n - k);
 }
 
 /* at_argmax_loop's index in one pass: each lane keeps the largest value it has seen and where

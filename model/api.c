@@ -111,6 +111,8 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
     o->audio = c->family->audio;
     o->n_mels = c->family->audio ? c->speech.n_mels : 0;
     o->audio_frames = c->family->audio ? 2 * c->speech.n_frames : 0;
+    o->n_alignment_heads = c->family->audio ? am->m->n_alignment_heads : 0;
+    o->alignment_heads = c->family->audio ? am->m->alignment_heads : NULL;
     return am;
 }
 

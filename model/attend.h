@@ -95,6 +95,12 @@ typedef struct {
     /* A speech model (Whisper: audio in, text out): its log-mel bins and the frames of one
      * window of features (3000: 30 s of 10 ms frames); 0 for text models. */
     int audio, n_mels, audio_frames;
+    /* Whisper's alignment heads (generation_config's alignment_heads: the cross-attention
+     * heads word timestamps read): n_alignment_heads (layer, head) pairs, alignment_heads[2k]
+     * the layer and alignment_heads[2k + 1] the head, in the file's order. 0 and NULL for text
+     * models. Read-only, valid until attend_free. */
+    int n_alignment_heads;
+    const int *alignment_heads;
 } attend_config;
 
 /* attend_params.early_stopping (HF's early_stopping False, True, "never") */

@@ -5,7 +5,8 @@
  * A convolution of kernel 3 and padding 1 is a linear layer over three stacked input frames
  * (t - 1, t, t + 1; zeros outside): the exporter stores each kernel as a matrix
  * [d, 3 * channels], tap-major, so the engine's linear kernels (f32, f16, bf16, int8) run
- * it. The second convolution has stride 2: output frame t reads frames 2t - 1 .. 2t + 1. */
+ * it. The second convolution has stride 2: output frame t reads frames 2t - 1 .. 2t + 1.
+ * GELU as the FFNs run it (sublayer.h: ffn_activation). */
 #include "layers.h"
 
 #include <stdlib.h>
@@ -49,10 +50,10 @@ int encode_audio_input(const s2s_model *m, const float *mel, float *X) {
     /* mel is [mels, in] (HF's layout): value c of frame f at c * in + f */
     const frames_view features = {mel, in, mels, 1, (size_t)in};
     stack_frames(cols, &features, in, 1);
-    at_linear_act(h, cols, &m->conv1.w, m->conv1.b, in, AT_ACT_GELU);
+    at_linear_act(h, cols, &m->conv1.w, m->conv1.b, in, AT_ACT_GELU_VEC);
     const frames_view hidden = {h, in, d, (size_t)d, 1};
     stack_frames(cols, &hidden, out, 2);
-    at_linear_act(X, cols, &m->conv2.w, m->conv2.b, out, AT_ACT_GELU);
+    at_linear_act(X, cols, &m->conv2.w, m->conv2.b, out, AT_ACT_GELU_VEC);
     float *row = h; /* a position row (the table may be f16 or int8) */
     for (int t = 0; t < out; t++) {
         const float *p = s2s_position(m, 0, t, row);

@@ -52,11 +52,17 @@ static inline void scale_queries(const s2s_config *c, float *q, size_t n, int hd
     if (c->family->scaled_scores) scale_rows(q, n, 1.0f / sqrtf((float)hd));
 }
 
+/* The FFN's activation as run: speech models take GELU through the kernel set's vector erfc
+ * (kernels.h: AT_ACT_GELU_VEC), text models libm's, as their recorded outputs were made. */
+static inline at_activation ffn_activation(const s2s_config *c) {
+    return c->family->audio && c->act == AT_ACT_GELU ? AT_ACT_GELU_VEC : c->act;
+}
+
 /* The feed-forward sublayer on rows of in into y [rows, d]: fc2(act(fc1 in)), or with a gate
  * (T5's gated FFN) fc2(act(fc1 in) * (gate in)). f, g: [rows, ffn] working rows. */
 static inline void ffn_rows(const s2s_config *c, float *y, const float *in, const linear *fc1, const linear *gate,
                             const linear *fc2, float *f, float *g, int rows) {
-    at_linear_act(f, in, &fc1->w, fc1->b, rows, c->act);
+    at_linear_act(f, in, &fc1->w, fc1->b, rows, ffn_activation(c));
     if (c->gated_ffn) {
         at_k()->linear(g, in, &gate->w, gate->b, rows);
         const size_t all = (size_t)rows * fc1->w.rows;

@@ -78,8 +78,10 @@ static int cut_segments(transcriber *x, const int *seq, const float *lp, int n, 
                                            offset + (seq[last_cut] - tb) * SECONDS_PER_TOKEN,
                                            offset + (seq[n - 1] - tb) * SECONDS_PER_TOKEN);
     /* a single timestamp at the end: no speech after it, the whole window is done;
-     * otherwise start again at the last complete segment's end (2 frames a token step) */
-    *advance = single_end ? frames : 2 * (seq[last_cut - 1] - tb);
+     * otherwise start again at the last complete segment's end, the first timestamp of the
+     * last pair (HF's seek_sequence[last_slice - 2], OpenAI's tokens[last_slice - 1]; the
+     * pair's second can be later), 2 frames a token step */
+    *advance = single_end ? frames : 2 * (seq[last_cut - 2] - tb);
     return rc;
 }
 

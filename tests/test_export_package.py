@@ -54,7 +54,8 @@ def chooses_by_model_type_and_release():
     assert families.choose([os.path.join(TMP, "nowhere"), "o"]).__name__ == "attend.export.marian"
     for t in ("t5", "mt5"):
         assert families.choose([hf("hf-" + t, t), "o"]).__name__ == "attend.export.t5", t
-    assert set(families.FAMILIES) == {"marian", "m2m_100", "mbart", "t5", "mt5"}
+    assert families.choose([hf("hf-whisper", "whisper"), "o"]).__name__ == "attend.export.whisper"
+    assert set(families.FAMILIES) == {"marian", "m2m_100", "mbart", "t5", "mt5", "whisper"}
 
 
 def command_usage_and_statuses():

@@ -621,10 +621,43 @@ static void test_rmsnorm_gelu_tanh(void) {
 /* The score bias of head h, query row t, key s in test_attention's cases: none (kind 0), a
  * full [H, t_n, s_n] array (1), or a table by distance s - t read with a negative row
  * stride (2: T5's encoder; t_n = s_n). */
-static double bias_at(const float *bias, int kind, int h, int t, int s, int tn, int sn) {
-    if (kind == 1) return bias[(h * tn + t) * sn + s];
-    if (kind == 2) return bias[h * (2 * sn - 1) + (sn - 1) - t + s];
-    return 0;
+static const float *bias_of(const float *bias, int kind, int tn, int sn, ptrdiff_t *bh, ptrdiff_t *bt) {
+    *bh = kind == 1 ? (ptrdiff_t)tn * sn : 2 * sn - 1, *bt = kind == 1 ? sn : -1;
+    return kind == 1 ? bias : kind == 2 ? bias + (sn - 1) : NULL;
+}
+
+/* How far attention's results (a->out, and a->probs unless NULL) are from a naive version in
+ * double: err[0] probabilities, err[1] outputs, err[2] rows' sums of probabilities off 1,
+ * err[3] the largest probability past the causal limit. */
+static void attention_errors(const at_attention_args *a, int H, double err[4]) {
+    const int tn = a->t_n, sn = a->s_n, hd = a->hd;
+    double *sc = malloc(sizeof(double) * sn);
+    err[0] = err[1] = err[2] = err[3] = 0;
+    for (int h = 0; h < H; h++)
+        for (int t = 0; t < tn; t++) {
+            const int vis = a->causal ? (a->q_pos0 + t + 1 < sn ? a->q_pos0 + t + 1 : sn) : sn;
+            double mx = -1e300, sum = 0, rowsum = 0;
+            for (int s = 0; s < vis; s++) {
+                sc[s] = a->bias ? a->bias[h * a->bias_h + t * a->bias_t + s] : 0;
+                for (int j = 0; j < hd; j++)
+                    sc[s] += (double)a->q[(size_t)t * a->ld_q + h * hd + j] * a->k[(size_t)s * a->ld_kv + h * hd + j];
+                mx = fmax(mx, sc[s]);
+            }
+            for (int s = 0; s < vis; s++) sum += (sc[s] = exp(sc[s] - mx));
+            for (int s = 0; a->probs && s < sn; s++) {
+                double want = s < vis ? sc[s] / sum : 0, got = a->probs[((size_t)h * tn + t) * sn + s];
+                err[0] = fmax(err[0], fabs(got - want));
+                rowsum += got;
+                if (s >= vis) err[3] = fmax(err[3], fabs(got));
+            }
+            if (a->probs) err[2] = fmax(err[2], fabs(rowsum - 1));
+            for (int j = 0; j < hd; j++) {
+                double want = 0;
+                for (int s = 0; s < vis; s++) want += sc[s] / sum * a->v[(size_t)s * a->ld_kv + h * hd + j];
+                err[1] = fmax(err[1], fabs(a->out[(size_t)t * a->ld_o + h * hd + j] - want));
+            }
+        }
+    free(sc);
 }
 
 /* Multi-head attention against a naive version; causal and not; probabilities returned;
@@ -642,40 +675,77 @@ static void test_attention(void) {
         float *o = malloc(4 * tn * d), *p = malloc(4 * H * tn * sn), *scratch = malloc(4 * H * sn);
         float *bias = malloc(4 * H * (tn * sn + 2 * sn));
         fill(q, tn * d, 1), fill(k, sn * d, 1), fill(v, sn * d, 1), fill(bias, H * (tn * sn + 2 * sn), 2);
-        const float *b = kind == 1 ? bias : kind == 2 ? bias + (sn - 1) : NULL;
-        at_attention_bias(o, d, q, d, k, v, d, tn, sn, H, hd, causal, pos0, p, scratch, b,
-                          kind == 1 ? tn * sn : 2 * sn - 1, kind == 1 ? sn : -1);
-        double eo = 0, ep = 0, erow = 0, above = 0;
-        double *sc = malloc(sizeof(double) * sn);
-        for (int h = 0; h < H; h++)
-            for (int t = 0; t < tn; t++) {
-                int vis = causal ? pos0 + t + 1 : sn;
-                double mx = -1e300, sum = 0, rowsum = 0;
-                for (int s = 0; s < vis; s++) {
-                    sc[s] = 0;
-                    for (int j = 0; j < hd; j++) sc[s] += (double)q[t * d + h * hd + j] * k[s * d + h * hd + j];
-                    sc[s] += bias_at(bias, kind, h, t, s, tn, sn);
-                    mx = fmax(mx, sc[s]);
-                }
-                for (int s = 0; s < vis; s++) sum += (sc[s] = exp(sc[s] - mx));
-                for (int s = 0; s < sn; s++) {
-                    double want = s < vis ? sc[s] / sum : 0, got = p[(h * tn + t) * sn + s];
-                    ep = fmax(ep, fabs(got - want));
-                    rowsum += got;
-                    if (s >= vis) above = fmax(above, fabs(got));
-                }
-                erow = fmax(erow, fabs(rowsum - 1));
-                for (int j = 0; j < hd; j++) {
-                    double want = 0;
-                    for (int s = 0; s < vis; s++) want += sc[s] / sum * v[s * d + h * hd + j];
-                    eo = fmax(eo, fabs(o[t * d + h * hd + j] - want));
-                }
-            }
-        CHECK_ISA(ep < 1e-6 && eo < 1e-5 && erow < 1e-5 && above == 0,
+        ptrdiff_t bh, bt;
+        const float *b = bias_of(bias, kind, tn, sn, &bh, &bt);
+        at_attention_bias(o, d, q, d, k, v, d, tn, sn, H, hd, causal, pos0, p, scratch, b, bh, bt);
+        const at_attention_args a = {o, q, k, v, p, NULL, d, d, d, tn, sn, hd, causal, pos0, b, bh, bt};
+        double e[4];
+        attention_errors(&a, H, e);
+        CHECK_ISA(e[0] < 1e-6 && e[1] < 1e-5 && e[2] < 1e-5 && e[3] == 0,
               "attention t=%d s=%d heads=%d hd=%d causal=%d bias %d: probs %g out %g rowsum %g masked %g", tn,
-              sn, H, hd, causal, kind, ep, eo, erow, above);
-        free(q), free(k), free(v), free(o), free(p), free(scratch), free(sc), free(bias);
+              sn, H, hd, causal, kind, e[0], e[1], e[2], e[3]);
+        free(q), free(k), free(v), free(o), free(p), free(scratch), free(bias);
     }
+}
+
+/* Long sentences (at least AT_ATTENTION_GEMM_MIN rows and keys) run as matrix products
+ * (at_attention_gemm): against the naive version in double, with and without probabilities
+ * (the same outputs bit for bit), causal, with either bias, head sizes that are and are not
+ * whole vectors or panels, query blocks cut short, keys wider than the heads (ld_kv > d). */
+static void test_attention_gemm(void) {
+    int cases[][6] = {/* t_n, s_n, heads, hd, causal, bias kind */
+                      {128, 128, 2, 64, 0, 0}, {200, 333, 3, 16, 0, 0}, {250, 250, 2, 64, 1, 0},
+                      {130, 130, 4, 20, 0, 2}, {150, 150, 2, 64, 1, 2}, {129, 140, 1, 7, 0, 1},
+                      {300, 300, 6, 64, 0, 0}};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
+        const int tn = cases[c][0], sn = cases[c][1], H = cases[c][2], hd = cases[c][3], causal = cases[c][4];
+        const int kind = cases[c][5], d = H * hd, ld = d + 5, pos0 = causal ? sn - tn : 0;
+        float *q = malloc(4 * tn * d), *k = malloc(4 * sn * ld), *v = malloc(4 * sn * ld);
+        float *o = malloc(4 * tn * d), *o2 = malloc(4 * tn * d), *p = malloc(4 * (size_t)H * tn * sn);
+        float *scratch = malloc(4 * H * sn), *bias = malloc(4 * (size_t)H * (tn * sn + 2 * sn));
+        fill(q, tn * d, 1), fill(k, sn * ld, 1), fill(v, sn * ld, 1), fill(bias, H * (tn * sn + 2 * sn), 2);
+        ptrdiff_t bh, bt;
+        const float *b = bias_of(bias, kind, tn, sn, &bh, &bt);
+        at_attention_bias(o, d, q, d, k, v, ld, tn, sn, H, hd, causal, pos0, p, scratch, b, bh, bt);
+        at_attention_bias(o2, d, q, d, k, v, ld, tn, sn, H, hd, causal, pos0, NULL, scratch, b, bh, bt);
+        const at_attention_args a = {o, q, k, v, p, NULL, d, d, ld, tn, sn, hd, causal, pos0, b, bh, bt};
+        double e[4];
+        attention_errors(&a, H, e);
+        CHECK_ISA(e[0] < 1e-6 && e[1] < 1e-5 && e[2] < 1e-5 && e[3] == 0 && !memcmp(o, o2, 4 * (size_t)tn * d),
+                  "GEMM attention t=%d s=%d heads=%d hd=%d causal=%d bias %d: probs %g out %g rowsum %g masked %g%s",
+                  tn, sn, H, hd, causal, kind, e[0], e[1], e[2], e[3],
+                  memcmp(o, o2, 4 * (size_t)tn * d) ? ", outputs differ without probabilities" : "");
+        free(q), free(k), free(v), free(o), free(o2), free(p), free(scratch), free(bias);
+    }
+}
+
+/* AT_ACT_GELU_VEC (the set's vector erfc) against erfc in double over [-12, 12]: absolute
+ * error (relative above 1), relative error down to -5, every tail length of the vector loop,
+ * the special values. */
+static void test_gelu_vec(void) {
+    enum { N = 4001 };
+    static float x[N];
+    for (int i = 0; i < N; i++) x[i] = -12.0f + 24.0f * (float)i / (N - 1);
+    double worst = 0, tail = 0;
+    for (int n = N - 17; n <= N; n++) {
+        float *y = malloc(sizeof(float) * n);
+        memcpy(y, x, sizeof(float) * n);
+        at_activate(y, (size_t)n, AT_ACT_GELU_VEC);
+        for (int i = 0; i < n; i++) {
+            const double want = 0.5 * x[i] * erfc(-x[i] / sqrt(2));
+            worst = fmax(worst, fabs(y[i] - want) / fmax(fabs(want), 1));
+            if (x[i] > -5) tail = fmax(tail, fabs(y[i] - want) / fmax(fabs(want), 1e-30));
+        }
+        free(y);
+    }
+    float sp[4] = {0.0f, NAN, INFINITY, -INFINITY};
+    at_activate(sp, 4, AT_ACT_GELU_VEC);
+    /* libm's 1 + erff(x) (the generic set's) cancels in the left tail: only the vector sets
+     * keep relative accuracy there */
+    const int vec = strcmp(isa_name, "generic") != 0;
+    CHECK_ISA(worst < 2e-7 && (!vec || tail < 1e-5) && sp[0] == 0 && isnan(sp[1]) && sp[2] == INFINITY && isnan(sp[3]),
+              "gelu (vector erfc): error %g (relative above 1), relative above -5 %g; gelu(0, nan, inf, -inf) = "
+              "%g %g %g %g", worst, tail, sp[0], sp[1], sp[2], sp[3]);
 }
 
 int main(void) {
@@ -711,6 +781,8 @@ int main(void) {
             test_argmax();
             test_row_scans();
             test_attention();
+            test_attention_gemm();
+            test_gelu_vec();
             test_attention_per_head();
             test_rmsnorm_gelu_tanh();
             test_bf16();

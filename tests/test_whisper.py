@@ -6,7 +6,8 @@ Each configuration goes through the user's path: random Whisper weights of real 
 folder (config.json, generation_config.json, preprocessor_config.json, model.safetensors or
 pytorch_model.bin, the tokenizer files) -> tools/export_whisper.py -> .gguf -> build/attend
 transcribe on windows of log-mel features (.npy). Greedy tokens must be identical, logits
-within 1e-3 and every attention matrix within 1e-4, on every kernel set this CPU has; the
+within 1e-3 and every attention matrix within 1e-4, on every kernel set this CPU has (the
+encoder's 1500 frames take the matrix-product attention, engine/attention_gemm.c); the
 language detected and the prompts of both tasks as the reference builds them; then broken
 inputs, refusals, and f16 / int8 exports.
 """
@@ -120,7 +121,12 @@ class Case:
         c.update(overrides)
         self.dir = os.path.join(work, name)
         tok = os.path.join(work, name + "-tokenizer")
-        write_tokenizer(tok, c)
+        if english_only:  # the real *.en tokenizer: GPT-2's ranks (js-tiktoken, make npm-tiktoken)
+            subprocess.run([T.PYTHON, os.path.join(ROOT, "tools", "whisper_tokenizer_files.py"), tok], check=True,
+                           stdout=subprocess.DEVNULL)
+        else:
+            write_tokenizer(tok, c)
+        self.tokenizer = tok
         feats = [R.random_features(c["num_mel_bins"], seed=10 * k + len(name)) for k in range(N_WINDOWS)]
         self.config = c
         self.ids = R.special_ids(c)
@@ -174,6 +180,11 @@ def check_greedy(case, isa):
         assert case.tokens(g) == want, f"{path}: {case.tokens(g)} != reference {want}"
         lengths.append(len(ids))
     assert min(lengths) < MAX_LENGTH - len(case.prompt(lang)), f"no output ended: {lengths}"
+    import reference_bpe
+    tok = reference_bpe.Tokenizer.load(case.tokenizer)
+    for g in got:  # the text: WhisperTokenizer.decode(skip_special_tokens=True) of each segment
+        for seg in g["segments"]:
+            assert seg["text"] == tok.whisper_decode(seg["tokens"], skip_special=True), seg
 
 
 class BeamAdapter:
@@ -215,13 +226,13 @@ def check_beams(case, beams=3):
         assert case.tokens(g) == want, f"{path}: {case.tokens(g)} != reference {want}"
 
 
-def check_logits_attention(case, work):
+def check_logits_attention(case, work, isa):
     path, f = case.windows[0]
     dump = os.path.join(work, case.name + "-dump.npz")
     lang = None if case.config["vocab_size"] == 51864 else "fr"
     args = ["--language", lang] if lang else []
     T.run_attend(["transcribe", "-m", case.gguf, "--max-length", str(MAX_LENGTH), "--dump-attention", dump,
-                  "--dump-logits"] + args + [path])
+                  "--dump-logits"] + args + [path], env={"ATTEND_ISA": isa})
     z = np.load(dump)
     prompt = case.prompt(lang)
     ids = [int(x) for x in z["s0/tgt_ids"]]
@@ -389,7 +400,8 @@ def main():
         for case in cases:
             for isa in T.available_isas():
                 r.check(f"{case.name}: greedy tokens equal the reference ({isa})", check_greedy, case, isa)
-            r.check(f"{case.name}: logits within 1e-3, attention within 1e-4", check_logits_attention, case, work)
+                r.check(f"{case.name}: logits within 1e-3, attention within 1e-4 ({isa})", check_logits_attention,
+                        case, work, isa)
             r.check(f"{case.name}: beam search equals the reference's", check_beams, case)
         for case in cases[1:]:
             r.check(f"{case.name}: language detection and both tasks' prompts", check_language, case)

@@ -90,6 +90,8 @@ class attend_config(ctypes.Structure):
         ("audio", ctypes.c_int),  # a speech model (Whisper): its log-mel bins and window frames
         ("n_mels", ctypes.c_int),
         ("audio_frames", ctypes.c_int),
+        ("n_alignment_heads", ctypes.c_int),
+        ("alignment_heads", ctypes.POINTER(ctypes.c_int)),
     ]
 
 

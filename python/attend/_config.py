@@ -66,6 +66,8 @@ class Config:
     audio: int = 0  # a speech model (Whisper: audio in, text out); 0 for text models
     n_mels: int = 0  # its log-mel bins
     audio_frames: int = 0  # the frames of one window of features (3000: 30 s)
+    n_alignment_heads: int = 0  # Whisper: the heads word timestamps read
+    alignment_heads: Tuple[Tuple[int, int], ...] = ()  # their (layer, head) pairs
 
     @classmethod
     def _from_c(cls, c: C.attend_config) -> "Config":
@@ -78,13 +80,16 @@ class Config:
                 v = tuple(C.decode(v[i]) if name == "languages" else v[i] for i in range(c.n_languages))
             elif name in ("tasks", "task_prefixes"):
                 v = tuple(C.decode(v[i]) for i in range(c.n_tasks))
+            elif name == "alignment_heads":
+                v = tuple((v[2 * k], v[2 * k + 1]) for k in range(c.n_alignment_heads))
             values[name] = v
         return cls(**values)
 
     def _to_c(self) -> C.attend_config:
         c = C.attend_config()
         for name, _ in C.attend_config._fields_:
-            if name in ("n_languages", "languages", "language_ids", "n_tasks", "tasks", "task_prefixes"):
+            if name in ("n_languages", "languages", "language_ids", "n_tasks", "tasks", "task_prefixes",
+                        "n_alignment_heads", "alignment_heads"):
                 continue  # pointers into the loaded model: not needed by the callers
             v = getattr(self, name)
             setattr(c, name, v.encode("utf-8") if isinstance(v, str) else v)

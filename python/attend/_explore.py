@@ -133,13 +133,29 @@ class Page:
 @hint_keywords
 def explore(results: Union[Any, Sequence[Any]], path: Union[str, os.PathLike, None] = None,
             model: Optional[str] = None, settings: Optional[str] = None,
-            preset: Optional[str] = None) -> Page:
+            preset: Optional[str] = None, *, audio: Any = None, language: Optional[str] = None,
+            task: str = "transcribe", timestamps: bool = False, beam: Optional[int] = None,
+            max_length: Optional[int] = None) -> Page:
     """The `attend explore` page for one Result or a list (translated with attention=True;
     ValueError up front otherwise): head view, matrix view, every layer x head, word
     alignment of `preset` (then penultimate:avg and all:avg) with log-probs. Written to
     `path` when given; shown inline in Jupyter. `model` and `settings` go in the page's
     header; by default the model file's name and the search the results were made with
-    (e.g. "de-en.gguf", "beam search, 4 beams"), as attend explore writes them."""
+    (e.g. "de-en.gguf", "beam search, 4 beams"), as attend explore writes them.
+
+    Speech: ``explore(whisper_model, audio="talk.wav")`` (a Model of a Whisper checkpoint;
+    audio a file path or 16 kHz mono samples) is `attend explore -m WHISPER.gguf AUDIO`'s
+    page: the first 30 s decoded (``language``, ``task``, ``timestamps``, ``beam``,
+    ``max_length`` as Model.transcribe takes them), its spectrogram, tokens and every
+    decoder layer and head's cross-attention over the audio."""
+    if getattr(getattr(results, "config", None), "audio", 0):
+        if audio is None:
+            raise ValueError("explore(model, audio=...): a speech model explores audio (a path or 16 kHz samples)")
+        from . import _explore_audio as A
+        page = Page(A.page_html(A.page_data(results, audio, language, task, timestamps, beam, max_length)))
+        if path is not None:
+            page.save(path)
+        return page
     rs = [results] if hasattr(results, "src_tokens") else list(results)
     data = json.dumps(page_data(rs, model, settings, preset), ensure_ascii=False, separators=(",", ":"))
     with open(TEMPLATE, encoding="utf-8") as f:
