@@ -1,6 +1,7 @@
 /* The HTTP side of attend serve (serve.h), on http_server.h: its loop thread reads requests
  * whole and writes answers; a translation request is parsed here, handed to the scheduler of
- * the model it is routed to, and answered once the scheduler resumes it, so a slow or
+ * the model it is routed to (a speech upload's form checked, then handed to its model's
+ * worker, serve_speech.c), and answered once resumed, so a slow or
  * vanished client never holds up a model. The connection layer (limits, deadlines, errors
  * before routing, half-closed clients) is http_server.c's; an access log line per request
  * on stderr. */

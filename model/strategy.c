@@ -78,7 +78,8 @@ static int sample_start(const gen *g, sentence *q) {
     if (rows_start(q, g->s->n_best)) return -1;
     q->one.rng = malloc(sizeof(uint64_t) * (size_t)q->rows);
     if (!q->one.rng) return -1;
-    for (int k = 0; k < q->rows; k++) q->one.rng[k] = sample_seed(g->s->seed, q->src->ids, q->src->n, k);
+    const int n_ids = q->src->ids ? q->src->n : 0; /* a speech source has frames, no ids */
+    for (int k = 0; k < q->rows; k++) q->one.rng[k] = sample_seed(g->s->seed, q->src->ids, n_ids, k);
     return 0;
 }
 

@@ -103,7 +103,8 @@ def inspect_only_load():
 
 def cli_uses_public_headers():
     """The commands are clients of the library: cli/*.c include attend.h and align.h (and
-    the CLI's own files), never engine/, model/ internals, weights/ or tokenizer/."""
+    the CLI's own files, and audio/read.h: the audio file reader linked into the attend binary
+    only), never engine/, model/ internals, weights/ or tokenizer/."""
     cli = os.path.join(T.REPO, "cli")
     own = {f for f in os.listdir(cli) if f.endswith(".h")}
     bad = []
@@ -113,7 +114,8 @@ def cli_uses_public_headers():
         with open(os.path.join(cli, f)) as fh:
             for line in fh:
                 m = re.match(r'\s*#\s*include\s+"([^"]+)"', line)
-                if m and m.group(1) not in own and m.group(1) not in ("../model/attend.h", "../model/align.h"):
+                if m and m.group(1) not in own and m.group(1) not in ("../model/attend.h", "../model/align.h",
+                                                                         "../audio/read.h"):
                     bad.append(f"{f}: {m.group(1)}")
     assert not bad, f"internal headers in the CLI: {bad}"
 
