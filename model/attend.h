@@ -45,7 +45,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 11
+#define ATTEND_ABI 12
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */
@@ -202,6 +202,13 @@ typedef struct {
      * when scores are kept. Called on the calling thread between decoder steps. */
     void (*on_token)(void *user, int sentence, int row, int id, float logprob);
     void *token_user;
+    /* Some cross-attention heads only, along the output's path, in attend_result.head_cross:
+     * n_cross_heads (layer, head) pairs, cross_heads[2k] the layer and cross_heads[2k + 1]
+     * the head (attend_config.alignment_heads' layout). A fraction of want_attention's
+     * memory and time: Whisper's word timestamps read the alignment heads so. Not kept for
+     * a line split into sentences (head_cross NULL there). */
+    const int *cross_heads;
+    int n_cross_heads;
 } attend_params;
 
 /* attend_params.split */
@@ -286,6 +293,7 @@ typedef struct {
      * n_sentences 0: one sequence. */
     int n_sentences;
     attend_sentence *sentences;
+    float *head_cross;  /* [n_cross_heads, n_tgt, n_src] (attend_params.cross_heads) */
 } attend_result;
 
 ATTEND_API attend_params attend_default_params(void);
@@ -442,6 +450,14 @@ typedef struct {
     const char *language;
     int task;       /* ATTEND_TASK_TRANSCRIBE, or _TRANSLATE (into English) */
     int timestamps; /* timestamp tokens (HF's return_timestamps): segments with times */
+    /* attend_transcribe*: attend_transcript.words, each word's time read from the
+     * cross-attention of the model's alignment heads (HF's return_token_timestamps and its
+     * pipeline's words; docs/whisper.md). Needs attend_config.n_alignment_heads > 0. */
+    int word_timestamps;
+    /* Word timestamps of audio up to one window long: the mel frames that hold sound (HF's
+     * num_frames: samples / 160); only their encoder frames are read. 0: the whole window
+     * (features given without their length; longer audio, as HF). attend_transcribe sets it. */
+    int audio_frames;
 } attend_speech_params;
 ATTEND_API attend_speech_params attend_default_speech_params(void);
 

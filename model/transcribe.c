@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attend_model.h"
+#include "transcript_words.h"
 
 #define SECONDS_PER_TOKEN 0.02 /* a timestamp token's step */
 #define SECONDS_PER_FRAME 0.01 /* a feature frame (hop 160 at 16 kHz) */
@@ -20,6 +21,8 @@ typedef struct {
     int eot, tb;       /* <|endoftext|>, the first timestamp token */
     attend_transcript *t;
     int cap;           /* segments allocated */
+    word_timer *wt;    /* word timestamps: the token times so far (else NULL) */
+    int audio_frames;  /* word timestamps: the mel frames of sound (0: every window whole) */
 } transcriber;
 
 /* Append segment ids[0..n) from start to end seconds. 0 or -1 (OOM). */
@@ -106,6 +109,7 @@ static int transcribe_window(transcriber *x, const float *win, int seek, int fra
     int n = r.n_tgt - k;
     if (n > 0 && r.tgt_ids[r.n_tgt - 1] == x->eot) n--;
     int rc = 0;
+    const int first = x->t->n_segments; /* this window's segments from here on */
     if (n > 0 && sp->timestamps)
         rc = cut_segments(x, r.tgt_ids + k, r.logprob ? r.logprob + k : NULL, n, seek * SECONDS_PER_FRAME, frames,
                           advance);
@@ -114,6 +118,8 @@ static int transcribe_window(transcriber *x, const float *win, int seek, int fra
                          (seek + frames) * SECONDS_PER_FRAME);
     if (n <= 0 || !sp->timestamps || *advance < 1) *advance = frames; /* never stand still */
     if (rc) snprintf(err, errlen, "out of memory");
+    else if (x->wt) rc = word_timer_window(x->wt, &r, k, x->t, first, seek * SECONDS_PER_FRAME, x->audio_frames, err,
+                                           errlen);
     attend_result_free(&r);
     return rc;
 }
@@ -142,9 +148,12 @@ int attend_transcribe_features(attend_model *am, const float *mel, int n_frames,
     attend_params wp = p ? *p : attend_default_params();
     wp.want_scores = 1;
     wsp.timestamps = wsp.timestamps || n_frames > W; /* long-form needs the segments' times */
-    transcriber x = {am, c, c->eos_id, am->m->c.speech.timestamp_begin_id, out, 0};
+    transcriber x = {am, c, c->eos_id, am->m->c.speech.timestamp_begin_id, out, 0, NULL, 0};
+    word_timer wt = {0};
     float *win = malloc(sizeof(float) * (size_t)c->n_mels * W);
     int rc = -1;
+    if (wsp.word_timestamps && word_timer_start(&wt, c, &wp, err, errlen)) goto done;
+    if (wsp.word_timestamps) x.wt = &wt, x.audio_frames = n_frames <= W ? wsp.audio_frames : 0;
     if (!win) {
         snprintf(err, errlen, "out of memory");
         goto done;
@@ -168,7 +177,9 @@ int attend_transcribe_features(attend_model *am, const float *mel, int n_frames,
     out->text = join_texts(out);
     rc = out->text ? 0 : -1;
     if (rc) snprintf(err, errlen, "out of memory");
+    else if (x.wt) rc = word_timer_words(x.wt, am, out, err, errlen);
 done:
+    word_timer_free(&wt);
     free(win);
     if (rc) attend_transcript_free(out);
     return rc;

@@ -147,15 +147,19 @@ class Model(VocabularyMixin):
     # -- speech (Whisper checkpoints)
     def transcribe(self, audio: Any, *, language: Optional[str] = None, task: str = "transcribe",
                    timestamps: bool = False, beam: Optional[int] = None, max_length: Optional[int] = None,
-                   threads: Optional[int] = None) -> "_speech.Transcript":
+                   threads: Optional[int] = None, word_timestamps: bool = False) -> "_speech.Transcript":
         """Speech to text with a Whisper model (``attend transcribe``): ``audio`` is a file
         path (read by the soundfile module, resampled to 16 kHz by libsoxr) or 16 kHz mono
         float samples (a numpy array). ``language``: a code of Config.languages, or None /
         "auto" to detect it from the first 30 s; ``task``: "transcribe" or "translate" (into
         English); ``timestamps``: segments with times (always on past 30 s: long audio is
         decoded window by window, HF's long-form rule). Returns a Transcript (text,
-        language, duration, segments with start, end, text, tokens, avg_logprob)."""
-        return _speech.transcribe(self, audio, language, task, timestamps, beam, max_length, threads)
+        language, duration, segments with start, end, text, tokens, avg_logprob).
+        ``word_timestamps``: each segment's words too (Word: start, end, word, probability),
+        their times read from the alignment heads' cross-attention as HF's
+        return_token_timestamps reads them (Transcript.words lists them all)."""
+        return _speech.transcribe(self, audio, language, task, timestamps, beam, max_length, threads,
+                                  word_timestamps)
 
     def tokenize(self, line: Text) -> np.ndarray:
         """The source ids attend_translate uses for line (pieces, </s> last, cut to

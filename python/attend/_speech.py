@@ -19,7 +19,8 @@ RATE = 16000
 
 
 class attend_speech_params(ctypes.Structure):
-    _fields_ = [("language", ctypes.c_char_p), ("task", ctypes.c_int), ("timestamps", ctypes.c_int)]
+    _fields_ = [("language", ctypes.c_char_p), ("task", ctypes.c_int), ("timestamps", ctypes.c_int),
+                ("word_timestamps", ctypes.c_int), ("audio_frames", ctypes.c_int)]
 
 
 class attend_segment(ctypes.Structure):
@@ -54,6 +55,8 @@ def _declare() -> ctypes.CDLL:
 
 @dataclass
 class Word:
+    """A word (with the space before it, as the text has it), the seconds it was heard, and
+    the mean probability of its tokens."""
     start: float
     end: float
     word: str
@@ -178,7 +181,8 @@ def _from_c(t: attend_transcript) -> Transcript:
 
 
 def transcribe(model: Any, audio: Any, language: Optional[str], task: str, timestamps: bool,
-               beam: Optional[int], max_length: Optional[int], threads: Optional[int]) -> Transcript:
+               beam: Optional[int], max_length: Optional[int], threads: Optional[int],
+               word_timestamps: bool = False) -> Transcript:
     from ._interrupt import _CtrlC
     if task not in ("transcribe", "translate"):
         raise ValueError(f"task is 'transcribe' or 'translate', not {task!r}")
@@ -187,7 +191,7 @@ def transcribe(model: Any, audio: Any, language: Optional[str], task: str, times
     lib = _declare()
     x = _samples(audio)
     sp = attend_speech_params(language.encode() if language else None, 1 if task == "translate" else 0,
-                              1 if timestamps else 0)
+                              1 if timestamps else 0, 1 if word_timestamps else 0)
     p = lib.attend_default_params()
     p.threads = threads if threads is not None else model.threads
     p.num_beams = beam or 0
