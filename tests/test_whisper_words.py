@@ -7,7 +7,8 @@ saved as an HF folder with its tokenizer files and exported with tools/export_wh
 
 - one window: greedy and beam search, with timestamp tokens (several segments) and without,
   the attention cropped to the frames of sound (HF's num_frames) or not: the same tokens,
-  then the same words (text, start, end, segment), every probability in (0, 1];
+  then the same words (text, start, end, segment), each word's probability (the mean of its
+  tokens' under the model, OpenAI's) within 1e-4;
 - long-form (70 s): window after window by HF's seek rule, words across windows;
 - the command line (--word-timestamps: json's segment words, verbose_json's "words") and
   Model.transcribe(word_timestamps=True) give the library's words;
@@ -21,6 +22,7 @@ import subprocess
 import sys
 
 import numpy as np
+import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
@@ -51,10 +53,24 @@ def checkpoint(work, m, name):
 
 
 def reference_words(m, s, table, features, **options):
-    """(segments' tokens, words) of the reference's transcription."""
+    """(segments' tokens, words) of the reference's transcription; each word with the mean
+    probability of its tokens under the model (softmax of the raw logits along the path, as
+    OpenAI's word probability; HF's pipeline gives none)."""
     r = G.transcribe(m, s, features, G.Options(language="de", task="transcribe", max_length=MAX_LENGTH,
                                                token_timestamps=True, **options))
-    return [seg["tokens"] for seg in r["segments"]], G.words_of(table, r, s)
+    words = G.words_of(table, r, s)
+    probs = {}
+    with torch.no_grad():
+        for k, w in enumerate(r["windows"]):
+            memory = m.encode(G.window_of(features, w.seek, w.frames, 3000))
+            ids = w.prompt + w.tokens
+            probs[k] = torch.softmax(m.decode(memory, ids[:-1])[0].double(), -1)
+    for w in words:
+        seg = r["segments"][w["segment"]]
+        p = probs[seg["window"]]
+        at = [seg["idxs"][0] + j for j in range(*w["tokens"]) if seg["tokens"][j] < s.eot]
+        w["probability"] = float(np.mean([float(p[i - 1, seg["tokens"][i - seg["idxs"][0]]]) for i in at]))
+    return [seg["tokens"] for seg in r["segments"]], words
 
 
 def attend_words(model, features, timestamps, beams, audio_frames):
@@ -88,11 +104,11 @@ def attend_words(model, features, timestamps, beams, audio_frames):
 
 def same_words(got, want):
     """attend's words against the reference's: text, start, end (to the centisecond HF rounds
-    to), segment; each probability in (0, 1]."""
+    to), segment, probability within 1e-4."""
     assert [g[0] for g in got] == [w["word"] for w in want], ([g[0] for g in got], [w["word"] for w in want])
     for g, w in zip(got, want):
         assert (round(g[1], 2), round(g[2], 2), g[3]) == (w["start"], w["end"], w["segment"]), (g, w)
-        assert 0 < g[4] <= 1, g
+        assert abs(g[4] - w["probability"]) <= 1e-4, (g, w)
 
 
 # --------------------------------------------------------------------------------------
