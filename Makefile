@@ -317,8 +317,8 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS) $(BUILD)/tests/bpe_driver
 	$(SAN_ENV) $(AUDIO_LSAN) ATTEND_BIN=$(BUILD)/attend AUDIO_QUICK=1 $(PYTHON) tests/test_audio.py
 	@# the whisper family: a short clip and a long one (several windows), beams, timestamps, a dump
 	$(SPEECH_WAV)
-	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --output json $(BUILD)/speech.wav >/dev/null
-	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --timestamps --beam 2 --language de \
+	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --word-timestamps --output json $(BUILD)/speech.wav >/dev/null
+	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --timestamps --word-timestamps --beam 2 --language de \
 	  $(BUILD)/speech.wav $(BUILD)/speech-long.wav >$(BUILD)/e2e.out
 	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 2
 	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --dump-attention $(BUILD)/e2e.npz --dump-logits \
@@ -386,7 +386,8 @@ valgrind: $(BUILD)/attend
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(VALGRIND) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
 	$(SPEECH_WAV)
-	$(VALGRIND) $(BUILD)/attend transcribe -m $(TINY_WHISPER) -t 1 --timestamps --beam 2 $(BUILD)/speech.wav >/dev/null
+	$(VALGRIND) $(BUILD)/attend transcribe -m $(TINY_WHISPER) -t 1 --timestamps --word-timestamps --beam 2 \
+	  --output verbose_json $(BUILD)/speech.wav >/dev/null
 	$(VALGRIND) $(BUILD)/attend explore -m $(TINY_WHISPER) -t 1 $(BUILD)/speech.wav -o $(BUILD)/vg.html 2>/dev/null
 	@echo "valgrind: ok"
 
