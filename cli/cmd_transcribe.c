@@ -54,7 +54,8 @@ static void transcribe_help(void) {
            "                         model's alignment heads as HF's return_token_timestamps reads\n"
            "                         them: json gives each segment's words (word, start, end,\n"
            "                         probability), verbose_json OpenAI's \"words\"; txt, srt and\n"
-           "                         vtt stay as they are (docs/whisper.md)\n"
+           "                         vtt stay as they are. Turns --timestamps on, as HF's pipeline\n"
+           "                         does for return_timestamps=\"word\" (docs/whisper.md)\n"
            "  --beam N, --greedy     beam search with N beams, or greedy (the model's default)\n"
            "  --max-length N         tokens at most, the prompt included (default: the model's)\n"
            "  --output FORMAT        txt: the text, one line per input (default); json: one object\n"
@@ -78,7 +79,7 @@ static int take_transcribe_option(cli_args *a, transcribe_options *o) {
     int rc;
     if (cli_is(a, NULL, "--language")) return cli_take_str(a, &o->sp.language);
     if (cli_is(a, NULL, "--timestamps")) return o->sp.timestamps = 1, CLI_OPT_TAKEN;
-    if (cli_is(a, NULL, "--word-timestamps")) return o->sp.word_timestamps = 1, CLI_OPT_TAKEN;
+    if (cli_is(a, NULL, "--word-timestamps")) return o->sp.word_timestamps = o->sp.timestamps = 1, CLI_OPT_TAKEN;
     if (cli_is(a, NULL, "--max-length")) return cli_take_int(a, 2, 1 << 20, &o->max_length);
     if (cli_is(a, NULL, "--dump-attention")) return cli_take_str(a, &o->dump_path);
     if (cli_is(a, NULL, "--dump-logits")) return o->dump_logits = 1, CLI_OPT_TAKEN;

@@ -136,7 +136,8 @@ def check_page_equals_commands(gguf, speech, work, heads):
     import attend
     assert d["samples"] == len(attend.load_audio(speech)), d["samples"]
     assert d["language"] == "en" and d["language_given"] is True
-    # the words: attend transcribe --word-timestamps's, placed where they were heard
+    # the words: attend transcribe --word-timestamps's (timestamps on), placed where they were heard
+    d = explore(gguf, speech, os.path.join(work, "pt.html"), "--language", "en", "--timestamps")
     js = json.loads(T.run_attend(["transcribe", "-m", gguf, "--language", "en", "--max-length", str(MAX_LENGTH),
                                   "--word-timestamps", "--output", "json", speech]).stdout)
     want = [w for seg in js["segments"] for w in seg["words"]]

@@ -157,7 +157,8 @@ class Model(VocabularyMixin):
         language, duration, segments with start, end, text, tokens, avg_logprob).
         ``word_timestamps``: each segment's words too (Word: start, end, word, probability),
         their times read from the alignment heads' cross-attention as HF's
-        return_token_timestamps reads them (Transcript.words lists them all)."""
+        return_token_timestamps reads them (Transcript.words lists them all); turns
+        ``timestamps`` on, as HF's pipeline does for return_timestamps="word"."""
         return _speech.transcribe(self, audio, language, task, timestamps, beam, max_length, threads,
                                   word_timestamps)
 

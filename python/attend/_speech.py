@@ -191,7 +191,7 @@ def transcribe(model: Any, audio: Any, language: Optional[str], task: str, times
     lib = _declare()
     x = _samples(audio)
     sp = attend_speech_params(language.encode() if language else None, 1 if task == "translate" else 0,
-                              1 if timestamps else 0, 1 if word_timestamps else 0)
+                              1 if timestamps or word_timestamps else 0, 1 if word_timestamps else 0)
     p = lib.attend_default_params()
     p.threads = threads if threads is not None else model.threads
     p.num_beams = beam or 0
