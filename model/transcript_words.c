@@ -179,7 +179,7 @@ static int segment_words(const s2s_model *m, const attend_segment *s, const floa
     rc = nw < 0 ? -1 : add_words(t, cap, words, nw);
     if (nw >= 0 && rc) snprintf(err, errlen, "out of memory");
 done:
-    if (nw > 0) timed_words_free(words, nw);
+    timed_words_free(words, nw > 0 ? nw : 0);
     free(bytes), free(tok), free(len), free(start), free(end), free(prob);
     return rc;
 }
