@@ -309,6 +309,16 @@ static void choose_rows(const void *ctx, int lo, int hi, int worker) {
 /* ---------------------------------------------------------------------------------------
  * The loop */
 
+/* Step 0's raw logits into each source's first_logits (its first row: every row of a
+ * sentence reads the same start token there). */
+static void keep_first_logits(const gen *g, int nr) {
+    for (int b = 0; b < nr; b++) {
+        const s2s_source *src = g->sent[g->refs[b].sent].src;
+        if (src->first_logits && g->refs[b].live == 0)
+            memcpy(src->first_logits, g->ds.logits + (size_t)b * g->V, sizeof(float) * (size_t)g->V);
+    }
+}
+
 /* Step until every sentence is done. Returns the steps run, -1 (OOM) or -2 (stopped by
  * the caller's flag). */
 static int generate(gen *g) {
@@ -321,6 +331,7 @@ static int generate(gen *g) {
         decoder_step(&g->ds, g->rows, nr, t, att ? g->att_self : NULL, att ? g->att_cross : NULL);
         if (g->o->want_logits)
             memcpy(g->tr.logits + (size_t)g->run0 * g->V, g->ds.logits, sizeof(float) * (size_t)nr * g->V);
+        if (t == 0) keep_first_logits(g, nr);
         g->x.t = t;
         at_parallel_for(nr, g->threads, choose_rows, g);
         for (int b0 = 0, nb; b0 < nr; b0 += nb) { /* each sentence over its rows */

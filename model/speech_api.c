@@ -12,6 +12,7 @@
 #include "../engine/kernels.h"
 #include "api_run.h"
 #include "attend_model.h"
+#include "speech.h"
 
 attend_speech_params attend_default_speech_params(void) {
     attend_speech_params sp = {0};
@@ -127,6 +128,17 @@ static int speech_search(const s2s_model *m, const attend_params *p, const atten
 int attend_decode_features(attend_model *am, const float *const *mels, int n, const attend_speech_params *sp,
                            const attend_params *p, attend_result *out, const char **languages, char *err,
                            size_t errlen) {
+    return speech_decode(am, mels, n, sp, p, NULL, out, languages, err, errlen);
+}
+
+int speech_prompt_length(const attend_model *am, const attend_speech_params *sp) {
+    int ids[3];
+    return speech_prompt(am->m, 0, sp, ids);
+}
+
+int speech_decode(attend_model *am, const float *const *mels, int n, const attend_speech_params *sp,
+                  const attend_params *p, const speech_extras *x, attend_result *out, const char **languages,
+                  char *err, size_t errlen) {
     attend_params dp = attend_default_params();
     attend_speech_params dsp = attend_default_speech_params();
     if (!p) p = &dp;
@@ -155,10 +167,13 @@ int attend_decode_features(attend_model *am, const float *const *mels, int n, co
         n_prompt = speech_prompt(m, lang, sp, prompts + 3 * i);
         out[i].n_src = m->c.speech.n_frames; /* the encoder's frames: the cross attention's columns */
         src[i] = (s2s_source){.n = m->c.speech.n_frames, .mel = mels[i], .prefix = n_prompt ? prompts + 3 * i : NULL,
-                              .n_prefix = n_prompt};
+                              .n_prefix = n_prompt,
+                              .first_logits = x && x->first_logits ? x->first_logits + (size_t)i * m->c.decoder_vocab_size
+                                                                   : NULL};
     }
     s2s_search search;
     if (speech_search(m, p, sp, n_prompt, &search, err, errlen)) goto done;
+    search.processed_logprob = x && x->processed_logprob;
     const int caller_threads = at_set_threads(p->threads);
     rc = api_run_batched(am, src, n, p, &search, out, err, errlen);
     at_set_threads(caller_threads);
