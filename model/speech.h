@@ -30,6 +30,7 @@ typedef struct {
     float no_speech_prob;    /* softmax of the logits after <|startoftranscript|> at <|nospeech|> */
     int fallback;            /* the kept decode still asked for fallback (no temperature was left) */
     int skip;                /* no speech: the window gives no segments */
+    const char *language;    /* the window's language code (given or detected; "en": English-only) */
 } speech_window;
 
 /* Decode one window (mel: n_mels x audio_frames) with sp's temperatures and thresholds, p's

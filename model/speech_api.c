@@ -57,13 +57,19 @@ int attend_detect_language(attend_model *am, const float *mel, const attend_para
      * model's forward directly) */
     s2s_search s = s2s_search_defaults(m);
     s.beams = 1, s.n_best = 1;
-    s2s_opts o = {.search = &s, .max_length = 2, .want_logits = 1, .stop = p ? p->stop : NULL};
+    s2s_timing timing;
+    s2s_opts o = {.search = &s, .max_length = 2, .want_logits = 1, .stop = p ? p->stop : NULL,
+                  .timing = p && p->stats ? &timing : NULL};
     s2s_source src = {.n = m->c.speech.n_frames, .mel = mel};
     s2s_output out = {0};
     const int caller_threads = at_set_threads(p ? p->threads : 0);
     const int rc = s2s_translate_ids(m, &src, 1, &o, &out, err, errlen);
     at_set_threads(caller_threads);
     if (rc) return -1;
+    if (o.timing) { /* the caller's stats count this pass too */
+        p->stats->encode_seconds += timing.encode, p->stats->decode_seconds += timing.decode;
+        p->stats->steps += timing.steps;
+    }
     const float *row = out.logits;
     int best = 0;
     for (int i = 1; i < m->n_langs; i++)
@@ -125,6 +131,13 @@ static int speech_search(const s2s_model *m, const attend_params *p, const atten
     return 0;
 }
 
+/* The code of a language token chosen by the decode. */
+static const char *detected_language(const s2s_model *m, int id) {
+    for (int i = 0; i < m->n_langs; i++)
+        if (m->lang_id[i] == id) return m->lang_code[i];
+    return m->lang_code[0];
+}
+
 int attend_decode_features(attend_model *am, const float *const *mels, int n, const attend_speech_params *sp,
                            const attend_params *p, attend_result *out, const char **languages, char *err,
                            size_t errlen) {
@@ -149,6 +162,7 @@ int speech_decode(attend_model *am, const float *const *mels, int n, const atten
         return -1;
     }
     const s2s_model *m = am->m;
+    const int detect = m->c.speech.multilingual && m->n_langs > 0 && (!sp->language || !strcmp(sp->language, "auto"));
     memset(out, 0, sizeof *out * (size_t)n);
     s2s_source *src = calloc((size_t)n + 1, sizeof *src);
     int *prompts = malloc(sizeof(int) * 3 * ((size_t)n + 1)), n_prompt = 0, rc = -1;
@@ -161,7 +175,9 @@ int speech_decode(attend_model *am, const float *const *mels, int n, const atten
             snprintf(err, errlen, "window %d: no features", i);
             goto done;
         }
-        const int lang = window_language(am, mels[i], sp, p, err, errlen);
+        /* a language to detect is chosen at the decode's first step, on its own encoder
+         * output (one encoder run a window); prompt[0] is a stand-in until then */
+        const int lang = detect ? 0 : window_language(am, mels[i], sp, p, err, errlen);
         if (lang == -2) goto done;
         if (languages) languages[i] = lang >= 0 ? m->lang_code[lang] : "en";
         n_prompt = speech_prompt(m, lang, sp, prompts + 3 * i);
@@ -169,7 +185,8 @@ int speech_decode(attend_model *am, const float *const *mels, int n, const atten
         src[i] = (s2s_source){.n = m->c.speech.n_frames, .mel = mels[i], .prefix = n_prompt ? prompts + 3 * i : NULL,
                               .n_prefix = n_prompt,
                               .first_logits = x && x->first_logits ? x->first_logits + (size_t)i * m->c.decoder_vocab_size
-                                                                   : NULL};
+                                                                   : NULL,
+                              .first_choices = detect ? m->lang_id : NULL, .n_first_choices = detect ? m->n_langs : 0};
     }
     s2s_search search;
     if (speech_search(m, p, sp, n_prompt, &search, err, errlen)) goto done;
@@ -177,6 +194,7 @@ int speech_decode(attend_model *am, const float *const *mels, int n, const atten
     const int caller_threads = at_set_threads(p->threads);
     rc = api_run_batched(am, src, n, p, &search, out, err, errlen);
     at_set_threads(caller_threads);
+    for (int i = 0; !rc && detect && languages && i < n; i++) languages[i] = detected_language(m, prompts[3 * i]);
 done:
     free(src);
     free(prompts);

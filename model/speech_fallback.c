@@ -94,7 +94,7 @@ int speech_decode_window(attend_model *am, const float *mel, const attend_speech
     for (int k = 0; k < n_temps; k++) {
         if (k) attend_result_free(&w->r);
         const attend_params q = search_at(p, temps[k]);
-        if ((rc = speech_decode(am, &mel, 1, sp, &q, &x, &w->r, NULL, err, errlen))) break;
+        if ((rc = speech_decode(am, &mel, 1, sp, &q, &x, &w->r, &w->language, err, errlen))) break;
         w->temperature = temps[k];
         if (k == 0) w->no_speech_prob = softmax_at(first, V, nospeech); /* the same at every temperature */
         measure(am, w);

@@ -118,6 +118,7 @@ static int transcribe_window(transcriber *x, const float *win, int seek, int fra
     speech_window w;
     if (speech_decode_window(x->m, win, sp, p, &w, err, errlen)) return -1;
     const attend_result r = w.r;
+    if (w.language) x->t->language = w.language;
     /* the prompt's tokens after <|startoftranscript|> come first: skip them, and the end */
     const int k = w.n_prompt, first = x->t->n_segments;
     int n = w.skip ? 0 : r.n_tgt - k; /* a window of no speech gives no segment */
@@ -166,20 +167,12 @@ int attend_transcribe_features(attend_model *am, const float *mel, int n_frames,
         snprintf(err, errlen, "out of memory");
         goto done;
     }
-    take_window(c, mel, n_frames, 0, n_frames < W ? n_frames : W, win);
     out->language = "en";
-    if (c->n_languages && am->m->c.speech.multilingual) { /* detected once, on the first window */
-        if (!wsp.language || !strcmp(wsp.language, "auto")) {
-            if (attend_detect_language(am, win, &wp, &out->language, NULL, err, errlen)) goto done;
-        } else {
-            out->language = wsp.language;
-        }
-        wsp.language = out->language;
-    }
     for (int seek = 0, advance = 0; seek < n_frames; seek += advance) {
         const int frames = n_frames - seek < W ? n_frames - seek : W;
         take_window(c, mel, n_frames, seek, frames, win);
         if (transcribe_window(&x, win, seek, frames, &wsp, &wp, &advance, err, errlen)) goto done;
+        wsp.language = out->language; /* detected once, in the first window's decode, then kept */
     }
     out->duration = n_frames * SECONDS_PER_FRAME;
     out->text = join_texts(out);

@@ -27,6 +27,12 @@ typedef struct {
     /* if not NULL: receives the raw logits of the first step (decoder_vocab_size floats:
      * the logits after the start token; Whisper's no-speech probability reads them) */
     float *first_logits;
+    /* if not NULL (with a prefix): the prefix's first token is chosen at the first step, the
+     * one of these n_first_choices ids with the highest raw logit (the first of equals), and
+     * written into prefix[0] (writable then): Whisper's language detection (HF's
+     * detect_language) inside the decode, on the same encoder output */
+    const int *first_choices;
+    int n_first_choices;
 } s2s_source;
 
 /* How to search, fully resolved (s2s_search_defaults gives the model's). */

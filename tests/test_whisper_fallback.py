@@ -13,6 +13,7 @@ windows, and a copy whose greedy output repeats one token:
   windows' averages splits them);
 - the repeating model surely falls back (compression ratio above 2.4): every kept window
   meets the thresholds or is the last temperature's, sampling reproducible by its seed;
+- --language auto detects in the first window's decode (no separate pass);
 - Python's Model.transcribe takes the same options; bad options are clear errors.
 """
 import json
@@ -228,6 +229,24 @@ def check_python(u):
             pass
 
 
+def check_detect_once(u):
+    """--language auto detects in the first window's decode, on its encoder output: the same
+    segments and decoder steps as naming the language detected (a separate detection pass
+    would add one step), and the reference's language."""
+    import re
+    for k in range(2):
+        runs = []
+        for lang in (None, "?"):
+            args = ["--language", runs[0][0]] if lang else []
+            p = T.run_attend(["transcribe", "-m", u.gguf, "--output", "json", "--timestamps", "--timing",
+                              "--max-length", str(MAX_LENGTH), *args, u.paths[k]])
+            out = json.loads(p.stdout)
+            runs.append((out["language"], out["segments"], re.search(r"(\d+) steps", p.stderr).group(1)))
+        assert runs[0] == runs[1], runs
+        detected = G.detect_language(u.m, u.s, u.features[k])
+        assert u.s.id_to_lang[detected] == runs[0][0], (u.s.id_to_lang[detected], runs[0][0])
+
+
 def check_cli_errors(u):
     """--help names the options; bad values are clear errors with status 2."""
     h = T.run_attend(["transcribe", "--help"]).stdout
@@ -250,6 +269,7 @@ def main():
         r.check("which windows fall back: the reference's decision", check_decision, u)
         r.check("a repeating model falls back; kept windows meet the thresholds or are the last", check_repeats_fall_back,
                 u)
+        r.check("--language auto: detected in the first decode, no second encoder pass", check_detect_once, u)
         r.check("Python's Model.transcribe takes the fallback options", check_python, u)
         r.check("the command line's options: --help and errors", check_cli_errors, u)
     finally:
