@@ -434,13 +434,16 @@ ATTEND_API int attend_default_threads(void);
 /* ---------------------------------------------------------------------------------------
  * Speech (Whisper checkpoints: attend_config.audio) */
 
-enum { ATTEND_TASK_TRANSCRIBE = 0, ATTEND_TASK_TRANSLATE = 1 };
+/* ATTEND_TASK_MODEL: no task given (HF's task=None, attend_default_speech_params'): the
+ * task token of the checkpoint's forced_decoder_ids when the language is detected (none
+ * when it forces none), <|transcribe|> when a language is given, as HF's generate() does. */
+enum { ATTEND_TASK_TRANSCRIBE = 0, ATTEND_TASK_TRANSLATE = 1, ATTEND_TASK_MODEL = 2 };
 
 typedef struct {
     /* A code of attend_config.languages ("de"), or NULL / "auto": detected from the window
      * (HF's detect_language). English-only models (*.en) take no language. */
     const char *language;
-    int task;       /* ATTEND_TASK_TRANSCRIBE, or _TRANSLATE (into English) */
+    int task;       /* ATTEND_TASK_TRANSCRIBE, _TRANSLATE (into English) or _MODEL (above) */
     int timestamps; /* timestamp tokens (HF's return_timestamps): segments with times */
     /* -- temperature fallback (HF's generate_with_fallback; docs/whisper.md) -- */
     /* The temperatures tried in turn on each window (HF's default list: 0.0, 0.2, 0.4, 0.6,

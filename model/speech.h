@@ -16,6 +16,10 @@ typedef struct {
 int speech_decode(attend_model *am, const float *const *mels, int n, const attend_speech_params *sp,
                   const attend_params *p, const speech_extras *x, attend_result *out, const char **languages,
                   char *err, size_t errlen);
+/* sp->task with ATTEND_TASK_MODEL resolved as HF's _retrieve_init_tokens does:
+ * ATTEND_TASK_TRANSCRIBE, _TRANSLATE, or SPEECH_TASK_NONE (no task token). */
+#define SPEECH_TASK_NONE 3
+int speech_resolve_task(const attend_model *am, const attend_speech_params *sp);
 /* The decoder prompt's tokens after <|startoftranscript|> (language, task, <|notimestamps|>)
  * that attend_decode_features puts first in tgt_ids. */
 int speech_prompt_length(const attend_model *am, const attend_speech_params *sp);

@@ -16,7 +16,17 @@
 
 attend_speech_params attend_default_speech_params(void) {
     attend_speech_params sp = {0};
+    sp.task = ATTEND_TASK_MODEL;
     return sp;
+}
+
+int speech_resolve_task(const attend_model *am, const attend_speech_params *sp) {
+    const s2s_speech *s = &am->m->c.speech;
+    if (sp->task != ATTEND_TASK_MODEL) return sp->task;
+    if (sp->language && strcmp(sp->language, "auto")) return ATTEND_TASK_TRANSCRIBE; /* HF's default then */
+    return s->forced_task_id == s->transcribe_id ? ATTEND_TASK_TRANSCRIBE
+           : s->forced_task_id == s->translate_id ? ATTEND_TASK_TRANSLATE
+                                                  : SPEECH_TASK_NONE;
 }
 
 static int need_speech(const attend_model *am, char *err, size_t errlen) {
@@ -85,14 +95,15 @@ int attend_detect_language(attend_model *am, const float *mel, const attend_para
     return 0;
 }
 
-/* The decoder prompt after <|startoftranscript|>: language and task (multilingual models),
- * <|notimestamps|> unless timestamps. Returns its length (at most 3). */
-static int speech_prompt(const s2s_model *m, int lang, const attend_speech_params *sp, int *ids) {
+/* The decoder prompt after <|startoftranscript|>: language and task (multilingual models;
+ * task resolved by speech_resolve_task), <|notimestamps|> unless timestamps. Returns its
+ * length (at most 3). */
+static int speech_prompt(const s2s_model *m, int lang, const attend_speech_params *sp, int task, int *ids) {
     const s2s_speech *s = &m->c.speech;
     int n = 0;
     if (s->multilingual) {
         ids[n++] = m->lang_id[lang];
-        ids[n++] = sp->task == ATTEND_TASK_TRANSLATE ? s->translate_id : s->transcribe_id;
+        if (task != SPEECH_TASK_NONE) ids[n++] = task == ATTEND_TASK_TRANSLATE ? s->translate_id : s->transcribe_id;
     }
     if (!sp->timestamps) ids[n++] = s->no_timestamps_id;
     return n;
@@ -141,12 +152,16 @@ static const char *detected_language(const s2s_model *m, int id) {
 int attend_decode_features(attend_model *am, const float *const *mels, int n, const attend_speech_params *sp,
                            const attend_params *p, attend_result *out, const char **languages, char *err,
                            size_t errlen) {
+    if (sp && sp->task == SPEECH_TASK_NONE) { /* internal: not the caller's to ask */
+        snprintf(err, errlen, "bad arguments: task %d", sp->task);
+        return -1;
+    }
     return speech_decode(am, mels, n, sp, p, NULL, out, languages, err, errlen);
 }
 
 int speech_prompt_length(const attend_model *am, const attend_speech_params *sp) {
     int ids[3];
-    return speech_prompt(am->m, 0, sp, ids);
+    return speech_prompt(am->m, 0, sp, speech_resolve_task(am, sp), ids);
 }
 
 int speech_decode(attend_model *am, const float *const *mels, int n, const attend_speech_params *sp,
@@ -157,11 +172,12 @@ int speech_decode(attend_model *am, const float *const *mels, int n, const atten
     if (!p) p = &dp;
     if (!sp) sp = &dsp;
     if (need_speech(am, err, errlen)) return -1;
-    if (n < 0 || (n > 0 && !mels) || sp->task < 0 || sp->task > ATTEND_TASK_TRANSLATE) {
+    if (n < 0 || (n > 0 && !mels) || sp->task < 0 || sp->task > SPEECH_TASK_NONE) {
         snprintf(err, errlen, "bad arguments: n %d, mels %s, task %d", n, mels ? "set" : "NULL", sp->task);
         return -1;
     }
     const s2s_model *m = am->m;
+    const int task = speech_resolve_task(am, sp);
     const int detect = m->c.speech.multilingual && m->n_langs > 0 && (!sp->language || !strcmp(sp->language, "auto"));
     memset(out, 0, sizeof *out * (size_t)n);
     s2s_source *src = calloc((size_t)n + 1, sizeof *src);
@@ -180,7 +196,7 @@ int speech_decode(attend_model *am, const float *const *mels, int n, const atten
         const int lang = detect ? 0 : window_language(am, mels[i], sp, p, err, errlen);
         if (lang == -2) goto done;
         if (languages) languages[i] = lang >= 0 ? m->lang_code[lang] : "en";
-        n_prompt = speech_prompt(m, lang, sp, prompts + 3 * i);
+        n_prompt = speech_prompt(m, lang, sp, task, prompts + 3 * i);
         out[i].n_src = m->c.speech.n_frames; /* the encoder's frames: the cross attention's columns */
         src[i] = (s2s_source){.n = m->c.speech.n_frames, .mel = mels[i], .prefix = n_prompt ? prompts + 3 * i : NULL,
                               .n_prefix = n_prompt,

@@ -160,6 +160,7 @@ int attend_transcribe_features(attend_model *am, const float *mel, int n_frames,
     attend_params wp = p ? *p : attend_default_params();
     wp.want_scores = 1;
     wsp.timestamps = wsp.timestamps || n_frames > W; /* long-form needs the segments' times */
+    wsp.task = speech_resolve_task(am, &wsp); /* once, as HF's init tokens: the language found is not "given" */
     transcriber x = {am, c, c->eos_id, am->m->c.speech.timestamp_begin_id, out, 0};
     float *win = malloc(sizeof(float) * (size_t)c->n_mels * W);
     int rc = -1;

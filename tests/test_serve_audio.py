@@ -69,6 +69,7 @@ class Audio:
         key = (path, args, output)
         if key not in self.cli_cache:
             fallback = () if "--temperature" in args else OPENAI_FALLBACK
+            fallback += () if "--task" in args else ("--task", "transcribe")  # the server's for /transcriptions
             p = T.run_attend(["transcribe", "-m", self.case.gguf, "-t", "2", "--timestamps", "--output", output,
                               *fallback, *args, path])
             self.cli_cache[key] = json.loads(p.stdout) if "json" in output else p.stdout

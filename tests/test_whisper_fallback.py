@@ -14,6 +14,7 @@ windows, and a copy whose greedy output repeats one token:
 - the repeating model surely falls back (compression ratio above 2.4): every kept window
   meets the thresholds or is the last temperature's, sampling reproducible by its seed;
 - --language auto detects in the first window's decode (no separate pass);
+- without --task the prompt is HF's for task=None (forced_decoder_ids' task, or none);
 - Python's Model.transcribe takes the same options; bad options are clear errors.
 """
 import json
@@ -86,6 +87,15 @@ class Setup:
             ck = os.path.join(work, os.path.basename(gguf) + ".hf")
             W.save_checkpoint(model, ck, tok, suppress=suppress, alignment_heads=TR.HEADS)
             T.export(ck, gguf, exporter="export_whisper.py")
+        # the same model with forced_decoder_ids as OpenAI's checkpoints have them, forcing translate
+        ck = os.path.join(work, "forced.hf")
+        W.save_checkpoint(self.m, ck, tok, suppress=suppress, alignment_heads=TR.HEADS)
+        with open(os.path.join(ck, "generation_config.json")) as f:
+            g = json.load(f)
+        g["forced_decoder_ids"] = [[1, None], [2, g["task_to_id"]["translate"]]]
+        with open(os.path.join(ck, "generation_config.json"), "w") as f:
+            json.dump(g, f)
+        self.forced_gguf = T.export(ck, os.path.join(work, "forced.gguf"), exporter="export_whisper.py")
         self.paths = []
         for k, f in enumerate(self.features):
             self.paths.append(os.path.join(work, f"f{k}.npy"))
@@ -238,13 +248,33 @@ def check_detect_once(u):
         runs = []
         for lang in (None, "?"):
             args = ["--language", runs[0][0]] if lang else []
-            p = T.run_attend(["transcribe", "-m", u.gguf, "--output", "json", "--timestamps", "--timing",
-                              "--max-length", str(MAX_LENGTH), *args, u.paths[k]])
+            p = T.run_attend(["transcribe", "-m", u.gguf, "--output", "json", "--timestamps", "--timing", "--task",
+                              "transcribe", "--max-length", str(MAX_LENGTH), *args, u.paths[k]])
             out = json.loads(p.stdout)
             runs.append((out["language"], out["segments"], re.search(r"(\d+) steps", p.stderr).group(1)))
         assert runs[0] == runs[1], runs
         detected = G.detect_language(u.m, u.s, u.features[k])
         assert u.s.id_to_lang[detected] == runs[0][0], (u.s.id_to_lang[detected], runs[0][0])
+
+
+def check_task_none(u):
+    """No task given (HF's task=None): with the language detected, the prompt has no task
+    token when the checkpoint forces none, the forced one when it forces one; with a language
+    given, <|transcribe|>. Segments equal the reference's in each case."""
+    import copy
+    forced = copy.copy(u.s)
+    forced.forced_decoder_ids = [[1, None], [2, u.s.task_to_id["translate"]]]
+    for gguf, s, language, task in ((u.gguf, u.s, None, None), (u.forced_gguf, forced, None, None),
+                                    (u.forced_gguf, forced, "de", None)):
+        want = G.transcribe(u.m, s, u.features[0], G.Options(language=language, task=task, timestamps=True,
+                                                               max_length=MAX_LENGTH))
+        p = T.run_attend(["transcribe", "-m", gguf, "--output", "json", "--timestamps", "--max-length",
+                          str(MAX_LENGTH), *(["--language", language] if language else []), u.paths[0]])
+        same_segments(json.loads(p.stdout)["segments"], want["segments"])
+        init = want["init"]
+        has = [t for t in init if t in s.task_to_id.values()]
+        assert has == ([] if gguf == u.gguf else [s.task_to_id["translate" if language is None else "transcribe"]]), \
+            (gguf, language, init)
 
 
 def check_cli_errors(u):
@@ -270,6 +300,7 @@ def main():
         r.check("a repeating model falls back; kept windows meet the thresholds or are the last", check_repeats_fall_back,
                 u)
         r.check("--language auto: detected in the first decode, no second encoder pass", check_detect_once, u)
+        r.check("no task given: HF's prompt (the checkpoint's forced task, or none)", check_task_none, u)
         r.check("Python's Model.transcribe takes the fallback options", check_python, u)
         r.check("the command line's options: --help and errors", check_cli_errors, u)
     finally:

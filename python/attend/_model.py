@@ -145,7 +145,7 @@ class Model(VocabularyMixin):
             self._leave()
 
     # -- speech (Whisper checkpoints)
-    def transcribe(self, audio: Any, *, language: Optional[str] = None, task: str = "transcribe",
+    def transcribe(self, audio: Any, *, language: Optional[str] = None, task: Optional[str] = None,
                    timestamps: bool = False, beam: Optional[int] = None, max_length: Optional[int] = None,
                    threads: Optional[int] = None, temperature: Union[float, Sequence[float]] = 0.0,
                    compression_ratio_threshold: Optional[float] = None, logprob_threshold: Optional[float] = None,
@@ -153,8 +153,9 @@ class Model(VocabularyMixin):
         """Speech to text with a Whisper model (``attend transcribe``): ``audio`` is a file
         path (read by the soundfile module, resampled to 16 kHz by libsoxr) or 16 kHz mono
         float samples (a numpy array). ``language``: a code of Config.languages, or None /
-        "auto" to detect it from the first 30 s; ``task``: "transcribe" or "translate" (into
-        English); ``timestamps``: segments with times (always on past 30 s: long audio is
+        "auto" to detect it from the first 30 s; ``task``: "transcribe", "translate" (into
+        English) or None (HF's default: the checkpoint's forced task when the language is
+        detected, transcribe when it is given); ``timestamps``: segments with times (always on past 30 s: long audio is
         decoded window by window, HF's long-form rule). Returns a Transcript (text,
         language, duration, segments with start, end, text, tokens, avg_logprob, no_speech_prob,
         temperature, compression_ratio). ``temperature``: 0 decodes with the search (greedy

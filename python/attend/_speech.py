@@ -211,18 +211,20 @@ def fallback_params(sp: attend_speech_params, p: Any, temperature: Any, threshol
     return array
 
 
-def transcribe(model: Any, audio: Any, language: Optional[str], task: str, timestamps: bool,
+TASKS = {"transcribe": 0, "translate": 1, None: 2}  # attend.h's ATTEND_TASK_*; None: ATTEND_TASK_MODEL
+
+
+def transcribe(model: Any, audio: Any, language: Optional[str], task: Optional[str], timestamps: bool,
                beam: Optional[int], max_length: Optional[int], threads: Optional[int], temperature: Any = 0.0,
                thresholds: Sequence[Optional[float]] = (None, None, None), seed: Optional[int] = None) -> Transcript:
     from ._interrupt import _CtrlC
-    if task not in ("transcribe", "translate"):
-        raise ValueError(f"task is 'transcribe' or 'translate', not {task!r}")
+    if task not in ("transcribe", "translate", None):
+        raise ValueError(f"task is 'transcribe', 'translate' or None (the model's), not {task!r}")
     if not model.config.audio:
         raise AttendError(f"{model.path} is a text model ({model.config.architecture}): use translate()")
     lib = _declare()
     x = _samples(audio)
-    sp = attend_speech_params(language.encode() if language else None, 1 if task == "translate" else 0,
-                              1 if timestamps else 0)
+    sp = attend_speech_params(language.encode() if language else None, TASKS[task], 1 if timestamps else 0)
     p = lib.attend_default_params()
     p.threads = threads if threads is not None else model.threads
     p.num_beams = beam or 0
