@@ -28,10 +28,11 @@ static void set_choice(const gen *g, int b, int next, int best) {
 static void greedy_row(const gen *g, int b, float *work) {
     const prefix p = row_prefix(g, b, search_has_processors(g->s, g->o->ignore_eos));
     int best = -1;
-    const float *row = g->ds.logits + (size_t)b * g->V;
-    const int next = greedy_choose(&g->x, (float *)row, &p, work, &best);
+    float *row = g->ds.logits + (size_t)b * g->V;
+    const int next = greedy_choose(&g->x, row, &p, work, &best);
     set_choice(g, b, next, best);
-    if (g->s->processed_logprob && g->o->want_scores) g->choice_lp[b] = processed_logprob(&g->x, row, &p, work, next, 0);
+    if (g->s->processed_logprob && g->o->want_scores) /* HF's recorded scores: speech's avg_logprob */
+        g->choice_lp[b] = processed_logprob(&g->x, row, &p, work, next, 0);
 }
 
 static void sample_row(const gen *g, int b, float *work) {
