@@ -124,12 +124,13 @@ static int transcribe_window(transcriber *x, const float *win, int seek, int fra
     int n = w.skip ? 0 : r.n_tgt - k; /* a window of no speech gives no segment */
     if (n > 0 && r.tgt_ids[r.n_tgt - 1] == x->eot) n--;
     int rc = 0;
-    /* cut at timestamp pairs also without timestamps (a model may still write them): HF's
-     * _retrieve_segment runs on every window */
-    if (n > 0)
+    if (n > 0 && sp->timestamps)
         rc = cut_segments(x, r.tgt_ids + k, r.logprob ? r.logprob + k : NULL, n, seek * SECONDS_PER_FRAME, frames,
                           advance);
-    if (n <= 0 || *advance < 1) *advance = frames; /* never stand still */
+    else if (n > 0) /* one decode, one segment (see docs/whisper.md: HF would still cut at pairs) */
+        rc = add_segment(x, r.tgt_ids + k, r.logprob ? r.logprob + k : NULL, n, seek * SECONDS_PER_FRAME,
+                         seek * SECONDS_PER_FRAME + window_end_steps(frames) * SECONDS_PER_TOKEN);
+    if (n <= 0 || !sp->timestamps || *advance < 1) *advance = frames; /* never stand still */
     window_measures(x->t, first, &w);
     if (rc) snprintf(err, errlen, "out of memory");
     attend_result_free(&w.r);

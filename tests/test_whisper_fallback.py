@@ -199,11 +199,12 @@ def check_repeats_fall_back(u):
     temperature's."""
     temps = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
     for path, f in zip(u.paths[:2], u.features[:2]):
-        greedy = u.attend(path, "--max-length", "60", gguf=u.rep_gguf)
-        want = G.transcribe(u.rep, u.s, f, G.Options(**dict(BASE, max_length=60)))["segments"]
+        greedy = u.attend(path, "--timestamps", "--max-length", "60", gguf=u.rep_gguf)
+        want = G.transcribe(u.rep, u.s, f, G.Options(**dict(BASE, max_length=60), timestamps=True))["segments"]
         same_segments(greedy, want)
         assert greedy[0]["compression_ratio"] > 2.4, greedy[0]
-        args = ["--max-length", "60", "--temperature", ",".join(map(str, temps)), *flags(cr=2.4, lp=-1.0)]
+        args = ["--timestamps", "--max-length", "60", "--temperature", ",".join(map(str, temps)),
+                *flags(cr=2.4, lp=-1.0)]
         got = u.attend(path, *args, gguf=u.rep_gguf)
         assert got, "no segments"
         for g in got:
