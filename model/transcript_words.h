@@ -22,7 +22,7 @@
 typedef struct {
     int n_heads;  /* the alignment heads each window's head_cross holds (the caller's) */
     float *times; /* [n] each token's time */
-    float *probs; /* [n] each token's probability (exp of attend_result.logprob; 0 without) */
+    float *probs; /* [n] each token's probability (exp of the window's attend_result.logprob) */
     size_t n, cap;
 } word_timer;
 

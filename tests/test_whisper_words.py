@@ -8,7 +8,7 @@ saved as an HF folder with its tokenizer files and exported with tools/export_wh
 - one window: greedy and beam search, with timestamp tokens (several segments) and without,
   the attention cropped to the frames of sound (HF's num_frames) or not: the same tokens,
   then the same words (text, start, end, segment), each word's probability (the mean of its
-  tokens' under the model, OpenAI's) within 1e-4;
+  tokens' as the segment's avg_logprob reads them) within 1e-4;
 - long-form (70 s): window after window by HF's seek rule, words across windows;
 - the command line (--word-timestamps: json's segment words, verbose_json's "words") and
   Model.transcribe(word_timestamps=True) give the library's words;
@@ -54,22 +54,25 @@ def checkpoint(work, m, name):
 
 def reference_words(m, s, table, features, **options):
     """(segments' tokens, words) of the reference's transcription; each word with the mean
-    probability of its tokens under the model (softmax of the raw logits along the path, as
-    OpenAI's word probability; HF's pipeline gives none)."""
+    probability of its tokens as the window's avg_logprob reads them (HF's recorded scores,
+    after the processors; with beams the model's own; HF's pipeline gives no probability)."""
     r = G.transcribe(m, s, features, G.Options(language="de", task="transcribe", max_length=MAX_LENGTH,
                                                token_timestamps=True, **options))
     words = G.words_of(table, r, s)
-    probs = {}
+    probs = {}  # window -> [generated token] -> probabilities
     with torch.no_grad():
         for k, w in enumerate(r["windows"]):
-            memory = m.encode(G.window_of(features, w.seek, w.frames, 3000))
-            ids = w.prompt + w.tokens
-            probs[k] = torch.softmax(m.decode(memory, ids[:-1])[0].double(), -1)
+            if options.get("num_beams", 1) > 1:  # beams: the model's own (raw logits along the path)
+                memory = m.encode(G.window_of(features, w.seek, w.frames, 3000))
+                rows = m.decode(memory, w.prompt + w.tokens[:-1])[0][len(w.prompt) - 1:]
+            else:  # greedy: the scores HF records (after the processors), as avg_logprob reads them
+                rows = torch.stack(w.scores)
+            probs[k] = torch.softmax(rows.double(), -1)
     for w in words:
         seg = r["segments"][w["segment"]]
-        p = probs[seg["window"]]
-        at = [seg["idxs"][0] + j for j in range(*w["tokens"]) if seg["tokens"][j] < s.eot]
-        w["probability"] = float(np.mean([float(p[i - 1, seg["tokens"][i - seg["idxs"][0]]]) for i in at]))
+        p, at = probs[seg["window"]], seg["idxs"][0] - len(r["windows"][seg["window"]].prompt)
+        w["probability"] = float(np.mean([float(p[at + j, seg["tokens"][j]]) for j in range(*w["tokens"])
+                                          if seg["tokens"][j] < s.eot]))
     return [seg["tokens"] for seg in r["segments"]], words
 
 
@@ -83,7 +86,8 @@ def attend_words(model, features, timestamps, beams, audio_frames):
                                                ctypes.POINTER(C.attend_params), ctypes.POINTER(S.attend_transcript),
                                                ctypes.c_char_p, ctypes.c_size_t]
     x = np.ascontiguousarray(features, dtype=np.float32)
-    sp = S.attend_speech_params(b"de", 0, int(timestamps), 1, audio_frames)
+    sp = S.attend_speech_params(b"de", 0, int(timestamps))
+    sp.word_timestamps, sp.audio_frames = 1, audio_frames
     p = lib.attend_default_params()
     p.num_beams, p.max_length, p.threads = beams, MAX_LENGTH, 2
     t, err = S.attend_transcript(), C.err_buffer()

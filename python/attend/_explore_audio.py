@@ -129,8 +129,8 @@ def _words(lib: ctypes.CDLL, h: int, mel: Any, sp: Any, p: Any, samples: int, n_
     alignment heads (samples: the audio's, HF's num_frames = samples // 160)."""
     t, err = _speech.attend_transcript(), C.err_buffer()
     p.want_attention = 0
-    sp = _speech.attend_speech_params(sp.language, sp.task, sp.timestamps, 1 if n_heads else 0,
-                                      min(samples // 160, mel.shape[1]))
+    sp = _speech.attend_speech_params(sp.language, sp.task, sp.timestamps)
+    sp.word_timestamps, sp.audio_frames = 1 if n_heads else 0, min(samples // 160, mel.shape[1])
     if lib.attend_transcribe_features(h, mel.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), mel.shape[1],
                                       ctypes.byref(sp), ctypes.byref(p), ctypes.byref(t), err, C.ERR_LEN):
         raise AttendError(C.decode(err.value))
