@@ -475,7 +475,8 @@ typedef struct {
     int word_timestamps;
     /* Word timestamps of audio up to one window long: the mel frames that hold sound (HF's
      * num_frames: samples / 160); only their encoder frames are read. 0: the whole window
-     * (features given without their length; longer audio, as HF). attend_transcribe sets it. */
+     * (features given without their length; longer audio, as HF). attend_transcribe sets it.
+     * Also the transcript's duration, with or without word timestamps. */
     int audio_frames;
 } attend_speech_params;
 ATTEND_API attend_speech_params attend_default_speech_params(void);
@@ -533,7 +534,7 @@ typedef struct {
 typedef struct {
     char *text;             /* every segment's text, joined */
     const char *language;   /* the model's code (detected or given); "en" for English-only models */
-    double duration;        /* seconds of audio the features cover */
+    double duration;        /* seconds of audio: attend_speech_params.audio_frames when set, else the features' frames */
     int n_segments;
     attend_segment *segments;
     int n_words;

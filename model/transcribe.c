@@ -24,6 +24,7 @@ typedef struct {
     int cap;           /* segments allocated */
     word_timer *wt;    /* word timestamps: the token times so far (else NULL) */
     int audio_frames;  /* word timestamps: the mel frames of sound (0: every window whole) */
+    int heard;         /* the features' frames of sound (a short clip's padding is none) */
 } transcriber;
 
 /* Append segment ids[0..n) from start to end seconds. 0 or -1 (OOM). */
@@ -58,9 +59,10 @@ static int window_end_steps(int frames) {
 
 /* A window's tokens (after the prompt, without <|endoftext|>) into segments, as HF's
  * _retrieve_segment cuts them; *advance gets the frames the next window starts after.
- * offset: the window's start in seconds; frames: its real (unpadded) frames. */
+ * offset: the window's start in seconds; frames: its real (unpadded) frames, heard: those of
+ * them that hold sound (where a segment without a closing timestamp ends). */
 static int cut_segments(transcriber *x, const int *seq, const float *lp, int n, double offset, int frames,
-                        int *advance) {
+                        int heard, int *advance) {
     const int tb = x->tb;
     int pairs = 0, last_cut = 0, rc = 0;
     const int single_end = n >= 2 && seq[n - 2] < tb && seq[n - 1] >= tb;
@@ -68,7 +70,7 @@ static int cut_segments(transcriber *x, const int *seq, const float *lp, int n, 
     if (pairs == 0) { /* one segment: to the last timestamp, else to the window's end */
         int last = -1;
         for (int i = 0; i < n; i++) last = seq[i] >= tb ? seq[i] - tb : last;
-        const double end = offset + (last > 0 ? last : window_end_steps(frames)) * SECONDS_PER_TOKEN;
+        const double end = offset + (last > 0 ? last : window_end_steps(heard)) * SECONDS_PER_TOKEN;
         *advance = frames;
         return add_segment(x, seq, lp, n, offset, end);
     }
@@ -124,15 +126,16 @@ static int transcribe_window(transcriber *x, const float *win, int seek, int fra
     if (w.language) x->t->language = w.language;
     /* the prompt's tokens after <|startoftranscript|> come first: skip them, and the end */
     const int k = w.n_prompt, first = x->t->n_segments;
+    const int heard = x->heard - seek < frames ? (x->heard > seek ? x->heard - seek : 0) : frames;
     int n = w.skip ? 0 : r.n_tgt - k; /* a window of no speech gives no segment */
     if (n > 0 && r.tgt_ids[r.n_tgt - 1] == x->eot) n--;
     int rc = 0;
     if (n > 0 && sp->timestamps)
         rc = cut_segments(x, r.tgt_ids + k, r.logprob ? r.logprob + k : NULL, n, seek * SECONDS_PER_FRAME, frames,
-                          advance);
+                          heard, advance);
     else if (n > 0) /* one decode, one segment (see docs/whisper.md: HF would still cut at pairs) */
         rc = add_segment(x, r.tgt_ids + k, r.logprob ? r.logprob + k : NULL, n, seek * SECONDS_PER_FRAME,
-                         seek * SECONDS_PER_FRAME + window_end_steps(frames) * SECONDS_PER_TOKEN);
+                         seek * SECONDS_PER_FRAME + window_end_steps(heard) * SECONDS_PER_TOKEN);
     if (n <= 0 || !sp->timestamps || *advance < 1) *advance = frames; /* never stand still */
     window_measures(x->t, first, &w);
     if (rc) snprintf(err, errlen, "out of memory");
@@ -173,6 +176,7 @@ int attend_transcribe_features(attend_model *am, const float *mel, int n_frames,
     int rc = -1;
     if (wsp.word_timestamps && word_timer_start(&wt, c, &wp, err, errlen)) goto done;
     if (wsp.word_timestamps) x.wt = &wt, x.audio_frames = n_frames <= W ? wsp.audio_frames : 0;
+    x.heard = wsp.audio_frames > 0 && wsp.audio_frames < n_frames ? wsp.audio_frames : n_frames;
     if (!win) {
         snprintf(err, errlen, "out of memory");
         goto done;
@@ -184,7 +188,8 @@ int attend_transcribe_features(attend_model *am, const float *mel, int n_frames,
         if (transcribe_window(&x, win, seek, frames, &wsp, &wp, &advance, err, errlen)) goto done;
         wsp.language = out->language; /* detected once, in the first window's decode, then kept */
     }
-    out->duration = n_frames * SECONDS_PER_FRAME;
+    /* the audio's own length when known: one short clip's features are padded to a window */
+    out->duration = x.heard * SECONDS_PER_FRAME;
     out->text = join_texts(out);
     rc = out->text ? 0 : -1;
     if (rc) snprintf(err, errlen, "out of memory");

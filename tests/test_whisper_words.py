@@ -170,6 +170,9 @@ def check_python(model):
     audio = (0.1 * rng.standard_normal(n) * np.sin(np.arange(n) / 3000.0)).astype(np.float32)
     t = model.transcribe(audio, language="de", timestamps=True, max_length=MAX_LENGTH, word_timestamps=True)
     assert t.words and all(isinstance(w, attend.Word) for w in t.words), t
+    assert t.duration == 3.0, f"a 3-s clip's duration: {t.duration} (its features are padded to 30 s)"
+    untimed = model.transcribe(audio, language="de", max_length=MAX_LENGTH)  # one segment, to the sound's end
+    assert untimed.segments and untimed.segments[-1].end == 3.0, untimed.segments
     assert "".join(w.word for w in t.words) == "".join(seg.text for seg in t.segments), t
     h = model._enter()
     try:
