@@ -4,6 +4,7 @@ side, interleaved (issue 37's table, measured on this machine).
 
     tools/bench_ct2.py --ct2 BUILD [--lines 1000] [--rounds 2] [--threads 2]
                        [--dtypes f32,int8] [--searches greedy,beam4] [--batches 1,32]
+                       [--ct2-env OMP_WAIT_POLICY=passive]
 
 BUILD is tools/build_ct2.sh's folder. Made once in --work: the CTranslate2 folder of
 models/de-en.gguf (tools/ct2_convert.py), attend's int8 file (`attend quantize`), the first
@@ -64,10 +65,10 @@ def attend_cmd(a, model, batch, beam):
     return [a.attend, "translate", "-m", model, "-t", str(a.threads), "-b", str(batch), "--split", "none"] + search
 
 
-def timed(cmd, stdin_path):
+def timed(cmd, stdin_path, env=None):
     with open(stdin_path, "rb") as f:
         t0 = time.perf_counter()
-        p = subprocess.run(cmd, stdin=f, capture_output=True)
+        p = subprocess.run(cmd, stdin=f, capture_output=True, env=dict(os.environ, **(env or {})))
         wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.decode()[-2000:]}")
@@ -83,7 +84,8 @@ def attend_run(a, p, dt, batch, beam):
 def ct2_run(a, p, dt, batch, beam):
     cmd = [sys.executable, os.path.join(HERE, "ct2_run.py"), "translate", p["ct2"], a.model, "--compute", dt,
            "-t", str(a.threads), "-b", str(batch), "--beam", str(beam), "--ct2", a.ct2]
-    out, err, _ = timed(cmd, p["src"])
+    env = dict(kv.split("=", 1) for kv in a.ct2_env.split(",") if kv)
+    out, err, _ = timed(cmd, p["src"], env)
     return out, json.loads(err.strip().split("\n")[-1])["translate"]
 
 
@@ -110,6 +112,8 @@ def main(argv=None):
     p.add_argument("--dtypes", default="f32,int8")
     p.add_argument("--searches", default="greedy,beam4", help="greedy, beam4")
     p.add_argument("--batches", default="1,32")
+    p.add_argument("--ct2-env", default="", help="variables for CTranslate2's runs, e.g. OMP_WAIT_POLICY=passive "
+                   "(its OpenMP threads sleep at barriers instead of spinning: needed when the cores are shared)")
     a = p.parse_args(argv)
     paths = prepare(a)
     configs = [(dt, s, int(b)) for b in a.batches.split(",") for dt in a.dtypes.split(",")

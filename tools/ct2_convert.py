@@ -189,6 +189,7 @@ def main(argv=None):
     spec = marian_spec(ct2, a.source) if a.kind == "marian" else whisper_spec(ct2, a.source)
     spec.validate()
     spec.optimize(quantization=None)
+    os.makedirs(a.out, exist_ok=True)
     spec.save(a.out)
     print(f"{a.out}: CTranslate2 {ct2.__version__} {spec.name}", file=sys.stderr)
     return 0
