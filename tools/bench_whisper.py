@@ -150,11 +150,11 @@ def ct2_setup(build, work, paths):
     return out
 
 
-def ct2_round(build, model, features, tokens, threads, dtype):
+def ct2_round(build, model, features, tokens, threads, dtype, env=None):
     """tools/ct2_run.py: CTranslate2 fed the same features as attend; its encode() then
     generate() on the encoder output, greedy, the same prompt and token count."""
     out, err, wall = run([sys.executable, os.path.join(HERE, "ct2_run.py"), "whisper", model, features,
-                          "--compute", dtype, "-t", str(threads), "--tokens", str(tokens), "--ct2", build])
+                          "--compute", dtype, "-t", str(threads), "--tokens", str(tokens), "--ct2", build], env)
     t = json.loads(err.strip().split("\n")[-1])
     if len(out.split()) != tokens:
         raise RuntimeError(f"CTranslate2 decoded {len(out.split())} tokens, not {tokens}")
@@ -185,7 +185,7 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", default="2", help="thread counts, e.g. 1,2")
     p.add_argument("--omp-passive", action="store_true",
-                   help="whisper.cpp also with OMP_WAIT_POLICY=passive (its threads sleep at barriers instead of "
+                   help="whisper.cpp and CTranslate2 also with OMP_WAIT_POLICY=passive (their threads sleep at barriers instead of "
                         "spinning: faster when other processes share the cores)")
     p.add_argument("--dtypes", default="f32,int8", help="attend's; whisper.cpp runs f32 and q8_0 beside them")
     p.add_argument("--ct2", help="tools/build_ct2.sh's build folder: CTranslate2 (float32, int8) beside attend")
@@ -201,6 +201,9 @@ def main(argv=None):
             if ct2_model:
                 runs.append(("CTranslate2", dt, th, lambda dt=dt, th=th: ct2_round(
                     a.ct2, ct2_model, paths["features"], a.tokens, th, dt)))
+                if a.omp_passive and th > 1:
+                    runs.append(("CTranslate2, OMP_WAIT_POLICY=passive", dt, th, lambda dt=dt, th=th: ct2_round(
+                        a.ct2, ct2_model, paths["features"], a.tokens, th, dt, {"OMP_WAIT_POLICY": "passive"})))
             wdt = "f32" if dt == "f32" else "q8_0"
             if driver and os.path.exists(paths[f"ggml-{wdt}"]):
                 runs.append(("whisper.cpp", wdt, th, lambda wdt=wdt, th=th: wcpp_round(

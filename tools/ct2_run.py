@@ -75,7 +75,10 @@ def whisper(ct2, a):
     enc = model.encode(ct2.StorageView.from_array(np.ascontiguousarray(feats)), to_cpu=False)
     t2 = time.perf_counter()
     prompt = ["<|startoftranscript|>", "<|en|>", "<|transcribe|>", "<|notimestamps|>"]
-    res = model.generate(enc, [prompt], beam_size=1, max_length=len(prompt) + a.tokens, suppress_blank=True,
+    # Whisper.generate decodes at most min(max_length / 2, max_length - prompt) tokens
+    # (src/models/whisper.cc, as OpenAI's sample_len = n_text_ctx // 2)
+    res = model.generate(enc, [prompt], beam_size=1, max_length=max(2 * a.tokens, len(prompt) + a.tokens),
+                         suppress_blank=True,
                          suppress_tokens=[-1], return_scores=False)
     t3 = time.perf_counter()
     ids = res[0].sequences_ids[0]
