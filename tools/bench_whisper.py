@@ -185,8 +185,8 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", default="2", help="thread counts, e.g. 1,2")
     p.add_argument("--omp-passive", action="store_true",
-                   help="whisper.cpp and CTranslate2 also with OMP_WAIT_POLICY=passive (their threads sleep at barriers instead of "
-                        "spinning: faster when other processes share the cores)")
+                   help="whisper.cpp and CTranslate2 also with OMP_WAIT_POLICY=passive (their threads sleep "
+                        "at barriers instead of spinning: faster when other processes share the cores)")
     p.add_argument("--dtypes", default="f32,int8", help="attend's; whisper.cpp runs f32 and q8_0 beside them")
     p.add_argument("--ct2", help="tools/build_ct2.sh's build folder: CTranslate2 (float32, int8) beside attend")
     a = p.parse_args(argv)
