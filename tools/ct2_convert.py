@@ -33,7 +33,11 @@ def import_ct2(build=None):
     """The ctranslate2 package: from BUILD/ct2-src/python when given, else from sys.path."""
     if build:
         sys.path.insert(0, os.path.join(os.path.abspath(build), "ct2-src", "python"))
-    import ctranslate2
+    try:
+        import ctranslate2
+    except ImportError as e:
+        where = f" from {build}" if build else " (no --ct2 BUILD given)"
+        raise SystemExit(f"cannot import ctranslate2{where}: {e}; build it with tools/build_ct2.sh") from None
     return ctranslate2
 
 
