@@ -1188,7 +1188,8 @@ def main(argv=None):
 # Hand-written sections of BENCHMARKS.md that a regeneration keeps (measured by other means
 # than this script), each from its heading to the next "## " heading. Older ones live in
 # docs/benchmarks.md, which the last lists.
-KEPT_HEADINGS = ("## bf16 compute (issue 37)", "## Serving (issues 28, 35)",
+KEPT_HEADINGS = ("## bf16 compute (issue 37)", "## Against CTranslate2, side by side (issues 37, 39)",
+                 "## Serving (issues 28, 35)",
                  "## Older measurements")
 
 

@@ -22,6 +22,11 @@ system once, in turn.
 
     tools/bench_whisper.py [--shape tiny] [--tokens 100] [--rounds 3] [--threads 1,2]
                            [--whisper-cpp WHISPER_CPP_DIR]   # a checkout built in its build/
+                           [--ct2 BUILD]                     # tools/build_ct2.sh's folder
+
+CTranslate2 (--ct2) reads the same features as attend (it has no log-mel front end; its
+users compute features in Python), through tools/ct2_run.py: the checkpoint converted by
+tools/ct2_convert.py, float32 or int8 (quantized at load), encode() then generate(), greedy.
 """
 import argparse
 import glob
@@ -136,13 +141,33 @@ def wcpp_round(driver, model, clip, tokens, threads, env=None):
             "decode": t["decode"] + t.get("batchd", 0.0) + t.get("prompt", 0.0)}
 
 
+def ct2_setup(build, work, paths):
+    """The CTranslate2 folder of the checkpoint (tools/ct2_convert.py), made once."""
+    out = os.path.join(work, "ct2")
+    if not os.path.exists(os.path.join(out, "model.bin")):
+        subprocess.run([sys.executable, os.path.join(HERE, "ct2_convert.py"), "whisper", paths["dir"], out,
+                        "--ct2", build], check=True)
+    return out
+
+
+def ct2_round(build, model, features, tokens, threads, dtype, env=None):
+    """tools/ct2_run.py: CTranslate2 fed the same features as attend; its encode() then
+    generate() on the encoder output, greedy, the same prompt and token count."""
+    out, err, wall = run([sys.executable, os.path.join(HERE, "ct2_run.py"), "whisper", model, features,
+                          "--compute", dtype, "-t", str(threads), "--tokens", str(tokens), "--ct2", build], env)
+    t = json.loads(err.strip().split("\n")[-1])
+    if len(out.split()) != tokens:
+        raise RuntimeError(f"CTranslate2 decoded {len(out.split())} tokens, not {tokens}")
+    return {"wall": wall, "load": t["load"], "mel": 0.0, "encode": t["encode"], "decode": t["decode"]}
+
+
 def table(res, tokens, loads):
     rows = ["| system | weights | threads | encoder s | decoder s | ms / token | RTF (enc + dec) / 30 s | mel s "
             "| load s | process wall s |", "|---|---|---|---|---|---|---|---|---|---|"]
     for (system, dt, th), runs in res.items():
         med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         rtf = (med["encode"] + med["decode"]) / SECONDS
-        mel = f"{med['mel']:.3f}" if system != "attend" else "(input)"
+        mel = f"{med['mel']:.3f}" if system.startswith("whisper.cpp") else "(input)"
         rows.append(f"| {system} | {dt} | {th} | {med['encode']:.3f} | {med['decode']:.3f} | "
                     f"{1e3 * med['decode'] / tokens:.2f} | {rtf:.4f} | {mel} | {med['load']:.3f} | {med['wall']:.3f} |")
     rows.append(f"\nMedians of {len(loads)} rounds, {tokens} tokens each; load average before each round: "
@@ -160,17 +185,25 @@ def main(argv=None):
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--threads", default="2", help="thread counts, e.g. 1,2")
     p.add_argument("--omp-passive", action="store_true",
-                   help="whisper.cpp also with OMP_WAIT_POLICY=passive (its threads sleep at barriers instead of "
-                        "spinning: faster when other processes share the cores)")
+                   help="whisper.cpp and CTranslate2 also with OMP_WAIT_POLICY=passive (their threads sleep "
+                        "at barriers instead of spinning: faster when other processes share the cores)")
     p.add_argument("--dtypes", default="f32,int8", help="attend's; whisper.cpp runs f32 and q8_0 beside them")
+    p.add_argument("--ct2", help="tools/build_ct2.sh's build folder: CTranslate2 (float32, int8) beside attend")
     a = p.parse_args(argv)
     paths = build(a.work, a.shape)
     driver = whisper_cpp_setup(a.whisper_cpp, os.path.join(a.work, a.shape), paths) if a.whisper_cpp else None
+    ct2_model = ct2_setup(a.ct2, os.path.join(a.work, a.shape), paths) if a.ct2 else None
     runs = []
     for th in (int(x) for x in a.threads.split(",")):
         for dt in a.dtypes.split(","):
             runs.append(("attend", dt, th, lambda dt=dt, th=th: attend_round(a.attend, paths[dt], paths["features"],
                                                                              a.tokens, th)))
+            if ct2_model:
+                runs.append(("CTranslate2", dt, th, lambda dt=dt, th=th: ct2_round(
+                    a.ct2, ct2_model, paths["features"], a.tokens, th, dt)))
+                if a.omp_passive and th > 1:
+                    runs.append(("CTranslate2, OMP_WAIT_POLICY=passive", dt, th, lambda dt=dt, th=th: ct2_round(
+                        a.ct2, ct2_model, paths["features"], a.tokens, th, dt, {"OMP_WAIT_POLICY": "passive"})))
             wdt = "f32" if dt == "f32" else "q8_0"
             if driver and os.path.exists(paths[f"ggml-{wdt}"]):
                 runs.append(("whisper.cpp", wdt, th, lambda wdt=wdt, th=th: wcpp_round(
