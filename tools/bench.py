@@ -1189,8 +1189,7 @@ def main(argv=None):
 # than this script), each from its heading to the next "## " heading. Older ones live in
 # docs/benchmarks.md, which the last lists.
 KEPT_HEADINGS = ("## bf16 compute (issue 37)", "## Against CTranslate2, side by side (issues 37, 39)",
-                 "## Serving (issues 28, 35)",
-                 "## Older measurements")
+                 "## Whisper (issue 39)", "## Older measurements")
 
 
 def nllb_pointer(md_path, nllb_md):
