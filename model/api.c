@@ -101,6 +101,8 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
     o->language_ids = am->m->lang_id;
     o->alignment_view = c->align_view;
     o->alignment_view_recorded = c->align_view_recorded;
+    o->align_head_layer = c->align_head_width > 0 ? c->align_head_layer : -1;
+    o->align_head_width = c->align_head_width;
     o->n_tasks = am->m->n_tasks;
     o->tasks = am->m->task_name;
     o->task_prefixes = am->m->task_prefix;
@@ -168,6 +170,7 @@ void attend_result_free(attend_result *r) {
     free(r->enc_self);
     free(r->dec_self);
     free(r->cross);
+    free(r->align_head);
     free(r->message);
     free(r->sentences);
     memset(r, 0, sizeof *r);
@@ -293,11 +296,12 @@ static int take_output(const s2s_model *m, s2s_output *o, attend_result *r) {
     r->enc_self = o->enc_self;
     r->dec_self = o->dec_self;
     r->cross = o->cross;
+    r->align_head = o->align_head;
     r->score = o->score;
     r->normalized_score = o->normalized_score;
     r->n_best = o->n_best;
     /* r owns them now (freed once, by attend_result_free, on any failure below) */
-    o->logits = o->logprob = o->enc_self = o->dec_self = o->cross = NULL;
+    o->logits = o->logprob = o->enc_self = o->dec_self = o->cross = o->align_head = NULL;
     o->ids = NULL;
     if (o->n_best > 0) /* nbest[0]'s arrays are those just taken */
         o->nbest[0].logprob = o->nbest[0].dec_self = o->nbest[0].cross = NULL;

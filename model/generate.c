@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "align_head.h"
 #include "outputs.h"
 
 static double now(void) {
@@ -140,6 +141,7 @@ static int encode_batch(gen *g, const s2s_source *src, int total, s2s_output *ou
     if (rc) goto done;
     g->mem = (enc_memory){.n = n, .total = total, .off = g->off, .len = g->len};
     rc = cross_kv(g->m, X, &g->mem);
+    if (!rc && g->o->want_attention) rc = align_head_keys(g->m, X, &g->mem); /* NULL without a head */
 done:
     at_block_free(X, x_bytes);
     free(ids);
@@ -275,7 +277,9 @@ static int open_runs(gen *g, int nr, int t) {
         tr->run_prev[g->run0 + b] = g->sent[g->refs[b].sent].live_rec[g->refs[b].live];
         tr->run_step[g->run0 + b] = t;
         tr->run_att[g->run0 + b] = need;
-        if (g->o->want_attention) need += (size_t)L * H * (t + 1 + g->len[g->refs[b].sent]);
+        /* self rows, cross rows, then the alignment head's row when the model has one */
+        if (g->o->want_attention)
+            need += (size_t)L * H * (t + 1 + g->len[g->refs[b].sent]) + (g->mem.align_k ? g->len[g->refs[b].sent] : 0);
     }
     tr->n_run += nr;
     if (!g->o->want_attention) return 0;

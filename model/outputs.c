@@ -22,6 +22,7 @@ void s2s_output_free(s2s_output *o) {
     free(o->enc_self);
     free(o->dec_self);
     free(o->cross);
+    free(o->align_head);
     memset(o, 0, sizeof *o);
 }
 
@@ -62,6 +63,19 @@ static int copy_attention(const s2s_config *c, const trace *tr, const int *path,
     return 0;
 }
 
+/* The alignment head's row of each step along path[0..n) (after the cross-attention rows
+ * in the trace: model/align_head.h): [n, S]. */
+static int copy_align_head(const s2s_config *c, const trace *tr, const int *path, int n, int S, float **out) {
+    const size_t LH = (size_t)c->dec_layers * c->dec_heads;
+    float *const a = *out = malloc(sizeof(float) * (size_t)n * S + 1);
+    if (!a) return -1;
+    for (int t = 0; t < n; t++) {
+        const float *self = tr->att + tr->run_att[tr->rec_run[path[t]]];
+        memcpy(a + (size_t)t * S, self + LH * (t + 1) + LH * S, sizeof(float) * (size_t)S);
+    }
+    return 0;
+}
+
 /* The output hypothesis's ids, log-probabilities, logits and attention along path[0..n). */
 static int copy_best(const s2s_model *m, const s2s_opts *o, const trace *tr, const int *path, int n,
                      int S, s2s_output *out) {
@@ -85,6 +99,8 @@ static int copy_best(const s2s_model *m, const s2s_opts *o, const trace *tr, con
                    sizeof(float) * (size_t)V);
     }
     if (o->want_attention && copy_attention(&m->c, tr, path, n, S, &out->dec_self, &out->cross)) return -1;
+    if (o->want_attention && m->c.align_head_width > 0 && copy_align_head(&m->c, tr, path, n, S, &out->align_head))
+        return -1;
     out->nbest[0].logprob = out->logprob;
     out->nbest[0].dec_self = out->dec_self;
     out->nbest[0].cross = out->cross;

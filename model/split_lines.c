@@ -300,6 +300,8 @@ static int join_targets(attend_result *r, attend_result *parts, int np, const at
     r->logprob = concat_floats(g->lp, g->n, np, 1, &oom);
     r->dec_self = block_diag(g->ds, g->n, g->n, np, dec, &oom);
     r->cross = block_diag(g->cr, g->n, g->ns, np, dec, &oom);
+    for (int j = 0; j < np; j++) g->cr[j] = parts[j].align_head;
+    r->align_head = block_diag(g->cr, g->n, g->ns, np, 1, &oom);
     for (int j = 0; j < np; j++) g->lp[j] = parts[j].logits, g->ds[j] = parts[j].enc_self;
     r->logits = concat_floats(g->lp, g->n, np, c->decoder_vocab_size, &oom);
     r->enc_self = block_diag(g->ds, g->ns, g->ns, np, enc, &oom);

@@ -121,6 +121,7 @@ typedef struct {
     float *enc_self; /* [enc_layers, enc_heads, S, S] (want_attention) */
     float *dec_self; /* [dec_layers, dec_heads, n, n], zero above the diagonal */
     float *cross;    /* [dec_layers, dec_heads, n, S] */
+    float *align_head; /* [n, S] the trained alignment head's rows (want_attention, a model with one) */
 } s2s_output;
 
 /* Translate n sources. out[i] receives sentence i's results (free with s2s_output_free).

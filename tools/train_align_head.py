@@ -406,7 +406,8 @@ def main(argv=None):
     print(f"best on {'+'.join(chosen_on)} ({sc:.4f}): layer {layer}, step {step}: "
           + ", ".join(f"{k} AER {v:.4f}" for k, v in final.items()))
     if a.output:
-        np.savez(a.output, layer=np.int32(layer), **{k.replace(".", "_"): v.numpy() for k, v in sd.items()})
+        extra = {"mix": np.str_(a.mix)} if a.mix else {}  # tools/add_align_head.py reads it
+        np.savez(a.output, layer=np.int32(layer), **extra, **{k.replace(".", "_"): v.numpy() for k, v in sd.items()})
     if a.write_links:
         src, tgt = AER.read_lines(a.write_links[0]), AER.read_lines(a.write_links[1])
         pairs = states(model, [(x.split(), y.split(), []) for x, y in zip(src, tgt)], "", None)

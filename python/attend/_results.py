@@ -165,6 +165,10 @@ class Result:
     """``score / length ** length_penalty`` (the call's or the model's length_penalty;
     length: the generated tokens after a target prefix, ``</s>`` and a forced first token
     counted): with beams, HF's ``sequences_scores``. NaN where score is."""
+    align_head: Optional[np.ndarray] = None
+    """float32 [T, S]: the rows of the model file's trained alignment head (attention=True and
+    a file with one, Config.align_head_width > 0; laid out as one cross-attention head's, row t
+    the step that predicts target token t); views name it ``align``. Else None."""
     _config: Optional[Config] = None
     _src_raw: List[bytes] = dataclasses.field(default_factory=list)
     _tgt_raw: List[bytes] = dataclasses.field(default_factory=list)
@@ -229,6 +233,9 @@ class Result:
             raise ValueError("this result holds no attention: translate with attention=True")
         return np.ascontiguousarray(self.cross, dtype=np.float32)
 
+    def _head(self) -> Optional[np.ndarray]:
+        return None if self.align_head is None else np.ascontiguousarray(self.align_head, dtype=np.float32)
+
     def default_view(self) -> str:
         """The view alignments use when none is given: the model's own (Config.alignment_view:
         the one its file records, else attend_default_view for its decoder layers)."""
@@ -259,8 +266,10 @@ class Result:
             return out
         err = C.err_buffer()
         fp = ctypes.POINTER(ctypes.c_float)
-        if C.lib().attend_view_reduce(ctypes.byref(v), cross.ctypes.data_as(fp), L, H, T, S,
-                                      out.ctypes.data_as(fp), err, C.ERR_LEN):
+        head = self._head()
+        if C.lib().attend_view_reduce_head(ctypes.byref(v), cross.ctypes.data_as(fp),
+                                           head.ctypes.data_as(fp) if head is not None else None, L, H, T, S,
+                                           out.ctypes.data_as(fp), err, C.ERR_LEN):
             raise AttendError(C.decode(err.value))
         return out
 
@@ -281,6 +290,9 @@ class Result:
         r.src_pieces = ctypes.cast(src, C.c_char_pp)
         r.tgt_pieces = ctypes.cast(tgt, C.c_char_pp)
         r.cross = cross.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        head = self._head()
+        if head is not None:
+            r.align_head = head.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
         err = C.err_buffer()
         ptr = C.lib().attend_alignment(ctypes.byref(r), ctypes.byref(cfg), ctypes.byref(v), err, C.ERR_LEN)
         if not ptr:
@@ -316,7 +328,7 @@ class Result:
         return dataclasses.replace(
             self, text=h.text, score=h.score, normalized_score=h.normalized_score, tgt_ids=h.ids, tgt_tokens=[C.decode(b) for b in raw],
             logprob=h.logprob, logits=self.logits if k == 0 else None, dec_self=h.dec_self,
-            cross=h.cross, nbest=[h], _tgt_raw=raw)
+            cross=h.cross, nbest=[h], _tgt_raw=raw, align_head=self.align_head if k == 0 else None)
 
     # -- Jupyter
     def _repr_html_(self) -> str:
@@ -356,6 +368,7 @@ def _result_from_c(r: C.attend_result, cfg: Config, source: str, target: Optiona
         enc_self=_floats(r.enc_self, (Le, He, S, S)) if r.enc_self else None,
         dec_self=_floats(r.dec_self, (Ld, Hd, T, T)) if r.dec_self else None,
         cross=_floats(r.cross, (Ld, Hd, T, S)) if r.cross else None,
+        align_head=_floats(r.align_head, (T, S)) if r.align_head else None,
         nbest=nbest, truncated=bool(r.truncated), forced=target is not None, target=target,
         sentences=_sentences(r, source, C.decode(r.text)),
         _config=cfg, _src_raw=src_raw, _tgt_raw=tgt_raw)
