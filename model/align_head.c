@@ -10,14 +10,21 @@
 #include <math.h>
 #include <stdlib.h>
 
+/* a . b over n floats: eight running sums, so the compiler keeps several multiply-adds in
+ * flight (and vectorises them) without reordering one long sum */
+static float dot(const float *a, const float *b, int n) {
+    float acc[8] = {0};
+    int j = 0;
+    for (; j + 8 <= n; j += 8)
+        for (int k = 0; k < 8; k++) acc[k] += a[j + k] * b[j + k];
+    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; j < n; j++) sum += a[j] * b[j];
+    return sum;
+}
+
 /* out [width] = W [width, d] . x [d] + b */
 static void project(const float *W, const float *b, const float *x, int width, int d, float *out) {
-    for (int r = 0; r < width; r++) {
-        const float *w = W + (size_t)r * d;
-        float acc = 0.0f;
-        for (int j = 0; j < d; j++) acc += w[j] * x[j];
-        out[r] = acc + b[r];
-    }
+    for (int r = 0; r < width; r++) out[r] = dot(W + (size_t)r * d, x, d) + b[r];
 }
 
 int align_head_keys(const s2s_model *m, const float *X, enc_memory *mem) {
@@ -44,9 +51,7 @@ void align_head_rows(const s2s_model *m, const enc_memory *mem, const dec_row *r
         float *p = att_cross[b] + (size_t)LH * S, top = -INFINITY, sum = 0.0f;
         project(m->align_q_w, m->align_q_b, in + (size_t)b * d, width, d, q);
         for (int s = 0; s < S; s++) {
-            float acc = 0.0f;
-            for (int r = 0; r < width; r++) acc += q[r] * K[(size_t)s * width + r];
-            p[s] = acc * scale;
+            p[s] = dot(q, K + (size_t)s * width, width) * scale;
             if (p[s] > top) top = p[s];
         }
         for (int s = 0; s < S; s++) sum += p[s] = expf(p[s] - top);
