@@ -145,6 +145,9 @@ def engine_equals_torch():
             a, b = eng.translate(src, attention=True, scores=True), plain.translate(src, attention=True, scores=True)
             assert a.text == b.text and list(a.tgt_ids) == list(b.tgt_ids) and a.score == b.score
             assert np.array_equal(a.cross, b.cross) and b.align_head is None and a.align_head is not None
+        npz = os.path.join(d, "dump.npz")  # attend align's dump carries the head's rows too
+        T.run_attend(["align", "-m", path, "--target", PAIRS[-1][1], "--dump-attention", npz], input_text=PAIRS[-1][0])
+        assert np.array_equal(np.load(npz)["s0/align_head"], r.align_head)
         print(f"    engine head vs PyTorch: largest difference {worst:.2e}")
         assert worst < 1e-5, worst
 
