@@ -398,8 +398,8 @@ def _blank_result(cfg: Config, source: str, p: C.attend_params, n_best: int) -> 
 def save_npz(results: Sequence[Result], path: PathLike, logits: bool = False) -> None:
     """Write results as ``attend translate --dump-attention`` does: ``s{i}/src_ids``,
     ``tgt_ids``, ``src_pieces``, ``tgt_pieces``, ``text``, ``logprob``, ``score``, ``normalized_score``,
-    ``enc_self/l{l}``, ``dec_self/l{l}``, ``cross/l{l}`` (and ``logits`` with logits=True),
-    i counting the results from 0; blank lines get no keys; with n_best, the other
+    ``enc_self/l{l}``, ``dec_self/l{l}``, ``cross/l{l}`` (and ``logits`` with logits=True,
+    ``align_head`` for a model file with a trained alignment head), i counting the results from 0; blank lines get no keys; with n_best, the other
     hypotheses under ``s{i}/nbest{k}/`` as ``--n-best`` writes them. The results need
     attention (and scores)."""
     _numpy.require()
@@ -430,6 +430,8 @@ def save_npz(results: Sequence[Result], path: PathLike, logits: bool = False) ->
             a = getattr(r, name)
             for layer in range(a.shape[0]):
                 arrays[f"{k}{name}/l{layer}"] = a[layer]
+        if r.align_head is not None:  # a file with a trained alignment head
+            arrays[k + "align_head"] = r.align_head
         for j, h in enumerate(r.nbest[1:] if r.nbest else [], start=1):
             _add_hypothesis(arrays, f"{k}nbest{j}/", h)
     np.savez_compressed(path, **arrays)
