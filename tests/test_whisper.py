@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python"))
 import testlib as T  # noqa: E402
 import reference as B  # noqa: E402  (HF's beam search bookkeeping)
+import reference_bpe  # noqa: E402  (GPT-2's byte alphabet, the slow tokenizer)
 import reference_whisper as R  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -43,26 +44,13 @@ CONFIGS = [
 # --------------------------------------------------------------------------------------
 # Fixtures
 
-def byte_alphabet():
-    """GPT-2's byte -> character map (the byte-level BPE alphabet)."""
-    keep = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
-    chars, k = {}, 0
-    for b in range(256):
-        if b in keep:
-            chars[b] = chr(b)
-        else:
-            chars[b] = chr(256 + k)
-            k += 1
-    return chars
-
-
 def write_tokenizer(path, config):
     """A Whisper tokenizer folder in HF's layout for config's vocabulary: the 256 byte
     tokens, a few merges, filler tokens up to <|endoftext|>, then Whisper's added tokens
     (languages, tasks, <|notimestamps|>, the 1501 timestamps) at HF's ids."""
     os.makedirs(path, exist_ok=True)
     s = R.special_ids(config)
-    chars = byte_alphabet()
+    chars = reference_bpe.byte_alphabet()
     vocab = {chars[b]: b for b in range(256)}
     merges = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("Ġ", "a")]
     for a, b in merges:
@@ -180,7 +168,6 @@ def check_greedy(case, isa):
         assert case.tokens(g) == want, f"{path}: {case.tokens(g)} != reference {want}"
         lengths.append(len(ids))
     assert min(lengths) < MAX_LENGTH - len(case.prompt(lang)), f"no output ended: {lengths}"
-    import reference_bpe
     tok = reference_bpe.Tokenizer.load(case.tokenizer)
     for g in got:  # the text: WhisperTokenizer.decode(skip_special_tokens=True) of each segment
         for seg in g["segments"]:
