@@ -3,8 +3,9 @@
 aligned (attend's Python API, as tools/align_signal.py times a view), by a model file
 without the head under its own view and by the same file with the head under its own view
 (tools/add_align_head.py's), rounds alternating (the order swapped every round) so both see
-the same machine load. Prints the median seconds per sentence of each and the median of the
-rounds' ratios.
+the same machine load. Prints the median seconds per sentence of each, wall and CPU (this
+process's, which other jobs on a shared machine disturb less), and the median of the rounds'
+ratios.
 
   tools/bench_align_head.py PLAIN.gguf HEAD.gguf [--set build/align-signal/silver] [--rounds 5] [-t 1]
 
@@ -28,10 +29,11 @@ def read(path):
 
 
 def one_run(model, src, tgt, threads):
-    t0 = time.perf_counter()
+    """(wall, CPU) seconds per sentence of force-decoding and aligning every pair."""
+    t0, c0 = time.perf_counter(), time.process_time()
     res = model.score(src, tgt, attention=True, threads=threads)
-    links = [r.alignment() for r in res]
-    return (time.perf_counter() - t0) / len(src), links
+    [r.alignment() for r in res]
+    return (time.perf_counter() - t0) / len(src), (time.process_time() - c0) / len(src)
 
 
 def main(argv=None):
@@ -50,12 +52,14 @@ def main(argv=None):
     times = {k: [] for k in models}
     for r in range(a.rounds):
         for k in (("view", "head") if r % 2 == 0 else ("head", "view")):
-            times[k].append(one_run(models[k], src, tgt, a.threads)[0])
+            times[k].append(one_run(models[k], src, tgt, a.threads))
     for k, m in models.items():
-        print(f"{k:5} {m.config.alignment_view:28} {statistics.median(times[k]):.4f} s/sentence "
+        wall, cpu = (statistics.median(t[i] for t in times[k]) for i in (0, 1))
+        print(f"{k:5} {m.config.alignment_view:28} {wall:.4f} s/sentence wall, {cpu:.4f} CPU "
               f"({len(src)} pairs, {a.rounds} rounds, {a.threads} thread(s))")
-    ratio = statistics.median(h / v for h, v in zip(times["head"], times["view"]))
-    print(f"head / view: {ratio:.3f} (median of the rounds' ratios)")
+    for i, what in enumerate(("wall", "CPU")):
+        ratio = statistics.median(h[i] / v[i] for h, v in zip(times["head"], times["view"]))
+        print(f"head / view, {what}: {ratio:.3f} (median of the rounds' ratios)")
     return 0
 
 
