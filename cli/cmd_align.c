@@ -47,6 +47,8 @@ static void usage_align(FILE *f) {
             "                                            (Chen et al. 2020, shift-att)\n"
             "                            all:avg         every layer and head averaged\n"
             "                            L:H[,L:H...]    explicit heads, averaged\n"
+            "                            ...,align       with the file's trained alignment head\n"
+            "                                            (attend info shows one), one more head\n"
             "                            ...,words       link whole words: weights summed\n"
             "                                            over their pieces first\n"
             "                            ...,mutual      link a row and a column only when\n"
