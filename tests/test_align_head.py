@@ -148,6 +148,10 @@ def engine_equals_torch():
         npz = os.path.join(d, "dump.npz")  # attend align's dump carries the head's rows too
         T.run_attend(["align", "-m", path, "--target", PAIRS[-1][1], "--dump-attention", npz], input_text=PAIRS[-1][0])
         assert np.array_equal(np.load(npz)["s0/align_head"], r.align_head)
+        q = os.path.join(d, "int8.gguf")  # attend quantize keeps the head f32
+        T.run_attend(["quantize", path, q])
+        rq = attend.Model(q).score(*PAIRS[0])
+        assert rq.align_head is not None and np.allclose(rq.align_head.sum(1), 1.0, atol=1e-5)
         print(f"    engine head vs PyTorch: largest difference {worst:.2e}")
         assert worst < 1e-5, worst
 
