@@ -278,8 +278,8 @@ static int open_runs(gen *g, int nr, int t) {
         tr->run_step[g->run0 + b] = t;
         tr->run_att[g->run0 + b] = need;
         /* self rows, cross rows, then the alignment head's row when the model has one */
-        if (g->o->want_attention)
-            need += (size_t)L * H * (t + 1 + g->len[g->refs[b].sent]) + (g->mem.align_k ? g->len[g->refs[b].sent] : 0);
+        const int S = g->len[g->refs[b].sent];
+        if (g->o->want_attention) need += (size_t)L * H * (t + 1 + S) + (g->mem.align_k ? S : 0);
     }
     tr->n_run += nr;
     if (!g->o->want_attention) return 0;

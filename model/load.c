@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "../tokenizer/bpe.h"
-#include "align.h"
 #include "../tokenizer/text.h"
+#include "align.h"
 
 /* ---------------------------------------------------------------------------------------
  * Binding tensors by name, checked against the configuration */
@@ -294,20 +294,20 @@ static int bind_dec_layer(binder *b, dec_layer *L, int i, const s2s_config *c) {
     return bind_norm(b, &L->ffn_norm, p, d);
 }
 
-/* Every tensor the configuration names, in order; then no tensor may be left over. */
 /* The trained alignment head's f32 tensors (align_head.{q,k}.{weight,bias}: [width, d] and
  * [width]) when the file's keys name one (model/config.c). */
 static int bind_align_head(binder *b, s2s_model *m) {
     const int w = m->c.align_head_width, d = m->c.d_model;
     if (w <= 0) return 0;
-    return bind_floats(b, &m->align_q_w, ATTEND_ALIGN_HEAD_TENSORS ".q.weight", w, d) ||
-                   bind_floats(b, &m->align_q_b, ATTEND_ALIGN_HEAD_TENSORS ".q.bias", w, 0) ||
-                   bind_floats(b, &m->align_k_w, ATTEND_ALIGN_HEAD_TENSORS ".k.weight", w, d) ||
-                   bind_floats(b, &m->align_k_b, ATTEND_ALIGN_HEAD_TENSORS ".k.bias", w, 0)
-               ? -1
-               : 0;
+    if (bind_floats(b, &m->align_q_w, ATTEND_ALIGN_HEAD_TENSORS ".q.weight", w, d) ||
+        bind_floats(b, &m->align_q_b, ATTEND_ALIGN_HEAD_TENSORS ".q.bias", w, 0) ||
+        bind_floats(b, &m->align_k_w, ATTEND_ALIGN_HEAD_TENSORS ".k.weight", w, d) ||
+        bind_floats(b, &m->align_k_b, ATTEND_ALIGN_HEAD_TENSORS ".k.bias", w, 0))
+        return -1;
+    return 0;
 }
 
+/* Every tensor the configuration names, in order; then no tensor may be left over. */
 static int bind_all(s2s_model *m, binder *b) {
     const s2s_config *c = &m->c;
     if (bind_embeddings(m, b)) return -1;
