@@ -70,6 +70,7 @@ attend_result cli_hypothesis_result(const attend_result *r, int k) {
     x.logprob = h->logprob;
     x.dec_self = h->dec_self;
     x.cross = h->cross;
+    x.align_head = h->align_head;
     x.logits = k == 0 ? r->logits : NULL;
     x.n_best = 1;
     x.nbest = r->nbest + k;

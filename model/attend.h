@@ -254,6 +254,7 @@ typedef struct {
     float *dec_self;    /* [decoder_layers, decoder_heads, n, n] (want_attention) */
     float *cross;       /* [decoder_layers, decoder_heads, n, n_src] (want_attention) */
     char **pieces;      /* n target pieces (its own copy, also for nbest[0]) */
+    float *align_head;  /* [n, n_src] the trained alignment head's rows (attend_result.align_head) */
 } attend_hypothesis;
 
 typedef struct {
@@ -291,8 +292,8 @@ typedef struct {
     int n_sentences;
     attend_sentence *sentences;
     /* [n_tgt, n_src] the trained alignment head's rows, laid out as one cross-attention
-     * head's (want_attention, a model file with attend.align_head.*; else NULL); for the
-     * best hypothesis only. Never used by translation itself. */
+     * head's (want_attention, a model file with attend.align_head.*; else NULL); each
+     * n-best hypothesis has its own. Never used by translation itself. */
     float *align_head;
 } attend_result;
 

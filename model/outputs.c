@@ -14,6 +14,7 @@ void s2s_output_free(s2s_output *o) {
         if (h->logprob != o->logprob) free(h->logprob); /* nbest[0]'s are o's own */
         if (h->dec_self != o->dec_self) free(h->dec_self);
         if (h->cross != o->cross) free(h->cross);
+        if (h->align_head != o->align_head) free(h->align_head);
     }
     free(o->nbest);
     free(o->ids);
@@ -104,6 +105,7 @@ static int copy_best(const s2s_model *m, const s2s_opts *o, const trace *tr, con
     out->nbest[0].logprob = out->logprob;
     out->nbest[0].dec_self = out->dec_self;
     out->nbest[0].cross = out->cross;
+    out->nbest[0].align_head = out->align_head;
     return 0;
 }
 
@@ -116,7 +118,9 @@ static int copy_other(const s2s_model *m, const s2s_opts *o, const trace *tr, in
         if (!h->logprob) return -1;
         for (int t = 0; t < n; t++) h->logprob[t] = tr->rec_lp[path[t]];
     }
-    return o->want_attention ? copy_attention(&m->c, tr, path, n, S, &h->dec_self, &h->cross) : 0;
+    if (!o->want_attention) return 0;
+    if (copy_attention(&m->c, tr, path, n, S, &h->dec_self, &h->cross)) return -1;
+    return m->c.align_head_width > 0 ? copy_align_head(&m->c, tr, path, n, S, &h->align_head) : 0;
 }
 
 int output_build(const s2s_model *m, const s2s_opts *o, const trace *tr, const int *recs,

@@ -107,6 +107,7 @@ typedef struct {
     float *logprob;  /* [n] (want_scores) */
     float *dec_self; /* [dec_layers, dec_heads, n, n] (want_attention) */
     float *cross;    /* [dec_layers, dec_heads, n, S] */
+    float *align_head; /* [n, S] (want_attention, a model with a trained alignment head) */
 } s2s_hyp;
 
 typedef struct {

@@ -148,6 +148,14 @@ def engine_equals_torch():
         npz = os.path.join(d, "dump.npz")  # attend align's dump carries the head's rows too
         T.run_attend(["align", "-m", path, "--target", PAIRS[-1][1], "--dump-attention", npz], input_text=PAIRS[-1][0])
         assert np.array_equal(np.load(npz)["s0/align_head"], r.align_head)
+        # each n-best hypothesis has its own rows: CLI and Python align every one alike
+        nb = eng.translate(PAIRS[1][0], attention=True, beam=3, n_best=3)
+        cli = T.run_attend(["translate", "-m", path, "--beam", "3", "--n-best", "3", "--alignment"],
+                           input_text=PAIRS[1][0] + "\n").stdout.splitlines()
+        for k, line in enumerate(cli):
+            h = nb.hypothesis(k)
+            assert h.align_head.shape == (len(h.tgt_ids), len(nb.src_ids)), (k, h.align_head.shape)
+            assert line.split(" ||| ")[3] == h.pharaoh(), (k, line, h.pharaoh())
         q = os.path.join(d, "int8.gguf")  # attend quantize keeps the head f32
         T.run_attend(["quantize", path, q])
         rq = attend.Model(q).score(*PAIRS[0])

@@ -200,6 +200,7 @@ class attend_hypothesis(ctypes.Structure):
         ("dec_self", ctypes.POINTER(ctypes.c_float)),
         ("cross", ctypes.POINTER(ctypes.c_float)),
         ("pieces", c_char_pp),
+        ("align_head", ctypes.POINTER(ctypes.c_float)),
     ]
 
 

@@ -35,6 +35,7 @@ class Hypothesis(NamedTuple):
     tokens: Optional[List[str]] = None
     raw_tokens: Optional[List[bytes]] = None  # the pieces as the library gives them (bytes)
     normalized_score: float = 0.0  # last: the fields before it keep their places
+    align_head: Optional[np.ndarray] = None  # float32 [T, S]: the file's alignment head (Result.align_head)
 
 
 class Sentence(NamedTuple):
@@ -328,7 +329,7 @@ class Result:
         return dataclasses.replace(
             self, text=h.text, score=h.score, normalized_score=h.normalized_score, tgt_ids=h.ids, tgt_tokens=[C.decode(b) for b in raw],
             logprob=h.logprob, logits=self.logits if k == 0 else None, dec_self=h.dec_self,
-            cross=h.cross, nbest=[h], _tgt_raw=raw, align_head=self.align_head if k == 0 else None)
+            cross=h.cross, nbest=[h], _tgt_raw=raw, align_head=h.align_head)
 
     # -- Jupyter
     def _repr_html_(self) -> str:
@@ -358,7 +359,8 @@ def _result_from_c(r: C.attend_result, cfg: Config, source: str, target: Optiona
             logprob=_floats(h.logprob, (n,)) if h.logprob else None,
             dec_self=_floats(h.dec_self, (Ld, Hd, n, n)) if h.dec_self else None,
             cross=_floats(h.cross, (Ld, Hd, n, S)) if h.cross else None,
-            tokens=[C.decode(b) for b in raw], raw_tokens=raw, normalized_score=float(h.normalized_score)))
+            tokens=[C.decode(b) for b in raw], raw_tokens=raw, normalized_score=float(h.normalized_score),
+            align_head=_floats(h.align_head, (n, S)) if h.align_head else None))
     return Result(
         source=source, text=C.decode(r.text), score=float(r.score), normalized_score=float(r.normalized_score),
         src_ids=_ints(r.src_ids, S), tgt_ids=_ints(r.tgt_ids, T),
