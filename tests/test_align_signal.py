@@ -62,7 +62,7 @@ def end_to_end():
         own = rows[0]
         # the shipped file's view: its trained alignment head with head 2 of layer 1; then that head alone
         assert own["method"].startswith("1:2,align,shift,words,grow (the model's own view)"), own
-        assert round(own["dev"]["aer"], 4) == 0.1659, own["dev"]
+        assert round(own["dev"]["aer"], 4) == 0.1563, own["dev"]
         assert rows[1]["method"] == "1:2,shift,words,grow" and round(rows[1]["dev"]["aer"], 4) == 0.1795, rows[1]
         assert own["seconds_per_sentence"] > 0 and "silver" in own and "silver" not in rows[-1]
         print(f"    dev {own['dev']['aer']:.4f}, devcased {own['devcased']['aer']:.4f}, "

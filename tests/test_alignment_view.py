@@ -79,7 +79,7 @@ def shipped_records_its_view():
     head (tools/add_align_head.py; models/README.md)."""
     info = T.run_attend(["info", SHIPPED]).stdout
     assert re.search(r"^alignment view +1:2,align,shift,words,grow \(recorded in the file\)", info, re.M), info
-    assert re.search(r"^alignment head +width 64 on decoder layer 3's cross-attention input", info, re.M), info
+    assert re.search(r"^alignment head +width 64 on decoder layer 4's cross-attention input", info, re.M), info
 
 
 def calibrate_round_trip(d):
