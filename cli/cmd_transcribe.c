@@ -28,6 +28,7 @@ typedef struct {
     double load_seconds;
     char **files;
     int n_files;
+    float temperatures[16]; /* --temperature: its list (sp.temperatures points here) */
 } transcribe_options;
 
 static void transcribe_help(void) {
@@ -47,13 +48,28 @@ static void transcribe_help(void) {
            "  -m, --model FILE       the Whisper .gguf\n"
            "  --language CODE|auto   the spoken language (multilingual models; default auto:\n"
            "                         detected from the window, HF's detect_language)\n"
-           "  --task transcribe|translate  transcribe (default) or translate into English\n"
+           "  --task transcribe|translate  transcribe or translate into English (default: HF's\n"
+           "                         task=None: the checkpoint's forced task with --language auto,\n"
+           "                         none if it forces none; transcribe with a language given)\n"
            "  --timestamps           timestamp tokens (segments with their times)\n"
            "  --beam N, --greedy     beam search with N beams, or greedy (the model's default)\n"
            "  --max-length N         tokens at most, the prompt included (default: the model's)\n"
+           "  --temperature T[,T...] 0 (default): the search above; T > 0: sampling at T (top-k 50);\n"
+           "                         a list (OpenAI's 0,0.2,0.4,0.6,0.8,1): temperature fallback as\n"
+           "                         HF's generate does it, window by window, while a threshold\n"
+           "                         below says so (docs/whisper.md)\n"
+           "  --compression-ratio-threshold X  fall back when the zlib ratio of a window's tokens\n"
+           "                         is above X (OpenAI: 2.4; default off, as HF)\n"
+           "  --logprob-threshold X  fall back when a window's average log-probability is below X\n"
+           "                         (OpenAI: -1; default off)\n"
+           "  --no-speech-threshold X  skip a window as silence when its no-speech probability is\n"
+           "                         above X and its average log-probability below\n"
+           "                         --logprob-threshold (OpenAI: 0.6; default off)\n"
+           "  --seed N               sampling's seed (default 0)\n"
            "  --output FORMAT        txt: the text, one line per input (default); json: one object\n"
            "                         per input: file, language, duration, text, segments (start,\n"
-           "                         end, text, avg_logprob, tokens); srt, vtt: subtitles, one cue\n"
+           "                         end, text, avg_logprob, temperature, compression_ratio,\n"
+           "                         no_speech_prob, tokens); srt, vtt: subtitles, one cue\n"
            "                         per segment; verbose_json: OpenAI's (as attend serve answers\n"
            "                         /v1/audio/transcriptions). srt, vtt and verbose_json turn\n"
            "                         --timestamps on\n"
@@ -67,9 +83,51 @@ static void transcribe_help(void) {
            "  -h, --help             this help\n");
 }
 
+/* --temperature T[,T...]: numbers >= 0, at most 16. */
+static int take_temperatures(cli_args *a, transcribe_options *o) {
+    const char *v;
+    int rc = cli_take_str(a, &v);
+    if (rc != CLI_OPT_TAKEN) return rc;
+    int n = 0;
+    for (const char *at = v; n < 16;) {
+        char *end;
+        const double t = strtod(at, &end);
+        if (end == at || !(t >= 0 && t <= 100) || (*end && *end != ',')) break;
+        o->temperatures[n++] = (float)t;
+        if (!*end) {
+            o->sp.temperatures = o->temperatures, o->sp.n_temperatures = n;
+            return CLI_OPT_TAKEN;
+        }
+        at = end + 1;
+    }
+    fprintf(stderr, "attend transcribe: --temperature takes numbers 0..100, comma-separated (at most 16), not '%s'\n",
+            v);
+    return EXIT_USAGE;
+}
+
+/* The fallback's thresholds and the seed; CLI_OPT_OTHER if not one of them. */
+static int take_threshold(cli_args *a, transcribe_options *o) {
+    attend_speech_params *sp = &o->sp;
+    if (cli_is(a, NULL, "--compression-ratio-threshold"))
+        return sp->use_compression_ratio = 1, cli_take_float(a, 0, 1e6, &sp->compression_ratio_threshold);
+    if (cli_is(a, NULL, "--logprob-threshold"))
+        return sp->use_logprob = 1, cli_take_float(a, -1e6, 0, &sp->logprob_threshold);
+    if (cli_is(a, NULL, "--no-speech-threshold"))
+        return sp->use_no_speech = 1, cli_take_float(a, 0, 1, &sp->no_speech_threshold);
+    if (cli_is(a, NULL, "--seed")) {
+        int seed;
+        const int rc = cli_take_int(a, 0, 2147483647, &seed);
+        o->p.seed = (unsigned long long)seed;
+        return rc;
+    }
+    return CLI_OPT_OTHER;
+}
+
 static int take_transcribe_option(cli_args *a, transcribe_options *o) {
     const char *v;
     int rc;
+    if (cli_is(a, NULL, "--temperature")) return take_temperatures(a, o);
+    if ((rc = take_threshold(a, o)) != CLI_OPT_OTHER) return rc;
     if (cli_is(a, NULL, "--language")) return cli_take_str(a, &o->sp.language);
     if (cli_is(a, NULL, "--timestamps")) return o->sp.timestamps = 1, CLI_OPT_TAKEN;
     if (cli_is(a, NULL, "--max-length")) return cli_take_int(a, 2, 1 << 20, &o->max_length);
@@ -161,7 +219,9 @@ static void write_segments(const attend_transcript *t) {
         const attend_segment *s = &t->segments[i];
         printf("%s{\"start\": %.2f, \"end\": %.2f, \"text\": ", i ? ", " : "", s->start, s->end);
         json_str(stdout, s->text);
-        printf(", \"avg_logprob\": %.6g, \"tokens\": [", s->avg_logprob);
+        printf(", \"avg_logprob\": %.6g, \"temperature\": %g, \"compression_ratio\": %.6g, \"no_speech_prob\": %.6g",
+               s->avg_logprob, s->temperature, s->compression_ratio, s->no_speech_prob);
+        fputs(", \"tokens\": [", stdout);
         for (int k = 0; k < s->n_ids; k++) printf("%s%d", k ? ", " : "", s->ids[k]);
         fputs("]}", stdout);
     }
@@ -333,7 +393,13 @@ int cmd_transcribe(int argc, char **argv) {
         }
         o.sp.timestamps = 1; /* subtitles and segments need times */
     }
+    const unsigned long long seed = o.p.seed;
+    if (o.sp.use_no_speech && !o.sp.use_logprob) {
+        fprintf(stderr, "attend transcribe: --no-speech-threshold needs --logprob-threshold (HF's rule reads both)\n");
+        return EXIT_USAGE;
+    }
     o.p = cli_model_params(&o.common);
+    o.p.seed = seed;
     o.p.max_length = o.max_length;
     o.p.want_attention = o.dump_path != NULL;
     o.p.want_logits = o.dump_logits;

@@ -265,6 +265,7 @@ typedef struct serve_audio_job {
     char language[16];          /* a code of the model, or "" (detected) */
     char format[16];            /* transcript_write's: json, text, srt, vtt, verbose_json */
     int words;                  /* timestamp_granularities[] has word */
+    float temperature;          /* the form's: 0 (or none) falls back as OpenAI's API does */
     char api_key[256];          /* Authorization: Bearer KEY, else the form's api_key ("" none) */
     double queued_at;
     serve_oai_error error;      /* the answer when error.status is set */

@@ -162,18 +162,16 @@ static int read_format(const char *v, serve_audio_job *job, serve_oai_error *e) 
                           "response_format %.40s: json, text, srt, verbose_json or vtt", v);
 }
 
-/* "temperature": 0 only, the server's deterministic search (greedy or --beam), without
- * OpenAI's fallback to higher temperatures. Sampling is refused: the library cannot sample
- * from audio yet (docs/serve.md). */
-static int read_temperature(const char *v, serve_oai_error *e) {
+/* "temperature": 0 to 1. As OpenAI's API: above 0, sampling at it; 0 (or none), the
+ * server's search (greedy or --beam) with OpenAI's fallback to higher temperatures while a
+ * window's output looks wrong (serve_speech.c). */
+static int read_temperature(const char *v, serve_audio_job *job, serve_oai_error *e) {
     if (!*v) return 0;
     char *end = NULL;
     const double t = strtod(v, &end);
     if (end == v || *end || !(t >= 0 && t <= 1))
         return serve_oai_fail(e, 400, "temperature", NULL, "temperature %.40s: a number from 0 to 1", v);
-    if (t > 0)
-        return serve_oai_fail(e, 400, "temperature", NULL, "temperature %.40s: only 0 is supported (the server's "
-                                                           "deterministic search; no sampling from audio)", v);
+    job->temperature = (float)t;
     return 0;
 }
 
@@ -203,7 +201,7 @@ static int read_options(const serve_part *parts, int n, const serve_model *sm, s
     if (!rc) rc = field(parts, n, "response_format", v, e);
     if (!rc) rc = read_format(v, job, e);
     if (!rc) rc = field(parts, n, "temperature", v, e);
-    if (!rc) rc = read_temperature(v, e);
+    if (!rc) rc = read_temperature(v, job, e);
     if (!rc) rc = read_granularities(parts, n, job, e);
     if (!rc) rc = field(parts, n, "stream", v, e);
     if (!rc && *v && strcmp(v, "false"))

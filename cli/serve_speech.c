@@ -64,6 +64,19 @@ static int read_upload(serve_speech *s, serve_audio_job *job, float **mel, int *
     return serve_oai_fail(&job->error, 400, "file", "invalid_audio", "the file could not be read as audio: %s", err);
 }
 
+/* OpenAI's API's temperature: above 0 that one alone; 0, openai-whisper's fallback list
+ * and thresholds (docs/whisper.md). t must outlive sp. */
+static void speech_openai_temperature(attend_speech_params *sp, const float *t) {
+    static const float fallback[] = {0.0f, 0.2f, 0.4f, 0.6f, 0.8f, 1.0f};
+    if (*t > 0) {
+        sp->temperatures = t, sp->n_temperatures = 1;
+        return;
+    }
+    sp->temperatures = fallback, sp->n_temperatures = 6;
+    sp->use_compression_ratio = sp->use_logprob = sp->use_no_speech = 1;
+    sp->compression_ratio_threshold = 2.4f, sp->logprob_threshold = -1.0f, sp->no_speech_threshold = 0.6f;
+}
+
 /* Transcribe job; its answer or its error filled. */
 static void run_job(serve_speech *s, serve_audio_job *job) {
     float *mel = NULL;
@@ -74,6 +87,7 @@ static void run_job(serve_speech *s, serve_audio_job *job) {
     sp.language = job->language[0] ? job->language : NULL;
     sp.task = job->task;
     sp.timestamps = 1; /* segments with their times, for every format */
+    speech_openai_temperature(&sp, &job->temperature);
     attend_params p = attend_default_params();
     p.threads = s->o->common.threads;
     p.num_beams = s->o->common.beams;

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <zlib.h>
 
 #include "json.h"
 
@@ -83,33 +82,6 @@ static long segment_seek(const attend_segment *s, int tb) {
     return at > 0 ? lround(at * 100) : 0;
 }
 
-/* openai-whisper's compression ratio: the UTF-8 bytes of a window's text over their zlib
- * size (the default level, as Python's zlib.compress). 0 for no text. */
-static double compression_ratio(const char *text, size_t n) {
-    if (!n) return 0;
-    uLongf out = compressBound((uLong)n);
-    unsigned char *buf = malloc(out);
-    const int ok = buf && compress2(buf, &out, (const Bytef *)text, (uLong)n, Z_DEFAULT_COMPRESSION) == Z_OK;
-    free(buf);
-    return ok && out ? (double)n / (double)out : 0;
-}
-
-/* The compression ratio of the window segment i belongs to (its segments of one seek). */
-static double window_ratio(const attend_transcript *t, int i, int tb) {
-    const long seek = segment_seek(&t->segments[i], tb);
-    int a = i, b = i + 1;
-    while (a > 0 && segment_seek(&t->segments[a - 1], tb) == seek) a--;
-    while (b < t->n_segments && segment_seek(&t->segments[b], tb) == seek) b++;
-    char *text = NULL;
-    size_t n = 0;
-    FILE *m = open_memstream(&text, &n);
-    if (!m) return 0;
-    for (int k = a; k < b; k++) fputs(t->segments[k].text ? t->segments[k].text : "", m);
-    double r = fclose(m) ? 0 : compression_ratio(text, n);
-    free(text);
-    return r;
-}
-
 static void write_segment(FILE *f, const attend_transcript *t, int i, const transcript_write_options *o) {
     const attend_segment *s = &t->segments[i];
     fprintf(f, "%s{\"id\":%d,\"seek\":%ld,\"start\":%.2f,\"end\":%.2f,\"text\":", i ? "," : "", i,
@@ -117,8 +89,8 @@ static void write_segment(FILE *f, const attend_transcript *t, int i, const tran
     json_str(f, s->text ? s->text : "");
     fputs(",\"tokens\":[", f);
     for (int k = 0; k < s->n_ids; k++) fprintf(f, "%s%d", k ? "," : "", s->ids[k]);
-    fprintf(f, "],\"temperature\":%g,\"avg_logprob\":%.6g,\"compression_ratio\":%.6g,\"no_speech_prob\":0}",
-            o->temperature, (double)s->avg_logprob, window_ratio(t, i, o->timestamp_begin));
+    fprintf(f, "],\"temperature\":%g,\"avg_logprob\":%.6g,\"compression_ratio\":%.6g,\"no_speech_prob\":%.6g}",
+            (double)s->temperature, (double)s->avg_logprob, (double)s->compression_ratio, (double)s->no_speech_prob);
 }
 
 static void write_words(FILE *f, const attend_transcript *t) {

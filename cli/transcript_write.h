@@ -20,7 +20,6 @@
 typedef struct {
     const char *task;    /* verbose_json: "transcribe" or "translate" */
     double duration;     /* verbose_json: seconds of audio (<= 0: the transcript's) */
-    double temperature;  /* verbose_json: each segment's sampling temperature (0: none) */
     int words;           /* verbose_json: the "words" list (empty when the transcript has none) */
     int timestamp_begin; /* the model's <|0.00|> id, for each segment's seek (-1: unknown) */
 } transcript_write_options;

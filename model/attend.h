@@ -45,7 +45,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 12
+#define ATTEND_ABI 13
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */
@@ -443,14 +443,33 @@ ATTEND_API int attend_default_threads(void);
 /* ---------------------------------------------------------------------------------------
  * Speech (Whisper checkpoints: attend_config.audio) */
 
-enum { ATTEND_TASK_TRANSCRIBE = 0, ATTEND_TASK_TRANSLATE = 1 };
+/* ATTEND_TASK_MODEL: no task given (HF's task=None, attend_default_speech_params'): the
+ * task token of the checkpoint's forced_decoder_ids when the language is detected (none
+ * when it forces none), <|transcribe|> when a language is given, as HF's generate() does. */
+enum { ATTEND_TASK_TRANSCRIBE = 0, ATTEND_TASK_TRANSLATE = 1, ATTEND_TASK_MODEL = 2 };
 
 typedef struct {
     /* A code of attend_config.languages ("de"), or NULL / "auto": detected from the window
      * (HF's detect_language). English-only models (*.en) take no language. */
     const char *language;
-    int task;       /* ATTEND_TASK_TRANSCRIBE, or _TRANSLATE (into English) */
+    int task;       /* ATTEND_TASK_TRANSCRIBE, _TRANSLATE (into English) or _MODEL (above) */
     int timestamps; /* timestamp tokens (HF's return_timestamps): segments with times */
+    /* -- temperature fallback (HF's generate_with_fallback; docs/whisper.md) -- */
+    /* The temperatures tried in turn on each window (HF's default list: 0.0, 0.2, 0.4, 0.6,
+     * 0.8, 1.0): 0 decodes with attend_params' search, above 0 samples at that temperature
+     * (top_k 50 unless attend_params.top_k says otherwise). A window moves on to the next
+     * while a threshold below says so; the last one's decode is kept. NULL or 0: one decode
+     * with attend_params' search as given. */
+    const float *temperatures;
+    int n_temperatures;
+    /* Which thresholds apply (HF's "not None"), and their values (OpenAI's defaults 2.4,
+     * -1.0, 0.6): fall back when the zlib compression ratio of the window's ids is above
+     * compression_ratio_threshold or their average log-probability (HF's: under the
+     * processed scores, <|endoftext|> counted) below logprob_threshold; skip the window as
+     * silence when that average is below logprob_threshold and the no-speech probability
+     * above no_speech_threshold (needs use_logprob too). */
+    int use_compression_ratio, use_logprob, use_no_speech;
+    float compression_ratio_threshold, logprob_threshold, no_speech_threshold;
 } attend_speech_params;
 ATTEND_API attend_speech_params attend_default_speech_params(void);
 
@@ -489,8 +508,12 @@ typedef struct {
     double start, end;  /* seconds from the start of the audio */
     char *text;         /* its text, special tokens left out (starts with the space of its first word) */
     int *ids, n_ids;    /* its tokens, timestamp tokens included */
-    float avg_logprob;  /* the mean log-probability of its tokens */
+    float avg_logprob;  /* its window's mean log-probability (see below) */
     int first_word, n_words; /* its words: attend_transcript.words[first_word ..) */
+    /* Its window's (as OpenAI's verbose_json gives them): avg_logprob above is the window's
+     * average too (HF's _retrieve_avg_logprobs); the no-speech probability, the temperature
+     * its decode was sampled at (0: the search as given) and its compression ratio. */
+    float no_speech_prob, temperature, compression_ratio;
 } attend_segment;
 
 /* One word with the time it was heard (attend_transcript.words; word timestamps). */

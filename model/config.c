@@ -249,6 +249,11 @@ static int read_speech(const gguf_file *f, s2s_config *c, char *err, size_t errl
         get_int(f, fkey(c, "max_initial_timestamp_index"), 0, V, &s->max_initial_timestamp, err, errlen) ||
         gguf_get_bool(f, fkey(c, "is_multilingual"), &s->multilingual, err, errlen))
         return -1;
+    s->forced_task_id = s->transcribe_id; /* files from before the key: what they always did */
+    if (gguf_find_kv(f, fkey(c, "forced_task_id"))) {
+        if (get_int(f, fkey(c, "forced_task_id"), 0, V, &s->forced_task_id, err, errlen)) return -1;
+        if (s->forced_task_id == V) s->forced_task_id = -1; /* the vocabulary's size: none */
+    }
     if (s->timestamp_begin_id <= c->eos_id) { /* the timestamp rule bans ranges on either side */
         s2s_fail(err, errlen, "key %s: %d is not after eos_id %d", fkey(c, "timestamp_begin_id"),
                  s->timestamp_begin_id, c->eos_id);

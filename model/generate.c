@@ -313,6 +313,24 @@ static void choose_rows(const void *ctx, int lo, int hi, int worker) {
 /* ---------------------------------------------------------------------------------------
  * The loop */
 
+/* Step 0: each source's first_logits, and its prefix's first token where it is to be
+ * chosen (first_choices), from its first row (every row of a sentence reads the same start
+ * token there). Serial, before the rows choose: they read prefix[0]. */
+static void first_step(const gen *g, int nr) {
+    for (int b = 0; b < nr; b++) {
+        const s2s_source *src = g->sent[g->refs[b].sent].src;
+        const float *row = g->ds.logits + (size_t)b * g->V;
+        if (g->refs[b].live != 0) continue;
+        if (src->first_logits) memcpy(src->first_logits, row, sizeof(float) * (size_t)g->V);
+        if (src->first_choices && src->n_first_choices > 0 && src->n_prefix > 0) {
+            int best = src->first_choices[0];
+            for (int k = 1; k < src->n_first_choices; k++)
+                if (row[src->first_choices[k]] > row[best]) best = src->first_choices[k];
+            ((int *)src->prefix)[0] = best;
+        }
+    }
+}
+
 /* Step until every sentence is done. Returns the steps run, -1 (OOM) or -2 (stopped by
  * the caller's flag). */
 static int generate(gen *g) {
@@ -325,6 +343,7 @@ static int generate(gen *g) {
         decoder_step(&g->ds, g->rows, nr, t, att ? g->att_self : NULL, att ? g->att_cross : NULL);
         if (g->o->want_logits)
             memcpy(g->tr.logits + (size_t)g->run0 * g->V, g->ds.logits, sizeof(float) * (size_t)nr * g->V);
+        if (t == 0) first_step(g, nr);
         g->x.t = t;
         at_parallel_for(nr, g->threads, choose_rows, g);
         for (int b0 = 0, nb; b0 < nr; b0 += nb) { /* each sentence over its rows */

@@ -314,6 +314,34 @@ int greedy_choose(const step_ctx *x, float *logits, const prefix *p, float *work
     return best;
 }
 
+/* The k-th largest of x[0, n) (k <= n), by insertion into buf[0, k). */
+static float kth_largest(const float *x, int n, int k, float *buf) {
+    int m = 0;
+    for (int j = 0; j < n; j++) {
+        const float v = x[j];
+        if (m == k && !(v > buf[k - 1])) continue;
+        int at = m < k ? m++ : k - 1;
+        while (at > 0 && v > buf[at - 1]) {
+            buf[at] = buf[at - 1];
+            at--;
+        }
+        buf[at] = v;
+    }
+    return buf[k - 1];
+}
+
+float processed_logprob(const step_ctx *x, const float *logits, const prefix *p, float *work, int id, int top_k) {
+    const int V = x->c->decoder_vocab_size;
+    memcpy(work, logits, sizeof(float) * (size_t)V);
+    process(x, work, p);
+    if (top_k > 0 && top_k < V) {
+        const float cut = kth_largest(work, V, top_k, work + V);
+        for (int j = 0; j < V; j++)
+            if (work[j] < cut) work[j] = -INFINITY;
+    }
+    return log_softmax_at(work, V, id, -1);
+}
+
 /* ---------------------------------------------------------------------------------------
  * Sampling */
 

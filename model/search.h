@@ -37,6 +37,9 @@ int greedy_choose(const step_ctx *x, float *logits, const prefix *p, float *work
 
 /* Sampling: processors, then temperature, top-k, top-p, softmax, one draw from *rng. */
 int sample_choose(const step_ctx *x, const float *logits, const prefix *p, float *work, uint64_t *rng);
+/* log_softmax of the processed logits at id (HF's recorded scores); top_k > 0 keeps only the
+ * top_k largest (sampling's warper, ties kept). work: 2 * decoder_vocab_size floats. */
+float processed_logprob(const step_ctx *x, const float *logits, const prefix *p, float *work, int id, int top_k);
 /* A stream for one sample of one sentence: from the seed, the sentence's ids and k. */
 uint64_t sample_seed(unsigned long long seed, const int *ids, int n, int k);
 

@@ -71,6 +71,8 @@ typedef struct {
     int no_speech_id;    /* decoder_vocab_size when the tokenizer has none */
     int max_initial_timestamp; /* HF's max_initial_timestamp_index */
     int multilingual;    /* the prompt names the language and the task (not *.en models) */
+    int forced_task_id;  /* the task token of the checkpoint's forced_decoder_ids, -1: none
+                            (whisper.forced_task_id; files without it: transcribe_id) */
 } s2s_speech;
 
 typedef struct {

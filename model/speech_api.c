@@ -12,10 +12,21 @@
 #include "../engine/kernels.h"
 #include "api_run.h"
 #include "attend_model.h"
+#include "speech.h"
 
 attend_speech_params attend_default_speech_params(void) {
     attend_speech_params sp = {0};
+    sp.task = ATTEND_TASK_MODEL;
     return sp;
+}
+
+int speech_resolve_task(const attend_model *am, const attend_speech_params *sp) {
+    const s2s_speech *s = &am->m->c.speech;
+    if (sp->task != ATTEND_TASK_MODEL) return sp->task;
+    if (sp->language && strcmp(sp->language, "auto")) return ATTEND_TASK_TRANSCRIBE; /* HF's default then */
+    return s->forced_task_id == s->transcribe_id ? ATTEND_TASK_TRANSCRIBE
+           : s->forced_task_id == s->translate_id ? ATTEND_TASK_TRANSLATE
+                                                  : SPEECH_TASK_NONE;
 }
 
 static int need_speech(const attend_model *am, char *err, size_t errlen) {
@@ -56,13 +67,19 @@ int attend_detect_language(attend_model *am, const float *mel, const attend_para
      * model's forward directly) */
     s2s_search s = s2s_search_defaults(m);
     s.beams = 1, s.n_best = 1;
-    s2s_opts o = {.search = &s, .max_length = 2, .want_logits = 1, .stop = p ? p->stop : NULL};
+    s2s_timing timing;
+    s2s_opts o = {.search = &s, .max_length = 2, .want_logits = 1, .stop = p ? p->stop : NULL,
+                  .timing = p && p->stats ? &timing : NULL};
     s2s_source src = {.n = m->c.speech.n_frames, .mel = mel};
     s2s_output out = {0};
     const int caller_threads = at_set_threads(p ? p->threads : 0);
     const int rc = s2s_translate_ids(m, &src, 1, &o, &out, err, errlen);
     at_set_threads(caller_threads);
     if (rc) return -1;
+    if (o.timing) { /* the caller's stats count this pass too */
+        p->stats->encode_seconds += timing.encode, p->stats->decode_seconds += timing.decode;
+        p->stats->steps += timing.steps;
+    }
     const float *row = out.logits;
     int best = 0;
     for (int i = 1; i < m->n_langs; i++)
@@ -78,14 +95,15 @@ int attend_detect_language(attend_model *am, const float *mel, const attend_para
     return 0;
 }
 
-/* The decoder prompt after <|startoftranscript|>: language and task (multilingual models),
- * <|notimestamps|> unless timestamps. Returns its length (at most 3). */
-static int speech_prompt(const s2s_model *m, int lang, const attend_speech_params *sp, int *ids) {
+/* The decoder prompt after <|startoftranscript|>: language and task (multilingual models;
+ * task resolved by speech_resolve_task), <|notimestamps|> unless timestamps. Returns its
+ * length (at most 3). */
+static int speech_prompt(const s2s_model *m, int lang, const attend_speech_params *sp, int task, int *ids) {
     const s2s_speech *s = &m->c.speech;
     int n = 0;
     if (s->multilingual) {
         ids[n++] = m->lang_id[lang];
-        ids[n++] = sp->task == ATTEND_TASK_TRANSLATE ? s->translate_id : s->transcribe_id;
+        if (task != SPEECH_TASK_NONE) ids[n++] = task == ATTEND_TASK_TRANSLATE ? s->translate_id : s->transcribe_id;
     }
     if (!sp->timestamps) ids[n++] = s->no_timestamps_id;
     return n;
@@ -124,19 +142,43 @@ static int speech_search(const s2s_model *m, const attend_params *p, const atten
     return 0;
 }
 
+/* The code of a language token chosen by the decode. */
+static const char *detected_language(const s2s_model *m, int id) {
+    for (int i = 0; i < m->n_langs; i++)
+        if (m->lang_id[i] == id) return m->lang_code[i];
+    return m->lang_code[0];
+}
+
 int attend_decode_features(attend_model *am, const float *const *mels, int n, const attend_speech_params *sp,
                            const attend_params *p, attend_result *out, const char **languages, char *err,
                            size_t errlen) {
+    if (sp && sp->task == SPEECH_TASK_NONE) { /* internal: not the caller's to ask */
+        snprintf(err, errlen, "bad arguments: task %d", sp->task);
+        return -1;
+    }
+    return speech_decode(am, mels, n, sp, p, NULL, out, languages, err, errlen);
+}
+
+int speech_prompt_length(const attend_model *am, const attend_speech_params *sp) {
+    int ids[3];
+    return speech_prompt(am->m, 0, sp, speech_resolve_task(am, sp), ids);
+}
+
+int speech_decode(attend_model *am, const float *const *mels, int n, const attend_speech_params *sp,
+                  const attend_params *p, const speech_extras *x, attend_result *out, const char **languages,
+                  char *err, size_t errlen) {
     attend_params dp = attend_default_params();
     attend_speech_params dsp = attend_default_speech_params();
     if (!p) p = &dp;
     if (!sp) sp = &dsp;
     if (need_speech(am, err, errlen)) return -1;
-    if (n < 0 || (n > 0 && !mels) || sp->task < 0 || sp->task > ATTEND_TASK_TRANSLATE) {
+    if (n < 0 || (n > 0 && !mels) || sp->task < 0 || sp->task > SPEECH_TASK_NONE) {
         snprintf(err, errlen, "bad arguments: n %d, mels %s, task %d", n, mels ? "set" : "NULL", sp->task);
         return -1;
     }
     const s2s_model *m = am->m;
+    const int task = speech_resolve_task(am, sp);
+    const int detect = m->c.speech.multilingual && m->n_langs > 0 && (!sp->language || !strcmp(sp->language, "auto"));
     memset(out, 0, sizeof *out * (size_t)n);
     s2s_source *src = calloc((size_t)n + 1, sizeof *src);
     int *prompts = malloc(sizeof(int) * 3 * ((size_t)n + 1)), n_prompt = 0, rc = -1;
@@ -149,19 +191,26 @@ int attend_decode_features(attend_model *am, const float *const *mels, int n, co
             snprintf(err, errlen, "window %d: no features", i);
             goto done;
         }
-        const int lang = window_language(am, mels[i], sp, p, err, errlen);
+        /* a language to detect is chosen at the decode's first step, on its own encoder
+         * output (one encoder run a window); prompt[0] is a stand-in until then */
+        const int lang = detect ? 0 : window_language(am, mels[i], sp, p, err, errlen);
         if (lang == -2) goto done;
         if (languages) languages[i] = lang >= 0 ? m->lang_code[lang] : "en";
-        n_prompt = speech_prompt(m, lang, sp, prompts + 3 * i);
+        n_prompt = speech_prompt(m, lang, sp, task, prompts + 3 * i);
         out[i].n_src = m->c.speech.n_frames; /* the encoder's frames: the cross attention's columns */
         src[i] = (s2s_source){.n = m->c.speech.n_frames, .mel = mels[i], .prefix = n_prompt ? prompts + 3 * i : NULL,
-                              .n_prefix = n_prompt};
+                              .n_prefix = n_prompt,
+                              .first_logits = x && x->first_logits ? x->first_logits + (size_t)i * m->c.decoder_vocab_size
+                                                                   : NULL,
+                              .first_choices = detect ? m->lang_id : NULL, .n_first_choices = detect ? m->n_langs : 0};
     }
     s2s_search search;
     if (speech_search(m, p, sp, n_prompt, &search, err, errlen)) goto done;
+    search.processed_logprob = x && x->processed_logprob;
     const int caller_threads = at_set_threads(p->threads);
     rc = api_run_batched(am, src, n, p, &search, out, err, errlen);
     at_set_threads(caller_threads);
+    for (int i = 0; !rc && detect && languages && i < n; i++) languages[i] = detected_language(m, prompts[3 * i]);
 done:
     free(src);
     free(prompts);

@@ -28,15 +28,21 @@ static void set_choice(const gen *g, int b, int next, int best) {
 static void greedy_row(const gen *g, int b, float *work) {
     const prefix p = row_prefix(g, b, search_has_processors(g->s, g->o->ignore_eos));
     int best = -1;
-    const int next = greedy_choose(&g->x, g->ds.logits + (size_t)b * g->V, &p, work, &best);
+    float *row = g->ds.logits + (size_t)b * g->V;
+    const int next = greedy_choose(&g->x, row, &p, work, &best);
     set_choice(g, b, next, best);
+    if (g->s->processed_logprob && g->o->want_scores) /* HF's recorded scores: speech's avg_logprob */
+        g->choice_lp[b] = processed_logprob(&g->x, row, &p, work, next, 0);
 }
 
 static void sample_row(const gen *g, int b, float *work) {
     const row_ref r = g->refs[b];
     const prefix p = row_prefix(g, b, 1);
-    const int next = sample_choose(&g->x, g->ds.logits + (size_t)b * g->V, &p, work, &g->sent[r.sent].one.rng[r.live]);
+    const float *row = g->ds.logits + (size_t)b * g->V;
+    const int next = sample_choose(&g->x, row, &p, work, &g->sent[r.sent].one.rng[r.live]);
     set_choice(g, b, next, -1);
+    if (g->s->processed_logprob && g->o->want_scores)
+        g->choice_lp[b] = processed_logprob(&g->x, row, &p, work, next, g->s->top_k);
 }
 
 static void forced_row(const gen *g, int b, float *work) {

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attend_model.h"
+#include "speech.h"
 
 #define SECONDS_PER_TOKEN 0.02 /* a timestamp token's step */
 #define SECONDS_PER_FRAME 0.01 /* a feature frame (hop 160 at 16 kHz) */
@@ -46,6 +47,12 @@ static int add_segment(transcriber *x, const int *ids, const float *logprob, int
     return s->text ? 0 : -1;
 }
 
+/* A window's end in timestamp steps: its frames at 0.01 s rounded down to the 0.02 s step
+ * (HF's int(seek_num_frames * time_precision_features / time_precision)). */
+static int window_end_steps(int frames) {
+    return (int)(frames * SECONDS_PER_FRAME / SECONDS_PER_TOKEN);
+}
+
 /* A window's tokens (after the prompt, without <|endoftext|>) into segments, as HF's
  * _retrieve_segment cuts them; *advance gets the frames the next window starts after.
  * offset: the window's start in seconds; frames: its real (unpadded) frames. */
@@ -58,7 +65,7 @@ static int cut_segments(transcriber *x, const int *seq, const float *lp, int n, 
     if (pairs == 0) { /* one segment: to the last timestamp, else to the window's end */
         int last = -1;
         for (int i = 0; i < n; i++) last = seq[i] >= tb ? seq[i] - tb : last;
-        const double end = last > 0 ? offset + last * SECONDS_PER_TOKEN : offset + frames * SECONDS_PER_FRAME;
+        const double end = offset + (last > 0 ? last : window_end_steps(frames)) * SECONDS_PER_TOKEN;
         *advance = frames;
         return add_segment(x, seq, lp, n, offset, end);
     }
@@ -95,26 +102,38 @@ static void take_window(const attend_config *c, const float *mel, int n_frames, 
     }
 }
 
+/* The window's measures onto its segments first .. t->n_segments (OpenAI's verbose_json
+ * gives each segment its window's). */
+static void window_measures(attend_transcript *t, int first, const speech_window *w) {
+    for (int i = first; i < t->n_segments; i++) {
+        attend_segment *s = &t->segments[i];
+        s->avg_logprob = w->avg_logprob, s->no_speech_prob = w->no_speech_prob;
+        s->temperature = w->temperature, s->compression_ratio = w->compression_ratio;
+    }
+}
+
 /* Decode the window at seek into segments; *advance: frames to move on. 0 or -1 with err. */
 static int transcribe_window(transcriber *x, const float *win, int seek, int frames, const attend_speech_params *sp,
                              const attend_params *p, int *advance, char *err, size_t errlen) {
-    attend_result r;
-    const float *mels[1] = {win};
-    if (attend_decode_features(x->m, mels, 1, sp, p, &r, NULL, err, errlen)) return -1;
+    speech_window w;
+    if (speech_decode_window(x->m, win, sp, p, &w, err, errlen)) return -1;
+    const attend_result r = w.r;
+    if (w.language) x->t->language = w.language;
     /* the prompt's tokens after <|startoftranscript|> come first: skip them, and the end */
-    const int k = (x->m->m->c.speech.multilingual ? 2 : 0) + !sp->timestamps;
-    int n = r.n_tgt - k;
+    const int k = w.n_prompt, first = x->t->n_segments;
+    int n = w.skip ? 0 : r.n_tgt - k; /* a window of no speech gives no segment */
     if (n > 0 && r.tgt_ids[r.n_tgt - 1] == x->eot) n--;
     int rc = 0;
     if (n > 0 && sp->timestamps)
         rc = cut_segments(x, r.tgt_ids + k, r.logprob ? r.logprob + k : NULL, n, seek * SECONDS_PER_FRAME, frames,
                           advance);
-    else if (n > 0)
+    else if (n > 0) /* one decode, one segment (see docs/whisper.md: HF would still cut at pairs) */
         rc = add_segment(x, r.tgt_ids + k, r.logprob ? r.logprob + k : NULL, n, seek * SECONDS_PER_FRAME,
-                         (seek + frames) * SECONDS_PER_FRAME);
+                         seek * SECONDS_PER_FRAME + window_end_steps(frames) * SECONDS_PER_TOKEN);
     if (n <= 0 || !sp->timestamps || *advance < 1) *advance = frames; /* never stand still */
+    window_measures(x->t, first, &w);
     if (rc) snprintf(err, errlen, "out of memory");
-    attend_result_free(&r);
+    attend_result_free(&w.r);
     return rc;
 }
 
@@ -142,6 +161,7 @@ int attend_transcribe_features(attend_model *am, const float *mel, int n_frames,
     attend_params wp = p ? *p : attend_default_params();
     wp.want_scores = 1;
     wsp.timestamps = wsp.timestamps || n_frames > W; /* long-form needs the segments' times */
+    wsp.task = speech_resolve_task(am, &wsp); /* once, as HF's init tokens: the language found is not "given" */
     transcriber x = {am, c, c->eos_id, am->m->c.speech.timestamp_begin_id, out, 0};
     float *win = malloc(sizeof(float) * (size_t)c->n_mels * W);
     int rc = -1;
@@ -149,20 +169,12 @@ int attend_transcribe_features(attend_model *am, const float *mel, int n_frames,
         snprintf(err, errlen, "out of memory");
         goto done;
     }
-    take_window(c, mel, n_frames, 0, n_frames < W ? n_frames : W, win);
     out->language = "en";
-    if (c->n_languages && am->m->c.speech.multilingual) { /* detected once, on the first window */
-        if (!wsp.language || !strcmp(wsp.language, "auto")) {
-            if (attend_detect_language(am, win, &wp, &out->language, NULL, err, errlen)) goto done;
-        } else {
-            out->language = wsp.language;
-        }
-        wsp.language = out->language;
-    }
     for (int seek = 0, advance = 0; seek < n_frames; seek += advance) {
         const int frames = n_frames - seek < W ? n_frames - seek : W;
         take_window(c, mel, n_frames, seek, frames, win);
         if (transcribe_window(&x, win, seek, frames, &wsp, &wp, &advance, err, errlen)) goto done;
+        wsp.language = out->language; /* detected once, in the first window's decode, then kept */
     }
     out->duration = n_frames * SECONDS_PER_FRAME;
     out->text = join_texts(out);

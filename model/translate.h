@@ -24,6 +24,15 @@ typedef struct {
      * decoder_input_ids = [start, *prefix]); 1..max_length - 2 of them */
     const int *prefix;
     int n_prefix;
+    /* if not NULL: receives the raw logits of the first step (decoder_vocab_size floats:
+     * the logits after the start token; Whisper's no-speech probability reads them) */
+    float *first_logits;
+    /* if not NULL (with a prefix): the prefix's first token is chosen at the first step, the
+     * one of these n_first_choices ids with the highest raw logit (the first of equals), and
+     * written into prefix[0] (writable then): Whisper's language detection (HF's
+     * detect_language) inside the decode, on the same encoder output */
+    const int *first_choices;
+    int n_first_choices;
 } s2s_source;
 
 /* How to search, fully resolved (s2s_search_defaults gives the model's). */
@@ -57,6 +66,10 @@ typedef struct {
     int n_begin_suppress;
     int begin_index;              /* the decoder prompt's length, start token included */
     int timestamps;               /* the timestamp rules (c->speech's ids) */
+    /* greedy and sampling: a token's log-probability (want_scores) under the processed
+     * scores HF records (log_softmax of the processed logits; sampling: over its top-k),
+     * not the model's own: HF's avg_logprob for Whisper's temperature fallback */
+    int processed_logprob;
 } s2s_search;
 
 enum { S2S_EARLY_FALSE = 0, S2S_EARLY_TRUE = 1, S2S_EARLY_NEVER = 2 };

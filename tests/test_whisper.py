@@ -249,7 +249,7 @@ def check_language(case):
             logits = case.model.decode(case.model.encode(f), [s["sot"]])[0][-1]
         codes = list(s["lang"])
         want = codes[int(torch.argmax(logits[[s["lang"][c] for c in codes]]))]
-        got = case.transcribe(["--language", "auto", path])[0]
+        got = case.transcribe(["--language", "auto", "--task", "transcribe", path])[0]
         assert got["language"] == want, f"{path}: detected {got['language']}, reference {want}"
         ids, _ = case.reference(f, case.prompt(want))
         assert case.tokens(got) == [t for t in ids if t != s["eot"]]

@@ -145,17 +145,27 @@ class Model(VocabularyMixin):
             self._leave()
 
     # -- speech (Whisper checkpoints)
-    def transcribe(self, audio: Any, *, language: Optional[str] = None, task: str = "transcribe",
+    def transcribe(self, audio: Any, *, language: Optional[str] = None, task: Optional[str] = None,
                    timestamps: bool = False, beam: Optional[int] = None, max_length: Optional[int] = None,
-                   threads: Optional[int] = None) -> "_speech.Transcript":
+                   threads: Optional[int] = None, temperature: Union[float, Sequence[float]] = 0.0,
+                   compression_ratio_threshold: Optional[float] = None, logprob_threshold: Optional[float] = None,
+                   no_speech_threshold: Optional[float] = None, seed: Optional[int] = None) -> "_speech.Transcript":
         """Speech to text with a Whisper model (``attend transcribe``): ``audio`` is a file
         path (read by the soundfile module, resampled to 16 kHz by libsoxr) or 16 kHz mono
         float samples (a numpy array). ``language``: a code of Config.languages, or None /
-        "auto" to detect it from the first 30 s; ``task``: "transcribe" or "translate" (into
-        English); ``timestamps``: segments with times (always on past 30 s: long audio is
+        "auto" to detect it from the first 30 s; ``task``: "transcribe", "translate" (into
+        English) or None (HF's default: the checkpoint's forced task when the language is
+        detected, transcribe when it is given); ``timestamps``: segments with times (always on past 30 s: long audio is
         decoded window by window, HF's long-form rule). Returns a Transcript (text,
-        language, duration, segments with start, end, text, tokens, avg_logprob)."""
-        return _speech.transcribe(self, audio, language, task, timestamps, beam, max_length, threads)
+        language, duration, segments with start, end, text, tokens, avg_logprob, no_speech_prob,
+        temperature, compression_ratio). ``temperature``: 0 decodes with the search (greedy
+        or ``beam``), a number above 0 samples at it (``seed``), a list such as
+        (0.0, 0.2, 0.4, 0.6, 0.8, 1.0) falls back window by window as HF's generate does
+        while ``compression_ratio_threshold`` (OpenAI: 2.4) or ``logprob_threshold`` (-1.0)
+        says so; ``no_speech_threshold`` (0.6, with logprob_threshold) skips silent windows.
+        None: that threshold is off, as in HF."""
+        return _speech.transcribe(self, audio, language, task, timestamps, beam, max_length, threads, temperature,
+                                  (compression_ratio_threshold, logprob_threshold, no_speech_threshold), seed)
 
     def tokenize(self, line: Text) -> np.ndarray:
         """The source ids attend_translate uses for line (pieces, </s> last, cut to

@@ -19,13 +19,21 @@ RATE = 16000
 
 
 class attend_speech_params(ctypes.Structure):
-    _fields_ = [("language", ctypes.c_char_p), ("task", ctypes.c_int), ("timestamps", ctypes.c_int)]
+    _fields_ = [("language", ctypes.c_char_p), ("task", ctypes.c_int), ("timestamps", ctypes.c_int),
+                # temperature fallback
+                ("temperatures", ctypes.POINTER(ctypes.c_float)), ("n_temperatures", ctypes.c_int),
+                ("use_compression_ratio", ctypes.c_int), ("use_logprob", ctypes.c_int), ("use_no_speech", ctypes.c_int),
+                ("compression_ratio_threshold", ctypes.c_float), ("logprob_threshold", ctypes.c_float),
+                ("no_speech_threshold", ctypes.c_float)]
 
 
 class attend_segment(ctypes.Structure):
     _fields_ = [("start", ctypes.c_double), ("end", ctypes.c_double), ("text", ctypes.c_char_p),
                 ("ids", ctypes.POINTER(ctypes.c_int)), ("n_ids", ctypes.c_int), ("avg_logprob", ctypes.c_float),
-                ("first_word", ctypes.c_int), ("n_words", ctypes.c_int)]
+                ("first_word", ctypes.c_int), ("n_words", ctypes.c_int),
+                # its window's measures (temperature fallback)
+                ("no_speech_prob", ctypes.c_float), ("temperature", ctypes.c_float),
+                ("compression_ratio", ctypes.c_float)]
 
 
 class attend_word(ctypes.Structure):
@@ -62,14 +70,18 @@ class Word:
 
 @dataclass
 class Segment:
-    """A stretch of speech: its times in seconds, text, tokens (timestamps included) and the
-    mean log-probability of its tokens."""
+    """A stretch of speech: its times in seconds, text, tokens (timestamps included), and its
+    window's mean log-probability (HF's avg_logprob), words, no-speech probability, the
+    temperature it was decoded at and its compression ratio (OpenAI's verbose_json fields)."""
     start: float
     end: float
     text: str
     tokens: List[int]
     avg_logprob: float
     words: List[Word] = field(default_factory=list)
+    no_speech_prob: float = 0.0
+    temperature: float = 0.0
+    compression_ratio: float = 0.0
 
 
 @dataclass
@@ -173,25 +185,51 @@ def _from_c(t: attend_transcript) -> Transcript:
     for i in range(t.n_segments):
         s = t.segments[i]
         segments.append(Segment(s.start, s.end, C.decode(s.text), [s.ids[k] for k in range(s.n_ids)],
-                                s.avg_logprob, words[s.first_word:s.first_word + s.n_words]))
+                                s.avg_logprob, words[s.first_word:s.first_word + s.n_words], s.no_speech_prob,
+                                s.temperature, s.compression_ratio))
     return Transcript(C.decode(t.text), C.decode(t.language), t.duration, segments)
 
 
-def transcribe(model: Any, audio: Any, language: Optional[str], task: str, timestamps: bool,
-               beam: Optional[int], max_length: Optional[int], threads: Optional[int]) -> Transcript:
+def fallback_params(sp: attend_speech_params, p: Any, temperature: Any, thresholds: Sequence[Optional[float]],
+                    seed: Optional[int]) -> Any:
+    """temperature (one number: that one; a sequence: fallback, as HF's generate) and the
+    three thresholds (None: off) into sp and p. Returns the C array sp points into (keep it)."""
+    temps = list(temperature) if isinstance(temperature, (list, tuple)) else [temperature]
+    temps = [float(t) for t in temps]
+    if not temps or any(not t >= 0 or t != t for t in temps):
+        raise ValueError(f"temperature must be a number >= 0 or a list of them, not {temperature!r}")
+    array = (ctypes.c_float * len(temps))(*temps)
+    sp.temperatures, sp.n_temperatures = array, len(temps)
+    cr, lp, ns = thresholds
+    if ns is not None and lp is None:
+        raise ValueError("no_speech_threshold needs logprob_threshold (HF's rule reads both)")
+    sp.use_compression_ratio, sp.compression_ratio_threshold = cr is not None, cr or 0.0
+    sp.use_logprob, sp.logprob_threshold = lp is not None, lp or 0.0
+    sp.use_no_speech, sp.no_speech_threshold = ns is not None, ns or 0.0
+    if seed is not None:
+        p.seed = seed
+    return array
+
+
+TASKS = {"transcribe": 0, "translate": 1, None: 2}  # attend.h's ATTEND_TASK_*; None: ATTEND_TASK_MODEL
+
+
+def transcribe(model: Any, audio: Any, language: Optional[str], task: Optional[str], timestamps: bool,
+               beam: Optional[int], max_length: Optional[int], threads: Optional[int], temperature: Any = 0.0,
+               thresholds: Sequence[Optional[float]] = (None, None, None), seed: Optional[int] = None) -> Transcript:
     from ._interrupt import _CtrlC
-    if task not in ("transcribe", "translate"):
-        raise ValueError(f"task is 'transcribe' or 'translate', not {task!r}")
+    if task not in ("transcribe", "translate", None):
+        raise ValueError(f"task is 'transcribe', 'translate' or None (the model's), not {task!r}")
     if not model.config.audio:
         raise AttendError(f"{model.path} is a text model ({model.config.architecture}): use translate()")
     lib = _declare()
     x = _samples(audio)
-    sp = attend_speech_params(language.encode() if language else None, 1 if task == "translate" else 0,
-                              1 if timestamps else 0)
+    sp = attend_speech_params(language.encode() if language else None, TASKS[task], 1 if timestamps else 0)
     p = lib.attend_default_params()
     p.threads = threads if threads is not None else model.threads
     p.num_beams = beam or 0
     p.max_length = max_length or 0
+    keep = fallback_params(sp, p, temperature, thresholds, seed)  # noqa: F841 (sp points into it)
     out = attend_transcript()
     err = C.err_buffer()
     ctrl_c = _CtrlC()

@@ -62,6 +62,8 @@ def read_config(hf_dir):
         if not isinstance(g, dict):
             raise E.Refuse("generation_config.json: not a JSON object")
     out["whisper_generation"] = g
+    out["forced_decoder_ids"] = g["forced_decoder_ids"] if g.get("forced_decoder_ids") is not None \
+        else c.get("forced_decoder_ids")  # HF reads the generation config's, else config.json's
     ml = g.get("max_length", c.get("max_length", out["max_target_positions"]))
     if isinstance(ml, bool) or not isinstance(ml, int) or not 2 <= ml:
         raise E.Refuse(f"generation_config.json: unsupported max_length = {json.dumps(ml)}")
@@ -186,6 +188,19 @@ def alignment_heads(g, cfg):
     return [x for p in heads for x in p]
 
 
+def forced_task(cfg, sp, V):
+    """The task token HF's generate() puts in the prompt when given neither language nor task:
+    the one forced_decoder_ids place after the language (<|transcribe|> or <|translate|>), else
+    V (none: HF then writes no task token)."""
+    forced = cfg.get("forced_decoder_ids") or []
+    if not isinstance(forced, list):
+        raise E.Refuse(f"forced_decoder_ids: unsupported {json.dumps(forced)[:60]}")
+    for pair in forced:
+        if isinstance(pair, list) and len(pair) == 2 and pair[1] in (sp["transcribe"], sp["translate"]):
+            return pair[1]
+    return V
+
+
 def whisper_metadata(cfg, sp, codes, lang_ids, V):
     g = cfg["whisper_generation"]
     mit = g.get("max_initial_timestamp_index", 50)
@@ -201,6 +216,7 @@ def whisper_metadata(cfg, sp, codes, lang_ids, V):
         (f"{ARCH}.timestamp_begin_id", u32, sp["timestamp_begin"]),
         (f"{ARCH}.transcribe_id", u32, sp["transcribe"]),
         (f"{ARCH}.translate_id", u32, sp["translate"]),
+        (f"{ARCH}.forced_task_id", u32, forced_task(cfg, sp, V)),
         (f"{ARCH}.prev_id", u32, sp["startofprev"]),
         (f"{ARCH}.no_speech_id", u32, sp["nospeech"] if sp["nospeech"] >= 0 else V),
         (f"{ARCH}.max_initial_timestamp_index", u32, mit),

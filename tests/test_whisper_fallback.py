@@ -1,0 +1,313 @@
+#!/usr/bin/python3
+"""Whisper's temperature fallback (model/speech_fallback.c) against
+tools/reference_whisper_generate.py (HF's generate_with_fallback and _need_fallback), on a
+random mini multilingual model with likely timestamps (test_whisper_reference.py's) whose
+<|nospeech|> row is moved so its probability after <|startoftranscript|> varies between
+windows, and a copy whose greedy output repeats one token:
+
+- at temperature 0 every segment equals the reference's: tokens, times (a window without a
+  timestamp pair ends on the 0.02 s step), and its window's avg_logprob, compression ratio
+  and no-speech probability within 1e-4;
+- windows the thresholds call silent are skipped as the reference skips them;
+- whether a window falls back is the reference's decision (a threshold between the
+  windows' averages splits them);
+- the repeating model surely falls back (compression ratio above 2.4): every kept window
+  meets the thresholds or is the last temperature's, sampling reproducible by its seed;
+- --language auto detects in the first window's decode (no separate pass);
+- without --task the prompt is HF's for task=None (forced_decoder_ids' task, or none);
+- Python's Model.transcribe takes the same options; bad options are clear errors.
+"""
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import testlib as T  # noqa: E402
+import test_whisper as TW  # noqa: E402  (its random tokenizer folder)
+import test_whisper_reference as TR  # noqa: E402  (its timestamp model)
+import reference_whisper as W  # noqa: E402
+import reference_whisper_generate as G  # noqa: E402
+
+MAX_LENGTH = 40
+N_FEATURES = 4
+BASE = dict(language="de", task="transcribe", max_length=MAX_LENGTH)
+
+
+# --------------------------------------------------------------------------------------
+# Fixtures
+
+def with_nospeech(m, s, features):
+    """m with <|nospeech|>'s output row set along the decoder's state after
+    <|startoftranscript|>, scaled so its probability there spreads around 0.5 over features.
+    It is suppressed (never generated), so only the no-speech probability changes."""
+    emb = m.model.decoder.embed_tokens.weight
+    with torch.no_grad():
+        h = torch.stack([m.decode(m.encode(f), [s.sot], states=True)[0][0] for f in features])
+        emb[s.nospeech].zero_()
+        d = h.mean(0) - h.mean(0).mean()
+        emb[s.nospeech] = d / d.norm()
+        dots = h @ emb[s.nospeech]
+        others = torch.stack([torch.logsumexp(x @ emb.T, -1) for x in h])
+        # logit = scale * dot: choose scale so the median window sits at even odds
+        k = int(torch.argsort(dots)[len(dots) // 2])
+        emb[s.nospeech] *= float(others[k] / dots[k]) if dots[k] > 0 else 1.0
+    return m
+
+
+def repeating(m, s, token=8969):
+    """A copy of m whose greedy output without timestamps is token again and again: its row
+    moved far along the mean decoder state."""
+    r = W.random_model(m.config, seed=1)
+    r.load_state_dict(m.state_dict())
+    r = G.cache_cross_projections(r)
+    emb = r.model.decoder.embed_tokens.weight
+    with torch.no_grad():
+        h = r.decode(r.encode(W.random_features(80, seed=3)), [s.sot], states=True)[0][0]
+        emb[token] += 200 * h / h.norm() ** 2
+    return r
+
+
+class Setup:
+    def __init__(self, work):
+        m, s = TR.timestamp_model()
+        self.s = s
+        self.features = [W.random_features(80, seed=7 + k) for k in range(N_FEATURES)]
+        suppress = TR.SUPPRESS + [s.nospeech]
+        s.suppress = suppress
+        self.m = with_nospeech(m, s, self.features)
+        self.rep = repeating(self.m, s)
+        tok = os.path.join(work, "tok")
+        TW.write_tokenizer(tok, m.config)
+        self.gguf, self.rep_gguf = os.path.join(work, "m.gguf"), os.path.join(work, "rep.gguf")
+        for model, gguf in ((self.m, self.gguf), (self.rep, self.rep_gguf)):
+            ck = os.path.join(work, os.path.basename(gguf) + ".hf")
+            W.save_checkpoint(model, ck, tok, suppress=suppress, alignment_heads=TR.HEADS)
+            T.export(ck, gguf, exporter="export_whisper.py")
+        # the same model with forced_decoder_ids as OpenAI's checkpoints have them, forcing translate
+        ck = os.path.join(work, "forced.hf")
+        W.save_checkpoint(self.m, ck, tok, suppress=suppress, alignment_heads=TR.HEADS)
+        with open(os.path.join(ck, "generation_config.json")) as f:
+            g = json.load(f)
+        g["forced_decoder_ids"] = [[1, None], [2, g["task_to_id"]["translate"]]]
+        with open(os.path.join(ck, "generation_config.json"), "w") as f:
+            json.dump(g, f)
+        self.forced_gguf = T.export(ck, os.path.join(work, "forced.gguf"), exporter="export_whisper.py")
+        self.paths = []
+        for k, f in enumerate(self.features):
+            self.paths.append(os.path.join(work, f"f{k}.npy"))
+            np.save(self.paths[-1], f)
+        self.short = os.path.join(work, "short.npy")  # 24.01 s: no pair ends on the 0.02 s step
+        np.save(self.short, self.features[0][:, :2401])
+        self.cache = {}
+
+    def reference(self, k, **options):
+        """The reference on features k with timestamps (cached)."""
+        key = (k, tuple(sorted(options.items())))
+        if key not in self.cache:
+            self.cache[key] = reference_segments(self.m, self.s, self.features[k], timestamps=True, **options)
+        return self.cache[key]
+
+    def attend(self, path, *args, gguf=None):
+        p = T.run_attend(["transcribe", "-m", gguf or self.gguf, "--output", "json", "--language", "de",
+                          "--max-length", str(MAX_LENGTH), *args, path])
+        return json.loads(p.stdout)["segments"]
+
+
+def reference_segments(model, s, f, **options):
+    """The reference's transcribe() with BASE's options and these."""
+    return G.transcribe(model, s, f, G.Options(**BASE, **options))
+
+
+def same_segments(got, want):
+    assert [g["tokens"] for g in got] == [w["tokens"] for w in want], ([g["tokens"] for g in got],
+                                                                         [w["tokens"] for w in want])
+    for g, w in zip(got, want):
+        assert abs(g["start"] - w["start"]) < 0.006 and abs(g["end"] - w["end"]) < 0.006, (g, w)
+        for key in ("avg_logprob", "compression_ratio", "no_speech_prob"):
+            assert abs(g[key] - w[key]) < 1e-4, (key, g[key], w[key])
+        assert g["temperature"] == w["temperature"], (g, w)
+
+
+THRESHOLDS = ("--compression-ratio-threshold", "--logprob-threshold", "--no-speech-threshold")
+
+
+def flags(cr=None, lp=None, ns=None):
+    return [x for k, v in zip(THRESHOLDS, (cr, lp, ns)) if v is not None for x in (k, repr(float(v)))]
+
+
+# --------------------------------------------------------------------------------------
+# Checks
+
+def check_measures(u):
+    """Temperature 0, timestamps: segments, times and window measures equal the reference's;
+    without timestamps a 24.01 s window without timestamp tokens ends at 24.00 s, as HF
+    rounds (the repeating model writes none)."""
+    nsp = []
+    for k, path in enumerate(u.paths):
+        r = u.reference(k)
+        same_segments(u.attend(path, "--timestamps"), r["segments"])
+        nsp += [w.no_speech_prob for w in r["windows"]]
+    assert 0.02 < np.median(nsp) < 0.98 and max(nsp) - min(nsp) > 0.05, nsp  # the measure is exercised
+    got = u.attend(u.short, gguf=u.rep_gguf)
+    want = G.transcribe(u.rep, u.s, np.load(u.short), G.Options(**BASE))["segments"]
+    same_segments(got, want)
+    assert len(got) == 1 and max(got[0]["tokens"]) < u.s.timestamp_begin and got[0]["end"] == 24.0, got
+
+
+def check_skip(u):
+    """no_speech_threshold with logprob_threshold: the windows the reference skips are
+    skipped (no segments), the others kept; the threshold at the median skips some only."""
+    cut = float(np.median([u.reference(k)["windows"][0].no_speech_prob for k in range(N_FEATURES)]))
+    skipped = 0
+    for k, path in enumerate(u.paths):
+        r = u.reference(k, logprob_threshold=0.0, no_speech_threshold=cut)
+        skipped += r["windows"][0].skip
+        same_segments(u.attend(path, "--timestamps", *flags(lp=0.0, ns=cut)), r["segments"])
+    assert 0 < skipped < N_FEATURES, skipped
+
+
+def check_decision(u):
+    """With temperatures 0 and 1 and a logprob threshold between the first windows' averages,
+    the first window falls back (sampled at 1.0) where the reference's average is below it
+    (HF's _need_fallback), else attend keeps greedy's segments; sampling is reproducible by
+    its seed and another seed draws differently."""
+    firsts = [u.reference(k)["windows"][0].avg_logprob for k in range(N_FEATURES)]
+    cut = float(np.median(firsts))
+    fell = []
+    for k, path in enumerate(u.paths):
+        args = ["--timestamps", "--temperature", "0,1", *flags(lp=cut)]
+        got = u.attend(path, *args)
+        if firsts[k] < cut:
+            fell.append((path, args, got))
+            assert got and got[0]["temperature"] == 1.0, got
+        else:  # the first window's segments (a later window may fall back)
+            want = [seg for seg in u.reference(k)["segments"] if seg["window"] == 0]
+            same_segments(got[:len(want)], want)
+    assert 0 < len(fell) < N_FEATURES, fell
+    path, args, got = fell[0]
+    assert u.attend(path, *args) == got, "the same seed drew differently"
+    assert u.attend(path, *args, "--seed", "7") != got, "seeds 0 and 7 drew the same"
+
+
+def check_repeats_fall_back(u):
+    """The repeating model: greedy's compression ratio is above 2.4 in attend and in the
+    reference alike; with OpenAI's list every kept window meets the thresholds or is the last
+    temperature's."""
+    temps = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+    for path, f in zip(u.paths[:2], u.features[:2]):
+        greedy = u.attend(path, "--timestamps", "--max-length", "60", gguf=u.rep_gguf)
+        want = G.transcribe(u.rep, u.s, f, G.Options(**dict(BASE, max_length=60), timestamps=True))["segments"]
+        same_segments(greedy, want)
+        assert greedy[0]["compression_ratio"] > 2.4, greedy[0]
+        args = ["--timestamps", "--max-length", "60", "--temperature", ",".join(map(str, temps)),
+                *flags(cr=2.4, lp=-1.0)]
+        got = u.attend(path, *args, gguf=u.rep_gguf)
+        assert got, "no segments"
+        for g in got:
+            assert g["temperature"] in temps[1:], g
+            assert g["temperature"] == temps[-1] or (g["compression_ratio"] <= 2.4 and g["avg_logprob"] >= -1.0), g
+
+
+def check_python(u):
+    """Model.transcribe(temperature=[...], thresholds) on samples equals the command line on
+    the same samples as a WAV file."""
+    import attend
+    import soundfile
+    rng = np.random.default_rng(5)
+    samples = (0.1 * rng.standard_normal(16000 * 12)).astype(np.float32)
+    wav = os.path.join(os.path.dirname(u.gguf), "noise.wav")
+    soundfile.write(wav, samples, 16000, subtype="FLOAT")
+    m = attend.Model(u.gguf)
+    opts = dict(language="de", timestamps=True, max_length=MAX_LENGTH)
+    for temperature, cr, lp in ((0.0, None, None), ([0.0, 0.5, 1.0], 1.0, -0.5)):
+        t = m.transcribe(wav, temperature=temperature, compression_ratio_threshold=cr, logprob_threshold=lp,
+                         seed=3, **opts)
+        temp = ",".join(map(str, temperature)) if isinstance(temperature, list) else str(temperature)
+        cli = u.attend(wav, "--timestamps", "--temperature", temp, "--seed", "3", *flags(cr=cr, lp=lp))
+        assert [s.tokens for s in t.segments] == [s["tokens"] for s in cli], (t.segments, cli)
+        for s, c in zip(t.segments, cli):
+            assert abs(s.avg_logprob - c["avg_logprob"]) < 1e-5 and s.temperature == c["temperature"], (s, c)
+            assert abs(s.no_speech_prob - c["no_speech_prob"]) < 1e-5, (s, c)
+    for bad in (dict(temperature=-1), dict(temperature=[]), dict(no_speech_threshold=0.5)):
+        try:
+            m.transcribe(samples, **bad)
+            raise AssertionError(f"{bad} accepted")
+        except ValueError:
+            pass
+
+
+def check_detect_once(u):
+    """--language auto detects in the first window's decode, on its encoder output: the same
+    segments and decoder steps as naming the language detected (a separate detection pass
+    would add one step), and the reference's language."""
+    import re
+    for k in range(2):
+        runs = []
+        for lang in (None, "?"):
+            args = ["--language", runs[0][0]] if lang else []
+            p = T.run_attend(["transcribe", "-m", u.gguf, "--output", "json", "--timestamps", "--timing", "--task",
+                              "transcribe", "--max-length", str(MAX_LENGTH), *args, u.paths[k]])
+            out = json.loads(p.stdout)
+            runs.append((out["language"], out["segments"], re.search(r"(\d+) steps", p.stderr).group(1)))
+        assert runs[0] == runs[1], runs
+        detected = G.detect_language(u.m, u.s, u.features[k])
+        assert u.s.id_to_lang[detected] == runs[0][0], (u.s.id_to_lang[detected], runs[0][0])
+
+
+def check_task_none(u):
+    """No task given (HF's task=None): with the language detected, the prompt has no task
+    token when the checkpoint forces none, the forced one when it forces one; with a language
+    given, <|transcribe|>. Segments equal the reference's in each case."""
+    import copy
+    forced = copy.copy(u.s)
+    forced.forced_decoder_ids = [[1, None], [2, u.s.task_to_id["translate"]]]
+    for gguf, s, language, task in ((u.gguf, u.s, None, None), (u.forced_gguf, forced, None, None),
+                                    (u.forced_gguf, forced, "de", None)):
+        want = G.transcribe(u.m, s, u.features[0], G.Options(language=language, task=task, timestamps=True,
+                                                               max_length=MAX_LENGTH))
+        p = T.run_attend(["transcribe", "-m", gguf, "--output", "json", "--timestamps", "--max-length",
+                          str(MAX_LENGTH), *(["--language", language] if language else []), u.paths[0]])
+        same_segments(json.loads(p.stdout)["segments"], want["segments"])
+        init = want["init"]
+        has = [t for t in init if t in s.task_to_id.values()]
+        assert has == ([] if gguf == u.gguf else [s.task_to_id["translate" if language is None else "transcribe"]]), \
+            (gguf, language, init)
+
+
+def check_cli_errors(u):
+    """--help names the options; bad values are clear errors with status 2."""
+    h = T.run_attend(["transcribe", "--help"]).stdout
+    for opt in ("--temperature", *THRESHOLDS, "--seed"):
+        assert opt in h, opt
+    for args, words in ((["--temperature", "0,x"], "--temperature"), (["--temperature", "-1"], "--temperature"),
+                        (["--no-speech-threshold", "0.5"], "needs --logprob-threshold"),
+                        (["--logprob-threshold", "1"], "--logprob-threshold")):
+        p = T.run_attend(["transcribe", "-m", u.gguf, *args, u.paths[0]], check=False)
+        assert p.returncode == 2 and words in p.stderr, (args, p.returncode, p.stderr)
+
+
+def main():
+    r = T.Runner()
+    work = T.tempdir()
+    try:
+        u = Setup(work)
+        r.check("temperature 0: segments and window measures equal the reference's", check_measures, u)
+        r.check("no-speech windows skipped as the reference skips them", check_skip, u)
+        r.check("which windows fall back: the reference's decision", check_decision, u)
+        r.check("a repeating model falls back; kept windows meet the thresholds or are the last", check_repeats_fall_back,
+                u)
+        r.check("--language auto: detected in the first decode, no second encoder pass", check_detect_once, u)
+        r.check("no task given: HF's prompt (the checkpoint's forced task, or none)", check_task_none, u)
+        r.check("Python's Model.transcribe takes the fallback options", check_python, u)
+        r.check("the command line's options: --help and errors", check_cli_errors, u)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    r.finish()
+
+
+if __name__ == "__main__":
+    main()
