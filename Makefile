@@ -21,7 +21,7 @@ LIB_C   = engine/kernels.c engine/attention_gemm.c engine/kernels_avx2.c engine/
           tokenizer/bpe_hash.c tokenizer/bpe_pretok.c tokenizer/bpe_encode.c tokenizer/bpe_decode.c tokenizer/bpe_unicode.c \
           model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c model/compute.c \
           model/encoder.c model/audio_encoder.c model/decoder.c model/relative.c model/tasks.c model/search.c model/trace.c model/outputs.c model/strategy.c \
-          model/beam.c model/generate.c model/api.c model/speech_api.c model/transcribe.c model/speech_fallback.c model/token_times.c model/token_words.c model/speech_features.c model/vocab_api.c model/align.c model/align_links.c model/align_head.c model/quantize.c \
+          model/beam.c model/generate.c model/api.c model/speech_api.c model/transcribe.c model/speech_fallback.c model/token_times.c model/token_words.c model/transcript_words.c model/speech_features.c model/vocab_api.c model/align.c model/align_links.c model/align_head.c model/quantize.c \
           model/record_view.c model/split_lines.c model/translate_html.c text/chars.c text/split_rules.c text/sentences.c text/clauses.c \
           text/markup_parse.c text/markup_render.c audio/fft.c audio/mel.c
 LIB_CXX = tokenizer/spm.cc
@@ -317,8 +317,8 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS) $(BUILD)/tests/bpe_driver
 	$(SAN_ENV) $(AUDIO_LSAN) ATTEND_BIN=$(BUILD)/attend AUDIO_QUICK=1 $(PYTHON) tests/test_audio.py
 	@# the whisper family: a short clip and a long one (several windows), beams, timestamps, a dump
 	$(SPEECH_WAV)
-	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --output json $(BUILD)/speech.wav >/dev/null
-	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --timestamps --beam 2 --language de \
+	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --word-timestamps --output json $(BUILD)/speech.wav >/dev/null
+	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --timestamps --word-timestamps --beam 2 --language de \
 	  $(BUILD)/speech.wav $(BUILD)/speech-long.wav >$(BUILD)/e2e.out
 	test "$$(wc -l <$(BUILD)/e2e.out)" -eq 2
 	$(SAN_ENV) $(BUILD)/attend transcribe -m $(TINY_WHISPER) --dump-attention $(BUILD)/e2e.npz --dump-logits \
@@ -386,7 +386,8 @@ valgrind: $(BUILD)/attend
 	head -c 3000 $(TINY) >$(BUILD)/cut.gguf; $(VALGRIND) $(BUILD)/attend info $(BUILD)/cut.gguf 2>/dev/null; \
 	  test $$? -eq 3
 	$(SPEECH_WAV)
-	$(VALGRIND) $(BUILD)/attend transcribe -m $(TINY_WHISPER) -t 1 --timestamps --beam 2 $(BUILD)/speech.wav >/dev/null
+	$(VALGRIND) $(BUILD)/attend transcribe -m $(TINY_WHISPER) -t 1 --timestamps --word-timestamps --beam 2 \
+	  --output verbose_json $(BUILD)/speech.wav >/dev/null
 	$(VALGRIND) $(BUILD)/attend explore -m $(TINY_WHISPER) -t 1 $(BUILD)/speech.wav -o $(BUILD)/vg.html 2>/dev/null
 	@echo "valgrind: ok"
 

@@ -1,6 +1,7 @@
 /* attend transcribe: speech to text (and to English) with a Whisper checkpoint: each input is
  * one 30-second window of log-mel features (.npy, as `attend features` writes them), decoded
  * as HF's generate() decodes it (model/speech_api.c). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,12 @@ static void transcribe_help(void) {
            "                         task=None: the checkpoint's forced task with --language auto,\n"
            "                         none if it forces none; transcribe with a language given)\n"
            "  --timestamps           timestamp tokens (segments with their times)\n"
+           "  --word-timestamps      each word's times too, read from the cross-attention of the\n"
+           "                         model's alignment heads as HF's return_token_timestamps reads\n"
+           "                         them: json gives each segment's words (word, start, end,\n"
+           "                         probability), verbose_json OpenAI's \"words\"; txt, srt and\n"
+           "                         vtt stay as they are. Turns --timestamps on, as HF's pipeline\n"
+           "                         does for return_timestamps=\"word\" (docs/whisper.md)\n"
            "  --beam N, --greedy     beam search with N beams, or greedy (the model's default)\n"
            "  --max-length N         tokens at most, the prompt included (default: the model's)\n"
            "  --temperature T[,T...] 0 (default): the search above; T > 0: sampling at T (top-k 50);\n"
@@ -130,6 +137,7 @@ static int take_transcribe_option(cli_args *a, transcribe_options *o) {
     if ((rc = take_threshold(a, o)) != CLI_OPT_OTHER) return rc;
     if (cli_is(a, NULL, "--language")) return cli_take_str(a, &o->sp.language);
     if (cli_is(a, NULL, "--timestamps")) return o->sp.timestamps = 1, CLI_OPT_TAKEN;
+    if (cli_is(a, NULL, "--word-timestamps")) return o->sp.word_timestamps = o->sp.timestamps = 1, CLI_OPT_TAKEN;
     if (cli_is(a, NULL, "--max-length")) return cli_take_int(a, 2, 1 << 20, &o->max_length);
     if (cli_is(a, NULL, "--dump-attention")) return cli_take_str(a, &o->dump_path);
     if (cli_is(a, NULL, "--dump-logits")) return o->dump_logits = 1, CLI_OPT_TAKEN;
@@ -213,7 +221,19 @@ static int read_features(const attend_config *c, const char *path, int window, f
     return 0;
 }
 
-static void write_segments(const attend_transcript *t) {
+/* --word-timestamps: a segment's words (each with the space before it, as the text has it). */
+static void write_words(const attend_transcript *t, const attend_segment *s) {
+    fputs(", \"words\": [", stdout);
+    for (int k = 0; k < s->n_words; k++) {
+        const attend_word *w = &t->words[s->first_word + k];
+        fputs(k ? ", {\"word\": " : "{\"word\": ", stdout);
+        json_str(stdout, w->word);
+        printf(", \"start\": %.2f, \"end\": %.2f, \"probability\": %.4f}", w->start, w->end, w->probability);
+    }
+    putchar(']');
+}
+
+static void write_segments(const attend_transcript *t, int words) {
     fputs(", \"segments\": [", stdout);
     for (int i = 0; i < t->n_segments; i++) {
         const attend_segment *s = &t->segments[i];
@@ -223,7 +243,9 @@ static void write_segments(const attend_transcript *t) {
                s->avg_logprob, s->temperature, s->compression_ratio, s->no_speech_prob);
         fputs(", \"tokens\": [", stdout);
         for (int k = 0; k < s->n_ids; k++) printf("%s%d", k ? ", " : "", s->ids[k]);
-        fputs("]}", stdout);
+        putchar(']');
+        if (words) write_words(t, s);
+        putchar('}');
     }
     putchar(']');
 }
@@ -233,7 +255,7 @@ static void write_other(attend_model *m, const transcribe_options *o, const atte
     transcript_write_options w = transcript_default_write_options();
     w.task = o->sp.task == ATTEND_TASK_TRANSLATE ? "translate" : "transcribe";
     w.duration = seconds;
-    w.words = t->n_words > 0;
+    w.words = o->sp.word_timestamps;
     w.timestamp_begin = transcript_timestamp_begin(m);
     transcript_write(stdout, t, o->output, &w);
 }
@@ -252,7 +274,7 @@ static void write_transcript(const transcribe_options *o, const char *file, atte
     json_str(stdout, t->language);
     printf(", \"duration\": %.2f, \"text\": ", t->duration);
     json_str(stdout, text);
-    write_segments(t);
+    write_segments(t, o->sp.word_timestamps);
     fputs("}\n", stdout);
 }
 
@@ -365,7 +387,10 @@ static int transcribe_one(attend_model *m, const transcribe_options *o, const ch
     if (status) return status;
     attend_transcript t;
     char err[512];
-    if (attend_transcribe_features(m, mel, frames, &o->sp, &o->p, &t, err, sizeof err)) {
+    attend_speech_params sp = o->sp;
+    /* an audio file's frames of sound (HF's num_frames), which word times keep within */
+    if (seconds > 0) sp.audio_frames = (int)(llround(seconds * 16000) / 160);
+    if (attend_transcribe_features(m, mel, frames, &sp, &o->p, &t, err, sizeof err)) {
         fprintf(stderr, "attend transcribe: %s: %s\n", file, err);
         free(mel);
         return EXIT_FAIL;
@@ -392,6 +417,11 @@ int cmd_transcribe(int argc, char **argv) {
             return EXIT_USAGE;
         }
         o.sp.timestamps = 1; /* subtitles and segments need times */
+    }
+    if (o.dump_path && o.sp.word_timestamps) {
+        fprintf(stderr, "attend transcribe: --dump-attention writes one window's result, without words: "
+                        "leave out --word-timestamps\n");
+        return EXIT_USAGE;
     }
     const unsigned long long seed = o.p.seed;
     if (o.sp.use_no_speech && !o.sp.use_logprob) {

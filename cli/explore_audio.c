@@ -95,11 +95,15 @@ static int write_audio_page(FILE *f, const void *ctx) {
 }
 
 /* The window decoded (attention and scores kept) into x->pg's result, and its words: the
- * transcript of the same features (attend_transcribe_features), whose words light up on the
- * page once word timestamps are computed. 0 or EXIT_FAIL after a message. */
-static int decode_window(audio_run *x, const float *mel, attend_result *r, attend_transcript *t) {
+ * transcript of the same features (attend_transcribe_features) with word timestamps when the
+ * model has alignment heads, its words placed on the page where they were heard. samples:
+ * the audio's (its frames of sound, HF's num_frames). 0 or EXIT_FAIL after a message. */
+static int decode_window(audio_run *x, const float *mel, long long samples, attend_result *r, attend_transcript *t) {
     const explore_audio_options *o = x->o;
     char err[512];
+    attend_speech_params wsp = o->sp;
+    wsp.word_timestamps = x->c->n_alignment_heads > 0;
+    wsp.audio_frames = samples / 160 < x->c->audio_frames ? (int)(samples / 160) : x->c->audio_frames;
     attend_params p = o->p, plain = o->p;
     p.want_attention = p.want_scores = 1;
     plain.want_attention = plain.want_logits = 0;
@@ -108,7 +112,7 @@ static int decode_window(audio_run *x, const float *mel, attend_result *r, atten
         fprintf(stderr, "attend explore: %s: %s\n", o->audio, err);
         return EXIT_FAIL;
     }
-    if (attend_transcribe_features(x->m, mel, x->c->audio_frames, &o->sp, &plain, t, err, sizeof err)) {
+    if (attend_transcribe_features(x->m, mel, x->c->audio_frames, &wsp, &plain, t, err, sizeof err)) {
         fprintf(stderr, "attend explore: %s: %s\n", o->audio, err);
         attend_result_free(r);
         return EXIT_FAIL;
@@ -125,7 +129,7 @@ int explore_audio(attend_model *m, const explore_audio_options *o) {
     attend_transcript t;
     long long samples = 0;
     int status = read_window(&x, &mel, &samples);
-    if (!status) status = decode_window(&x, mel, &r, &t);
+    if (!status) status = decode_window(&x, mel, samples, &r, &t);
     if (status) {
         free(mel);
         return status;

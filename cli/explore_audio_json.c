@@ -119,7 +119,8 @@ static int json_token_frames(FILE *f, const attend_config *c, const attend_resul
 /* ---------------------------------------------------------------------------------------
  * The page's object */
 
-/* "words": the transcript's words with their times (none until word timestamps are computed). */
+/* "words": the transcript's words with their times (word timestamps: empty for a model
+ * without alignment heads). */
 static void json_words(FILE *f, const attend_transcript *t) {
     fputc('[', f);
     for (int i = 0; t && i < t->n_words; i++) {

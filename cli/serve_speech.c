@@ -88,6 +88,8 @@ static void run_job(serve_speech *s, serve_audio_job *job) {
     sp.task = job->task;
     sp.timestamps = 1; /* segments with their times, for every format */
     speech_openai_temperature(&sp, &job->temperature);
+    sp.word_timestamps = job->words;
+    if (seconds <= 30) sp.audio_frames = (int)(seconds * 16000 + 0.5) / 160; /* HF's num_frames */
     attend_params p = attend_default_params();
     p.threads = s->o->common.threads;
     p.num_beams = s->o->common.beams;

@@ -171,6 +171,7 @@ void attend_result_free(attend_result *r) {
     free(r->enc_self);
     free(r->dec_self);
     free(r->cross);
+    free(r->head_cross);
     free(r->align_head);
     free(r->message);
     free(r->sentences);
@@ -297,6 +298,8 @@ static int take_output(const s2s_model *m, s2s_output *o, attend_result *r) {
     r->enc_self = o->enc_self;
     r->dec_self = o->dec_self;
     r->cross = o->cross;
+    r->head_cross = o->head_cross;
+    o->head_cross = NULL;
     r->align_head = o->align_head;
     r->score = o->score;
     r->normalized_score = o->normalized_score;
@@ -349,6 +352,7 @@ static int translate_sources(attend_model *am, s2s_source *src, int n, const att
     o.want_scores = p->want_scores || p->n_best > 0;
     o.search = search;
     o.want_attention = p->want_attention;
+    o.cross_heads = p->cross_heads, o.n_cross_heads = p->n_cross_heads > 0 ? p->n_cross_heads : 0;
     s2s_timing timing;
     o.timing = p->stats ? &timing : NULL;
     o.stop = p->stop; /* Ctrl-C and streaming, between decoder steps */

@@ -45,7 +45,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 13
+#define ATTEND_ABI 14
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */
@@ -206,6 +206,13 @@ typedef struct {
      * when scores are kept. Called on the calling thread between decoder steps. */
     void (*on_token)(void *user, int sentence, int row, int id, float logprob);
     void *token_user;
+    /* Some cross-attention heads only, along the output's path, in attend_result.head_cross:
+     * n_cross_heads (layer, head) pairs, cross_heads[2k] the layer and cross_heads[2k + 1]
+     * the head (attend_config.alignment_heads' layout). A fraction of want_attention's
+     * memory and time: Whisper's word timestamps read the alignment heads so. Not kept for
+     * a line split into sentences (head_cross NULL there). */
+    const int *cross_heads;
+    int n_cross_heads;
 } attend_params;
 
 /* attend_params.split */
@@ -291,6 +298,7 @@ typedef struct {
      * n_sentences 0: one sequence. */
     int n_sentences;
     attend_sentence *sentences;
+    float *head_cross;  /* [n_cross_heads, n_tgt, n_src] (attend_params.cross_heads) */
     /* [n_tgt, n_src] the trained alignment head's rows, laid out as one cross-attention
      * head's (want_attention, a model file with attend.align_head.*; else NULL); each
      * n-best hypothesis has its own. Never used by translation itself. */
@@ -470,6 +478,14 @@ typedef struct {
      * above no_speech_threshold (needs use_logprob too). */
     int use_compression_ratio, use_logprob, use_no_speech;
     float compression_ratio_threshold, logprob_threshold, no_speech_threshold;
+    /* attend_transcribe*: attend_transcript.words, each word's time read from the
+     * cross-attention of the model's alignment heads (HF's return_token_timestamps and its
+     * pipeline's words; docs/whisper.md). Needs attend_config.n_alignment_heads > 0. */
+    int word_timestamps;
+    /* Word timestamps of audio up to one window long: the mel frames that hold sound (HF's
+     * num_frames: samples / 160); only their encoder frames are read. 0: the whole window
+     * (features given without their length; longer audio, as HF). attend_transcribe sets it. */
+    int audio_frames;
 } attend_speech_params;
 ATTEND_API attend_speech_params attend_default_speech_params(void);
 
@@ -520,7 +536,7 @@ typedef struct {
 typedef struct {
     double start, end;
     char *word;         /* with its leading space, as the text has it */
-    float probability;  /* the mean probability of its tokens */
+    float probability;  /* the mean probability of its tokens (as avg_logprob reads them) */
 } attend_word;
 
 typedef struct {

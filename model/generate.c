@@ -81,7 +81,20 @@ static int check_search(const s2s_model *m, const s2s_opts *o, s2s_search *s, ch
         snprintf(err, errlen, "forced_bos %d: outside the target vocabulary", s->forced_bos);
         return -1;
     }
+    for (int k = 0; k < o->n_cross_heads; k++) {
+        const int l = o->cross_heads[2 * k], h = o->cross_heads[2 * k + 1];
+        if (l < 0 || l >= m->c.dec_layers || h < 0 || h >= m->c.dec_heads) {
+            snprintf(err, errlen, "cross-attention head (%d, %d): the decoder has %d layers of %d heads", l, h,
+                     m->c.dec_layers, m->c.dec_heads);
+            return -1;
+        }
+    }
     return 0;
+}
+
+/* Only some cross-attention heads kept (s2s_opts.cross_heads), not every matrix. */
+static int heads_only(const gen *g) {
+    return g->o->n_cross_heads > 0 && !g->o->want_attention;
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -176,6 +189,12 @@ static int alloc_step_buffers(gen *g, int rows, int expect) {
     g->choice = malloc(sizeof(int) * (size_t)rows);
     g->choice_lp = malloc(sizeof(float) * (size_t)rows);
     g->work = malloc(sizeof(float) * (size_t)g->threads * 2 * V);
+    if (heads_only(g)) {
+        int S = 1;
+        for (int i = 0; i < g->n; i++) S = g->len[i] > S ? g->len[i] : S;
+        g->heads_tmp = malloc(sizeof(float) * (size_t)rows * g->c->dec_layers * g->c->dec_heads * S);
+        if (!g->heads_tmp) return -1;
+    }
     if (!g->rows || !g->refs || !g->att_self || !g->att_cross || !g->cands || !g->pathbuf || !g->choice ||
         !g->choice_lp || !g->work || beam_scratch_alloc(&g->bs, g->s->beams))
         return -1;
@@ -226,6 +245,7 @@ static void gen_free(gen *g) {
     free(g->refs);
     free(g->att_self);
     free(g->att_cross);
+    free(g->heads_tmp);
     free(g->cands);
     free(g->pathbuf);
     free(g->choice);
@@ -280,8 +300,17 @@ static int open_runs(gen *g, int nr, int t) {
         /* self rows, cross rows, then the alignment head's row when the model has one */
         const int S = g->len[g->refs[b].sent];
         if (g->o->want_attention) need += (size_t)L * H * (t + 1 + S) + (g->mem.align_k ? S : 0);
+        else if (heads_only(g)) need += (size_t)g->o->n_cross_heads * S;
     }
     tr->n_run += nr;
+    if (heads_only(g)) { /* the decoder writes every head of a row into heads_tmp (keep_heads) */
+        size_t S = 1;
+        for (int i = 0; i < g->n; i++) S = (size_t)g->len[i] > S ? (size_t)g->len[i] : S;
+        for (int b = 0; b < nr; b++) g->att_cross[b] = g->heads_tmp + (size_t)b * L * H * S;
+        if (trace_reserve_att(tr, need)) return -1;
+        tr->n_att = need;
+        return 0;
+    }
     if (!g->o->want_attention) return 0;
     if (trace_reserve_att(tr, need)) return -1;
     for (int b = 0; b < nr; b++) {
@@ -290,6 +319,20 @@ static int open_runs(gen *g, int nr, int t) {
     }
     tr->n_att = need;
     return 0;
+}
+
+/* cross_heads only: the wanted heads of this step's rows, out of heads_tmp ([L][H][S] a
+ * row), into their runs' captures ([n_cross_heads][S]). */
+static void keep_heads(gen *g, int nr) {
+    const int H = g->c->dec_heads;
+    for (int b = 0; b < nr; b++) {
+        const int S = g->len[g->refs[b].sent];
+        float *dst = g->tr.att + g->tr.run_att[g->run0 + b];
+        for (int k = 0; k < g->o->n_cross_heads; k++) {
+            const int l = g->o->cross_heads[2 * k], h = g->o->cross_heads[2 * k + 1];
+            memcpy(dst + (size_t)k * S, g->att_cross[b] + ((size_t)l * H + h) * S, sizeof(float) * (size_t)S);
+        }
+    }
 }
 
 /* How many rows from b0 on (of nr) serve b0's sentence. */
@@ -334,13 +377,14 @@ static void first_step(const gen *g, int nr) {
 /* Step until every sentence is done. Returns the steps run, -1 (OOM) or -2 (stopped by
  * the caller's flag). */
 static int generate(gen *g) {
-    const int att = g->o->want_attention;
+    const int att = g->o->want_attention, heads = heads_only(g);
     for (int t = 0;; t++) {
         if (g->o->stop && *g->o->stop) return -2; /* Ctrl-C or a caller's stop, within a step */
         const int nr = gather_rows(g);
         if (nr == 0) return t;
         if (open_runs(g, nr, t)) return -1;
-        decoder_step(&g->ds, g->rows, nr, t, att ? g->att_self : NULL, att ? g->att_cross : NULL);
+        decoder_step(&g->ds, g->rows, nr, t, att ? g->att_self : NULL, att || heads ? g->att_cross : NULL);
+        if (heads) keep_heads(g, nr);
         if (g->o->want_logits)
             memcpy(g->tr.logits + (size_t)g->run0 * g->V, g->ds.logits, sizeof(float) * (size_t)nr * g->V);
         if (t == 0) first_step(g, nr);

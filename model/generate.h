@@ -104,6 +104,8 @@ struct gen {
     dec_row *rows;
     row_ref *refs;
     float **att_self, **att_cross;
+    float *heads_tmp;   /* cross_heads without want_attention: a step's rows, every layer's
+                         * cross-attention, [rows][L * H * S] (the wanted heads then kept) */
     int *pathbuf;       /* ml + 1 ids per row */
     beam_cand *cands;   /* 2 * beams per row */
     int *choice;        /* greedy, sampling, forced: each row's token */

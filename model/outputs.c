@@ -23,6 +23,7 @@ void s2s_output_free(s2s_output *o) {
     free(o->enc_self);
     free(o->dec_self);
     free(o->cross);
+    free(o->head_cross);
     free(o->align_head);
     memset(o, 0, sizeof *o);
 }
@@ -77,6 +78,24 @@ static int copy_align_head(const s2s_config *c, const trace *tr, const int *path
     return 0;
 }
 
+/* s2s_opts.cross_heads along path[0..n): [n_cross_heads, n, S], read from each run's
+ * capture (every matrix with want_attention, else the wanted heads only). */
+static int copy_heads(const s2s_config *c, const s2s_opts *o, const trace *tr, const int *path, int n, int S,
+                      float **out) {
+    const int L = c->dec_layers, H = c->dec_heads, K = o->n_cross_heads;
+    float *const hc = *out = malloc(sizeof(float) * ((size_t)K * n * S + 1));
+    if (!hc) return -1;
+    for (int t = 0; t < n; t++) {
+        const float *run = tr->att + tr->run_att[tr->rec_run[path[t]]];
+        for (int k = 0; k < K; k++) {
+            const int lh = o->cross_heads[2 * k] * H + o->cross_heads[2 * k + 1];
+            const float *from = o->want_attention ? run + (size_t)L * H * (t + 1) + (size_t)lh * S : run + (size_t)k * S;
+            memcpy(hc + ((size_t)k * n + t) * S, from, sizeof(float) * (size_t)S);
+        }
+    }
+    return 0;
+}
+
 /* The output hypothesis's ids, log-probabilities, logits and attention along path[0..n). */
 static int copy_best(const s2s_model *m, const s2s_opts *o, const trace *tr, const int *path, int n,
                      int S, s2s_output *out) {
@@ -100,6 +119,7 @@ static int copy_best(const s2s_model *m, const s2s_opts *o, const trace *tr, con
                    sizeof(float) * (size_t)V);
     }
     if (o->want_attention && copy_attention(&m->c, tr, path, n, S, &out->dec_self, &out->cross)) return -1;
+    if (o->n_cross_heads > 0 && copy_heads(&m->c, o, tr, path, n, S, &out->head_cross)) return -1;
     if (o->want_attention && m->c.align_head_width > 0 && copy_align_head(&m->c, tr, path, n, S, &out->align_head))
         return -1;
     out->nbest[0].logprob = out->logprob;

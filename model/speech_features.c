@@ -69,7 +69,9 @@ int attend_transcribe(attend_model *am, const float *samples, size_t n, const at
     int frames;
     memset(out, 0, sizeof *out);
     if (attend_features(am, samples, n, &mel, &frames, err, errlen)) return -1;
-    const int rc = attend_transcribe_features(am, mel, frames, sp, p, out, err, errlen);
+    attend_speech_params wsp = sp ? *sp : attend_default_speech_params();
+    if (!wsp.audio_frames) wsp.audio_frames = (int)(n / 160 < 1u << 30 ? n / 160 : 1u << 30); /* HF's num_frames */
+    const int rc = attend_transcribe_features(am, mel, frames, &wsp, p, out, err, errlen);
     free(mel);
     return rc;
 }

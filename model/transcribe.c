@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "attend_model.h"
+#include "transcript_words.h"
 #include "speech.h"
 
 #define SECONDS_PER_TOKEN 0.02 /* a timestamp token's step */
@@ -21,6 +22,8 @@ typedef struct {
     int eot, tb;       /* <|endoftext|>, the first timestamp token */
     attend_transcript *t;
     int cap;           /* segments allocated */
+    word_timer *wt;    /* word timestamps: the token times so far (else NULL) */
+    int audio_frames;  /* word timestamps: the mel frames of sound (0: every window whole) */
 } transcriber;
 
 /* Append segment ids[0..n) from start to end seconds. 0 or -1 (OOM). */
@@ -133,6 +136,8 @@ static int transcribe_window(transcriber *x, const float *win, int seek, int fra
     if (n <= 0 || !sp->timestamps || *advance < 1) *advance = frames; /* never stand still */
     window_measures(x->t, first, &w);
     if (rc) snprintf(err, errlen, "out of memory");
+    else if (x->wt) rc = word_timer_window(x->wt, &r, k, x->t, first, seek * SECONDS_PER_FRAME, x->audio_frames, err,
+                                           errlen);
     attend_result_free(&w.r);
     return rc;
 }
@@ -162,9 +167,12 @@ int attend_transcribe_features(attend_model *am, const float *mel, int n_frames,
     wp.want_scores = 1;
     wsp.timestamps = wsp.timestamps || n_frames > W; /* long-form needs the segments' times */
     wsp.task = speech_resolve_task(am, &wsp); /* once, as HF's init tokens: the language found is not "given" */
-    transcriber x = {am, c, c->eos_id, am->m->c.speech.timestamp_begin_id, out, 0};
+    transcriber x = {am, c, c->eos_id, am->m->c.speech.timestamp_begin_id, out, 0, NULL, 0};
+    word_timer wt = {0};
     float *win = malloc(sizeof(float) * (size_t)c->n_mels * W);
     int rc = -1;
+    if (wsp.word_timestamps && word_timer_start(&wt, c, &wp, err, errlen)) goto done;
+    if (wsp.word_timestamps) x.wt = &wt, x.audio_frames = n_frames <= W ? wsp.audio_frames : 0;
     if (!win) {
         snprintf(err, errlen, "out of memory");
         goto done;
@@ -180,7 +188,9 @@ int attend_transcribe_features(attend_model *am, const float *mel, int n_frames,
     out->text = join_texts(out);
     rc = out->text ? 0 : -1;
     if (rc) snprintf(err, errlen, "out of memory");
+    else if (x.wt) rc = word_timer_words(x.wt, am, out, err, errlen);
 done:
+    word_timer_free(&wt);
     free(win);
     if (rc) attend_transcript_free(out);
     return rc;

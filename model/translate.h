@@ -94,6 +94,11 @@ typedef struct {
      * its index in this call, row: the sample) */
     void (*on_token)(void *user, int sentence, int row, int id, float logprob);
     void *token_user;
+    /* if n_cross_heads > 0: keep only these cross-attention heads, (layer, head) pairs
+     * cross_heads[2k], cross_heads[2k + 1], along the output's path (s2s_output.head_cross;
+     * Whisper's alignment heads), a fraction of want_attention's every matrix */
+    const int *cross_heads;
+    int n_cross_heads;
 } s2s_opts;
 
 /* Wall-clock seconds of one s2s_translate_ids call, by phase. */
@@ -135,6 +140,7 @@ typedef struct {
     float *enc_self; /* [enc_layers, enc_heads, S, S] (want_attention) */
     float *dec_self; /* [dec_layers, dec_heads, n, n], zero above the diagonal */
     float *cross;    /* [dec_layers, dec_heads, n, S] */
+    float *head_cross; /* [n_cross_heads, n, S] (s2s_opts.cross_heads) */
     float *align_head; /* [n, S] the trained alignment head's rows (want_attention, a model with one) */
 } s2s_output;
 

@@ -3,7 +3,8 @@
  * score, attention), forced decoding from ids equals forced decoding from text,
  * attend_detokenize gives the result's text, and bad ids are refused with a message; target
  * prefixes and the n-best hypotheses' own arrays; score and normalized_score mean the same
- * with every search (the sum of the log-probabilities, and that over length ^ penalty).
+ * with every search (the sum of the log-probabilities, and that over length ^ penalty);
+ * cross_heads keeps the listed heads' slices of the cross-attention.
  * Usage: test_api [MODEL.gguf] (default tests/data/tiny-v1.gguf) */
 #include <math.h>
 #include <stdio.h>
@@ -197,6 +198,37 @@ static void score_scales(attend_model *m, attend_params p) {
     }
 }
 
+/* attend_params.cross_heads: the listed heads' cross-attention along the output's path,
+ * equal to those slices of want_attention's every matrix, with beams and greedy, with and
+ * without want_attention; a head the decoder lacks refused. */
+static void cross_heads(attend_model *m, attend_params p, const attend_config *c) {
+    const char *line[] = {"Zwei Hunde spielen im Schnee."};
+    const int heads[] = {c->decoder_layers - 1, 0, 0, c->decoder_heads - 1};
+    char err[256];
+    for (int beams = 1; beams <= 3; beams += 2)
+        for (int both = 0; both < 2; both++) {
+            attend_result full, part;
+            p.num_beams = beams, p.want_attention = 1, p.cross_heads = NULL, p.n_cross_heads = 0;
+            CHECK(attend_translate(m, line, NULL, 1, NULL, &p, &full, err, sizeof err) == 0 && !full.head_cross);
+            p.want_attention = both, p.cross_heads = heads, p.n_cross_heads = 2;
+            CHECK(attend_translate(m, line, NULL, 1, NULL, &p, &part, err, sizeof err) == 0);
+            CHECK(part.head_cross && part.n_tgt == full.n_tgt && !memcmp(part.tgt_ids, full.tgt_ids,
+                                                                          sizeof(int) * (size_t)full.n_tgt));
+            const size_t TS = (size_t)full.n_tgt * full.n_src;
+            for (int k = 0; part.head_cross && k < 2; k++) {
+                const float *want = full.cross + ((size_t)heads[2 * k] * c->decoder_heads + heads[2 * k + 1]) * TS;
+                CHECKF(!memcmp(part.head_cross + k * TS, want, sizeof(float) * TS), "beams %d head %d", beams, k);
+            }
+            CHECK(both ? part.cross != NULL : part.cross == NULL);
+            attend_result_free(&full);
+            attend_result_free(&part);
+        }
+    const int bad[] = {c->decoder_layers, 0};
+    attend_result r;
+    p.cross_heads = bad, p.n_cross_heads = 1;
+    CHECK(attend_translate(m, line, NULL, 1, NULL, &p, &r, err, sizeof err) != 0 && strstr(err, "head"));
+}
+
 int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : repo_path("tests/data/tiny-v1.gguf");
     char err[256];
@@ -239,6 +271,7 @@ int main(int argc, char **argv) {
     bad_lines(m, p);
     prefixes(m, p);
     score_scales(m, p);
+    cross_heads(m, p, c);
     /* attend_params.stats: this call's phases, reset by each call (not summed across calls) */
     attend_stats st = {1.0, 1.0, 999};
     attend_params q = p;

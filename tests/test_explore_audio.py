@@ -135,7 +135,15 @@ def check_page_equals_commands(gguf, speech, work, heads):
         assert total[t][f] == total[t].max(), f"token {t}: frame {f} is not the alignment heads' peak"
     import attend
     assert d["samples"] == len(attend.load_audio(speech)), d["samples"]
-    assert d["words"] == [] and d["language"] == "en" and d["language_given"] is True
+    assert d["language"] == "en" and d["language_given"] is True
+    # the words: attend transcribe --word-timestamps's (timestamps on), placed where they were heard
+    d = explore(gguf, speech, os.path.join(work, "pt.html"), "--language", "en", "--timestamps")
+    js = json.loads(T.run_attend(["transcribe", "-m", gguf, "--language", "en", "--max-length", str(MAX_LENGTH),
+                                  "--word-timestamps", "--output", "json", speech]).stdout)
+    want = [w for seg in js["segments"] for w in seg["words"]]
+    assert want and [(w["word"], w["start"], w["end"]) for w in d["words"]] == \
+        [(w["word"], w["start"], w["end"]) for w in want], (d["words"], want)
+    assert all(abs(a["probability"] - b["probability"]) <= 1e-4 for a, b in zip(d["words"], want))
     print(f"   {len(d['tokens'])} tokens, 3x2 heads: {os.path.getsize(os.path.join(work, 'p.html')) / 1e6:.2f} MB")
 
 
@@ -274,7 +282,8 @@ def check_browser(b, gguf, speech, work, heads):
     L, H = d["config"]["decoder_layers"], d["config"]["decoder_heads"]
     assert s["head"] == "-2", s["head"]                      # the alignment heads' average first
     assert s["panels"] == L * H + 1 and sorted(s["align"]) == sorted(["-1:-2"] + [f"{a}:{c}" for a, c in heads])
-    assert s["lane"] == [t for t in range(len(d["tokens"])) if not d["special"][t]], s["lane"]
+    assert d["words"] and len(s["lane"]) == len([w for w in d["words"] if w["start"] < 30]), (s["lane"], d["words"])
+    assert s["lane"][0] == min(t for t in range(len(d["tokens"])) if not d["special"][t]), s["lane"]
     assert s["colours"] > 20, f"the spectrogram looks blank: {s['colours']} colours"
     assert s["rows"] == len(d["tokens"]) and "speech.wav" in s["meta"], s
     first = s["lane"][0]

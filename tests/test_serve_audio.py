@@ -172,7 +172,8 @@ def check_cues(text, segments, fmt):
 
 def check_language_and_task(audio, client):
     """language (a code or Whisper's name) and the translations endpoint, against the CLI's
-    --language and --task translate; timestamp_granularities[] word."""
+    --language and --task translate; timestamp_granularities[] word: the CLI's
+    --word-timestamps words."""
     ref = audio.cli(audio.wav, "--language", "de")
     for lang in ("de", "German"):
         status, _, body = client.post(TRANSCRIBE, audio.wav, [("language", lang), ("response_format", "verbose_json")])
@@ -187,7 +188,12 @@ def check_language_and_task(audio, client):
     fields = [("response_format", "verbose_json"), ("timestamp_granularities[]", "word"),
               ("timestamp_granularities[]", "segment")]
     status, _, body = client.post(TRANSCRIBE, audio.wav, fields)
-    assert status == 200 and isinstance(body["words"], list) and len(body["segments"]) >= 1, body
+    want = audio.cli(audio.wav, "--word-timestamps", output="verbose_json")  # the CLI's words, each time
+    assert status == 200 and body == want and body["words"] and len(body["segments"]) >= 1, (body, want)
+    assert all(set(w) == {"word", "start", "end"} and w["start"] <= w["end"] for w in body["words"]), body["words"]
+    status, _, body = client.post(TRANSCRIBE, audio.wav, [("response_format", "verbose_json"),
+                                                          ("timestamp_granularities", "word")])
+    assert status == 200 and body == want, body
     status, _, body = client.post(TRANSCRIBE, audio.wav, [("model", "whisper-1"), ("temperature", "0"),
                                                           ("prompt", "Bahnhof"), ("stream", "false")])
     assert status == 200 and body == {"text": audio.cli(audio.wav)["text"]}, body
@@ -382,8 +388,8 @@ def check_npm_client(audio, server):
     got = json.loads(out.stdout)
     assert got["text"] == audio.cli(audio.wav)["text"], (got["text"], audio.cli(audio.wav)["text"])
     assert got["srt"] == audio.cli(audio.flac, output="srt"), got["srt"]
-    assert got["verbose"] == dict(audio.cli(audio.wav, "--language", "de", output="verbose_json"), words=[]), \
-        got["verbose"]
+    want = audio.cli(audio.wav, "--language", "de", "--word-timestamps", output="verbose_json")
+    assert got["verbose"] == want and want["words"], (got["verbose"], want)
     assert got["translation"] == audio.cli(audio.flac, "--task", "translate")["text"], got["translation"]
     assert got["refused"] == {"status": 400, "code": "model_not_supported", "param": "model",
                               "type": "invalid_request_error"}, got["refused"]

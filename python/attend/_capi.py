@@ -20,7 +20,7 @@ from typing import List, Optional
 # Structures (field order and types exactly as in the headers)
 
 # the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
-ABI = 13
+ABI = 14
 ATTEND_VIEW_MAX = 64
 # the metadata key a model file records its alignment view under (align.h)
 ATTEND_ALIGNMENT_VIEW_KEY = "attend.alignment.view"
@@ -156,6 +156,8 @@ class attend_params(ctypes.Structure):
         ("disable_unk", ctypes.c_int),
         ("on_token", ON_TOKEN),
         ("token_user", ctypes.c_void_p),
+        ("cross_heads", ctypes.POINTER(ctypes.c_int)),
+        ("n_cross_heads", ctypes.c_int),
     ]
 
 
@@ -230,6 +232,7 @@ class attend_result(ctypes.Structure):
         ("message", ctypes.c_char_p),
         ("n_sentences", ctypes.c_int),
         ("sentences", ctypes.POINTER(attend_sentence)),
+        ("head_cross", ctypes.POINTER(ctypes.c_float)),
         ("align_head", c_float_p),
     ]
 

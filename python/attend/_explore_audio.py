@@ -124,10 +124,13 @@ def _decode(lib: ctypes.CDLL, h: int, mel: Any, cfg: Any, sp: Any, p: Any) -> Di
         C.lib().attend_result_free(ctypes.byref(out))
 
 
-def _words(lib: ctypes.CDLL, h: int, mel: Any, sp: Any, p: Any) -> List[Dict[str, Any]]:
-    """The transcript's words for the same features (none until word timestamps land)."""
+def _words(lib: ctypes.CDLL, h: int, mel: Any, sp: Any, p: Any, samples: int, n_heads: int) -> List[Dict[str, Any]]:
+    """The transcript's words for the same features, with word timestamps when the model has
+    alignment heads (samples: the audio's, HF's num_frames = samples // 160)."""
     t, err = _speech.attend_transcript(), C.err_buffer()
     p.want_attention = 0
+    sp = _speech.attend_speech_params(sp.language, sp.task, sp.timestamps)
+    sp.word_timestamps, sp.audio_frames = 1 if n_heads else 0, min(samples // 160, mel.shape[1])
     if lib.attend_transcribe_features(h, mel.ctypes.data_as(ctypes.POINTER(ctypes.c_float)), mel.shape[1],
                                       ctypes.byref(sp), ctypes.byref(p), ctypes.byref(t), err, C.ERR_LEN):
         raise AttendError(C.decode(err.value))
@@ -160,7 +163,7 @@ def page_data(model: Any, audio: Any, language: Optional[str] = None, task: str 
     try:
         mel = np.ascontiguousarray(_features(lib, h, x, cfg)[:, :cfg.audio_frames])
         r = _decode(lib, h, mel, cfg, sp, p)
-        words = _words(lib, h, mel, sp, p)
+        words = _words(lib, h, mel, sp, p, x.size, len(cfg.alignment_heads))
         texts = [model.detokenize([i]) for i in r["ids"]]
     finally:
         model._leave()

@@ -149,7 +149,8 @@ class Model(VocabularyMixin):
                    timestamps: bool = False, beam: Optional[int] = None, max_length: Optional[int] = None,
                    threads: Optional[int] = None, temperature: Union[float, Sequence[float]] = 0.0,
                    compression_ratio_threshold: Optional[float] = None, logprob_threshold: Optional[float] = None,
-                   no_speech_threshold: Optional[float] = None, seed: Optional[int] = None) -> "_speech.Transcript":
+                   no_speech_threshold: Optional[float] = None, seed: Optional[int] = None,
+                   word_timestamps: bool = False) -> "_speech.Transcript":
         """Speech to text with a Whisper model (``attend transcribe``): ``audio`` is a file
         path (read by the soundfile module, resampled to 16 kHz by libsoxr) or 16 kHz mono
         float samples (a numpy array). ``language``: a code of Config.languages, or None /
@@ -163,9 +164,13 @@ class Model(VocabularyMixin):
         (0.0, 0.2, 0.4, 0.6, 0.8, 1.0) falls back window by window as HF's generate does
         while ``compression_ratio_threshold`` (OpenAI: 2.4) or ``logprob_threshold`` (-1.0)
         says so; ``no_speech_threshold`` (0.6, with logprob_threshold) skips silent windows.
-        None: that threshold is off, as in HF."""
+        None: that threshold is off, as in HF. ``word_timestamps``: each segment's words too
+        (Word: start, end, word, probability), their times read from the alignment heads'
+        cross-attention as HF's return_token_timestamps reads them (Transcript.words lists
+        them all); turns ``timestamps`` on, as HF's pipeline does for return_timestamps="word"."""
         return _speech.transcribe(self, audio, language, task, timestamps, beam, max_length, threads, temperature,
-                                  (compression_ratio_threshold, logprob_threshold, no_speech_threshold), seed)
+                                  (compression_ratio_threshold, logprob_threshold, no_speech_threshold), seed,
+                                  word_timestamps)
 
     def tokenize(self, line: Text) -> np.ndarray:
         """The source ids attend_translate uses for line (pieces, </s> last, cut to

@@ -24,7 +24,8 @@ class attend_speech_params(ctypes.Structure):
                 ("temperatures", ctypes.POINTER(ctypes.c_float)), ("n_temperatures", ctypes.c_int),
                 ("use_compression_ratio", ctypes.c_int), ("use_logprob", ctypes.c_int), ("use_no_speech", ctypes.c_int),
                 ("compression_ratio_threshold", ctypes.c_float), ("logprob_threshold", ctypes.c_float),
-                ("no_speech_threshold", ctypes.c_float)]
+                ("no_speech_threshold", ctypes.c_float),
+                ("word_timestamps", ctypes.c_int), ("audio_frames", ctypes.c_int)]
 
 
 class attend_segment(ctypes.Structure):
@@ -62,6 +63,8 @@ def _declare() -> ctypes.CDLL:
 
 @dataclass
 class Word:
+    """A word (with the space before it, as the text has it), the seconds it was heard, and
+    the mean probability of its tokens."""
     start: float
     end: float
     word: str
@@ -216,7 +219,8 @@ TASKS = {"transcribe": 0, "translate": 1, None: 2}  # attend.h's ATTEND_TASK_*; 
 
 def transcribe(model: Any, audio: Any, language: Optional[str], task: Optional[str], timestamps: bool,
                beam: Optional[int], max_length: Optional[int], threads: Optional[int], temperature: Any = 0.0,
-               thresholds: Sequence[Optional[float]] = (None, None, None), seed: Optional[int] = None) -> Transcript:
+               thresholds: Sequence[Optional[float]] = (None, None, None), seed: Optional[int] = None,
+               word_timestamps: bool = False) -> Transcript:
     from ._interrupt import _CtrlC
     if task not in ("transcribe", "translate", None):
         raise ValueError(f"task is 'transcribe', 'translate' or None (the model's), not {task!r}")
@@ -224,7 +228,9 @@ def transcribe(model: Any, audio: Any, language: Optional[str], task: Optional[s
         raise AttendError(f"{model.path} is a text model ({model.config.architecture}): use translate()")
     lib = _declare()
     x = _samples(audio)
-    sp = attend_speech_params(language.encode() if language else None, TASKS[task], 1 if timestamps else 0)
+    sp = attend_speech_params(language.encode() if language else None, TASKS[task],
+                              1 if timestamps or word_timestamps else 0)
+    sp.word_timestamps = 1 if word_timestamps else 0
     p = lib.attend_default_params()
     p.threads = threads if threads is not None else model.threads
     p.num_beams = beam or 0
