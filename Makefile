@@ -21,7 +21,7 @@ LIB_C   = engine/kernels.c engine/attention_gemm.c engine/kernels_avx2.c engine/
           tokenizer/bpe_hash.c tokenizer/bpe_pretok.c tokenizer/bpe_encode.c tokenizer/bpe_decode.c tokenizer/bpe_unicode.c \
           model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c model/compute.c \
           model/encoder.c model/audio_encoder.c model/decoder.c model/relative.c model/tasks.c model/search.c model/trace.c model/outputs.c model/strategy.c \
-          model/beam.c model/generate.c model/api.c model/speech_api.c model/transcribe.c model/speech_fallback.c model/token_times.c model/token_words.c model/transcript_words.c model/speech_features.c model/vocab_api.c model/align.c model/align_links.c model/quantize.c \
+          model/beam.c model/generate.c model/api.c model/speech_api.c model/transcribe.c model/speech_fallback.c model/token_times.c model/token_words.c model/transcript_words.c model/speech_features.c model/vocab_api.c model/align.c model/align_links.c model/align_head.c model/quantize.c \
           model/record_view.c model/split_lines.c model/translate_html.c text/chars.c text/split_rules.c text/sentences.c text/clauses.c \
           text/markup_parse.c text/markup_render.c audio/fft.c audio/mel.c
 LIB_CXX = tokenizer/spm.cc

@@ -47,6 +47,8 @@ static void usage_align(FILE *f) {
             "                                            (Chen et al. 2020, shift-att)\n"
             "                            all:avg         every layer and head averaged\n"
             "                            L:H[,L:H...]    explicit heads, averaged\n"
+            "                            ...,align       with the file's trained alignment head\n"
+            "                                            (attend info shows one), one more head\n"
             "                            ...,words       link whole words: weights summed\n"
             "                                            over their pieces first\n"
             "                            ...,mutual      link a row and a column only when\n"
@@ -223,7 +225,7 @@ static int translate_source(align_run *x) {
     }
     x->m = cli_load_model(o->common.model);
     x->c = attend_get_config(x->m);
-    if (x->view.n == 0 && attend_view_parse(x->c->alignment_view, &x->view, err, sizeof err)) {
+    if (x->view.n == 0 && !x->view.align && attend_view_parse(x->c->alignment_view, &x->view, err, sizeof err)) {
         fprintf(stderr, "attend align: %s\n", err); /* the loader checked it */
         return EXIT_USAGE;
     }
@@ -264,7 +266,7 @@ static int reduce_view(align_run *x) {
         fprintf(stderr, "attend align: out of memory\n");
         exit(EXIT_FAIL);
     }
-    if (attend_view_reduce(&x->view, r->cross, x->Ld, x->Hd, T, S, x->A, err, sizeof err)) {
+    if (attend_view_reduce_head(&x->view, r->cross, r->align_head, x->Ld, x->Hd, T, S, x->A, err, sizeof err)) {
         fprintf(stderr, "attend align: %s\n", err);
         return EXIT_USAGE;
     }

@@ -84,6 +84,9 @@ int cmd_info(int argc, char **argv) {
     printf("alignment view      %s (%s)\n", c->alignment_view,
            c->alignment_view_recorded ? "recorded in the file" : "the default: the file records none; "
                                                                   "attend align --calibrate records one");
+    if (c->align_head_width > 0) /* the view's item `align` (weights/FORMAT.md) */
+        printf("alignment head      width %d on decoder layer %d's cross-attention input\n", c->align_head_width,
+               c->align_head_layer);
     printf("special ids         eos %d, unk %d, pad %d, decoder start %d\n", c->eos_id, c->unk_id, c->pad_id,
            c->decoder_start_id);
     if (c->n_languages) { /* the codes --src-lang / --tgt-lang take */

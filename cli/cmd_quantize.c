@@ -10,8 +10,9 @@ static void usage_quantize(FILE *f) {
             "usage: attend quantize IN.gguf OUT.gguf\n"
             "\n"
             "Write OUT with every weight matrix of IN stored as int8 with one f32 scale per row\n"
-            "(format version 2; see weights/FORMAT.md). Vectors stay f32. IN must be an f32 or\n"
-            "f16 attend checkpoint; OUT is what export_marian.py --dtype int8 would write.\n");
+            "(format version 2; see weights/FORMAT.md). Vectors and a trained alignment head\n"
+            "stay f32. IN must be an f32 or f16 attend checkpoint; OUT is what\n"
+            "export_marian.py --dtype int8 would write.\n");
 }
 
 int cmd_quantize(int argc, char **argv) {

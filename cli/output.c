@@ -70,6 +70,7 @@ attend_result cli_hypothesis_result(const attend_result *r, int k) {
     x.logprob = h->logprob;
     x.dec_self = h->dec_self;
     x.cross = h->cross;
+    x.align_head = h->align_head;
     x.logits = k == 0 ? r->logits : NULL;
     x.n_best = 1;
     x.nbest = r->nbest + k;
@@ -178,6 +179,11 @@ void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const
     for (int l = 0; l < c->decoder_layers; l++) {
         dump_layer(z, idx, "dec_self", l, r->dec_self + (size_t)l * Hd * T * T, Hd, T, T);
         dump_layer(z, idx, "cross", l, r->cross + (size_t)l * Hd * T * S, Hd, T, S);
+    }
+    if (r->align_head) { /* a file with a trained alignment head: its rows [T, S] */
+        const int shape[2] = {T, S};
+        snprintf(name, sizeof name, "s%lld/align_head", idx);
+        npz_add_f32(z, name, r->align_head, 2, shape);
     }
 }
 

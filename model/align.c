@@ -53,6 +53,8 @@ int attend_view_parse(const char *spec, attend_view *v, char *err, size_t errlen
         while (end > s && end[-1] == ' ') end--;
         if (word_is(s, end, "shift")) {
             v->shift = 1;
+        } else if (word_is(s, end, "align")) {
+            v->align = 1;
         } else if (word_is(s, end, "words")) {
             v->words = 1;
         } else if (word_is(s, end, "mutual") || word_is(s, end, "grow")) {
@@ -86,16 +88,18 @@ int attend_view_parse(const char *spec, attend_view *v, char *err, size_t errlen
         if (!*e) break;
         s = e + 1;
     }
-    if (v->n == 0) {
-        snprintf(err, errlen, "attention view '%s' names no layer:head (e.g. last:0)", spec);
+    if (v->n == 0 && !v->align) {
+        snprintf(err, errlen, "attention view '%s' names no layer:head (e.g. last:0) and not the alignment head "
+                 "(align)", spec);
         return -1;
     }
     return 0;
 bad:
     snprintf(err, errlen,
              "attention view '%s': expected items LAYER:HEAD (LAYER a 0-based number, last, "
-             "penultimate or all; HEAD a number or avg) and optionally 'shift', 'words' and "
-             "'mutual' or 'grow', e.g. last:0, penultimate:avg, 4:avg,shift, 1:2,shift,words,grow",
+             "penultimate or all; HEAD a number or avg) or 'align' (a file's trained alignment head), and "
+             "optionally 'shift', 'words' and 'mutual' or 'grow', e.g. last:0, penultimate:avg, 4:avg,shift, "
+             "1:2,shift,words,grow, 1:2,align,shift,words,grow",
              spec);
     return -1;
 }
@@ -115,12 +119,12 @@ static void item_name(int layer, int head, char *buf, size_t n) {
 
 void attend_view_name(const attend_view *v, char *buf, size_t n) {
     static const char *const link_names[] = {"", "mutual", "grow"};
-    const char *flags[3] = {v->shift ? "shift" : "", v->words ? "words" : "",
+    const char *flags[4] = {v->align ? "align" : "", v->shift ? "shift" : "", v->words ? "words" : "",
                             v->links > 0 && v->links <= ATTEND_LINKS_GROW ? link_names[v->links] : ""};
     size_t k = 0;
     if (n == 0) return;
     buf[0] = 0;
-    for (int i = 0; i < v->n + 3 && k < n; i++) {
+    for (int i = 0; i < v->n + 4 && k < n; i++) {
         char item[48];
         if (i < v->n) item_name(v->layer[i], v->head[i], item, sizeof item);
         else if (*flags[i - v->n]) snprintf(item, sizeof item, "%s", flags[i - v->n]);
@@ -166,7 +170,17 @@ int attend_view_check(const attend_view *v, int L, int H, char *err, size_t errl
 
 int attend_view_reduce(const attend_view *v, const float *cross, int L, int H, int T, int S,
                        float *out, char *err, size_t errlen) {
+    return attend_view_reduce_head(v, cross, NULL, L, H, T, S, out, err, errlen);
+}
+
+int attend_view_reduce_head(const attend_view *v, const float *cross, const float *head, int L, int H, int T,
+                            int S, float *out, char *err, size_t errlen) {
     if (attend_view_check(v, L, H, err, errlen)) return -1;
+    if (v->align && !head) {
+        snprintf(err, errlen, "attention view: 'align' names the trained alignment head, and there is none "
+                 "(the model file has no %s.* keys, or attention was not captured)", ATTEND_ALIGN_HEAD_KEY);
+        return -1;
+    }
     unsigned char *sel = calloc((size_t)L * H + 1, 1);
     if (!sel) {
         snprintf(err, errlen, "out of memory");
@@ -181,6 +195,11 @@ int attend_view_reduce(const attend_view *v, const float *cross, int L, int H, i
     }
     int count = 0;
     memset(out, 0, sizeof(float) * (size_t)T * S);
+    if (v->align) { /* the head counts as one more item */
+        count++;
+        for (int t = 0; t + v->shift < T; t++)
+            for (int j = 0; j < S; j++) out[(size_t)t * S + j] += head[(size_t)(t + v->shift) * S + j];
+    }
     /* out[t] = mean over selected heads of cross[l][h][t + shift] */
     for (int lh = 0; lh < L * H; lh++) {
         if (!sel[lh]) continue;
@@ -317,7 +336,8 @@ char *attend_alignment(const attend_result *r, const attend_config *c, const att
     char *out = NULL;
     int have_sw = 0, have_tw = 0;
     if (!A) goto oom;
-    if (attend_view_reduce(v, r->cross, c->decoder_layers, c->decoder_heads, T, S, A, err, errlen))
+    if (attend_view_reduce_head(v, r->cross, r->align_head, c->decoder_layers, c->decoder_heads, T, S, A, err,
+                                errlen))
         goto done;
     if (attend_words_from_pieces((const char *const *)r->src_pieces, S, &sw)) goto oom;
     have_sw = 1;

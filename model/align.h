@@ -67,6 +67,10 @@ extern "C" {
  * and heads when the file loads). attend_config.alignment_view is the view in use: the
  * file's, else attend_default_view's. A view given explicitly always wins. */
 #define ATTEND_ALIGNMENT_VIEW_KEY "attend.alignment.view"
+/* The prefix of a trained alignment head's keys (.layer, .width) and tensors (align_head.q.weight
+ * ...; weights/FORMAT.md): a view names the head as the item `align`. */
+#define ATTEND_ALIGN_HEAD_KEY "attend.align_head"
+#define ATTEND_ALIGN_HEAD_TENSORS "align_head"
 
 /* The default view of a model whose file records none, for L decoder layers: "all:avg,grow",
  * every head of every layer averaged, links read by "grow", whatever L. Without a head
@@ -104,6 +108,8 @@ typedef struct {
     int shift;                          /* read row t+1 for target token t (shift-att) */
     int words;                          /* align whole words: sum the weights of their pieces */
     int links;                          /* how links are read off: ATTEND_LINKS_* */
+    int align;                          /* the item `align`: the file's trained alignment head
+                                         * (attend_result.align_head), averaged with the items */
 } attend_view;
 
 /* Parse a view ("last:0", "penultimate:avg", "3:avg,shift", "4:1,5:0", "all:avg"). 0, or -1
@@ -123,6 +129,10 @@ ATTEND_API int attend_view_check(const attend_view *v, int L, int H, char *err, 
  * not exist in a model of L layers and H heads. */
 ATTEND_API int attend_view_reduce(const attend_view *v, const float *cross, int L, int H, int T, int S,
                        float *out, char *err, size_t errlen);
+/* The same with the trained alignment head's rows head [T, S] (attend_result.align_head) as
+ * one more item when v->align (then head must not be NULL; -1 with err). */
+ATTEND_API int attend_view_reduce_head(const attend_view *v, const float *cross, const float *head, int L, int H,
+                                       int T, int S, float *out, char *err, size_t errlen);
 
 /* Pieces -> words. word_of[p] is the word of piece p, or -1 for pieces that belong to no
  * word (</s>, <pad>, <s>, <mask> and language tokens: mBART-50's `de_DE`, M2M-100's

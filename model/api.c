@@ -101,6 +101,8 @@ attend_model *attend_load_with(const char *path, const attend_load_params *lp, c
     o->language_ids = am->m->lang_id;
     o->alignment_view = c->align_view;
     o->alignment_view_recorded = c->align_view_recorded;
+    o->align_head_layer = c->align_head_width > 0 ? c->align_head_layer : -1;
+    o->align_head_width = c->align_head_width;
     o->n_tasks = am->m->n_tasks;
     o->tasks = am->m->task_name;
     o->task_prefixes = am->m->task_prefix;
@@ -161,6 +163,7 @@ void attend_result_free(attend_result *r) {
         if (h->logprob != r->logprob) free(h->logprob); /* nbest[0]'s are r's own */
         if (h->dec_self != r->dec_self) free(h->dec_self);
         if (h->cross != r->cross) free(h->cross);
+        if (h->align_head != r->align_head) free(h->align_head);
     }
     free(r->nbest);
     free(r->logprob);
@@ -169,6 +172,7 @@ void attend_result_free(attend_result *r) {
     free(r->dec_self);
     free(r->cross);
     free(r->head_cross);
+    free(r->align_head);
     free(r->message);
     free(r->sentences);
     memset(r, 0, sizeof *r);
@@ -296,14 +300,15 @@ static int take_output(const s2s_model *m, s2s_output *o, attend_result *r) {
     r->cross = o->cross;
     r->head_cross = o->head_cross;
     o->head_cross = NULL;
+    r->align_head = o->align_head;
     r->score = o->score;
     r->normalized_score = o->normalized_score;
     r->n_best = o->n_best;
     /* r owns them now (freed once, by attend_result_free, on any failure below) */
-    o->logits = o->logprob = o->enc_self = o->dec_self = o->cross = NULL;
+    o->logits = o->logprob = o->enc_self = o->dec_self = o->cross = o->align_head = NULL;
     o->ids = NULL;
     if (o->n_best > 0) /* nbest[0]'s arrays are those just taken */
-        o->nbest[0].logprob = o->nbest[0].dec_self = o->nbest[0].cross = NULL;
+        o->nbest[0].logprob = o->nbest[0].dec_self = o->nbest[0].cross = o->nbest[0].align_head = NULL;
     r->nbest = calloc((size_t)r->n_best + 1, sizeof *r->nbest);
     int oom = !r->nbest;
     if (oom) r->n_best = 0;
@@ -317,8 +322,9 @@ static int take_output(const s2s_model *m, s2s_output *o, attend_result *r) {
         h->logprob = k == 0 ? r->logprob : q->logprob; /* nbest[0]: the result's */
         h->dec_self = k == 0 ? r->dec_self : q->dec_self;
         h->cross = k == 0 ? r->cross : q->cross;
+        h->align_head = k == 0 ? r->align_head : q->align_head;
         q->ids = NULL;
-        q->logprob = q->dec_self = q->cross = NULL;
+        q->logprob = q->dec_self = q->cross = q->align_head = NULL;
         h->text = s2s_decode_text(m, h->ids, h->n);
         h->pieces = pieces_of(m->tgt_vocab, h->ids, h->n);
         oom = !h->text || !h->pieces;

@@ -45,7 +45,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 13
+#define ATTEND_ABI 14
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */
@@ -101,6 +101,10 @@ typedef struct {
      * models. Read-only, valid until attend_free. */
     int n_alignment_heads;
     const int *alignment_heads;
+    /* A trained alignment head in the file (attend.align_head.*, issue 38): the decoder layer
+     * whose cross-attention input its query reads, and its width; -1 and 0 without one. A
+     * view names it as the item `align` (align.h); attend_result.align_head holds its rows. */
+    int align_head_layer, align_head_width;
 } attend_config;
 
 /* attend_params.early_stopping (HF's early_stopping False, True, "never") */
@@ -257,6 +261,7 @@ typedef struct {
     float *dec_self;    /* [decoder_layers, decoder_heads, n, n] (want_attention) */
     float *cross;       /* [decoder_layers, decoder_heads, n, n_src] (want_attention) */
     char **pieces;      /* n target pieces (its own copy, also for nbest[0]) */
+    float *align_head;  /* [n, n_src] the trained alignment head's rows (attend_result.align_head) */
 } attend_hypothesis;
 
 typedef struct {
@@ -294,6 +299,10 @@ typedef struct {
     int n_sentences;
     attend_sentence *sentences;
     float *head_cross;  /* [n_cross_heads, n_tgt, n_src] (attend_params.cross_heads) */
+    /* [n_tgt, n_src] the trained alignment head's rows, laid out as one cross-attention
+     * head's (want_attention, a model file with attend.align_head.*; else NULL); each
+     * n-best hypothesis has its own. Never used by translation itself. */
+    float *align_head;
 } attend_result;
 
 ATTEND_API attend_params attend_default_params(void);

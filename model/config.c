@@ -5,6 +5,7 @@
 #include "load.h"
 
 #include "align.h"
+#include "align_head.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -283,6 +284,27 @@ static int read_generation(const gguf_file *f, s2s_config *c, char *err, size_t 
     return 0;
 }
 
+/* attend.align_head.layer / .width: a trained alignment head (model/align_head.c), optional;
+ * both keys or neither. */
+static int read_align_head(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
+    const int has_layer = gguf_find_kv(f, ATTEND_ALIGN_HEAD_KEY ".layer") != NULL;
+    const int has_width = gguf_find_kv(f, ATTEND_ALIGN_HEAD_KEY ".width") != NULL;
+    uint32_t layer = 0, width = 0;
+    c->align_head_layer = -1, c->align_head_width = 0;
+    if (!has_layer && !has_width) return 0;
+    if (gguf_get_u32(f, ATTEND_ALIGN_HEAD_KEY ".layer", &layer, err, errlen) ||
+        gguf_get_u32(f, ATTEND_ALIGN_HEAD_KEY ".width", &width, err, errlen))
+        return -1;
+    if (c->family->audio || layer >= (uint32_t)c->dec_layers || width < 1 || width > ALIGN_HEAD_MAX_WIDTH) {
+        s2s_fail(err, errlen, "keys %s.layer %u and .width %u: a text model's decoder layer (0..%d) and a "
+                 "width of 1..%d expected", ATTEND_ALIGN_HEAD_KEY, layer, width, c->dec_layers - 1,
+                 ALIGN_HEAD_MAX_WIDTH);
+        return -1;
+    }
+    c->align_head_layer = (int)layer, c->align_head_width = (int)width;
+    return 0;
+}
+
 /* The alignment view the file records (a view that names layers and heads this model has),
  * else the default for its depth. */
 static int read_alignment_view(const gguf_file *f, s2s_config *c, char *err, size_t errlen) {
@@ -308,6 +330,11 @@ static int read_alignment_view(const gguf_file *f, s2s_config *c, char *err, siz
         s2s_fail(err, errlen, "key %s: %s", ATTEND_ALIGNMENT_VIEW_KEY, verr);
         return -1;
     }
+    if (v.align && !c->align_head_width) {
+        s2s_fail(err, errlen, "key %s: '%s' names the alignment head, and the file has none (%s.*)",
+                 ATTEND_ALIGNMENT_VIEW_KEY, c->align_view, ATTEND_ALIGN_HEAD_KEY);
+        return -1;
+    }
     return 0;
 }
 
@@ -316,5 +343,6 @@ int s2s_read_config(const gguf_file *f, s2s_config *c, char *err, size_t errlen)
         read_activation(f, c, err, errlen) || read_generation(f, c, err, errlen) ||
         (c->family->audio && read_speech(f, c, err, errlen)))
         return -1;
+    if (read_align_head(f, c, err, errlen)) return -1;
     return read_alignment_view(f, c, err, errlen);
 }

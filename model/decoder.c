@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "align_head.h"
 #include "sublayer.h"
 
 static int max_heads(const s2s_config *c) {
@@ -202,9 +203,11 @@ void decoder_step(dec_state *s, const dec_row *rows, int n, int t, float *const 
         at_k()->linear(tmp, ctx, &Ly->self_attn.o.w, Ly->self_attn.o.b, n);
         sublayer_out(c, x, tmp, &Ly->self_attn_norm, n);
 
-        /* cross-attention over the row's sentence */
-        at_k()->linear(q, sublayer_in(c, x, s->h, &Ly->cross_attn_norm, n), &Ly->cross_attn.q.w,
-                       Ly->cross_attn.q.b, n);
+        /* cross-attention over the row's sentence (and the alignment head beside it) */
+        const float *cin = sublayer_in(c, x, s->h, &Ly->cross_attn_norm, n);
+        at_k()->linear(q, cin, &Ly->cross_attn.q.w, Ly->cross_attn.q.b, n);
+        if (att_cross && s->mem->align_k && l == c->align_head_layer)
+            align_head_rows(m, s->mem, rows, n, cin, att_cross);
         scale_queries(c, q, wide, hd);
         const dec_attention_job cross = {s, rows, att_cross, NULL, scratch_per_row, t, l};
         at_parallel_for(n, at_threads(), dec_cross_attention, &cross);

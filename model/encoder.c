@@ -182,6 +182,8 @@ void enc_memory_free(const s2s_model *m, enc_memory *mem) {
     at_block_free(mem->cross_block, mem->cross_bytes);
     free(mem->cross_k);
     free(mem->cross_v);
+    free(mem->align_k);
     mem->cross_k = mem->cross_v = NULL;
+    mem->align_k = NULL;
     mem->cross_block = NULL;
 }

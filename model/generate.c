@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "align_head.h"
 #include "outputs.h"
 
 static double now(void) {
@@ -153,6 +154,7 @@ static int encode_batch(gen *g, const s2s_source *src, int total, s2s_output *ou
     if (rc) goto done;
     g->mem = (enc_memory){.n = n, .total = total, .off = g->off, .len = g->len};
     rc = cross_kv(g->m, X, &g->mem);
+    if (!rc && g->o->want_attention) rc = align_head_keys(g->m, X, &g->mem); /* NULL without a head */
 done:
     at_block_free(X, x_bytes);
     free(ids);
@@ -295,8 +297,10 @@ static int open_runs(gen *g, int nr, int t) {
         tr->run_prev[g->run0 + b] = g->sent[g->refs[b].sent].live_rec[g->refs[b].live];
         tr->run_step[g->run0 + b] = t;
         tr->run_att[g->run0 + b] = need;
-        if (g->o->want_attention) need += (size_t)L * H * (t + 1 + g->len[g->refs[b].sent]);
-        else if (heads_only(g)) need += (size_t)g->o->n_cross_heads * g->len[g->refs[b].sent];
+        /* self rows, cross rows, then the alignment head's row when the model has one */
+        const int S = g->len[g->refs[b].sent];
+        if (g->o->want_attention) need += (size_t)L * H * (t + 1 + S) + (g->mem.align_k ? S : 0);
+        else if (heads_only(g)) need += (size_t)g->o->n_cross_heads * S;
     }
     tr->n_run += nr;
     if (heads_only(g)) { /* the decoder writes every head of a row into heads_tmp (keep_heads) */

@@ -27,6 +27,7 @@ typedef struct {
     float **cross_v;
     float *cross_block; /* where cross_k and cross_v point: one block (at_block_alloc) */
     size_t cross_bytes;
+    float *align_k; /* [total, align_head_width]: the alignment head's keys (align_head_keys), or NULL */
 } enc_memory;
 
 /* Embed and encode n packed sources (ids[i] of len[i] ids, rows from off[i]) into

@@ -11,6 +11,7 @@
 
 #include "../tokenizer/bpe.h"
 #include "../tokenizer/text.h"
+#include "align.h"
 
 /* ---------------------------------------------------------------------------------------
  * Binding tensors by name, checked against the configuration */
@@ -49,6 +50,7 @@ static const gguf_tensor *find(binder *b, const char *name, int rows, int cols) 
 }
 
 static int bind_vector(binder *b, const float **v, const char *name, int n);
+static int bind_floats(binder *b, const float **v, const char *name, int rows, int cols);
 
 static int bind_matrix(binder *b, at_matrix *m, const char *name, int rows, int cols) {
     const gguf_tensor *t = find(b, name, rows, cols);
@@ -90,7 +92,13 @@ static int bind_matrix(binder *b, at_matrix *m, const char *name, int rows, int 
 }
 
 static int bind_vector(binder *b, const float **v, const char *name, int n) {
-    const gguf_tensor *t = find(b, name, n, 0);
+    return bind_floats(b, v, name, n, 0);
+}
+
+/* An f32 tensor [rows, cols] (cols 0: a vector), copied out of the mapping by s2s_pack. */
+static int bind_floats(binder *b, const float **v, const char *name, int rows, int cols) {
+    const int n = cols ? rows * cols : rows;
+    const gguf_tensor *t = find(b, name, rows, cols);
     if (!t) return -1;
     if (t->type != GGUF_T_F32) {
         s2s_fail(b->err, b->errlen, "tensor %s: dtype %s, expected f32", name,
@@ -286,6 +294,19 @@ static int bind_dec_layer(binder *b, dec_layer *L, int i, const s2s_config *c) {
     return bind_norm(b, &L->ffn_norm, p, d);
 }
 
+/* The trained alignment head's f32 tensors (align_head.{q,k}.{weight,bias}: [width, d] and
+ * [width]) when the file's keys name one (model/config.c). */
+static int bind_align_head(binder *b, s2s_model *m) {
+    const int w = m->c.align_head_width, d = m->c.d_model;
+    if (w <= 0) return 0;
+    if (bind_floats(b, &m->align_q_w, ATTEND_ALIGN_HEAD_TENSORS ".q.weight", w, d) ||
+        bind_floats(b, &m->align_q_b, ATTEND_ALIGN_HEAD_TENSORS ".q.bias", w, 0) ||
+        bind_floats(b, &m->align_k_w, ATTEND_ALIGN_HEAD_TENSORS ".k.weight", w, d) ||
+        bind_floats(b, &m->align_k_b, ATTEND_ALIGN_HEAD_TENSORS ".k.bias", w, 0))
+        return -1;
+    return 0;
+}
+
 /* Every tensor the configuration names, in order; then no tensor may be left over. */
 static int bind_all(s2s_model *m, binder *b) {
     const s2s_config *c = &m->c;
@@ -303,6 +324,7 @@ static int bind_all(s2s_model *m, binder *b) {
     if (c->family->final_norms && (bind_norm(b, &m->enc_final_norm, "enc.final_norm", c->d_model) ||
                                    bind_norm(b, &m->dec_final_norm, "dec.final_norm", c->d_model)))
         return -1;
+    if (bind_align_head(b, m)) return -1;
     for (uint64_t i = 0; i < gguf_tensor_count(b->f); i++)
         if (!b->used[i]) {
             s2s_fail(b->err, b->errlen, "tensor %s: not part of this model's configuration",

@@ -14,6 +14,7 @@ void s2s_output_free(s2s_output *o) {
         if (h->logprob != o->logprob) free(h->logprob); /* nbest[0]'s are o's own */
         if (h->dec_self != o->dec_self) free(h->dec_self);
         if (h->cross != o->cross) free(h->cross);
+        if (h->align_head != o->align_head) free(h->align_head);
     }
     free(o->nbest);
     free(o->ids);
@@ -23,6 +24,7 @@ void s2s_output_free(s2s_output *o) {
     free(o->dec_self);
     free(o->cross);
     free(o->head_cross);
+    free(o->align_head);
     memset(o, 0, sizeof *o);
 }
 
@@ -59,6 +61,19 @@ static int copy_attention(const s2s_config *c, const trace *tr, const int *path,
             memcpy(ds + ((size_t)lh * n + t) * n, self + (size_t)lh * (t + 1), sizeof(float) * (size_t)(t + 1));
             memcpy(cs + ((size_t)lh * n + t) * S, cross + (size_t)lh * S, sizeof(float) * (size_t)S);
         }
+    }
+    return 0;
+}
+
+/* The alignment head's row of each step along path[0..n) (after the cross-attention rows
+ * in the trace: model/align_head.h): [n, S]. */
+static int copy_align_head(const s2s_config *c, const trace *tr, const int *path, int n, int S, float **out) {
+    const size_t LH = (size_t)c->dec_layers * c->dec_heads;
+    float *const a = *out = malloc(sizeof(float) * (size_t)n * S + 1);
+    if (!a) return -1;
+    for (int t = 0; t < n; t++) {
+        const float *self = tr->att + tr->run_att[tr->rec_run[path[t]]];
+        memcpy(a + (size_t)t * S, self + LH * (t + 1) + LH * S, sizeof(float) * (size_t)S);
     }
     return 0;
 }
@@ -105,9 +120,12 @@ static int copy_best(const s2s_model *m, const s2s_opts *o, const trace *tr, con
     }
     if (o->want_attention && copy_attention(&m->c, tr, path, n, S, &out->dec_self, &out->cross)) return -1;
     if (o->n_cross_heads > 0 && copy_heads(&m->c, o, tr, path, n, S, &out->head_cross)) return -1;
+    if (o->want_attention && m->c.align_head_width > 0 && copy_align_head(&m->c, tr, path, n, S, &out->align_head))
+        return -1;
     out->nbest[0].logprob = out->logprob;
     out->nbest[0].dec_self = out->dec_self;
     out->nbest[0].cross = out->cross;
+    out->nbest[0].align_head = out->align_head;
     return 0;
 }
 
@@ -120,7 +138,9 @@ static int copy_other(const s2s_model *m, const s2s_opts *o, const trace *tr, in
         if (!h->logprob) return -1;
         for (int t = 0; t < n; t++) h->logprob[t] = tr->rec_lp[path[t]];
     }
-    return o->want_attention ? copy_attention(&m->c, tr, path, n, S, &h->dec_self, &h->cross) : 0;
+    if (!o->want_attention) return 0;
+    if (copy_attention(&m->c, tr, path, n, S, &h->dec_self, &h->cross)) return -1;
+    return m->c.align_head_width > 0 ? copy_align_head(&m->c, tr, path, n, S, &h->align_head) : 0;
 }
 
 int output_build(const s2s_model *m, const s2s_opts *o, const trace *tr, const int *recs,

@@ -7,6 +7,7 @@
 
 #include "../engine/kernels.h"
 #include "../weights/gguf_write.h"
+#include "align.h"
 #include "attend.h"
 #include "seq2seq.h"
 
@@ -59,7 +60,9 @@ int attend_quantize(const char *in_path, const char *out_path, char *err, size_t
         o->name = strdup(s->name);
         o->n_dims = s->n_dims;
         memcpy(o->ne, s->ne, sizeof o->ne);
-        if (s->n_dims == 2) { /* every matrix: int8 + scales; vectors stay f32 */
+        /* every matrix: int8 + scales; vectors stay f32, and so does the alignment head (f32 only) */
+        const int head = !strncmp(s->name, ATTEND_ALIGN_HEAD_TENSORS ".", strlen(ATTEND_ALIGN_HEAD_TENSORS) + 1);
+        if (s->n_dims == 2 && !head) {
             o->type = GGUF_T_I8;
             o->nbytes = s->ne[0] * s->ne[1];
             o->data = malloc(o->nbytes);

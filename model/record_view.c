@@ -26,6 +26,11 @@ int attend_record_view(const char *in_path, const char *out_path, const char *vi
         s2s_free(m);
         return ATTEND_E_USAGE;
     }
+    if (v.align && !m->c.align_head_width) {
+        snprintf(err, errlen, "view '%s' names the alignment head (align), and %.200s has none", canonical, in_path);
+        s2s_free(m);
+        return ATTEND_E_USAGE;
+    }
     const gguf_file *in = m->file;
     const int nt = (int)gguf_tensor_count(in);
     gguf_out_tensor *t = calloc((size_t)nt + 1, sizeof *t);

@@ -97,6 +97,9 @@ typedef struct {
     s2s_speech speech;  /* family->audio only */
     char align_view[512]; /* the alignment view: the file's attend.alignment.view, else the default */
     int align_view_recorded;
+    /* A trained alignment head (attend.align_head.*; model/align_head.c): the decoder layer
+     * whose cross-attention input its query reads and its width; width 0: the file has none */
+    int align_head_layer, align_head_width;
 } s2s_config;
 
 typedef struct {
@@ -180,6 +183,8 @@ typedef struct s2s_model {
     spm_model *src_spm, *tgt_spm;
     struct bpe_model *bpe; /* family->audio: the byte-level BPE tokenizer (tokenizer/bpe.h) */
     vocab *src_vocab, *tgt_vocab;
+    /* c.align_head_width > 0: the head's projections, f32, [width, d] and [width] */
+    const float *align_q_w, *align_q_b, *align_k_w, *align_k_b;
 } s2s_model;
 
 /* Position pos (as the family numbers them, pos_kind) of the encoder (dec 0) or decoder

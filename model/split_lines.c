@@ -207,12 +207,12 @@ typedef struct {
     char **texts;
     char ****pieces; /* the addresses of the parts' piece arrays (moved out, then cleared) */
     int **ids, *n, *ns;
-    float **lp, **ds, **cr;
+    float **lp, **ds, **cr, **ah;
 } gather;
 
 static void gather_free(gather *g) {
     free(g->texts), free(g->pieces), free(g->ids), free(g->n), free(g->ns);
-    free(g->lp), free(g->ds), free(g->cr);
+    free(g->lp), free(g->ds), free(g->cr), free(g->ah);
 }
 
 /* Room for np sentences. 0 or -1 (out of memory). */
@@ -221,7 +221,8 @@ static int gather_alloc(gather *g, int np) {
     g->texts = calloc(k, sizeof(char *)), g->pieces = calloc(k, sizeof(char ***));
     g->ids = calloc(k, sizeof(int *)), g->n = calloc(k, sizeof(int)), g->ns = calloc(k, sizeof(int));
     g->lp = calloc(k, sizeof(float *)), g->ds = calloc(k, sizeof(float *)), g->cr = calloc(k, sizeof(float *));
-    return g->texts && g->pieces && g->ids && g->n && g->ns && g->lp && g->ds && g->cr ? 0 : -1;
+    g->ah = calloc(k, sizeof(float *));
+    return g->texts && g->pieces && g->ids && g->n && g->ns && g->lp && g->ds && g->cr && g->ah ? 0 : -1;
 }
 
 /* The sentences' k-th hypotheses joined into h (k 0: the best, whose logprob and attention
@@ -234,7 +235,7 @@ static int join_hypothesis(attend_hypothesis *h, attend_result *parts, int np, i
         attend_hypothesis *q = &parts[j].nbest[k];
         g->texts[j] = q->text, g->ids[j] = q->ids, g->n[j] = q->n, g->ns[j] = parts[j].n_src;
         g->pieces[j] = &q->pieces;
-        g->lp[j] = q->logprob, g->ds[j] = q->dec_self, g->cr[j] = q->cross;
+        g->lp[j] = q->logprob, g->ds[j] = q->dec_self, g->cr[j] = q->cross, g->ah[j] = q->align_head;
         h->n += q->n;
         h->score += q->score;
         h->normalized_score += q->normalized_score;
@@ -243,12 +244,13 @@ static int join_hypothesis(attend_hypothesis *h, attend_result *parts, int np, i
     h->ids = concat_ids(g->ids, g->n, np);
     h->pieces = move_pieces(g->pieces, g->n, np);
     if (k == 0) {
-        h->logprob = r->logprob, h->dec_self = r->dec_self, h->cross = r->cross;
+        h->logprob = r->logprob, h->dec_self = r->dec_self, h->cross = r->cross, h->align_head = r->align_head;
     } else {
         const int groups = c->decoder_layers * c->decoder_heads;
         h->logprob = concat_floats(g->lp, g->n, np, 1, &oom);
         h->dec_self = block_diag(g->ds, g->n, g->n, np, groups, &oom);
         h->cross = block_diag(g->cr, g->n, g->ns, np, groups, &oom);
+        h->align_head = block_diag(g->ah, g->n, g->ns, np, 1, &oom);
     }
     return !h->text || !h->ids || !h->pieces || oom ? -1 : 0;
 }
@@ -300,6 +302,8 @@ static int join_targets(attend_result *r, attend_result *parts, int np, const at
     r->logprob = concat_floats(g->lp, g->n, np, 1, &oom);
     r->dec_self = block_diag(g->ds, g->n, g->n, np, dec, &oom);
     r->cross = block_diag(g->cr, g->n, g->ns, np, dec, &oom);
+    for (int j = 0; j < np; j++) g->ah[j] = parts[j].align_head;
+    r->align_head = block_diag(g->ah, g->n, g->ns, np, 1, &oom);
     for (int j = 0; j < np; j++) g->lp[j] = parts[j].logits, g->ds[j] = parts[j].enc_self;
     r->logits = concat_floats(g->lp, g->n, np, c->decoder_vocab_size, &oom);
     r->enc_self = block_diag(g->ds, g->ns, g->ns, np, enc, &oom);

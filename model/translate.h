@@ -125,6 +125,7 @@ typedef struct {
     float *logprob;  /* [n] (want_scores) */
     float *dec_self; /* [dec_layers, dec_heads, n, n] (want_attention) */
     float *cross;    /* [dec_layers, dec_heads, n, S] */
+    float *align_head; /* [n, S] (want_attention, a model with a trained alignment head) */
 } s2s_hyp;
 
 typedef struct {
@@ -140,6 +141,7 @@ typedef struct {
     float *dec_self; /* [dec_layers, dec_heads, n, n], zero above the diagonal */
     float *cross;    /* [dec_layers, dec_heads, n, S] */
     float *head_cross; /* [n_cross_heads, n, S] (s2s_opts.cross_heads) */
+    float *align_head; /* [n, S] the trained alignment head's rows (want_attention, a model with one) */
 } s2s_output;
 
 /* Translate n sources. out[i] receives sentence i's results (free with s2s_output_free).

@@ -72,6 +72,28 @@ static void test_views(void) {
     for (int t = 0; t < T; t++) CHECK(near(o[t * S] + o[t * S + 1], 1.0f));
 }
 
+/* The item `align`: the trained alignment head's rows [T, S] as one more averaged head,
+ * shifted with the rest; alone it is the head itself; without rows it is an error. */
+static void test_align_head_item(void) {
+    const float head[T * S] = {0.9f, 0.1f, 0.3f, 0.7f, 0.6f, 0.4f};
+    float o[T * S];
+    attend_view v;
+    char err[256], name[128];
+    fill();
+    CHECK(attend_view_parse("1:0,align,shift,words,grow", &v, err, sizeof err) == 0 && v.align == 1 && v.n == 1);
+    attend_view_name(&v, name, sizeof name);
+    CHECK(!strcmp(name, "1:0,align,shift,words,grow"));
+    CHECK(attend_view_parse("align , shift", &v, err, sizeof err) == 0 && v.n == 0 && v.align);
+    CHECK(attend_view_reduce_head(&v, &X[0][0][0][0], head, L, H, T, S, o, err, sizeof err) == 0);
+    CHECK(near(o[0], 0.3f) && near(o[1], 0.7f) && near(o[S], 0.6f) && near(o[2 * S], 0.0f));
+    CHECK(attend_view_parse("1:0,align", &v, err, sizeof err) == 0);
+    CHECK(attend_view_reduce_head(&v, &X[0][0][0][0], head, L, H, T, S, o, err, sizeof err) == 0);
+    /* (1,0) puts w = 0.2 + 0.05 t on source 0: row 1 averages 0.25 and 0.3 */
+    CHECK(near(o[0], (0.2f + 0.9f) / 2) && near(o[S], (0.25f + 0.3f) / 2) && near(o[S + 1], (0.75f + 0.7f) / 2));
+    CHECK(attend_view_reduce(&v, &X[0][0][0][0], L, H, T, S, o, err, sizeof err) == -1);
+    CHECK(strstr(err, "'align'") != NULL);
+}
+
 static void test_view_names_and_errors(void) {
     attend_view v;
     char err[256], name[128];
@@ -347,6 +369,7 @@ static void test_link_rules(void) {
 int main(void) {
     test_views();
     test_view_names_and_errors();
+    test_align_head_item();
     test_words();
     test_hard_alignment();
     test_merge_links();

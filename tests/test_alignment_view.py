@@ -75,9 +75,11 @@ def default_rule():
 
 
 def shipped_records_its_view():
-    """models/de-en.gguf records the view tools/align_recipe.py chose (models/README.md)."""
+    """models/de-en.gguf records the view tools/align_recipe.py chose with its trained alignment
+    head (tools/add_align_head.py; models/README.md)."""
     info = T.run_attend(["info", SHIPPED]).stdout
-    assert re.search(r"^alignment view +1:2,shift,words,grow \(recorded in the file\)", info, re.M), info
+    assert re.search(r"^alignment view +1:2,align,shift,words,grow \(recorded in the file\)", info, re.M), info
+    assert re.search(r"^alignment head +width 64 on decoder layer 4's cross-attention input", info, re.M), info
 
 
 def calibrate_round_trip(d):

@@ -55,8 +55,8 @@ def digests(isa, work):
     per_sentence = {}
     with np.load(dump) as z:
         for name in sorted(z.files):
-            if name.endswith("/score") or name.endswith("/normalized_score"):
-                continue  # new since: not part of the old dump
+            if name.endswith("/score") or name.endswith("/normalized_score") or name.endswith("/align_head"):
+                continue  # new since: not part of the old dump (align_head: the file's alignment head, issue 38)
             a = z[name]
             h = per_sentence.setdefault(name.split("/")[0], hashlib.sha256())
             h.update(name.encode() + str(a.dtype).encode() + str(a.shape).encode())

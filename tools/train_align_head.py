@@ -341,7 +341,8 @@ def parse_args(argv):
     p.add_argument("--lr", type=float, default=2e-3)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--every", type=int, default=500, help="score on the silver links every N steps")
-    p.add_argument("-o", "--output", help="write the trained head (npz: q_weight, q_bias, k_weight, k_bias)")
+    p.add_argument("-o", "--output", help="write the trained head (npz: layer, q_weight, q_bias, k_weight, k_bias "
+                                             "and --mix; tools/add_align_head.py puts it in a model file)")
     p.add_argument("--dev", action="store_true", help="also print the development set's gold AER")
     p.add_argument("--write-links", nargs=3, metavar=("SRC", "TGT", "OUT"),
                    help="align SRC/TGT (whitespace-tokenised) with the chosen head (with --mix, averaged) "
@@ -406,7 +407,8 @@ def main(argv=None):
     print(f"best on {'+'.join(chosen_on)} ({sc:.4f}): layer {layer}, step {step}: "
           + ", ".join(f"{k} AER {v:.4f}" for k, v in final.items()))
     if a.output:
-        np.savez(a.output, layer=np.int32(layer), **{k.replace(".", "_"): v.numpy() for k, v in sd.items()})
+        extra = {"mix": np.str_(a.mix)} if a.mix else {}  # tools/add_align_head.py reads it
+        np.savez(a.output, layer=np.int32(layer), **extra, **{k.replace(".", "_"): v.numpy() for k, v in sd.items()})
     if a.write_links:
         src, tgt = AER.read_lines(a.write_links[0]), AER.read_lines(a.write_links[1])
         pairs = states(model, [(x.split(), y.split(), []) for x, y in zip(src, tgt)], "", None)

@@ -20,7 +20,7 @@ from typing import List, Optional
 # Structures (field order and types exactly as in the headers)
 
 # the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
-ABI = 13
+ABI = 14
 ATTEND_VIEW_MAX = 64
 # the metadata key a model file records its alignment view under (align.h)
 ATTEND_ALIGNMENT_VIEW_KEY = "attend.alignment.view"
@@ -92,6 +92,8 @@ class attend_config(ctypes.Structure):
         ("audio_frames", ctypes.c_int),
         ("n_alignment_heads", ctypes.c_int),
         ("alignment_heads", ctypes.POINTER(ctypes.c_int)),
+        ("align_head_layer", ctypes.c_int),
+        ("align_head_width", ctypes.c_int),
     ]
 
 
@@ -200,6 +202,7 @@ class attend_hypothesis(ctypes.Structure):
         ("dec_self", ctypes.POINTER(ctypes.c_float)),
         ("cross", ctypes.POINTER(ctypes.c_float)),
         ("pieces", c_char_pp),
+        ("align_head", ctypes.POINTER(ctypes.c_float)),
     ]
 
 
@@ -230,6 +233,7 @@ class attend_result(ctypes.Structure):
         ("n_sentences", ctypes.c_int),
         ("sentences", ctypes.POINTER(attend_sentence)),
         ("head_cross", ctypes.POINTER(ctypes.c_float)),
+        ("align_head", c_float_p),
     ]
 
 
@@ -252,6 +256,7 @@ class attend_view(ctypes.Structure):
         ("shift", ctypes.c_int),
         ("words", ctypes.c_int),
         ("links", ctypes.c_int),
+        ("align", ctypes.c_int),
     ]
 
 
@@ -396,6 +401,9 @@ _FUNCTIONS = {
     "attend_view_reduce": ([ctypes.POINTER(attend_view), c_float_p, ctypes.c_int, ctypes.c_int,
                             ctypes.c_int, ctypes.c_int, c_float_p, ctypes.c_char_p, ctypes.c_size_t],
                            ctypes.c_int, True),
+    "attend_view_reduce_head": ([ctypes.POINTER(attend_view), c_float_p, c_float_p, ctypes.c_int, ctypes.c_int,
+                                 ctypes.c_int, ctypes.c_int, c_float_p, ctypes.c_char_p, ctypes.c_size_t],
+                                ctypes.c_int, True),
     "attend_words_from_pieces": ([c_char_pp, ctypes.c_int, ctypes.POINTER(attend_words)],
                                  ctypes.c_int, True),
     "attend_words_free": ([ctypes.POINTER(attend_words)], None, True),

@@ -68,6 +68,8 @@ class Config:
     audio_frames: int = 0  # the frames of one window of features (3000: 30 s)
     n_alignment_heads: int = 0  # Whisper: the heads word timestamps read
     alignment_heads: Tuple[Tuple[int, int], ...] = ()  # their (layer, head) pairs
+    align_head_layer: int = -1  # a trained alignment head (attend.align_head.*): its decoder layer
+    align_head_width: int = 0  # and width; 0 without one (a view names it `align`)
 
     @classmethod
     def _from_c(cls, c: C.attend_config) -> "Config":

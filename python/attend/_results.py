@@ -35,6 +35,7 @@ class Hypothesis(NamedTuple):
     tokens: Optional[List[str]] = None
     raw_tokens: Optional[List[bytes]] = None  # the pieces as the library gives them (bytes)
     normalized_score: float = 0.0  # last: the fields before it keep their places
+    align_head: Optional[np.ndarray] = None  # float32 [T, S]: the file's alignment head (Result.align_head)
 
 
 class Sentence(NamedTuple):
@@ -165,6 +166,10 @@ class Result:
     """``score / length ** length_penalty`` (the call's or the model's length_penalty;
     length: the generated tokens after a target prefix, ``</s>`` and a forced first token
     counted): with beams, HF's ``sequences_scores``. NaN where score is."""
+    align_head: Optional[np.ndarray] = None
+    """float32 [T, S]: the rows of the model file's trained alignment head (attention=True and
+    a file with one, Config.align_head_width > 0; laid out as one cross-attention head's, row t
+    the step that predicts target token t); views name it ``align``. Else None."""
     _config: Optional[Config] = None
     _src_raw: List[bytes] = dataclasses.field(default_factory=list)
     _tgt_raw: List[bytes] = dataclasses.field(default_factory=list)
@@ -229,6 +234,9 @@ class Result:
             raise ValueError("this result holds no attention: translate with attention=True")
         return np.ascontiguousarray(self.cross, dtype=np.float32)
 
+    def _head(self) -> Optional[np.ndarray]:
+        return None if self.align_head is None else np.ascontiguousarray(self.align_head, dtype=np.float32)
+
     def default_view(self) -> str:
         """The view alignments use when none is given: the model's own (Config.alignment_view:
         the one its file records, else attend_default_view for its decoder layers)."""
@@ -259,8 +267,10 @@ class Result:
             return out
         err = C.err_buffer()
         fp = ctypes.POINTER(ctypes.c_float)
-        if C.lib().attend_view_reduce(ctypes.byref(v), cross.ctypes.data_as(fp), L, H, T, S,
-                                      out.ctypes.data_as(fp), err, C.ERR_LEN):
+        head = self._head()
+        if C.lib().attend_view_reduce_head(ctypes.byref(v), cross.ctypes.data_as(fp),
+                                           head.ctypes.data_as(fp) if head is not None else None, L, H, T, S,
+                                           out.ctypes.data_as(fp), err, C.ERR_LEN):
             raise AttendError(C.decode(err.value))
         return out
 
@@ -281,6 +291,9 @@ class Result:
         r.src_pieces = ctypes.cast(src, C.c_char_pp)
         r.tgt_pieces = ctypes.cast(tgt, C.c_char_pp)
         r.cross = cross.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        head = self._head()
+        if head is not None:
+            r.align_head = head.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
         err = C.err_buffer()
         ptr = C.lib().attend_alignment(ctypes.byref(r), ctypes.byref(cfg), ctypes.byref(v), err, C.ERR_LEN)
         if not ptr:
@@ -316,7 +329,7 @@ class Result:
         return dataclasses.replace(
             self, text=h.text, score=h.score, normalized_score=h.normalized_score, tgt_ids=h.ids, tgt_tokens=[C.decode(b) for b in raw],
             logprob=h.logprob, logits=self.logits if k == 0 else None, dec_self=h.dec_self,
-            cross=h.cross, nbest=[h], _tgt_raw=raw)
+            cross=h.cross, nbest=[h], _tgt_raw=raw, align_head=h.align_head)
 
     # -- Jupyter
     def _repr_html_(self) -> str:
@@ -346,7 +359,8 @@ def _result_from_c(r: C.attend_result, cfg: Config, source: str, target: Optiona
             logprob=_floats(h.logprob, (n,)) if h.logprob else None,
             dec_self=_floats(h.dec_self, (Ld, Hd, n, n)) if h.dec_self else None,
             cross=_floats(h.cross, (Ld, Hd, n, S)) if h.cross else None,
-            tokens=[C.decode(b) for b in raw], raw_tokens=raw, normalized_score=float(h.normalized_score)))
+            tokens=[C.decode(b) for b in raw], raw_tokens=raw, normalized_score=float(h.normalized_score),
+            align_head=_floats(h.align_head, (n, S)) if h.align_head else None))
     return Result(
         source=source, text=C.decode(r.text), score=float(r.score), normalized_score=float(r.normalized_score),
         src_ids=_ints(r.src_ids, S), tgt_ids=_ints(r.tgt_ids, T),
@@ -356,6 +370,7 @@ def _result_from_c(r: C.attend_result, cfg: Config, source: str, target: Optiona
         enc_self=_floats(r.enc_self, (Le, He, S, S)) if r.enc_self else None,
         dec_self=_floats(r.dec_self, (Ld, Hd, T, T)) if r.dec_self else None,
         cross=_floats(r.cross, (Ld, Hd, T, S)) if r.cross else None,
+        align_head=_floats(r.align_head, (T, S)) if r.align_head else None,
         nbest=nbest, truncated=bool(r.truncated), forced=target is not None, target=target,
         sentences=_sentences(r, source, C.decode(r.text)),
         _config=cfg, _src_raw=src_raw, _tgt_raw=tgt_raw)
@@ -385,8 +400,8 @@ def _blank_result(cfg: Config, source: str, p: C.attend_params, n_best: int) -> 
 def save_npz(results: Sequence[Result], path: PathLike, logits: bool = False) -> None:
     """Write results as ``attend translate --dump-attention`` does: ``s{i}/src_ids``,
     ``tgt_ids``, ``src_pieces``, ``tgt_pieces``, ``text``, ``logprob``, ``score``, ``normalized_score``,
-    ``enc_self/l{l}``, ``dec_self/l{l}``, ``cross/l{l}`` (and ``logits`` with logits=True),
-    i counting the results from 0; blank lines get no keys; with n_best, the other
+    ``enc_self/l{l}``, ``dec_self/l{l}``, ``cross/l{l}`` (and ``logits`` with logits=True,
+    ``align_head`` for a model file with a trained alignment head), i counting the results from 0; blank lines get no keys; with n_best, the other
     hypotheses under ``s{i}/nbest{k}/`` as ``--n-best`` writes them. The results need
     attention (and scores)."""
     _numpy.require()
@@ -417,6 +432,8 @@ def save_npz(results: Sequence[Result], path: PathLike, logits: bool = False) ->
             a = getattr(r, name)
             for layer in range(a.shape[0]):
                 arrays[f"{k}{name}/l{layer}"] = a[layer]
+        if r.align_head is not None:  # a file with a trained alignment head
+            arrays[k + "align_head"] = r.align_head
         for j, h in enumerate(r.nbest[1:] if r.nbest else [], start=1):
             _add_hypothesis(arrays, f"{k}nbest{j}/", h)
     np.savez_compressed(path, **arrays)
