@@ -176,13 +176,14 @@ int attend_transcribe_features(attend_model *am, const float *mel, int n_frames,
     int rc = -1;
     if (wsp.word_timestamps && word_timer_start(&wt, c, &wp, err, errlen)) goto done;
     if (wsp.word_timestamps) x.wt = &wt, x.audio_frames = n_frames <= W ? wsp.audio_frames : 0;
-    x.heard = wsp.audio_frames > 0 && wsp.audio_frames < n_frames ? wsp.audio_frames : n_frames;
+    x.heard = n_frames <= W && wsp.audio_frames > 0 && wsp.audio_frames < n_frames ? wsp.audio_frames : n_frames;
     if (!win) {
         snprintf(err, errlen, "out of memory");
         goto done;
     }
     out->language = "en";
-    for (int seek = 0, advance = 0; seek < n_frames; seek += advance) {
+    /* the seek stops at the sound's end: HF's max_frames, from the attention mask of a known length */
+    for (int seek = 0, advance = 0; seek < x.heard; seek += advance) {
         const int frames = n_frames - seek < W ? n_frames - seek : W;
         take_window(c, mel, n_frames, seek, frames, win);
         if (transcribe_window(&x, win, seek, frames, &wsp, &wp, &advance, err, errlen)) goto done;

@@ -118,16 +118,52 @@ def same_words(got, want):
 # --------------------------------------------------------------------------------------
 # Checks
 
+def first_window(segments, tb):
+    """How many of the segments came from the first window: a later window's first timestamp
+    restarts below the one before it."""
+    for i in range(1, len(segments)):
+        if tb <= segments[i][0] < segments[i - 1][-1]:
+            return i
+    return len(segments)
+
+
 def check_one_window(m, s, table, model, timestamps, beams, num_frames):
     f = W.random_features(80, seed=1)
     want_tokens, want = reference_words(m, s, table, f, timestamps=timestamps, num_beams=beams,
                                         num_frames=num_frames)
     got_tokens, got, _ = attend_words(model, f, timestamps, beams, num_frames or 0)
+    if num_frames:  # the first window's segments: the reference's seek runs on into the padding
+        n = first_window(want_tokens, s.timestamp_begin)  # (HF without an attention mask), attend's
+        want_tokens, want = want_tokens[:n], [w for w in want if w["segment"] < n]  # stops at the sound's end
+        got_tokens, got = got_tokens[:n], [w for w in got if w[3] < n]
     assert got_tokens == want_tokens, (got_tokens, want_tokens)
     assert want, "the reference gave no words"
     if timestamps:
         assert len(want_tokens) >= 2, f"one segment only: {want_tokens}"
     same_words(got, want)
+
+
+def check_short_form(m, s, table, model):
+    """Features without their length decode as HF's generate() without an attention mask: a
+    window whose last segment closes early is decoded again from there, padding and all (the
+    reference's windows). With the sound's length known (HF's attention mask; attend_transcribe
+    and the command line know it) the seek stops at the sound's end: only the first window's
+    segments that start inside the sound."""
+    ends_early = 0
+    for seed in range(2, 8):
+        f = W.random_features(80, seed=seed)
+        want_tokens, _ = reference_words(m, s, table, f, timestamps=True, num_beams=1, num_frames=None)
+        got_tokens, _, out = attend_words(model, f, True, 1, 0)
+        assert got_tokens == want_tokens, (seed, got_tokens, want_tokens)
+        tb, i = s.timestamp_begin, first_window(got_tokens, s.timestamp_begin)
+        if i == len(got_tokens):
+            continue
+        seek = round(out.segments[i].start - (got_tokens[i][0] - tb) * 0.02, 2)  # where window 2 began
+        ends_early += 1
+        heard = int(seek * 100) - 1  # the sound ends just before: no second window
+        short_tokens, _, short = attend_words(model, f, True, 1, heard)
+        assert abs(short.duration - heard / 100) < 1e-9 and short_tokens == got_tokens[:i], (seed, short_tokens)
+    assert ends_early, "no seed decoded a second window: the check tests nothing"
 
 
 def check_long_form(m, s, table, model):
@@ -210,6 +246,7 @@ def main():
             what = f"timestamps, {beams} beam(s), num_frames {frames}"
             r.check(f"one window, {what}: the reference's words", check_one_window, m, s, table, model,
                     timestamps, beams, frames)
+        r.check("the seek stops at the sound's end, not in a short clip's padding", check_short_form, m, s, table, model)
         r.check("70 s, window by window: the reference's words", check_long_form, m, s, table, model)
         r.check("the command line's json and verbose_json words", check_command_line, gguf, work, model)
         r.check("Model.transcribe(word_timestamps=True)", check_python, model)
