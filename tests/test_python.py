@@ -30,6 +30,7 @@ PYDIR = os.path.join(T.REPO, "python")
 sys.path.insert(0, PYDIR)
 import attend  # noqa: E402
 from attend import _capi as C  # noqa: E402
+from attend import _speech as S  # noqa: E402
 
 MODEL = os.path.join(T.REPO, "models", "de-en.gguf")
 LIBRARY = os.path.join(T.REPO, "build", "libattend.so")
@@ -92,7 +93,11 @@ C_TYPES = {  # what _Generic names, for each ctypes field type
     ctypes.c_int * C.ATTEND_VIEW_MAX: "int*",  # an array decays to a pointer in _Generic
     ctypes.POINTER(C.c_int_p): "int**",
     ctypes.POINTER(C.attend_sentence): "attend_sentence*", C.ON_TOKEN: "on_token",
+    ctypes.POINTER(S.attend_segment): "attend_segment*", ctypes.POINTER(S.attend_word): "attend_word*",
 }
+# every struct the package mirrors: the translation API's and the speech API's
+MIRRORS = {**C.STRUCTS, **{c.__name__: c for c in (S.attend_speech_params, S.attend_segment, S.attend_word,
+                                                    S.attend_transcript)}}
 
 
 def struct_mirrors_match_c():
@@ -107,11 +112,12 @@ def struct_mirrors_match_c():
              '  unsigned long: "unsigned long long", /* size_t: ctypes has one type for both */ \\',
              '  attend_sentence *: "attend_sentence*", \\',
              '  attend_stats *: "attend_stats*", double: "double", const int *: "int*", \\',
+             '  attend_segment *: "attend_segment*", attend_word *: "attend_word*", const float *: "float*", \\',
              '  const volatile int *: "int*", \\',
              '  const char *const *: "char**", const int *const *: "int**", default: "other")',
              "int main(void) {"]
     expect = []
-    for name, cls in C.STRUCTS.items():
+    for name, cls in MIRRORS.items():
         lines.append(f'  printf("{name} %zu\\n", sizeof({name}));')
         expect.append(f"{name} {ctypes.sizeof(cls)}")
         for field, ftype in cls._fields_:
@@ -141,7 +147,7 @@ def struct_mirrors_match_c():
     assert len(got) == len(expect) and not bad, "\n".join(bad)
     # and the mirrors have every field the headers declare, in order (a field added in
     # padding would change no offset and no size)
-    for name, cls in C.STRUCTS.items():
+    for name, cls in MIRRORS.items():
         want = header_fields(name)
         assert [f for f, _ in cls._fields_] == want, (name, want)
     assert [f.name for f in dataclasses.fields(attend.Config)] == header_fields("attend_config")
