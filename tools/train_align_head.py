@@ -77,16 +77,8 @@ def corpus(a):
     if os.path.exists(cache):
         with open(cache) as f:
             return json.load(f)
-    rng = np.random.default_rng(7)
     pool = W.training_pairs()
-    train, seen = [], set()
-    for i in rng.permutation(len(pool)):
-        s, t = W.split_words(pool[i][0], True), W.split_words(pool[i][1], True)
-        if 3 <= len(s) <= 30 and 3 <= len(t) <= 30 and pool[i][0] not in seen:
-            seen.add(pool[i][0])
-            train.append((s, t))
-        if len(train) == a.pairs:
-            break
+    train = label_pairs(pool, a.pairs)
     silver = [(W.split_words(x, True), W.split_words(y, True)) for x, y in align_recipe.news_heldout(a.silver)]
     base = os.path.dirname(D.corpus("align-deen-bicici", "test.de"))
     dev = [(s.split(), t.split()) for s, t in zip(W.read_lines(os.path.join(base, "test.de")),
