@@ -35,7 +35,7 @@ run() {
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
     $PY -c "import torch, sentencepiece, numpy; print('torch', torch.__version__, torch.cuda.is_available(), \
 'spm', sentencepiece.__version__, 'numpy', numpy.__version__)"
-    ( $PY tools/train.py --device cuda --threads 4 --data-dir $G/data --reverse --work $G/ende \
+    ( $PY tools/train.py --device "${DEVICE:-cuda}" --threads 4 --data-dir $G/data --reverse --work $G/ende \
           --out $G/ende/hf --max-train-minutes "$MIN_ENDE" --cooldown-minutes 2 --save-every 1000 \
           --average 2 --log-every 500 >"$OUT/en-de.log" 2>&1 &&
       $PY tools/export_marian.py $G/ende/hf $G/en-de.gguf --dtype f16 --name en-de >>"$OUT/en-de.log" 2>&1 &&
@@ -43,13 +43,13 @@ run() {
     for h in $HEADS; do
         n=$(echo "$h" | tr : -)
         $PY tools/guided_align.py train $G/labels.npz --head "$h" --minutes "$MIN_GUIDED" \
-            --gold $G/data/align-deen-bicici --bleu 300 --work "$G/guided-$n" \
+            --gold $G/data/align-deen-bicici --bleu 300 ${DEVICE:+--device $DEVICE} --work "$G/guided-$n" \
             -o "$OUT/guided-$n.npz" >"$OUT/guided-$n.log" 2>&1 &
     done
     sleep 90
-    tail -3 "$OUT"/*.log
+    tail -n 3 "$OUT"/*.log
     wait
-    tail -4 "$OUT"/*.log
+    tail -n 4 "$OUT"/*.log
     ls -l "$OUT"
 }
 
