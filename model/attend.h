@@ -45,7 +45,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 14
+#define ATTEND_ABI 15
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */
@@ -233,6 +233,8 @@ typedef struct attend_stats {
     double encode_seconds; /* embeddings, encoder, cross-attention keys and values */
     double decode_seconds; /* the decoder step loop */
     long long steps;       /* decoder steps run (a batch's steps count once) */
+    long long encoder_passes; /* inputs run through the encoder (a speech window decoded again
+                                 at a fallback temperature reuses its first pass: not counted) */
 } attend_stats;
 
 /* One hypothesis of an n-best list. Its two scores, each with one meaning whatever the

@@ -10,6 +10,8 @@ typedef struct {
     float *first_logits;   /* if not NULL: n rows of decoder_vocab_size raw logits, those after
                               <|startoftranscript|> (the no-speech probability reads them) */
     int processed_logprob; /* out[i].logprob under HF's recorded (processed) scores */
+    struct s2s_encoded *encoded; /* if not NULL: n windows' encoder outputs kept across calls
+                                    (translate.h's s2s_source.encoded) */
 } speech_extras;
 
 /* attend_decode_features with extras (x may be NULL). */

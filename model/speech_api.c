@@ -78,7 +78,7 @@ int attend_detect_language(attend_model *am, const float *mel, const attend_para
     if (rc) return -1;
     if (o.timing) { /* the caller's stats count this pass too */
         p->stats->encode_seconds += timing.encode, p->stats->decode_seconds += timing.decode;
-        p->stats->steps += timing.steps;
+        p->stats->steps += timing.steps, p->stats->encoder_passes += timing.encoded;
     }
     const float *row = out.logits;
     int best = 0;
@@ -202,7 +202,8 @@ int speech_decode(attend_model *am, const float *const *mels, int n, const atten
                               .n_prefix = n_prompt,
                               .first_logits = x && x->first_logits ? x->first_logits + (size_t)i * m->c.decoder_vocab_size
                                                                    : NULL,
-                              .first_choices = detect ? m->lang_id : NULL, .n_first_choices = detect ? m->n_langs : 0};
+                              .first_choices = detect ? m->lang_id : NULL, .n_first_choices = detect ? m->n_langs : 0,
+                              .encoded = x && x->encoded ? x->encoded + i : NULL};
     }
     s2s_search search;
     if (speech_search(m, p, sp, n_prompt, &search, err, errlen)) goto done;

@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "attend_model.h"
+#include "translate.h"
 
 #define HF_TOP_K 50 /* GenerationConfig's default top_k: HF's sampling keeps it */
 
@@ -76,19 +77,24 @@ static attend_params search_at(const attend_params *p, float t) {
 
 int speech_decode_window(attend_model *am, const float *mel, const attend_speech_params *sp, const attend_params *p,
                          speech_window *w, char *err, size_t errlen) {
-    const int V = am->m->c.decoder_vocab_size, nospeech = am->m->c.speech.no_timestamps_id - 1;
+    const s2s_config *c = &am->m->c;
+    const int V = c->decoder_vocab_size, nospeech = c->speech.no_timestamps_id - 1;
     const attend_params dp = attend_default_params();
     if (!p) p = &dp;
     memset(w, 0, sizeof *w);
     const float one = p->sample ? (p->temperature > 0 ? p->temperature : 1.0f) : 0.0f;
     const float *temps = sp->n_temperatures > 0 && sp->temperatures ? sp->temperatures : &one;
     const int n_temps = sp->n_temperatures > 0 && sp->temperatures ? sp->n_temperatures : 1;
+    /* the window's encoder output, kept for the decodes at later temperatures */
+    s2s_encoded kept = {n_temps > 1 ? malloc(sizeof(float) * (size_t)c->speech.n_frames * c->d_model) : NULL, 0};
     float *first = malloc(sizeof(float) * (size_t)V);
-    if (!first) {
+    if (!first || (n_temps > 1 && !kept.x)) {
+        free(first);
+        free(kept.x);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    speech_extras x = {first, 1};
+    speech_extras x = {first, 1, kept.x ? &kept : NULL};
     w->n_prompt = speech_prompt_length(am, sp);
     int rc = 0;
     for (int k = 0; k < n_temps; k++) {
@@ -102,5 +108,6 @@ int speech_decode_window(attend_model *am, const float *mel, const attend_speech
         if (!w->fallback) break;
     }
     free(first);
+    free(kept.x);
     return rc;
 }

@@ -14,6 +14,7 @@ windows, and a copy whose greedy output repeats one token:
 - the repeating model surely falls back (compression ratio above 2.4): every kept window
   meets the thresholds or is the last temperature's, sampling reproducible by its seed;
 - --language auto detects in the first window's decode (no separate pass);
+- a window decoded again at each fallback temperature runs the encoder once;
 - without --task the prompt is HF's for task=None (forced_decoder_ids' task, or none);
 - Python's Model.transcribe takes the same options; bad options are clear errors.
 """
@@ -212,6 +213,24 @@ def check_repeats_fall_back(u):
             assert g["temperature"] == temps[-1] or (g["compression_ratio"] <= 2.4 and g["avg_logprob"] >= -1.0), g
 
 
+def check_encode_once(u):
+    """A window decoded again at each fallback temperature is encoded once: the repeating
+    model on a one-window clip falls back through every temperature (more decoder steps than
+    greedy's) on one encoder pass, as temperature 0 alone does."""
+    import re
+    temps = "0,0.2,0.4,0.6,0.8,1"
+    runs = {}
+    for t in ("0", temps):
+        p = T.run_attend(["transcribe", "-m", u.rep_gguf, "--output", "json", "--language", "de", "--max-length",
+                          "60", "--timing", "--temperature", t, *flags(cr=2.4, lp=-1.0), u.short])
+        steps, passes = re.search(r"(\d+) steps, (\d+) encoder passes", p.stderr).groups()
+        runs[t] = (json.loads(p.stdout)["segments"], int(steps), int(passes))
+    (greedy, steps0, passes0), (kept, steps, passes) = runs["0"], runs[temps]
+    assert greedy[0]["temperature"] == 0.0 and kept[0]["temperature"] > 0.0, (greedy, kept)
+    assert steps > steps0, (steps, steps0)  # decoded more than once
+    assert passes0 == 1 and passes == 1, (passes0, passes)
+
+
 def check_python(u):
     """Model.transcribe(temperature=[...], thresholds) on samples equals the command line on
     the same samples as a WAV file."""
@@ -301,6 +320,7 @@ def main():
         r.check("a repeating model falls back; kept windows meet the thresholds or are the last", check_repeats_fall_back,
                 u)
         r.check("--language auto: detected in the first decode, no second encoder pass", check_detect_once, u)
+        r.check("a window falling back is encoded once", check_encode_once, u)
         r.check("no task given: HF's prompt (the checkpoint's forced task, or none)", check_task_none, u)
         r.check("Python's Model.transcribe takes the fallback options", check_python, u)
         r.check("the command line's options: --help and errors", check_cli_errors, u)
