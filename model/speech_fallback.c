@@ -36,8 +36,9 @@ float speech_compression_ratio(const int *ids, int n, int vocab_size) {
     return ratio;
 }
 
-/* softmax(row)[id] in double. */
+/* softmax(row)[id] in double (0 for an id outside the row). */
 static float softmax_at(const float *row, int V, int id) {
+    if (id < 0 || id >= V) return 0.0f;
     double mx = -INFINITY, sum = 0;
     for (int j = 0; j < V; j++) mx = row[j] > mx ? row[j] : mx;
     for (int j = 0; j < V; j++) sum += exp((double)row[j] - mx);
@@ -64,6 +65,14 @@ static void judge(const attend_speech_params *sp, speech_window *w) {
         w->fallback = 0, w->skip = 1;
 }
 
+/* <|nospeech|>: the file's whisper.no_speech_id. A vocabulary without one reads the id
+ * before <|notimestamps|>, the one HF's WhisperNoSpeechDetection always reads (in every
+ * published checkpoint the same token). */
+static int no_speech_token(const s2s_config *c) {
+    const s2s_speech *s = &c->speech;
+    return s->no_speech_id < c->decoder_vocab_size ? s->no_speech_id : s->no_timestamps_id - 1;
+}
+
 /* p's search at temperature t: as given at 0, else sampling (one sample, HF's top-k). */
 static attend_params search_at(const attend_params *p, float t) {
     attend_params q = *p;
@@ -78,7 +87,7 @@ static attend_params search_at(const attend_params *p, float t) {
 int speech_decode_window(attend_model *am, const float *mel, const attend_speech_params *sp, const attend_params *p,
                          speech_window *w, char *err, size_t errlen) {
     const s2s_config *c = &am->m->c;
-    const int V = c->decoder_vocab_size, nospeech = c->speech.no_timestamps_id - 1;
+    const int V = c->decoder_vocab_size, nospeech = no_speech_token(c);
     const attend_params dp = attend_default_params();
     if (!p) p = &dp;
     memset(w, 0, sizeof *w);

@@ -15,6 +15,7 @@ windows, and a copy whose greedy output repeats one token:
   meets the thresholds or is the last temperature's, sampling reproducible by its seed;
 - --language auto detects in the first window's decode (no separate pass);
 - a window decoded again at each fallback temperature runs the encoder once;
+- the no-speech probability reads the file's whisper.no_speech_id;
 - without --task the prompt is HF's for task=None (forced_decoder_ids' task, or none);
 - Python's Model.transcribe takes the same options; bad options are clear errors.
 """
@@ -32,6 +33,7 @@ import test_whisper as TW  # noqa: E402  (its random tokenizer folder)
 import test_whisper_reference as TR  # noqa: E402  (its timestamp model)
 import reference_whisper as W  # noqa: E402
 import reference_whisper_generate as G  # noqa: E402
+import gguf_io  # noqa: E402  (tools/: rewrites a key of an exported file)
 
 MAX_LENGTH = 40
 N_FEATURES = 4
@@ -70,6 +72,20 @@ def repeating(m, s, token=8969):
         h = r.decode(r.encode(W.random_features(80, seed=3)), [s.sot], states=True)[0][0]
         emb[token] += 200 * h / h.norm() ** 2
     return r
+
+
+def with_key(src, dst, key, value):
+    """The .gguf file src written again as dst with metadata key set to value (CRCs redone)."""
+    f = gguf_io.GGUFFile(src)
+    meta = []
+    for k, v in f.metadata.items():
+        t = f.types[k]
+        if isinstance(t, tuple):  # an array: (element type, values)
+            t, v = gguf_io.ARRAY, (t[1], bytes(np.asarray(v, dtype=np.uint8)) if t[1] == gguf_io.UINT8 else v)
+        meta.append((k, t, value if k == key else v))
+    tensors = [(i["name"], np.array(f.tensors[i["name"]]), i["ggml_type"]) for i in f.tensor_infos]
+    gguf_io.write(dst, meta, tensors)
+    return dst
 
 
 class Setup:
@@ -231,6 +247,20 @@ def check_encode_once(u):
     assert passes0 == 1 and passes == 1, (passes0, passes)
 
 
+def check_no_speech_id(u):
+    """The no-speech probability reads the file's whisper.no_speech_id: a copy naming another
+    token (not the id before <|notimestamps|>) gives that token's probability after
+    <|startoftranscript|>, as the reference computes it."""
+    probs = [torch.softmax(u.m.decode(u.m.encode(f), [u.s.sot])[0][0].float(), -1) for f in u.features[:2]]
+    order = torch.argsort(probs[0], descending=True).tolist()
+    other = next(i for i in order if i != u.s.nospeech)
+    assert all(abs(float(p[other] - p[u.s.nospeech])) > 0.01 for p in probs), [(p[other], p[u.s.nospeech]) for p in probs]
+    moved = with_key(u.gguf, os.path.join(os.path.dirname(u.gguf), "moved.gguf"), "whisper.no_speech_id", other)
+    for path, p in zip(u.paths[:2], probs):
+        got = u.attend(path, gguf=moved)
+        assert got and all(abs(g["no_speech_prob"] - float(p[other])) < 1e-4 for g in got), (got, float(p[other]))
+
+
 def check_python(u):
     """Model.transcribe(temperature=[...], thresholds) on samples equals the command line on
     the same samples as a WAV file."""
@@ -321,6 +351,7 @@ def main():
                 u)
         r.check("--language auto: detected in the first decode, no second encoder pass", check_detect_once, u)
         r.check("a window falling back is encoded once", check_encode_once, u)
+        r.check("the no-speech probability reads whisper.no_speech_id", check_no_speech_id, u)
         r.check("no task given: HF's prompt (the checkpoint's forced task, or none)", check_task_none, u)
         r.check("Python's Model.transcribe takes the fallback options", check_python, u)
         r.check("the command line's options: --help and errors", check_cli_errors, u)
