@@ -459,8 +459,10 @@ ATTEND_API int attend_default_threads(void);
 enum { ATTEND_TASK_TRANSCRIBE = 0, ATTEND_TASK_TRANSLATE = 1, ATTEND_TASK_MODEL = 2 };
 
 typedef struct {
-    /* A code of attend_config.languages ("de"), or NULL / "auto": detected from the window
-     * (HF's detect_language). English-only models (*.en) take no language. */
+    /* A code of attend_config.languages ("de"), or NULL / "auto": not given, so detected from
+     * the window (HF's detect_language), unless the checkpoint's forced_decoder_ids fix a
+     * language and no task is given (HF's language=None then writes that one). English-only
+     * models (*.en) take no language. */
     const char *language;
     int task;       /* ATTEND_TASK_TRANSCRIBE, _TRANSLATE (into English) or _MODEL (above) */
     int timestamps; /* timestamp tokens (HF's return_timestamps): segments with times */

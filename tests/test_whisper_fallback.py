@@ -17,6 +17,8 @@ windows, and a copy whose greedy output repeats one token:
 - a window decoded again at each fallback temperature runs the encoder once;
 - the no-speech probability reads the file's whisper.no_speech_id;
 - without --task the prompt is HF's for task=None (forced_decoder_ids' task, or none);
+- forced_decoder_ids that fix the language give HF's prompt (that language unless a language
+  or a task is given);
 - Python's Model.transcribe takes the same options; bad options are clear errors.
 """
 import json
@@ -105,14 +107,13 @@ class Setup:
             W.save_checkpoint(model, ck, tok, suppress=suppress, alignment_heads=TR.HEADS)
             T.export(ck, gguf, exporter="export_whisper.py")
         # the same model with forced_decoder_ids as OpenAI's checkpoints have them, forcing translate
-        ck = os.path.join(work, "forced.hf")
-        W.save_checkpoint(self.m, ck, tok, suppress=suppress, alignment_heads=TR.HEADS)
-        with open(os.path.join(ck, "generation_config.json")) as f:
-            g = json.load(f)
-        g["forced_decoder_ids"] = [[1, None], [2, g["task_to_id"]["translate"]]]
-        with open(os.path.join(ck, "generation_config.json"), "w") as f:
-            json.dump(g, f)
-        self.forced_gguf = T.export(ck, os.path.join(work, "forced.gguf"), exporter="export_whisper.py")
+        self.forced_gguf = self.forced_export(work, tok, "forced", [[1, None], [2, s.task_to_id["translate"]]])
+        # and as older multilingual checkpoints have them, forcing a language none of the
+        # first two windows would be detected as
+        detected = {G.detect_language(self.m, s, f) for f in self.features[:2]}
+        self.forced_lang = next(i for i in sorted(s.lang_to_id.values()) if i not in detected)
+        self.forced_lang_ids = [[1, self.forced_lang], [2, s.task_to_id["transcribe"]], [3, s.no_timestamps]]
+        self.forced_lang_gguf = self.forced_export(work, tok, "forced-lang", self.forced_lang_ids)
         self.paths = []
         for k, f in enumerate(self.features):
             self.paths.append(os.path.join(work, f"f{k}.npy"))
@@ -120,6 +121,17 @@ class Setup:
         self.short = os.path.join(work, "short.npy")  # 24.01 s: no pair ends on the 0.02 s step
         np.save(self.short, self.features[0][:, :2401])
         self.cache = {}
+
+    def forced_export(self, work, tok, name, forced_decoder_ids):
+        """self.m exported with these forced_decoder_ids in its generation config."""
+        ck = os.path.join(work, name + ".hf")
+        W.save_checkpoint(self.m, ck, tok, suppress=self.s.suppress, alignment_heads=TR.HEADS)
+        with open(os.path.join(ck, "generation_config.json")) as f:
+            g = json.load(f)
+        g["forced_decoder_ids"] = forced_decoder_ids
+        with open(os.path.join(ck, "generation_config.json"), "w") as f:
+            json.dump(g, f)
+        return T.export(ck, os.path.join(work, name + ".gguf"), exporter="export_whisper.py")
 
     def reference(self, k, **options):
         """The reference on features k with timestamps (cached)."""
@@ -327,6 +339,33 @@ def check_task_none(u):
             (gguf, language, init)
 
 
+def check_forced_language(u):
+    """forced_decoder_ids fixing the language (older multilingual checkpoints): given neither
+    language nor task (or --language auto), the prompt holds that language, not a detected
+    one, as HF's; --task given, the forced ids are ignored and the language detected; with a
+    language given, that one. Segments and the reported language equal the reference's."""
+    import copy
+    forced = copy.copy(u.s)
+    forced.forced_decoder_ids = u.forced_lang_ids
+    code = u.s.id_to_lang[u.forced_lang]
+    for k, args, opts in ((0, [], {}), (1, ["--timestamps"], dict(timestamps=True)),
+                          (0, ["--timestamps", "--language", "auto"], dict(timestamps=True)),
+                          (1, ["--task", "transcribe"], dict(task="transcribe")),
+                          (0, ["--language", "de"], dict(language="de"))):
+        want = G.transcribe(u.m, forced, u.features[k], G.Options(**dict(dict(max_length=MAX_LENGTH), **opts)))
+        p = T.run_attend(["transcribe", "-m", u.forced_lang_gguf, "--output", "json", "--max-length", str(MAX_LENGTH),
+                          *args, u.paths[k]])
+        out = json.loads(p.stdout)
+        if "--timestamps" in args:
+            same_segments(out["segments"], want["segments"])
+        else:  # one decode, one segment without timestamps (docs/whisper.md): its tokens
+            got, first = [t for g in out["segments"] for t in g["tokens"]], want["windows"][0].tokens
+            assert got == [t for t in first if t != u.s.eot], (got, first)
+        lang = want["init"][1]
+        assert out["language"] == u.s.id_to_lang[lang], (args, out["language"], want["init"])
+        assert (lang == u.forced_lang) == (not opts.get("task") and not opts.get("language")), (args, want["init"], code)
+
+
 def check_cli_errors(u):
     """--help names the options; bad values are clear errors with status 2."""
     h = T.run_attend(["transcribe", "--help"]).stdout
@@ -353,6 +392,7 @@ def main():
         r.check("a window falling back is encoded once", check_encode_once, u)
         r.check("the no-speech probability reads whisper.no_speech_id", check_no_speech_id, u)
         r.check("no task given: HF's prompt (the checkpoint's forced task, or none)", check_task_none, u)
+        r.check("forced_decoder_ids fixing the language: HF's prompt", check_forced_language, u)
         r.check("Python's Model.transcribe takes the fallback options", check_python, u)
         r.check("the command line's options: --help and errors", check_cli_errors, u)
     finally:
