@@ -265,16 +265,14 @@ static void audio_finished(serve_audio_job *job) {
 static int audio_gate(request *x, serve_audio_job *job, serve_oai_error *e) {
     const char *auth = http_header(x->conn, "Authorization");
     if (auth && !strncasecmp(auth, "Bearer ", 7)) snprintf(job->api_key, sizeof job->api_key, "%s", auth + 7);
-    char *json = NULL, err[512];
-    size_t len = 0;
-    FILE *f = open_memstream(&json, &len);
-    if (!f) return serve_oai_fail(e, 500, NULL, NULL, "out of memory");
-    fputs("{\"api_key\":", f);
-    json_str(f, job->api_key);
-    fputc('}', f);
-    if (fclose(f)) return free(json), serve_oai_fail(e, 500, NULL, NULL, "out of memory");
-    const int rc = serve_limits_check(x->h->limits, http_client(x->conn), json, len, &x->retry_after, err, sizeof err);
-    free(json);
+    char err[512];
+    cJSON *body = cJSON_CreateObject(); /* the key as a translation body carries it */
+    if (!body || !cJSON_AddStringToObject(body, "api_key", job->api_key)) {
+        cJSON_Delete(body);
+        return serve_oai_fail(e, 500, NULL, NULL, "out of memory");
+    }
+    const int rc = serve_limits_check_json(x->h->limits, http_client(x->conn), body, &x->retry_after, err, sizeof err);
+    cJSON_Delete(body);
     if (rc == 403) return serve_oai_fail(e, 401, NULL, "invalid_api_key", "%s (send it as Authorization: Bearer KEY)", err);
     if (rc == 429) return serve_oai_fail(e, 429, NULL, "rate_limit_exceeded", "%s", err);
     return rc ? serve_oai_fail(e, rc, NULL, NULL, "%s", err) : 0;
