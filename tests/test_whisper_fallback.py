@@ -364,6 +364,15 @@ def check_forced_language(u):
         lang = want["init"][1]
         assert out["language"] == u.s.id_to_lang[lang], (args, out["language"], want["init"])
         assert (lang == u.forced_lang) == (not opts.get("task") and not opts.get("language")), (args, want["init"], code)
+    # the exporter reads forced_decoder_ids as HF's _retrieve_init_tokens: positions 1, 2, ... in a run
+    from attend.export import whisper as XW
+    V, tr, tl, lang, langs = u.m.config["vocab_size"], u.s.task_to_id["transcribe"], u.s.task_to_id["translate"], \
+        u.forced_lang, list(u.s.lang_to_id.values())
+    sp = {"transcribe": tr, "translate": tl}
+    for ids, task, language in (([[1, None], [2, tl]], tl, V), ([[2, tr]], V, V), ([[1, lang], [3, tr]], V, lang),
+                                (u.forced_lang_ids, tr, lang), ([[1, u.s.no_timestamps]], V, V), (None, V, V)):
+        cfg = {"forced_decoder_ids": ids}
+        assert (XW.forced_task(cfg, sp, V), XW.forced_language(cfg, langs, V)) == (task, language), (ids, task, language)
 
 
 def check_cli_errors(u):
