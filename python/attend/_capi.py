@@ -20,7 +20,7 @@ from typing import List, Optional
 # Structures (field order and types exactly as in the headers)
 
 # the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
-ABI = 14
+ABI = 15
 ATTEND_VIEW_MAX = 64
 # the metadata key a model file records its alignment view under (align.h)
 ATTEND_ALIGNMENT_VIEW_KEY = "attend.alignment.view"
@@ -109,6 +109,7 @@ class attend_stats(ctypes.Structure):
         ("encode_seconds", ctypes.c_double),
         ("decode_seconds", ctypes.c_double),
         ("steps", ctypes.c_longlong),
+        ("encoder_passes", ctypes.c_longlong),
     ]
 
 
