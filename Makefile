@@ -535,7 +535,7 @@ install: all
 	  'Name: attend' 'Description: Transformer encoder-decoder translation with every attention matrix' \
 	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lattend' \
 	  'Libs.private: -lsentencepiece -lgumbo -lz -lstdc++ -lm -pthread' >$(DESTDIR)$(LIBDIR)/pkgconfig/attend.pc
-	if [ -f models/de-en.gguf ]; then install -m 644 models/de-en.gguf $(DESTDIR)$(PREFIX)/share/attend/; fi
+	for f in models/de-en.gguf models/en-de.gguf; do if [ -f $$f ]; then install -m 644 $$f $(DESTDIR)$(PREFIX)/share/attend/; fi; done
 	install -d $(DESTDIR)$(PYTHON_SITE)/attend/export $(DESTDIR)$(PREFIX)/share/attend/tools
 	install -m 644 python/attend/*.py python/attend/py.typed python/attend/explore.html python/attend/explore_audio.html \
 	  $(DESTDIR)$(PYTHON_SITE)/attend/
