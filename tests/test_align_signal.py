@@ -2,7 +2,9 @@
 """tools/align_signal.py: truecasing on hand-made text, the silver sure/possible links on
 hand-made directions, and one small end-to-end run (word_align.py on 3,000 training pairs, 40
 held-out pairs) whose sets hold what the tool says and whose table scores the shipped model's
-own view on the development set as models/README.md reports it (AER 0.1795).
+own view on the development set as models/README.md reports it (AER 0.1795); --reverse scores
+the English->German model on the same sets read the other way round (both directions' links
+and word_align.py's score as the German->English run's).
 Run: /usr/bin/python3 tests/test_align_signal.py"""
 import json
 import os
@@ -16,6 +18,8 @@ import aer as AER  # noqa: E402
 import align_signal as S  # noqa: E402
 
 TOOL = os.path.join(T.TOOLS, "align_signal.py")
+ENDE = os.path.join(T.REPO, "models", "en-de.gguf")
+ENDE_DEV_AER = 0.2208  # its own view on the development set reversed (models/README.md)
 
 
 def truecasing():
@@ -42,7 +46,8 @@ def end_to_end():
     with tempfile.TemporaryDirectory(prefix="signal-") as d:
         out = os.path.join(d, "table.json")
         p = subprocess.run([T.PYTHON, TOOL, "--work", d, "--max-pairs", "3000", "--news", "20", "--tatoeba", "20",
-                            "--preset", "1:2,shift,words,grow", "--json", out], capture_output=True, text=True)
+                            "--preset", "1:2,shift,words,grow", "--reverse-model", ENDE, "--json", out],
+                           capture_output=True, text=True)
         assert p.returncode == 0, p.stderr
         base = os.path.dirname(T.data_path("align-deen-bicici", "de-en.wa"))
         read = lambda name: AER.read_lines(os.path.join(d, name))  # noqa: E731
@@ -67,6 +72,25 @@ def end_to_end():
         assert own["seconds_per_sentence"] > 0 and "silver" in own and "silver" not in rows[-1]
         print(f"    dev {own['dev']['aer']:.4f}, devcased {own['devcased']['aer']:.4f}, "
               f"silver (40 pairs) {own['silver']['aer']:.4f}")
+        reverse(d, rows)
+
+
+def reverse(d, forward):
+    """The same sets, English->German: the model's own view, then the links both directions
+    agree on and word_align.py's, which read the other way round score as before."""
+    out = os.path.join(d, "reverse.json")
+    p = subprocess.run([T.PYTHON, TOOL, "--work", d, "--reverse", "-m", ENDE, "--reverse-model",
+                        os.path.join(T.REPO, "models", "de-en.gguf"), "--json", out], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    with open(out) as f:
+        rows = json.load(f)
+    own, both, aligner = rows
+    assert own["method"].endswith("(the model's own view)") and own["method"].startswith("0:4,"), own
+    assert round(own["dev"]["aer"], 4) == ENDE_DEV_AER, own["dev"]
+    for s in S.SETS:
+        assert both[s] == forward[2][s], (s, both[s], forward[2][s])
+    assert both["dev"]["aer"] < own["dev"]["aer"]
+    assert aligner["dev"] == forward[-1]["dev"] and aligner["devcased"] == forward[-1]["devcased"]
 
 
 def main():

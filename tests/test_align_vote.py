@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """tools/align_vote.py: the vote and the growing on hand-made links, and a run on 30 pairs of
 the development set (word_align.py on 2,000 training pairs): each line is the vote of what
-`attend align` prints and the aligner's two directions, --grow adds only the view's links.
+`attend align` prints and the aligner's two directions, --grow adds only the view's links;
+with --reverse and the English->German model, the vote of its links and the same two directions
+read the other way round.
 Run: /usr/bin/python3 tests/test_align_vote.py"""
 import json
 import os
@@ -39,7 +41,7 @@ def development_pairs(d):
     return src, tgt, paths
 
 
-def votes_of_what_attend_prints(d):
+def votes_of_what_attend_prints(d, keep):
     src, tgt, (sp, tp) = development_pairs(d)
     out = {}
     for flag in ("", "--grow"):
@@ -56,14 +58,38 @@ def votes_of_what_attend_prints(d):
         assert out[""][k] == V.vote(view, fwd[k], rev[k]), k
         assert out[""][k] <= out["--grow"][k] <= out[""][k] | view, k
     assert sum(len(x) for x in out["--grow"]) > sum(len(x) for x in out[""])
+    keep["directions"] = fwd, rev
+
+
+def reverse_votes(d, keep):
+    """--reverse: English sources, German targets; the aligner's directions (German->English,
+    as always) transposed, the English->German model's own links."""
+    src, tgt, (sp, tp) = development_pairs(d)
+    ende = os.path.join(T.REPO, "models", "en-de.gguf")
+    p = subprocess.run([T.PYTHON, TOOL, "--reverse", "-m", ende, "--source", tp, "--target", sp,
+                        "--max-pairs", "2000"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    out = [AER.parse_links(l)[1] for l in p.stdout.splitlines()]
+    assert len(out) == 30
+    fwd, rev = keep["directions"]  # the check before's (German->English)
+    flip = lambda links: {(j, i) for i, j in links}  # noqa: E731
+    for k, (s, t) in enumerate(zip(src, tgt)):
+        js = json.loads(subprocess.run([T.ATTEND, "align", "-m", ende, "--target", s, "--format", "json", "--", t],
+                                       capture_output=True, text=True, check=True).stdout)
+        view = {tuple(x) for x in js["links"]}
+        assert out[k] == V.vote(view, flip(rev[k]), flip(fwd[k])), k
+        assert all(i < len(t.split()) and j < len(s.split()) for i, j in out[k]), k  # English word first
 
 
 def main():
     run = T.Runner()
     d = T.tempdir()
     run.check("the vote and the growing on hand-made links", hand_made)
+    keep = {}
     run.check("30 development pairs: the vote of attend align's links and both directions",
-              votes_of_what_attend_prints, d)
+              votes_of_what_attend_prints, d, keep)
+    run.check("--reverse: the English->German model's links and both directions transposed",
+              reverse_votes, d, keep)
     run.finish()
 
 

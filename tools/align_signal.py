@@ -28,7 +28,9 @@ the threads -t gives). Methods: the model's own view, each --preset VIEW (the Py
 the library's own code), each --hyp NAME PREFIX (Pharaoh files PREFIX.dev.wa,
 PREFIX.devcased.wa and PREFIX.silver.wa written by any other aligner), and word_align.py's
 grow-diag-final-and links on dev and devcased (it made the silver labels: no silver score), and
-with --reverse-model the links of both directions (attend align --reverse-model).
+with --reverse-model the links of both directions (attend align --reverse-model). With
+--reverse the model is English->German (tools/train.py --reverse) and every set is read the
+other way round: English source, German target, the gold and --hyp links i-j read as j-i.
 --json FILE writes the table as JSON."""
 import argparse
 import json
@@ -158,9 +160,11 @@ def build(a):
 # --------------------------------------------------------------------------------------
 # Scoring
 
-def read_set(work, name):
-    return (AER.read_lines(os.path.join(work, f"{name}.de")), AER.read_lines(os.path.join(work, f"{name}.en")),
-            AER.read_gold(os.path.join(work, f"{name}.wa"), False, False))
+def read_set(work, name, reverse=False):
+    """(source lines, target lines, gold); reverse: English is the source (gold i-j read j-i)."""
+    src, tgt = ("en", "de") if reverse else ("de", "en")
+    return (AER.read_lines(os.path.join(work, f"{name}.{src}")), AER.read_lines(os.path.join(work, f"{name}.{tgt}")),
+            AER.read_gold(os.path.join(work, f"{name}.wa"), False, reverse))
 
 
 def score(gold, hyp):
@@ -216,14 +220,15 @@ def score_both(a, sets):
     return row
 
 
-def score_files(name, prefix, sets):
+def score_files(name, prefix, sets, reverse=False):
     row = {"method": name}
     for s in SETS:
         path = f"{prefix}.{s}.wa"
         if not os.path.exists(path):
             continue
         with open(path, encoding="utf-8") as f:
-            hyp = [AER.parse_links(l.rstrip("\n"), lineno=i + 1, what="hypothesis")[1] for i, l in enumerate(f)]
+            hyp = [AER.parse_links(l.rstrip("\n"), swap=reverse, lineno=i + 1, what="hypothesis")[1]
+                   for i, l in enumerate(f)]
         row[s] = score(sets[s][2], hyp)
     return row
 
@@ -254,16 +259,20 @@ def main(argv=None):
     p.add_argument("-t", "--threads", type=int, default=1)
     p.add_argument("--reverse-model", metavar="MODEL2", help="a model of the other direction (English->German): "
                    "also score the links both models' own views agree on")
+    p.add_argument("--reverse", action="store_true",
+                   help="MODEL translates English->German: the sets are read the other way round (English "
+                        "source, gold and --hyp files i-j read as j-i), so --reverse-model is then German->English")
     p.add_argument("--json", help="write the table as JSON here")
     a = p.parse_args(argv)
     build(a)
-    sets = {s: read_set(a.work, s) for s in SETS}
+    sets = {s: read_set(a.work, s, a.reverse) for s in SETS}
     rows = [] if a.no_views else score_views(a, sets, [None] + a.preset)
     if a.reverse_model:
         rows.append(score_both(a, sets))
-    rows += [score_files(n, pre, sets) for n, pre in a.hyp]
+    rows += [score_files(n, pre, sets, a.reverse) for n, pre in a.hyp]
     rows.append(score_files("word_align.py (IBM 1-2-HMM, gdfa; made the silver labels)",
-                            os.path.join(a.work, "word_align"), {k: v for k, v in sets.items() if k != "silver"}))
+                            os.path.join(a.work, "word_align"), {k: v for k, v in sets.items() if k != "silver"},
+                            a.reverse))
     print_table(rows)
     if a.json:
         with open(a.json, "w") as f:

@@ -83,12 +83,20 @@ def main(argv=None):
     p.add_argument("--grow", action="store_true", help="grow the vote into the view's links")
     p.add_argument("--max-pairs", type=int, default=0, help="word_align.py's training pairs (0: all)")
     p.add_argument("-t", "--threads", type=int, default=1)
+    p.add_argument("--reverse", action="store_true",
+                   help="MODEL translates English->German: SRC is English and TGT German (the aligner's "
+                        "links, trained with German as source, are swapped)")
     a = p.parse_args(argv)
     src, tgt = AER.read_lines(a.source), AER.read_lines(a.target)
     if len(src) != len(tgt):
         raise SystemExit(f"align_vote.py: {len(src)} source but {len(tgt)} target lines")
     view = view_links(a.model, src, tgt, a.threads)
-    fwd, rev = directions(src, tgt, a.max_pairs, log=lambda s: print(f"align_vote.py: {s}", file=sys.stderr))
+    say = lambda s: print(f"align_vote.py: {s}", file=sys.stderr)  # noqa: E731
+    if a.reverse:  # the aligner runs German->English as always; its links read the other way round
+        de_en, en_de = directions(tgt, src, a.max_pairs, log=say)
+        fwd, rev = ([{(j, i) for i, j in l} for l in d] for d in (en_de, de_en))
+    else:
+        fwd, rev = directions(src, tgt, a.max_pairs, log=say)
     out = []
     for v, f, r in zip(view, fwd, rev):
         links = vote(v, f, r)

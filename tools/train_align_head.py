@@ -26,6 +26,9 @@ view and the aligner's two directions; tools/align_vote.py), and the step is cho
 mean AER over that folder's dev, devcased and silver sets; --mix L:H scores (and chooses) the
 head averaged with cross-attention head H of layer L read one step later. The labels' sources
 are cached in WORK/label-sources.json (one --pairs / --max-pairs per WORK).
+With --reverse (and --signal) the model is English->German (tools/train.py --reverse): the same
+training pairs and the aligner's same two directions, every side and link swapped, the model's
+own view read on English sources, and the sets' gold read j-i (one WORK per direction).
 
 Speed: step 2 is a few minutes on one thread with an optimised BLAS. Debian's python3-torch
 calls the reference BLAS (libblas.so.3, about 1 GFLOP/s: hours here); an OpenBLAS library
@@ -131,10 +134,13 @@ def signal_corpus(a):
         src = [W.split_words(x) for x, _ in extra] + [[w.lower() for w in s] for s, _ in train]
         tgt = [W.split_words(y) for _, y in extra] + [[w.lower() for w in t] for _, t in train]
         fwd, rev = W.align(src, tgt, len(train), log=log, hmm=a.hmm, directed_only=True)
+        if a.reverse:  # English->German: the same pairs and the aligner's links, sides swapped
+            train = [(t, s) for s, t in train]
+            fwd, rev = [transposed(l) for l in rev], [transposed(l) for l in fwd]
         view = view_links(a.model, [" ".join(s) for s, _ in train], [" ".join(t) for _, t in train])
         out = {"train": [[s, t, []] for s, t in train], "sources": [[sorted(x) for x in d] for d in (fwd, rev, view)]}
         for name in SIGNAL_SETS:
-            src, tgt = (AER.read_lines(os.path.join(a.signal, f"{name}.{x}")) for x in ("de", "en"))
+            src, tgt = (AER.read_lines(os.path.join(a.signal, f"{name}.{x}")) for x in sides(a))
             out[name] = [[x.split(), y.split(), []] for x, y in zip(src, tgt)]
         with open(cache, "w") as f:
             json.dump(out, f)
@@ -146,6 +152,16 @@ def signal_corpus(a):
     for x, l in zip(out["train"], links):
         x[2] = sorted(l)
     return out
+
+
+def sides(a):
+    """The file extensions of the source and target side of align_signal.py's sets."""
+    return ("en", "de") if a.reverse else ("de", "en")
+
+
+def transposed(links):
+    """(source, target) links read the other way round."""
+    return {(j, i) for i, j in links}
 
 
 def forward_states(model, src, tgt):
@@ -318,6 +334,9 @@ def parse_args(argv):
     p.add_argument("--labels", choices=["gdfa", "vote"], default="gdfa",
                    help="with --signal: word_align.py's grow-diag-final-and links, or the links two of "
                         "three agree on (its two directions and the model's own view)")
+    p.add_argument("--reverse", action="store_true",
+                   help="with --signal: the model translates English->German (tools/train.py --reverse): "
+                        "the pairs, the aligner's links and the sets' gold (i-j -> j-i) read sides swapped")
     p.add_argument("--links", choices=["argmax", "mutual", "grow"], default="argmax",
                    help="how the head's word matrix is read (as a view's ',words[,mutual|,grow]')")
     p.add_argument("--layer", type=int, nargs="+", default=[3],
@@ -342,7 +361,10 @@ def parse_args(argv):
     p.add_argument("--mix", metavar="L:H", help="score (and choose) the head averaged with cross-attention "
                                                   "head H of decoder layer L, read one step later (the view "
                                                   "'L:H,align,shift,...' of a file that holds the head)")
-    return p.parse_args(argv)
+    a = p.parse_args(argv)
+    if a.reverse and not a.signal:
+        p.error("--reverse needs --signal (the other sets are German->English only)")
+    return a
 
 
 def load_sets(a, model):
@@ -356,7 +378,7 @@ def load_sets(a, model):
             assert x["nw"] == (len(s), len(t))
             x["links"] = links
     if a.signal:
-        gold = {k: AER.read_gold(os.path.join(a.signal, f"{k}.wa"), False, False) for k in SIGNAL_SETS}
+        gold = {k: AER.read_gold(os.path.join(a.signal, f"{k}.wa"), False, a.reverse) for k in SIGNAL_SETS}
         return sets, gold, SIGNAL_SETS, SIGNAL_SETS
     dev = AER.read_gold(os.path.join(os.path.dirname(D.corpus("align-deen-bicici", "test.de")), "de-en.wa"),
                         False, False)
