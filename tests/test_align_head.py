@@ -190,8 +190,22 @@ def bad_files_fail_clearly():
         assert p.returncode != 0 and "'align' names the trained alignment head" in p.stderr, p.stderr
 
 
+def reverse_needs_signal():
+    """--reverse swaps align_signal.py's sets; the other sets are German->English only."""
+    a = H.parse_args(["--reverse", "--signal", "sig"])
+    assert a.reverse and H.sides(a) == ("en", "de") and H.transposed({(0, 2), (1, 1)}) == {(2, 0), (1, 1)}
+    assert H.sides(H.parse_args(["--signal", "sig"])) == ("de", "en")
+    try:
+        H.parse_args(["--reverse"])
+    except SystemExit as e:
+        assert e.code == 2
+    else:
+        raise AssertionError("--reverse without --signal was taken")
+
+
 def main():
     run = T.Runner()
+    run.check("--reverse reads English as the source, and only with --signal", reverse_needs_signal)
     run.check("Garg et al. label distributions over linked source pieces", labels)
     run.check("the head reads row t from the decoder position after target token t", shift)
     run.check("a tiny model's known alignment, learned by the head", learns_known_alignment)
