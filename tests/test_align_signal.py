@@ -19,7 +19,7 @@ import align_signal as S  # noqa: E402
 
 TOOL = os.path.join(T.TOOLS, "align_signal.py")
 ENDE = os.path.join(T.REPO, "models", "en-de.gguf")
-ENDE_DEV_AER = 0.2208  # its own view on the development set reversed (models/README.md)
+ENDE_DEV_AER = 0.1895  # its own view (with its alignment head) on the development set reversed
 
 
 def truecasing():

@@ -8,9 +8,11 @@ process's, which other jobs on a shared machine disturb less), and the median of
 ratios.
 
   tools/bench_align_head.py PLAIN.gguf HEAD.gguf [--set build/align-signal/silver] [--rounds 5] [-t 1]
+                            [--reverse]
 
 PLAIN and HEAD must hold the same model (HEAD = PLAIN + the head); the set's .de/.en files
-are whitespace-tokenised pairs (tools/align_signal.py writes them)."""
+are whitespace-tokenised pairs (tools/align_signal.py writes them); --reverse, for an
+English->German model, reads .en as the source."""
 import argparse
 import os
 import statistics
@@ -44,8 +46,9 @@ def main(argv=None):
     p.add_argument("--set", default=os.path.join(os.path.dirname(HERE), "build", "align-signal", "silver"))
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("-t", "--threads", type=int, default=1)
+    p.add_argument("--reverse", action="store_true", help="English->German models: .en is the source")
     a = p.parse_args(argv)
-    src, tgt = read(a.set + ".de"), read(a.set + ".en")
+    src, tgt = (read(f"{a.set}.{x}") for x in (("en", "de") if a.reverse else ("de", "en")))
     models = {"view": attend.Model(a.plain), "head": attend.Model(a.head)}
     if models["head"].config.align_head_width == 0:
         p.error(f"{a.head} has no alignment head")
