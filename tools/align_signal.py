@@ -30,7 +30,8 @@ PREFIX.devcased.wa and PREFIX.silver.wa written by any other aligner), and word_
 grow-diag-final-and links on dev and devcased (it made the silver labels: no silver score), and
 with --reverse-model the links of both directions (attend align --reverse-model). With
 --reverse the model is English->German (tools/train.py --reverse) and every set is read the
-other way round: English source, German target, the gold and --hyp links i-j read as j-i.
+other way round: English source, German target, the gold links i-j read as j-i (and
+word_align.py's); --hyp files then hold English->German links (English word first).
 --json FILE writes the table as JSON."""
 import argparse
 import json
@@ -221,6 +222,7 @@ def score_both(a, sets):
 
 
 def score_files(name, prefix, sets, reverse=False):
+    """reverse: the file's links are German word first (build()'s word_align.py files), the sets' English."""
     row = {"method": name}
     for s in SETS:
         path = f"{prefix}.{s}.wa"
@@ -261,7 +263,8 @@ def main(argv=None):
                    "also score the links both models' own views agree on")
     p.add_argument("--reverse", action="store_true",
                    help="MODEL translates English->German: the sets are read the other way round (English "
-                        "source, gold and --hyp files i-j read as j-i), so --reverse-model is then German->English")
+                        "source, gold links i-j read as j-i, --hyp files English word first), so --reverse-model "
+                        "is then German->English")
     p.add_argument("--json", help="write the table as JSON here")
     a = p.parse_args(argv)
     build(a)
@@ -269,7 +272,7 @@ def main(argv=None):
     rows = [] if a.no_views else score_views(a, sets, [None] + a.preset)
     if a.reverse_model:
         rows.append(score_both(a, sets))
-    rows += [score_files(n, pre, sets, a.reverse) for n, pre in a.hyp]
+    rows += [score_files(n, pre, sets) for n, pre in a.hyp]
     rows.append(score_files("word_align.py (IBM 1-2-HMM, gdfa; made the silver labels)",
                             os.path.join(a.work, "word_align"), {k: v for k, v in sets.items() if k != "silver"},
                             a.reverse))
