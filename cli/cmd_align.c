@@ -103,7 +103,9 @@ static void usage_calibrate(FILE *f) {
             "                          print the table\n"
             "  Every layer x head, each layer averaged and all:avg, plain and shifted, per\n"
             "  piece and per word, links by argmax, mutual and grow, are scored by alignment\n"
-            "  error rate (AER); the table is printed best first.\n");
+            "  error rate (AER); the table is printed best first. A file with a trained\n"
+            "  alignment head (attend info shows one) adds each of them averaged with it\n"
+            "  (L:H,align,...) and the head alone (align,...).\n");
 }
 
 /* ---------------------------------------------------------------------------------------
