@@ -153,6 +153,15 @@ typedef struct {
     int t, l;
 } dec_attention_job;
 
+/* Ask for [p, p + bytes) into L2 (a hint). A row's keys and values (its own cache, its
+ * sentence's cross-attention memory: tens of KB a layer) come from L3 or memory, and in
+ * attention's short runs over them the hardware prefetchers start late; asked for while the
+ * row before computes, they are there when the row starts. */
+static void prefetch_l2(const float *p, size_t bytes) {
+    const char *c = (const char *)p, *end = c + bytes;
+    for (; c < end; c += 64) __builtin_prefetch(c, 0, 2);
+}
+
 static void dec_self_attention(const void *ctx, int lo, int hi, int worker) {
     (void)worker;
     const dec_attention_job *j = ctx;
@@ -161,6 +170,11 @@ static void dec_self_attention(const void *ctx, int lo, int hi, int worker) {
     const int d = c->dec_inner, H = c->dec_heads, hd = c->dec_hd, L = c->dec_layers, t = j->t, l = j->l;
     for (int b = lo; b < hi; b++) {
         float *K = s->self_k[j->rows[b].slot * L + l], *V = s->self_v[j->rows[b].slot * L + l];
+        if (b + 1 < hi) { /* the next row's keys and values (K and V lie side by side) */
+            const size_t bytes = sizeof(float) * (size_t)t * d;
+            prefetch_l2(s->self_k[j->rows[b + 1].slot * L + l], bytes);
+            prefetch_l2(s->self_v[j->rows[b + 1].slot * L + l], bytes);
+        }
         memcpy(K + (size_t)t * d, s->k + (size_t)b * d, sizeof(float) * (size_t)d);
         memcpy(V + (size_t)t * d, s->v + (size_t)b * d, sizeof(float) * (size_t)d);
         float *probs = j->att && j->att[b] ? j->att[b] + (size_t)l * H * (t + 1) : NULL;
@@ -180,6 +194,12 @@ static void dec_cross_attention(const void *ctx, int lo, int hi, int worker) {
     for (int b = lo; b < hi; b++) {
         const int i = j->rows[b].sent, S = mem->len[i];
         const size_t o = (size_t)mem->off[i] * d;
+        const int next = b + 1 < hi ? j->rows[b + 1].sent : i;
+        if (next != i) { /* another sentence's memory: its heads lie in one block */
+            const size_t no = (size_t)mem->off[next] * d, bytes = sizeof(float) * (size_t)mem->len[next] * d;
+            prefetch_l2(mem->cross_k[l] + no, bytes);
+            prefetch_l2(mem->cross_v[l] + no, bytes);
+        }
         float *probs = j->att && j->att[b] ? j->att[b] + (size_t)l * H * S : NULL;
         /* the memory's heads lie apart (layers.h: enc_memory) */
         const at_attention_args a = {s->ctx + (size_t)b * d, s->q + (size_t)b * d, mem->cross_k[l] + o,
