@@ -21,13 +21,13 @@ LIB_C   = engine/kernels.c engine/attention_gemm.c engine/kernels_avx2.c engine/
           tokenizer/bpe_hash.c tokenizer/bpe_pretok.c tokenizer/bpe_encode.c tokenizer/bpe_decode.c tokenizer/bpe_unicode.c \
           model/message.c model/config.c model/load.c model/positions.c model/verify.c model/pack.c model/compute.c \
           model/encoder.c model/audio_encoder.c model/decoder.c model/relative.c model/tasks.c model/search.c model/trace.c model/outputs.c model/strategy.c \
-          model/beam.c model/generate.c model/api.c model/speech_api.c model/transcribe.c model/speech_fallback.c model/token_times.c model/token_words.c model/transcript_words.c model/speech_features.c model/vocab_api.c model/align.c model/align_links.c model/align_head.c model/quantize.c \
+          model/beam.c model/generate.c model/api.c model/speech_api.c model/transcribe.c model/speech_fallback.c model/token_times.c model/token_words.c model/transcript_words.c model/speech_features.c model/vocab_api.c model/align.c model/align_links.c model/align_both.c model/align_head.c model/quantize.c \
           model/record_view.c model/split_lines.c model/translate_html.c text/chars.c text/split_rules.c text/sentences.c text/clauses.c \
           text/markup_parse.c text/markup_render.c audio/fft.c audio/mel.c
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c cli/heatmap.c \
           cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/translate_html.c cli/cmd_info.c cli/cmd_quantize.c \
-          cli/cmd_align.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/explore_json.c cli/page_file.c cli/explore_audio.c cli/explore_audio_json.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c \
+          cli/cmd_align.c cli/align_reverse.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/explore_json.c cli/page_file.c cli/explore_audio.c cli/explore_audio_json.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c \
           cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c cli/serve_libre.c cli/serve_limits.c cli/serve_multipart.c cli/serve_file.c cli/serve_models.c cli/serve_detect.c cli/serve_audio.c cli/serve_speech.c cli/http_server.c cli/http_parse.c cli/cmd_split.c cli/cmd_detect.c \
           cli/cmd_transcribe.c cli/speech_input.c cli/transcript_write.c cli/npy_read.c cli/cmd_features.c audio/read.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)
@@ -535,7 +535,7 @@ install: all
 	  'Name: attend' 'Description: Transformer encoder-decoder translation with every attention matrix' \
 	  'Version: $(VERSION)' 'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lattend' \
 	  'Libs.private: -lsentencepiece -lgumbo -lz -lstdc++ -lm -pthread' >$(DESTDIR)$(LIBDIR)/pkgconfig/attend.pc
-	if [ -f models/de-en.gguf ]; then install -m 644 models/de-en.gguf $(DESTDIR)$(PREFIX)/share/attend/; fi
+	for f in models/de-en.gguf models/en-de.gguf; do if [ -f $$f ]; then install -m 644 $$f $(DESTDIR)$(PREFIX)/share/attend/; fi; done
 	install -d $(DESTDIR)$(PYTHON_SITE)/attend/export $(DESTDIR)$(PREFIX)/share/attend/tools
 	install -m 644 python/attend/*.py python/attend/py.typed python/attend/explore.html python/attend/explore_audio.html \
 	  $(DESTDIR)$(PYTHON_SITE)/attend/

@@ -53,6 +53,8 @@ void align_print_text(const align_run *x) {
     else
         printf("view:        %s (decoder layers 0..%d, heads 0..%d)%s\n", x->vname, x->Ld - 1, x->Hd - 1,
                o->words ? ", words" : "");
+    if (x->rvname[0])
+        printf("reverse:     %s, its view %s: the links both directions agree on\n", o->reverse_model, x->rvname);
     if (!o->svg) { /* with --svg the picture is in the file */
         heatmap_panel single = {NULL, x->shown};
         printf("\n");
@@ -89,6 +91,12 @@ void align_print_json(const align_run *x) {
     json_str(stdout, r->text);
     printf(",\n  \"forced\": %s,\n  \"view\": ", x->o->target ? "true" : "false");
     json_str(stdout, x->vname);
+    if (x->rvname[0]) {
+        printf(",\n  \"reverse_model\": ");
+        json_str(stdout, x->o->reverse_model);
+        printf(",\n  \"reverse_view\": ");
+        json_str(stdout, x->rvname);
+    }
     printf(",\n  \"level\": \"%s\",\n  \"source_pieces\": ", x->o->words ? "words" : "pieces");
     json_strs(stdout, (const char *const *)r->src_pieces, x->S);
     printf(",\n  \"target_pieces\": ");

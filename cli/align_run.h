@@ -21,6 +21,7 @@ typedef struct {
     const char *calibrate;    /* --calibrate GOLD: choose the best view on a gold set */
     const char *source_file;  /* --source: its source sentences (--target: their translations) */
     const char *output;       /* -o: the copy of the model that records the best view */
+    const char *reverse_model; /* --reverse-model: links both directions agree on */
 } align_options;
 
 typedef struct {
@@ -38,6 +39,7 @@ typedef struct {
     int *links, nl;           /* [nl] (source word, target word) pairs */
     attend_words sw, tw;
     char *pharaoh;            /* the links as "i-j ..." */
+    char rvname[256];         /* --reverse-model: that model's view ("" without one) */
     double total;             /* the translation's log-probability */
     /* what is drawn: pieces, or words (then the rows and columns are words) */
     int rows, cols;
@@ -60,6 +62,9 @@ void align_print_text(const align_run *x);
 void align_print_json(const align_run *x);
 /* --svg's file. 0, or EXIT_IO after a message. */
 int align_write_svg(const align_run *x, const char *path);
+/* --reverse-model (align_reverse.c): the links and pharaoh become those both directions agree
+ * on. 0, or an exit status after a message. */
+int align_reverse(align_run *x);
 /* attend align --calibrate (align_calibrate.c). The exit status. */
 int align_calibrate(const align_options *o);
 

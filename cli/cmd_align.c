@@ -26,7 +26,14 @@ static void usage_align(FILE *f) {
             "                          reports its log-probability per token\n"
             "      --prefix TEXT       the translation starts with TEXT and the search goes on\n"
             "                          from there (as attend translate --prefix)\n"
-            "      --src-lang L        multilingual models (M2M-100, NLLB, mBART): the source\n"
+                        "      --reverse-model FILE\n"
+            "                          a model of the other direction (en-de.gguf for a\n"
+            "                          de-en model): it reads the translation and is\n"
+            "                          force-decoded to the source; the links become those\n"
+            "                          both directions agree on (each one's word matrix under\n"
+            "                          its own view, row-normalised, added, read as the view\n"
+            "                          says)\n"
+"      --src-lang L        multilingual models (M2M-100, NLLB, mBART): the source\n"
             "                          language\n"
             "      --tgt-lang L        multilingual models: the target language\n"
             "      --task NAME         T5 models: write the task's prefix before the text\n"
@@ -131,6 +138,7 @@ static int take_color(cli_args *a, align_options *o) {
 static int take_align_option(cli_args *a, align_options *o) {
     int rc = CLI_OPT_OTHER;
     if (cli_is(a, NULL, "--target")) return cli_take_str(a, &o->target);
+    if (cli_is(a, NULL, "--reverse-model")) return cli_take_str(a, &o->reverse_model);
     if (cli_is(a, NULL, "--prefix")) return cli_take_str(a, &o->prefix);
     if (cli_is(a, NULL, "--calibrate")) return cli_take_str(a, &o->calibrate);
     if (cli_is(a, NULL, "--source")) return cli_take_str(a, &o->source_file);
@@ -453,6 +461,10 @@ int cmd_align(int argc, char **argv) {
     align_run x = {0};
     x.o = &o;
     int status = parse_align(argc, argv, &o);
+    if (!status && (o.calibrate || o.source_file || o.output) && o.reverse_model) {
+        fprintf(stderr, "attend align: --calibrate scores one model's views; --reverse-model is not taken there\n");
+        return EXIT_USAGE;
+    }
     if (!status && (o.calibrate || o.source_file || o.output)) return align_calibrate(&o);
     if (!status) status = choose_view(&o, &x.view);
     if (status) return status;
@@ -464,6 +476,7 @@ int cmd_align(int argc, char **argv) {
     }
     status = translate_source(&x);
     if (!status) status = reduce_view(&x);
+    if (!status && o.reverse_model) status = align_reverse(&x);
     if (!status) status = head_panels(&x);
     if (!status) {
         row_notes(&x);

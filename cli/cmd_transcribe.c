@@ -48,7 +48,9 @@ static void transcribe_help(void) {
            "options:\n"
            "  -m, --model FILE       the Whisper .gguf\n"
            "  --language CODE|auto   the spoken language (multilingual models; default auto:\n"
-           "                         detected from the window, HF's detect_language)\n"
+           "                         detected from the window, HF's detect_language; without\n"
+           "                         --task, the language the checkpoint's forced_decoder_ids\n"
+           "                         fix, if they fix one)\n"
            "  --task transcribe|translate  transcribe or translate into English (default: HF's\n"
            "                         task=None: the checkpoint's forced task with --language auto,\n"
            "                         none if it forces none; transcribe with a language given)\n"
@@ -85,7 +87,8 @@ static void transcribe_help(void) {
            "  --dump-logits          with --dump-attention: the raw logits of every step too\n"
            "  --max-duration S       refuse audio longer than S seconds (default 36000: 10 hours)\n"
            "  --timing               after each input, on stderr: seconds to load the model,\n"
-           "                         in the encoder, in the decoder, and the decoder steps\n"
+           "                         in the encoder, in the decoder, the decoder steps and the\n"
+           "                         encoder passes\n"
            "  -t, --threads N        threads (default: one per core)\n"
            "  -h, --help             this help\n");
 }
@@ -368,8 +371,10 @@ static double seconds_now(void) {
 /* --timing: where an input's time went (tools/bench_whisper.py reads this line) */
 static void print_timing(const transcribe_options *o, const char *file) {
     const attend_stats *st = o->p.stats;
-    fprintf(stderr, "attend transcribe: %s: timing: load %.4f s, encoder %.4f s, decoder %.4f s, %lld steps\n", file,
-            o->load_seconds, st->encode_seconds, st->decode_seconds, st->steps);
+    fprintf(stderr,
+            "attend transcribe: %s: timing: load %.4f s, encoder %.4f s, decoder %.4f s, %lld steps, "
+            "%lld encoder passes\n",
+            file, o->load_seconds, st->encode_seconds, st->decode_seconds, st->steps, st->encoder_passes);
 }
 
 static int transcribe_one(attend_model *m, const transcribe_options *o, const char *file) {

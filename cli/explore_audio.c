@@ -94,21 +94,37 @@ static int write_audio_page(FILE *f, const void *ctx) {
     return EXIT_OK;
 }
 
-/* The window decoded (attention and scores kept) into x->pg's result, and its words: the
- * transcript of the same features (attend_transcribe_features) with word timestamps when the
- * model has alignment heads, its words placed on the page where they were heard. samples:
- * the audio's (its frames of sound, HF's num_frames). 0 or EXIT_FAIL after a message. */
+/* Every decoder (layer, head) pair in order (attend_params.cross_heads' layout), [2 * L * H]:
+ * the cross-attention the page shows, without the encoder's and the decoder's
+ * self-attention that want_attention would keep too (the encoder's alone is
+ * layers x heads x 1500 x 1500 floats). NULL when out of memory. */
+static int *every_head(const attend_config *c) {
+    int *heads = malloc(sizeof(int) * 2 * (size_t)c->decoder_layers * c->decoder_heads), k = 0;
+    for (int l = 0; heads && l < c->decoder_layers; l++)
+        for (int h = 0; h < c->decoder_heads; h++) heads[k++] = l, heads[k++] = h;
+    return heads;
+}
+
+/* The window decoded (scores and every head's cross-attention kept) into x->pg's result, and
+ * its words: the transcript of the same features (attend_transcribe_features) with word
+ * timestamps when the model has alignment heads, its words placed on the page where they
+ * were heard. samples: the audio's (its frames of sound, HF's num_frames). 0 or EXIT_FAIL
+ * after a message. */
 static int decode_window(audio_run *x, const float *mel, long long samples, attend_result *r, attend_transcript *t) {
     const explore_audio_options *o = x->o;
-    char err[512];
+    char err[512] = "out of memory";
     attend_speech_params wsp = o->sp;
     wsp.word_timestamps = x->c->n_alignment_heads > 0;
     wsp.audio_frames = samples / 160 < x->c->audio_frames ? (int)(samples / 160) : x->c->audio_frames;
     attend_params p = o->p, plain = o->p;
-    p.want_attention = p.want_scores = 1;
+    int *heads = every_head(x->c);
+    p.want_attention = 0, p.want_scores = 1;
+    p.cross_heads = heads, p.n_cross_heads = x->c->decoder_layers * x->c->decoder_heads;
     plain.want_attention = plain.want_logits = 0;
     const char *lang = NULL;
-    if (attend_decode_features(x->m, &mel, 1, &o->sp, &p, r, &lang, err, sizeof err)) {
+    const int bad = !heads || attend_decode_features(x->m, &mel, 1, &o->sp, &p, r, &lang, err, sizeof err);
+    free(heads);
+    if (bad) {
         fprintf(stderr, "attend explore: %s: %s\n", o->audio, err);
         return EXIT_FAIL;
     }

@@ -1,6 +1,7 @@
 /* explore_audio: attend explore on speech (a Whisper model). The first 30-second window of an
- * audio file (as attend transcribe --dump-attention reads it) is decoded with every attention
- * matrix kept, and written as one self-contained page
+ * audio file (as attend transcribe --dump-attention reads it) is decoded with every decoder
+ * head's cross-attention kept (not the self-attention, which the page does not show), and
+ * written as one self-contained page
  * (python/attend/explore_audio.html, compiled in as explore_audio_html): the log-mel
  * spectrogram, the tokens placed in time, every decoder layer and head's cross-attention over
  * the 1500 encoder frames, the alignment heads. */

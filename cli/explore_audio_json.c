@@ -78,7 +78,7 @@ static int json_cross(FILE *f, const attend_config *c, const attend_result *r) {
     float *scale = malloc(sizeof(float) * (rows + 1)), *row = malloc(sizeof(float) * (size_t)cols);
     int rc = -1;
     if (q && scale && row) {
-        quantize_rows(r->cross, rows, S, pool, q, scale, row);
+        quantize_rows(r->head_cross, rows, S, pool, q, scale, row);
         fprintf(f, "{\"layers\":%d,\"heads\":%d,\"rows\":%d,\"frames\":%d,\"pool\":%d,\"columns\":%d,\"scale\":", L, H,
                 T, S, pool, cols);
         rc = json_f32(f, scale, rows);
@@ -103,7 +103,7 @@ static int json_token_frames(FILE *f, const attend_config *c, const attend_resul
         memset(sum, 0, sizeof(float) * (size_t)S);
         for (int k = 0; k < c->n_alignment_heads; k++) {
             const int l = c->alignment_heads[2 * k], h = c->alignment_heads[2 * k + 1];
-            const float *x = r->cross + (((size_t)l * H + h) * T + t) * S;
+            const float *x = r->head_cross + (((size_t)l * H + h) * T + t) * S;
             for (int s = 0; s < S; s++) sum[s] += x[s];
         }
         int best = 0;

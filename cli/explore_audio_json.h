@@ -29,7 +29,9 @@ typedef struct {
     const attend_speech_params *sp;
     const float *mel;      /* [n_mels][audio_frames] log-mel features of the window */
     long long samples;     /* 16 kHz samples of the whole audio (the window holds 30 s at most) */
-    const attend_result *r; /* the window decoded with attention and scores */
+    /* the window decoded with scores and every decoder head's cross-attention as head_cross
+     * (attend_params.cross_heads naming each (layer, head) in order: cross's layout) */
+    const attend_result *r;
     char *const *texts;    /* [r->n_tgt] each token's text ("" for special tokens) */
     const attend_transcript *t; /* its words (n_words 0: none yet) */
 } explore_audio_page;

@@ -10,6 +10,7 @@
 #ifndef ATTEND_CLI_SERVE_H
 #define ATTEND_CLI_SERVE_H
 
+#include <cjson/cJSON.h>
 #include <pthread.h>
 #include <stddef.h>
 
@@ -77,10 +78,19 @@ typedef struct {
     float detected_confidence; /* and its confidence (0..100) */
 } serve_request;
 
-/* Parse a request body (body_len bytes) for api into *r; 0, or an HTTP status (400) with a
- * one-line reason in err. r is freed either way by serve_request_free. */
-int serve_request_parse(const char *body, size_t body_len, int api, const attend_model *m,
-                        const serve_options *o, serve_request *r, char *err, size_t errlen);
+/* A request's body read once as JSON (POST /translate, /translate_file's, /v1/translate,
+ * /detect): the gate, "source": "auto", routing and the request all read this tree. */
+typedef struct {
+    cJSON *root; /* NULL: not valid JSON */
+    int has_nul; /* a string of the text holds a NUL (serve_json_has_nul): refused, not cut */
+} serve_body;
+serve_body serve_body_parse(const char *body, size_t len);
+void serve_body_free(serve_body *b);
+
+/* Read a request body for api into *r; 0, or an HTTP status (400) with a one-line reason in
+ * err. r is freed either way by serve_request_free. */
+int serve_request_parse(const serve_body *b, int api, const attend_model *m, const serve_options *o,
+                        serve_request *r, char *err, size_t errlen);
 void serve_request_free(serve_request *r);
 
 /* A request handed to the scheduler, and its answer. */
@@ -153,6 +163,9 @@ void serve_limits_free(serve_limits *l);
  * a JSON object while a limit is on), with err. */
 int serve_limits_check(serve_limits *l, const char *client, const char *body, size_t len, int *retry_after,
                        char *err, size_t errlen);
+/* The same on a body already read (root: NULL when it is not JSON). */
+int serve_limits_check_json(serve_limits *l, const char *client, const cJSON *root, int *retry_after, char *err,
+                            size_t errlen);
 /* Take one request from the bucket of subject (a client's address; per_minute tokens, refilled
  * at per_minute a minute) at time now (seconds): 0, or -1 with *retry_after (whole seconds,
  * >= 1). */
@@ -219,9 +232,9 @@ typedef struct {
     int n;
 } serve_models;
 
-/* The model a request body (JSON) goes to: its index, or -400 with err (no model covers the
- * pair; /v1 "model" names none). With one model always 0. */
-int serve_route(const serve_models *ms, const char *body, size_t len, int api, char *err, size_t errlen);
+/* The model a request body (JSON root, NULL when not JSON) goes to: its index, or -400 with
+ * err (no model covers the pair; /v1 "model" names none). With one model always 0. */
+int serve_route(const serve_models *ms, const cJSON *root, int api, char *err, size_t errlen);
 /* 0, or 400 with err when every model is a speech model (nothing translates text). */
 int serve_no_text_model(const serve_models *ms, char *err, size_t errlen);
 /* GET /languages over every model; GET /v1/model (the first model's facts and "models"). */
@@ -229,14 +242,13 @@ char *serve_models_languages(const serve_models *ms, size_t *len);
 char *serve_models_json(const serve_models *ms, size_t *len);
 /* Language identification (serve_detect.c, CLD2 through langid.h), among the languages the
  * models translate from. POST /detect: 200 and *out (malloc'd), or a status with err. */
-int serve_detect(const serve_models *ms, const char *body, size_t len, char **out, size_t *outlen, char *err,
-                 size_t errlen);
-/* "source": "auto" in a /translate body: the language detected among the sources of the
- * models that translate into its target replaces it in *body (re-written, *len updated),
- * and is written to detected with its confidence. 0 (also when there is no auto, or q is of
- * the wrong type for parsing to refuse), or 400/500 with err. */
-int serve_resolve_auto(const serve_models *ms, char **body, size_t *len, char *detected, size_t cap,
-                       float *confidence, char *err, size_t errlen);
+int serve_detect(const serve_models *ms, const serve_body *b, char **out, size_t *outlen, char *err, size_t errlen);
+/* "source": "auto" in a /translate body (root, NULL when not JSON): the language detected
+ * among the sources of the models that translate into its target replaces it in root, and
+ * is written to detected with its confidence. 0 (also when there is no auto, or q is of the
+ * wrong type for parsing to refuse), or 400/500 with err. */
+int serve_resolve_auto(const serve_models *ms, cJSON *root, char *detected, size_t cap, float *confidence, char *err,
+                       size_t errlen);
 /* Sentences queued or being translated, every scheduler together. */
 int serve_models_pending(const serve_models *ms);
 

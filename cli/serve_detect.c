@@ -1,7 +1,7 @@
 /* Language identification in attend serve (serve.h): POST /detect and "source": "auto" on
  * /translate, both answered among the languages the server translates from (CLD2 through
- * langid.h). "auto" is resolved before routing: the detected code replaces it in the body,
- * so that routing and parsing see a named source as if the client had sent it. */
+ * langid.h). "auto" is resolved before routing: the detected code replaces it in the body's
+ * tree, so that routing and parsing see a named source as if the client had sent it. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,13 +56,10 @@ static char *q_text(const cJSON *root) {
     return s;
 }
 
-int serve_detect(const serve_models *ms, const char *body, size_t len, char **out, size_t *outlen, char *err,
-                 size_t errlen) {
-    if (serve_json_has_nul(body, len)) return snprintf(err, errlen, "q contains a NUL character"), 400;
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    const cJSON *q = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "q") : NULL;
+int serve_detect(const serve_models *ms, const serve_body *b, char **out, size_t *outlen, char *err, size_t errlen) {
+    if (b->has_nul) return snprintf(err, errlen, "q contains a NUL character"), 400;
+    const cJSON *q = cJSON_IsObject(b->root) ? cJSON_GetObjectItemCaseSensitive(b->root, "q") : NULL;
     char *text = cJSON_IsString(q) && *q->valuestring ? strdup(q->valuestring) : NULL;
-    cJSON_Delete(root);
     if (!text) return snprintf(err, errlen, "Invalid request: missing q parameter (a non-empty string)"), 400;
     const char *cands[MAX_SOURCES];
     const int nc = sources(ms, "", cands, MAX_SOURCES);
@@ -85,17 +82,16 @@ int serve_detect(const serve_models *ms, const char *body, size_t len, char **ou
     return 200;
 }
 
-int serve_resolve_auto(const serve_models *ms, char **body, size_t *len, char *detected, size_t cap,
-                       float *confidence, char *err, size_t errlen) {
-    cJSON *root = cJSON_ParseWithLength(*body, *len);
+int serve_resolve_auto(const serve_models *ms, cJSON *root, char *detected, size_t cap, float *confidence, char *err,
+                       size_t errlen) {
     const cJSON *src = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "source") : NULL;
-    if (!cJSON_IsString(src) || strcmp(src->valuestring, "auto")) return cJSON_Delete(root), 0;
+    if (!cJSON_IsString(src) || strcmp(src->valuestring, "auto")) return 0;
     const cJSON *tgt = cJSON_GetObjectItemCaseSensitive(root, "target");
     const char *cands[MAX_SOURCES], *target = cJSON_IsString(tgt) ? tgt->valuestring : "";
     const int nc = sources(ms, target, cands, MAX_SOURCES);
     if (!nc && *target && sources(ms, "", cands, MAX_SOURCES)) {
         snprintf(err, errlen, "\"source\": auto: no model translates into %.20s (GET /languages)", target);
-        return cJSON_Delete(root), 400;
+        return 400;
     }
     char *text = q_text(root);
     const int have_text = text != NULL; /* else q is of the wrong type: parsing says so */
@@ -103,15 +99,13 @@ int serve_resolve_auto(const serve_models *ms, char **body, size_t *len, char *d
     const int rc = !nc ? no_sources(err, errlen) : 0;
     const int found = !rc && have_text && langid_detect(text, strlen(text), cands, nc, &g, 1) > 0;
     free(text);
-    if (!found) return cJSON_Delete(root), rc;
+    if (!found) return rc;
     snprintf(detected, cap, "%s", g.code);
     *confidence = g.confidence;
-    char *json = NULL;
-    if (cJSON_ReplaceItemInObjectCaseSensitive(root, "source", cJSON_CreateString(g.code)))
-        json = cJSON_PrintUnformatted(root);
-    cJSON_Delete(root);
-    if (!json) return snprintf(err, errlen, "out of memory"), 500;
-    free(*body);
-    *body = json, *len = strlen(json);
+    cJSON *code = cJSON_CreateString(g.code);
+    if (!code || !cJSON_ReplaceItemInObjectCaseSensitive(root, "source", code)) {
+        cJSON_Delete(code);
+        return snprintf(err, errlen, "out of memory"), 500;
+    }
     return 0;
 }

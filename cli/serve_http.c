@@ -143,20 +143,30 @@ static int form_to_json(request *x, char *err, size_t errlen) {
     x->body = json, x->len = strlen(json);
     return 0;
 }
-/* Keys and limits (serve_limits.c) on the body, read as JSON: 0, or 403, 429 (with
+/* Keys and limits (serve_limits.c) on the body read as JSON: 0, or 403, 429 (with
  * x->retry_after) or 400 with err. */
-static int gate(request *x, char *err, size_t errlen) {
-    return serve_limits_check(x->h->limits, http_client(x->conn), x->body ? x->body : "", x->len, &x->retry_after, err, errlen);
+static int gate(request *x, const serve_body *b, char *err, size_t errlen) {
+    return serve_limits_check_json(x->h->limits, http_client(x->conn), b->root, &x->retry_after, err, errlen);
+}
+
+/* The body, read as JSON once for every step after it (x->body is freed). */
+static serve_body take_body(request *x) {
+    serve_body b = serve_body_parse(x->body ? x->body : "", x->len);
+    free(x->body);
+    x->body = NULL;
+    return b;
 }
 
 /* POST /detect: answered here, at once (no model call). */
 static void answer_detect(request *x) {
     char err[512], *out = NULL;
     size_t len = 0;
+    serve_body b = {0};
     int status = serve_no_text_model(x->h->ms, err, sizeof err);
     if (!status) status = form_to_json(x, err, sizeof err);
-    if (!status) status = gate(x, err, sizeof err);
-    if (!status) status = serve_detect(x->h->ms, x->body ? x->body : "", x->len, &out, &len, err, sizeof err);
+    if (!status) b = take_body(x), status = gate(x, &b, err, sizeof err);
+    if (!status) status = serve_detect(x->h->ms, &b, &out, &len, err, sizeof err);
+    serve_body_free(&b);
     if (status == 200) reply_json(x, 200, out, len);
     else reply_error(x, status, err);
 }
@@ -174,6 +184,15 @@ static int file_to_json(request *x, char *err, size_t errlen) {
     return 0;
 }
 
+/* The body's steps before the scheduler: the gate, "source": "auto" (into detected and
+ * *confidence), routing. The model's index, or minus a status with err. */
+static int route_body(request *x, int kind, serve_body *b, char *detected, size_t cap, float *confidence, char *err,
+                      size_t errlen) {
+    int bad = gate(x, b, err, errlen);
+    if (!bad && kind == SERVE_LIBRE) bad = serve_resolve_auto(x->h->ms, b->root, detected, cap, confidence, err, errlen);
+    return bad ? -bad : serve_route(x->h->ms, b->root, kind, err, errlen);
+}
+
 /* The body has arrived: parse it and hand it to the scheduler (or answer an error). */
 static void start_translation(request *x, int api) {
     serve_http *h = x->h;
@@ -182,24 +201,20 @@ static void start_translation(request *x, int api) {
     if (!bad_form) bad_form = api == SERVE_LIBRE ? form_to_json(x, err, sizeof err)
                               : api == SERVE_FILE ? file_to_json(x, err, sizeof err)
                                                   : 0;
-    if (!bad_form) bad_form = gate(x, err, sizeof err);
     if (bad_form) return reply_error(x, bad_form, err);
     const int kind = api == SERVE_FILE ? SERVE_LIBRE : api;
     char detected[32] = "";
     float confidence = 0;
-    if (kind == SERVE_LIBRE && x->body) {
-        const int bad = serve_resolve_auto(h->ms, &x->body, &x->len, detected, sizeof detected, &confidence, err,
-                                           sizeof err);
-        if (bad) return reply_error(x, bad, err);
+    serve_body b = take_body(x);
+    const int k = route_body(x, kind, &b, detected, sizeof detected, &confidence, err, sizeof err);
+    serve_job *job = k >= 0 ? calloc(1, sizeof *job) : NULL;
+    if (!job) {
+        serve_body_free(&b);
+        return k < 0 ? reply_error(x, -k, err) : reply_error(x, 500, "out of memory");
     }
-    const int k = serve_route(h->ms, x->body ? x->body : "", x->len, kind, err, sizeof err);
-    if (k < 0) return reply_error(x, -k, err);
     const serve_model *sm = &h->ms->list[k];
-    serve_job *job = calloc(1, sizeof *job);
-    if (!job) return reply_error(x, 500, "out of memory");
-    const int rc = serve_request_parse(x->body ? x->body : "", x->len, kind, sm->m, &sm->o, &job->req, err, sizeof err);
-    free(x->body);
-    x->body = NULL;
+    const int rc = serve_request_parse(&b, kind, sm->m, &sm->o, &job->req, err, sizeof err);
+    serve_body_free(&b);
     if (rc) {
         job_free(job);
         return reply_error(x, rc, err);
@@ -250,16 +265,14 @@ static void audio_finished(serve_audio_job *job) {
 static int audio_gate(request *x, serve_audio_job *job, serve_oai_error *e) {
     const char *auth = http_header(x->conn, "Authorization");
     if (auth && !strncasecmp(auth, "Bearer ", 7)) snprintf(job->api_key, sizeof job->api_key, "%s", auth + 7);
-    char *json = NULL, err[512];
-    size_t len = 0;
-    FILE *f = open_memstream(&json, &len);
-    if (!f) return serve_oai_fail(e, 500, NULL, NULL, "out of memory");
-    fputs("{\"api_key\":", f);
-    json_str(f, job->api_key);
-    fputc('}', f);
-    if (fclose(f)) return free(json), serve_oai_fail(e, 500, NULL, NULL, "out of memory");
-    const int rc = serve_limits_check(x->h->limits, http_client(x->conn), json, len, &x->retry_after, err, sizeof err);
-    free(json);
+    char err[512];
+    cJSON *body = cJSON_CreateObject(); /* the key as a translation body carries it */
+    if (!body || !cJSON_AddStringToObject(body, "api_key", job->api_key)) {
+        cJSON_Delete(body);
+        return serve_oai_fail(e, 500, NULL, NULL, "out of memory");
+    }
+    const int rc = serve_limits_check_json(x->h->limits, http_client(x->conn), body, &x->retry_after, err, sizeof err);
+    cJSON_Delete(body);
     if (rc == 403) return serve_oai_fail(e, 401, NULL, "invalid_api_key", "%s (send it as Authorization: Bearer KEY)", err);
     if (rc == 429) return serve_oai_fail(e, 429, NULL, "rate_limit_exceeded", "%s", err);
     return rc ? serve_oai_fail(e, rc, NULL, NULL, "%s", err) : 0;

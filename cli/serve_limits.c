@@ -237,21 +237,31 @@ static int check_rate(serve_limits *l, const char *client, const cJSON *root, in
     return 429;
 }
 
-int serve_limits_check(serve_limits *l, const char *client, const char *body, size_t len, int *retry_after,
-                       char *err, size_t errlen) {
+/* No key, rate or size limit is on: the gate reads nothing. */
+static int limits_off(const serve_limits *l) {
+    return !l || (!l->keys_on && !l->req_limit && !l->char_limit);
+}
+
+int serve_limits_check_json(serve_limits *l, const char *client, const cJSON *root, int *retry_after, char *err,
+                            size_t errlen) {
     *retry_after = 0;
-    if (!l || (!l->keys_on && !l->req_limit && !l->char_limit)) return 0;
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return snprintf(err, errlen, "the body must be a JSON object"), 400;
-    }
+    if (limits_off(l)) return 0;
+    if (!cJSON_IsObject(root)) return snprintf(err, errlen, "the body must be a JSON object"), 400;
     int rc = check_rate(l, client, root, retry_after, err, errlen);
     const long long chars = rc ? 0 : q_chars(root);
     if (!rc && l->char_limit && chars > l->char_limit) {
         snprintf(err, errlen, "Invalid request: request (%lld) exceeds text limit (%d)", chars, l->char_limit);
         rc = 400;
     }
+    return rc;
+}
+
+int serve_limits_check(serve_limits *l, const char *client, const char *body, size_t len, int *retry_after,
+                       char *err, size_t errlen) {
+    *retry_after = 0;
+    if (limits_off(l)) return 0;
+    cJSON *root = cJSON_ParseWithLength(body, len);
+    const int rc = serve_limits_check_json(l, client, root, retry_after, err, errlen);
     cJSON_Delete(root);
     return rc;
 }

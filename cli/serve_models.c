@@ -77,21 +77,16 @@ int serve_no_text_model(const serve_models *ms, char *err, size_t errlen) {
     return text_models(ms, &first) ? 0 : -speech_refused(&ms->list[0], err, errlen);
 }
 
-int serve_route(const serve_models *ms, const char *body, size_t len, int api, char *err, size_t errlen) {
+int serve_route(const serve_models *ms, const cJSON *root, int api, char *err, size_t errlen) {
     int first;
     const int n_text = text_models(ms, &first);
     if (!n_text) return speech_refused(&ms->list[0], err, errlen);
     if (n_text == 1 && api != SERVE_V1) return first; /* its own checks (serve_request_parse) say what is wrong */
-    cJSON *root = cJSON_ParseWithLength(body, len);
-    if (!cJSON_IsObject(root)) {
-        cJSON_Delete(root);
-        return first; /* the first text model answers the malformed body as one model would */
-    }
+    if (!cJSON_IsObject(root)) return first; /* the first text model answers the malformed body as one model would */
     char src[64], tgt[64], name[160];
     field(root, api == SERVE_V1 ? "src_lang" : "source", src, sizeof src);
     field(root, api == SERVE_V1 ? "tgt_lang" : "target", tgt, sizeof tgt);
     field(root, "model", name, sizeof name);
-    cJSON_Delete(root);
     if (api == SERVE_V1 && *name) {
         for (int k = 0; k < ms->n; k++) { /* the file's name, with or without .gguf */
             const char *n = ms->list[k].name;

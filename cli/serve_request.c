@@ -360,15 +360,24 @@ static void make_key(serve_request *r) {
              p->task ? p->task : "", r->prefixes ? " prefix" : ""); /* prefixed requests never share a batch with forced ones */
 }
 
-int serve_request_parse(const char *body, size_t body_len, int api, const attend_model *m,
-                        const serve_options *o, serve_request *r, char *err, size_t errlen) {
+serve_body serve_body_parse(const char *body, size_t len) {
+    return (serve_body){cJSON_ParseWithLength(body, len), serve_json_has_nul(body, len)};
+}
+
+void serve_body_free(serve_body *b) {
+    cJSON_Delete(b->root);
+    b->root = NULL;
+}
+
+int serve_request_parse(const serve_body *b, int api, const attend_model *m, const serve_options *o,
+                        serve_request *r, char *err, size_t errlen) {
     memset(r, 0, sizeof *r);
     r->api = api;
     r->p = cli_model_params(&o->common);
     r->p.src_lang = r->p.tgt_lang = NULL;
     /* refused, not cut: cJSON's strings end at a NUL, and the text after it would be lost */
-    if (serve_json_has_nul(body, body_len)) return bad(err, errlen, "q contains a NUL character");
-    cJSON *root = cJSON_ParseWithLength(body, body_len);
+    if (b->has_nul) return bad(err, errlen, "q contains a NUL character");
+    const cJSON *root = b->root;
     if (!root) return bad(err, errlen, "the body is not valid JSON");
     int rc = cJSON_IsObject(root) ? 0 : bad(err, errlen, "the body must be a JSON object");
     if (!rc && api == SERVE_LIBRE) rc = read_format(r, root, err, errlen);
@@ -377,7 +386,6 @@ int serve_request_parse(const char *body, size_t body_len, int api, const attend
     if (!rc && api == SERVE_V1) rc = read_v1(r, root, attend_get_config(m), err, errlen);
     if (!rc) rc = read_languages(r, root, m, o, err, errlen);
     if (!rc) rc = read_split(r, root, err, errlen);
-    cJSON_Delete(root);
     if (!rc) make_key(r);
     return rc;
 }

@@ -171,6 +171,18 @@ ATTEND_API int attend_align_links(const int *best, int T, const attend_words *sr
 ATTEND_API int attend_view_links(const attend_view *v, const float *A, int T, int S, const attend_words *src,
                                  const attend_words *tgt, int **links);
 
+/* Word links two translation directions agree on (issue 38). A [T, S] is a forward model's
+ * view of a pair (rows: target pieces tgt, columns: source pieces src); B [T2, S2] a reverse
+ * model's view of the same pair the other way round (rows: its target pieces rtgt, the forward
+ * source's text; columns: its source pieces rsrc, the forward target's). Each is summed to
+ * words and row-normalised (P(source word | target word), P(target word | source word)); their
+ * sum is read as v->links says (argmax, mutual or grow; v's items are not used). Returns k and
+ * *links as attend_view_links does, -1 when out of memory, -2 when the two models split the
+ * text into different numbers of words (no links then). */
+ATTEND_API int attend_links_both(const attend_view *v, const float *A, int T, int S, const attend_words *src,
+                                 const attend_words *tgt, const float *B, int T2, int S2,
+                                 const attend_words *rsrc, const attend_words *rtgt, int **links);
+
 /* Word-level view [tgt words, src words]: a target word's row is the mean of its pieces'
  * rows; a source word's column is the sum of its pieces' columns (so rows still sum to at
  * most 1). out must hold tgt->n_words * src->n_words floats. */
@@ -185,6 +197,14 @@ ATTEND_API char *attend_pharaoh(const int *links, int k);
  * want_attention. malloc'd string, or NULL with err. */
 ATTEND_API char *attend_alignment(const attend_result *r, const attend_config *c, const attend_view *v,
                        char *err, size_t errlen);
+
+/* The same for two results of one pair (issue 38): r from a forward model (view v, NULL: its
+ * own), rr from a reverse model that read r's target as its source and r's source as its
+ * target (view rv, NULL: its own); the links are attend_links_both's, read as v says. NULL with
+ * err when the two models split the text into different words, or out of memory. */
+ATTEND_API char *attend_alignment_both(const attend_result *r, const attend_config *c, const attend_view *v,
+                                       const attend_result *rr, const attend_config *rc, const attend_view *rv,
+                                       char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

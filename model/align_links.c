@@ -217,29 +217,27 @@ int attend_align_links(const int *best, int T, const attend_words *src, const at
     return sort_unique(links, k);
 }
 
-int attend_view_links(const attend_view *v, const float *A, int T, int S, const attend_words *src,
-                      const attend_words *tgt, int **links) {
-    grid g;
-    *links = NULL;
-    if (grid_build(v, A, T, S, src, tgt, &g)) return -1;
-    const size_t n = (size_t)g.rows * g.cols;
+/* The links of grid g as v->links says: *links as attend_view_links gives them. */
+static int grid_links(const attend_view *v, const grid *g, int **links) {
+    const size_t n = (size_t)g->rows * g->cols;
     unsigned char *on = calloc(n + 1, 1);
     int *out = malloc(sizeof(int) * (2 * n + 1));
     int k = -1;
+    *links = NULL;
     if (!on || !out) goto done;
     if (v->links == ATTEND_LINKS_GROW) {
-        if (pick_grow(&g, on)) goto done;
+        if (pick_grow(g, on)) goto done;
     } else if (v->links == ATTEND_LINKS_MUTUAL) {
-        pick_mutual(&g, on);
+        pick_mutual(g, on);
     } else {
-        pick_argmax(&g, on);
+        pick_argmax(g, on);
     }
     k = 0;
-    for (int r = 0; r < g.rows; r++)
-        for (int c = 0; c < g.cols; c++)
-            if (on[(size_t)r * g.cols + c]) {
-                out[2 * k] = g.col_word[c];
-                out[2 * k + 1] = g.row_word[r];
+    for (int r = 0; r < g->rows; r++)
+        for (int c = 0; c < g->cols; c++)
+            if (on[(size_t)r * g->cols + c]) {
+                out[2 * k] = g->col_word[c];
+                out[2 * k + 1] = g->row_word[r];
                 k++;
             }
     k = sort_unique(out, k);
@@ -248,6 +246,50 @@ int attend_view_links(const attend_view *v, const float *A, int T, int S, const 
 done:
     free(on);
     free(out);
+    return k;
+}
+
+int attend_view_links(const attend_view *v, const float *A, int T, int S, const attend_words *src,
+                      const attend_words *tgt, int **links) {
+    grid g;
+    *links = NULL;
+    if (grid_build(v, A, T, S, src, tgt, &g)) return -1;
+    const int k = grid_links(v, &g, links);
     grid_free(&g);
+    return k;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Two directions (issue 38) */
+
+/* Divide each row of m [rows, cols] by its sum (rows of zeros stay zero). */
+static void rows_normalise(double *m, int rows, int cols) {
+    for (int r = 0; r < rows; r++) {
+        double sum = 0.0;
+        for (int c = 0; c < cols; c++) sum += m[(size_t)r * cols + c];
+        for (int c = 0; sum > 0.0 && c < cols; c++) m[(size_t)r * cols + c] /= sum;
+    }
+}
+
+int attend_links_both(const attend_view *v, const float *A, int T, int S, const attend_words *src,
+                      const attend_words *tgt, const float *B, int T2, int S2, const attend_words *rsrc,
+                      const attend_words *rtgt, int **links) {
+    *links = NULL;
+    if (rtgt->n_words != src->n_words || rsrc->n_words != tgt->n_words) return -2;
+    const attend_view words = {.words = 1};
+    grid f, r;
+    if (grid_build(&words, A, T, S, src, tgt, &f)) return -1;
+    if (grid_build(&words, B, T2, S2, rsrc, rtgt, &r)) {
+        grid_free(&f);
+        return -1;
+    }
+    /* f: [target words, source words]; r: [source words, target words] */
+    rows_normalise(f.m, f.rows, f.cols);
+    rows_normalise(r.m, r.rows, r.cols);
+    for (int t = 0; t < f.rows; t++)
+        for (int s = 0; s < f.cols; s++) f.m[(size_t)t * f.cols + s] += r.m[(size_t)s * r.cols + t];
+    const int k = grid_links(v, &f, links);
+    grid_free(&f);
+    grid_free(&r);
     return k;
 }

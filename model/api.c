@@ -362,6 +362,7 @@ static int translate_sources(attend_model *am, s2s_source *src, int n, const att
         p->stats->encode_seconds += timing.encode;
         p->stats->decode_seconds += timing.decode;
         p->stats->steps += timing.steps;
+        p->stats->encoder_passes += timing.encoded;
     }
     for (int i = 0; i < n; i++)
         if (take_output(am->m, &res[i], &out[i])) {

@@ -45,7 +45,7 @@ extern "C" {
 ATTEND_API const char *attend_version(void);
 /* The layout of the public structs: raised whenever a field is added, moved or changed, so a
  * program (or the Python package) can refuse a libattend.so built from another header. */
-#define ATTEND_ABI 14
+#define ATTEND_ABI 15
 ATTEND_API int attend_abi(void);
 /* Free what the library malloc'd for the caller (attend_alignment's, attend_pharaoh's and
  * attend_detokenize's strings, attend_tokenize's ids), from any language. */
@@ -233,6 +233,8 @@ typedef struct attend_stats {
     double encode_seconds; /* embeddings, encoder, cross-attention keys and values */
     double decode_seconds; /* the decoder step loop */
     long long steps;       /* decoder steps run (a batch's steps count once) */
+    long long encoder_passes; /* inputs run through the encoder (a speech window decoded again
+                                 at a fallback temperature reuses its first pass: not counted) */
 } attend_stats;
 
 /* One hypothesis of an n-best list. Its two scores, each with one meaning whatever the
@@ -457,8 +459,10 @@ ATTEND_API int attend_default_threads(void);
 enum { ATTEND_TASK_TRANSCRIBE = 0, ATTEND_TASK_TRANSLATE = 1, ATTEND_TASK_MODEL = 2 };
 
 typedef struct {
-    /* A code of attend_config.languages ("de"), or NULL / "auto": detected from the window
-     * (HF's detect_language). English-only models (*.en) take no language. */
+    /* A code of attend_config.languages ("de"), or NULL / "auto": not given, so detected from
+     * the window (HF's detect_language), unless the checkpoint's forced_decoder_ids fix a
+     * language and no task is given (HF's language=None then writes that one). English-only
+     * models (*.en) take no language. */
     const char *language;
     int task;       /* ATTEND_TASK_TRANSCRIBE, _TRANSLATE (into English) or _MODEL (above) */
     int timestamps; /* timestamp tokens (HF's return_timestamps): segments with times */

@@ -254,6 +254,11 @@ static int read_speech(const gguf_file *f, s2s_config *c, char *err, size_t errl
         if (get_int(f, fkey(c, "forced_task_id"), 0, V, &s->forced_task_id, err, errlen)) return -1;
         if (s->forced_task_id == V) s->forced_task_id = -1; /* the vocabulary's size: none */
     }
+    s->forced_language_id = -1;
+    if (gguf_find_kv(f, fkey(c, "forced_language_id"))) {
+        if (get_int(f, fkey(c, "forced_language_id"), 0, V, &s->forced_language_id, err, errlen)) return -1;
+        if (s->forced_language_id == V) s->forced_language_id = -1;
+    }
     if (s->timestamp_begin_id <= c->eos_id) { /* the timestamp rule bans ranges on either side */
         s2s_fail(err, errlen, "key %s: %d is not after eos_id %d", fkey(c, "timestamp_begin_id"),
                  s->timestamp_begin_id, c->eos_id);

@@ -126,6 +126,33 @@ static int start_sentence(gen *g, int i, const s2s_source *src, int *n_slots) {
     return 0;
 }
 
+/* Every source's encoder output is kept from an earlier call (s2s_source.encoded) and no
+ * encoder attention is asked for: the encoder is skipped. */
+static int all_encoded(const s2s_source *src, int n, const s2s_opts *o) {
+    for (int i = 0; i < n; i++)
+        if (!src[i].encoded || !src[i].encoded->ready) return 0;
+    return !o->want_attention;
+}
+
+/* The encoder's output X [total, d] of the batch: the kept outputs, or the encoder run (each
+ * sentence's encoder attention into enc_self[i] when kept) and its rows kept where asked. */
+static int encoder_output(gen *g, const s2s_source *src, const int **ids, const float **mels, int total, float *X,
+                          float *const *keep) {
+    const size_t d = (size_t)g->c->d_model;
+    if (all_encoded(src, g->n, g->o)) {
+        for (int i = 0; i < g->n; i++) memcpy(X + g->off[i] * d, src[i].encoded->x, sizeof(float) * d * g->len[i]);
+        return 0;
+    }
+    const int rc = g->c->family->audio ? encode_audio(g->m, mels, g->off, g->len, g->n, total, X, keep, g->o->stop)
+                                       : encode(g->m, ids, g->off, g->len, g->n, total, X, keep, g->o->stop);
+    for (int i = 0; !rc && i < g->n; i++)
+        if (src[i].encoded && !src[i].encoded->ready) {
+            memcpy(src[i].encoded->x, X + g->off[i] * d, sizeof(float) * d * g->len[i]);
+            src[i].encoded->ready = 1;
+        }
+    return rc;
+}
+
 /* Encode the batch into g->mem (each sentence's encoder attention into out[i] when asked
  * for). 0, -1 (OOM) or -2 (stopped). */
 static int encode_batch(gen *g, const s2s_source *src, int total, s2s_output *out) {
@@ -148,9 +175,7 @@ static int encode_batch(gen *g, const s2s_source *src, int total, s2s_output *ou
             if (!enc_self[i]) goto done;
         }
     }
-    float *const *keep = g->o->want_attention ? enc_self : NULL;
-    rc = g->c->family->audio ? encode_audio(g->m, mels, g->off, g->len, n, total, X, keep, g->o->stop)
-                             : encode(g->m, ids, g->off, g->len, n, total, X, keep, g->o->stop);
+    rc = encoder_output(g, src, ids, mels, total, X, g->o->want_attention ? enc_self : NULL);
     if (rc) goto done;
     g->mem = (enc_memory){.n = n, .total = total, .off = g->off, .len = g->len};
     rc = cross_kv(g->m, X, &g->mem);
@@ -431,6 +456,7 @@ int s2s_translate_ids(const s2s_model *m, const s2s_source *src, int n, const s2
     gen g = {.m = m, .c = &m->c, .s = &search, .o = o, .n = n, .V = m->c.decoder_vocab_size,
              .ml = s2s_max_length(m, o), .threads = at_threads() > 0 ? at_threads() : 1};
     g.x = (step_ctx){g.c, g.s, 0, g.ml, o->ignore_eos};
+    const int encodes = all_encoded(src, n, o) ? 0 : n; /* before gen_setup makes them ready */
     int rc = gen_setup(&g, src, out);
     if (!rc) {
         const double t_decode = now();
@@ -440,6 +466,7 @@ int s2s_translate_ids(const s2s_model *m, const s2s_source *src, int n, const s2
             o->timing->encode = t_decode - t_start;
             o->timing->decode = now() - t_decode;
             o->timing->steps = steps;
+            o->timing->encoded = encodes;
         }
     }
     gen_free(&g);

@@ -73,6 +73,8 @@ typedef struct {
     int multilingual;    /* the prompt names the language and the task (not *.en models) */
     int forced_task_id;  /* the task token of the checkpoint's forced_decoder_ids, -1: none
                             (whisper.forced_task_id; files without it: transcribe_id) */
+    int forced_language_id; /* the language token of the checkpoint's forced_decoder_ids, -1:
+                               none (whisper.forced_language_id; files without it: none) */
 } s2s_speech;
 
 typedef struct {

@@ -10,6 +10,8 @@ typedef struct {
     float *first_logits;   /* if not NULL: n rows of decoder_vocab_size raw logits, those after
                               <|startoftranscript|> (the no-speech probability reads them) */
     int processed_logprob; /* out[i].logprob under HF's recorded (processed) scores */
+    struct s2s_encoded *encoded; /* if not NULL: n windows' encoder outputs kept across calls
+                                    (translate.h's s2s_source.encoded) */
 } speech_extras;
 
 /* attend_decode_features with extras (x may be NULL). */
@@ -20,6 +22,9 @@ int speech_decode(attend_model *am, const float *const *mels, int n, const atten
  * ATTEND_TASK_TRANSCRIBE, _TRANSLATE, or SPEECH_TASK_NONE (no task token). */
 #define SPEECH_TASK_NONE 3
 int speech_resolve_task(const attend_model *am, const attend_speech_params *sp);
+/* The code of the language the checkpoint's forced_decoder_ids fix, when sp gives neither a
+ * language nor a task (HF's generate() writes it then instead of detecting one); else NULL. */
+const char *speech_forced_language(const attend_model *am, const attend_speech_params *sp);
 /* The decoder prompt's tokens after <|startoftranscript|> (language, task, <|notimestamps|>)
  * that attend_decode_features puts first in tgt_ids. */
 int speech_prompt_length(const attend_model *am, const attend_speech_params *sp);

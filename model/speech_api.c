@@ -29,6 +29,24 @@ int speech_resolve_task(const attend_model *am, const attend_speech_params *sp) 
                                                   : SPEECH_TASK_NONE;
 }
 
+/* The checkpoint's forced language (forced_decoder_ids' position 1), its index in
+ * m->lang_code, when sp gives neither a language nor a task: only then does HF's
+ * _retrieve_init_tokens read forced_decoder_ids. -1 otherwise. */
+static int forced_language(const s2s_model *m, const attend_speech_params *sp) {
+    const int id = m->c.speech.forced_language_id;
+    if (id < 0 || !m->c.speech.multilingual || sp->task != ATTEND_TASK_MODEL ||
+        (sp->language && strcmp(sp->language, "auto")))
+        return -1;
+    for (int i = 0; i < m->n_langs; i++)
+        if (m->lang_id[i] == id) return i;
+    return -1;
+}
+
+const char *speech_forced_language(const attend_model *am, const attend_speech_params *sp) {
+    const int lang = forced_language(am->m, sp);
+    return lang >= 0 ? am->m->lang_code[lang] : NULL;
+}
+
 static int need_speech(const attend_model *am, char *err, size_t errlen) {
     if (!am->m->c.family->audio) {
         snprintf(err, errlen, "a text model (%s): it translates text, it does not read audio",
@@ -78,7 +96,7 @@ int attend_detect_language(attend_model *am, const float *mel, const attend_para
     if (rc) return -1;
     if (o.timing) { /* the caller's stats count this pass too */
         p->stats->encode_seconds += timing.encode, p->stats->decode_seconds += timing.decode;
-        p->stats->steps += timing.steps;
+        p->stats->steps += timing.steps, p->stats->encoder_passes += timing.encoded;
     }
     const float *row = out.logits;
     int best = 0;
@@ -177,8 +195,9 @@ int speech_decode(attend_model *am, const float *const *mels, int n, const atten
         return -1;
     }
     const s2s_model *m = am->m;
-    const int task = speech_resolve_task(am, sp);
-    const int detect = m->c.speech.multilingual && m->n_langs > 0 && (!sp->language || !strcmp(sp->language, "auto"));
+    const int task = speech_resolve_task(am, sp), forced = forced_language(m, sp);
+    const int detect =
+        forced < 0 && m->c.speech.multilingual && m->n_langs > 0 && (!sp->language || !strcmp(sp->language, "auto"));
     memset(out, 0, sizeof *out * (size_t)n);
     s2s_source *src = calloc((size_t)n + 1, sizeof *src);
     int *prompts = malloc(sizeof(int) * 3 * ((size_t)n + 1)), n_prompt = 0, rc = -1;
@@ -193,7 +212,7 @@ int speech_decode(attend_model *am, const float *const *mels, int n, const atten
         }
         /* a language to detect is chosen at the decode's first step, on its own encoder
          * output (one encoder run a window); prompt[0] is a stand-in until then */
-        const int lang = detect ? 0 : window_language(am, mels[i], sp, p, err, errlen);
+        const int lang = detect ? 0 : forced >= 0 ? forced : window_language(am, mels[i], sp, p, err, errlen);
         if (lang == -2) goto done;
         if (languages) languages[i] = lang >= 0 ? m->lang_code[lang] : "en";
         n_prompt = speech_prompt(m, lang, sp, task, prompts + 3 * i);
@@ -202,7 +221,8 @@ int speech_decode(attend_model *am, const float *const *mels, int n, const atten
                               .n_prefix = n_prompt,
                               .first_logits = x && x->first_logits ? x->first_logits + (size_t)i * m->c.decoder_vocab_size
                                                                    : NULL,
-                              .first_choices = detect ? m->lang_id : NULL, .n_first_choices = detect ? m->n_langs : 0};
+                              .first_choices = detect ? m->lang_id : NULL, .n_first_choices = detect ? m->n_langs : 0,
+                              .encoded = x && x->encoded ? x->encoded + i : NULL};
     }
     s2s_search search;
     if (speech_search(m, p, sp, n_prompt, &search, err, errlen)) goto done;

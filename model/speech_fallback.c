@@ -15,6 +15,7 @@
 #include <zlib.h>
 
 #include "attend_model.h"
+#include "translate.h"
 
 #define HF_TOP_K 50 /* GenerationConfig's default top_k: HF's sampling keeps it */
 
@@ -35,8 +36,9 @@ float speech_compression_ratio(const int *ids, int n, int vocab_size) {
     return ratio;
 }
 
-/* softmax(row)[id] in double. */
+/* softmax(row)[id] in double (0 for an id outside the row). */
 static float softmax_at(const float *row, int V, int id) {
+    if (id < 0 || id >= V) return 0.0f;
     double mx = -INFINITY, sum = 0;
     for (int j = 0; j < V; j++) mx = row[j] > mx ? row[j] : mx;
     for (int j = 0; j < V; j++) sum += exp((double)row[j] - mx);
@@ -63,6 +65,14 @@ static void judge(const attend_speech_params *sp, speech_window *w) {
         w->fallback = 0, w->skip = 1;
 }
 
+/* <|nospeech|>: the file's whisper.no_speech_id. A vocabulary without one reads the id
+ * before <|notimestamps|>, the one HF's WhisperNoSpeechDetection always reads (in every
+ * published checkpoint the same token). */
+static int no_speech_token(const s2s_config *c) {
+    const s2s_speech *s = &c->speech;
+    return s->no_speech_id < c->decoder_vocab_size ? s->no_speech_id : s->no_timestamps_id - 1;
+}
+
 /* p's search at temperature t: as given at 0, else sampling (one sample, HF's top-k). */
 static attend_params search_at(const attend_params *p, float t) {
     attend_params q = *p;
@@ -76,19 +86,24 @@ static attend_params search_at(const attend_params *p, float t) {
 
 int speech_decode_window(attend_model *am, const float *mel, const attend_speech_params *sp, const attend_params *p,
                          speech_window *w, char *err, size_t errlen) {
-    const int V = am->m->c.decoder_vocab_size, nospeech = am->m->c.speech.no_timestamps_id - 1;
+    const s2s_config *c = &am->m->c;
+    const int V = c->decoder_vocab_size, nospeech = no_speech_token(c);
     const attend_params dp = attend_default_params();
     if (!p) p = &dp;
     memset(w, 0, sizeof *w);
     const float one = p->sample ? (p->temperature > 0 ? p->temperature : 1.0f) : 0.0f;
     const float *temps = sp->n_temperatures > 0 && sp->temperatures ? sp->temperatures : &one;
     const int n_temps = sp->n_temperatures > 0 && sp->temperatures ? sp->n_temperatures : 1;
+    /* the window's encoder output, kept for the decodes at later temperatures */
+    s2s_encoded kept = {n_temps > 1 ? malloc(sizeof(float) * (size_t)c->speech.n_frames * c->d_model) : NULL, 0};
     float *first = malloc(sizeof(float) * (size_t)V);
-    if (!first) {
+    if (!first || (n_temps > 1 && !kept.x)) {
+        free(first);
+        free(kept.x);
         snprintf(err, errlen, "out of memory");
         return -1;
     }
-    speech_extras x = {first, 1};
+    speech_extras x = {first, 1, kept.x ? &kept : NULL};
     w->n_prompt = speech_prompt_length(am, sp);
     int rc = 0;
     for (int k = 0; k < n_temps; k++) {
@@ -102,5 +117,6 @@ int speech_decode_window(attend_model *am, const float *mel, const attend_speech
         if (!w->fallback) break;
     }
     free(first);
+    free(kept.x);
     return rc;
 }

@@ -169,8 +169,10 @@ int attend_transcribe_features(attend_model *am, const float *mel, int n_frames,
     attend_params wp = p ? *p : attend_default_params();
     wp.want_scores = 1;
     wsp.timestamps = wsp.timestamps || n_frames > W; /* long-form needs the segments' times */
+    const char *forced = speech_forced_language(am, &wsp); /* read before the task is resolved */
     wsp.task = speech_resolve_task(am, &wsp); /* once, as HF's init tokens: the language found is not "given" */
-    transcriber x = {am, c, c->eos_id, am->m->c.speech.timestamp_begin_id, out, 0, NULL, 0};
+    if (forced) wsp.language = forced;
+    transcriber x = {am, c, c->eos_id, am->m->c.speech.timestamp_begin_id, out, 0, NULL, 0, 0};
     word_timer wt = {0};
     float *win = malloc(sizeof(float) * (size_t)c->n_mels * W);
     int rc = -1;

@@ -11,6 +11,13 @@
 #include "../tokenizer/text.h"
 #include "seq2seq.h"
 
+/* A source's encoder output kept across calls on the same source (s2s_source.encoded):
+ * Whisper's temperature fallback decodes one window again at each temperature. */
+typedef struct s2s_encoded {
+    float *x;  /* [n, d_model] the caller's buffer: the encoder's final states */
+    int ready; /* x holds them: the encoder is skipped (set by the call that fills x) */
+} s2s_encoded;
+
 typedef struct {
     const int *ids; /* source ids, ending in </s>; at most max_position_embeddings */
     int n;
@@ -33,6 +40,10 @@ typedef struct {
      * detect_language) inside the decode, on the same encoder output */
     const int *first_choices;
     int n_first_choices;
+    /* if not NULL: this source's encoder output, filled by a call that finds it not ready and
+     * read instead of encoding by the next (when every source of the batch has one ready and
+     * no want_attention asks for the encoder's attention, which is not kept) */
+    s2s_encoded *encoded;
 } s2s_source;
 
 /* How to search, fully resolved (s2s_search_defaults gives the model's). */
@@ -106,6 +117,7 @@ typedef struct s2s_timing {
     double encode; /* embeddings, encoder, cross-attention keys/values */
     double decode; /* the step loop */
     int steps;     /* decoder steps run */
+    int encoded;   /* sources run through the encoder (0 when all were s2s_source.encoded) */
 } s2s_timing;
 
 /* A hypothesis's two scores (a target prefix's tokens left out of both). score: the sum of

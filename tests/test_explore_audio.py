@@ -161,6 +161,29 @@ def attend_languages(gguf):
     return attend.Model(gguf).config.languages
 
 
+def peak_rss_kib(args):
+    """attend's peak RSS (KiB) running args, spawned by a small Python of its own: a child of
+    this process would count this process's memory (torch's) from before its exec."""
+    spawn = ("import os, subprocess, sys; p = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, "
+             "stderr=subprocess.DEVNULL); _, s, ru = os.wait4(p.pid, 0); print(ru.ru_maxrss if s == 0 else -1)")
+    kib = int(subprocess.run([T.PYTHON, "-c", spawn, T.ATTEND] + args, capture_output=True, text=True).stdout)
+    assert kib > 0, args
+    return kib
+
+
+def check_memory(gguf, speech, work):
+    """The page keeps what it shows: every head's cross-attention, not the encoder's
+    self-attention (layers x heads x 1500 x 1500 floats) that want_attention would keep too.
+    explore's peak memory stays within half of that of transcribe's on the same window."""
+    import attend
+    c = attend.Model(gguf).config
+    enc_self = c.encoder_layers * c.encoder_heads * 1500 * 1500 * 4 // 1024
+    common = ["-m", gguf, "--language", "en", "--max-length", str(MAX_LENGTH)]
+    page = peak_rss_kib(["explore", *common, speech, "-o", os.path.join(work, "m.html")])
+    plain = peak_rss_kib(["transcribe", *common, speech])
+    assert page - plain < enc_self // 2, (page, plain, enc_self)
+
+
 def check_pooling(gguf, speech, work):
     """A small budget: columns of 4 frames, each their mean; Python pools the same."""
     env = {"ATTEND_EXPLORE_MAX_CELLS": "3000"}
@@ -368,6 +391,7 @@ def main():
         run.check("the page holds attend features' spectrogram and transcribe's tokens and attention",
                   check_page_equals_commands, gguf, speech, work, heads)
         run.check("--task translate, --timestamps, a detected language", check_options, gguf, speech, work)
+        run.check("the page keeps no encoder self-attention (peak memory)", check_memory, gguf, speech, work)
         run.check("a small page budget pools frames (CLI and Python alike)", check_pooling, gguf, speech, work)
         run.check("Python's attend.explore(model, audio=...) writes the same data", check_python, gguf, speech, work)
         run.check("long audio: the first window of its features; --max-duration", check_long_audio, gguf, speech, work)

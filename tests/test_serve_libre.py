@@ -176,6 +176,10 @@ def check_nul(server):
     for path in ("/translate", "/v1/translate", "/detect"):
         status, _, body = server.post(path, b'{"q": "Ich habe Hunger.\\u0000 Wo ist der Bahnhof?"}')
         assert status == 400 and body == {"error": "q contains a NUL character"}, (path, status, body)
+    # "source": "auto" too: the body is read once, so the NUL is seen after the language is found
+    status, _, body = server.post("/translate", b'{"q": "Ich habe Hunger.\\u0000 Wo ist der Bahnhof?", '
+                                                b'"source": "auto", "target": "en"}')
+    assert status == 400 and body == {"error": "q contains a NUL character"}, (status, body)
     status, _, body = server.post("/translate", {"q": ["Hallo", "Ich habe Hunger.\u0000 Wo ist der Bahnhof?"]})
     assert status == 400 and "NUL" in body["error"], body
     status, _, body = server.post("/translate", b'{"q": "Hallo\x00 Welt"}')

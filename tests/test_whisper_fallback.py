@@ -14,7 +14,11 @@ windows, and a copy whose greedy output repeats one token:
 - the repeating model surely falls back (compression ratio above 2.4): every kept window
   meets the thresholds or is the last temperature's, sampling reproducible by its seed;
 - --language auto detects in the first window's decode (no separate pass);
+- a window decoded again at each fallback temperature runs the encoder once;
+- the no-speech probability reads the file's whisper.no_speech_id;
 - without --task the prompt is HF's for task=None (forced_decoder_ids' task, or none);
+- forced_decoder_ids that fix the language give HF's prompt (that language unless a language
+  or a task is given);
 - Python's Model.transcribe takes the same options; bad options are clear errors.
 """
 import json
@@ -31,6 +35,7 @@ import test_whisper as TW  # noqa: E402  (its random tokenizer folder)
 import test_whisper_reference as TR  # noqa: E402  (its timestamp model)
 import reference_whisper as W  # noqa: E402
 import reference_whisper_generate as G  # noqa: E402
+import gguf_io  # noqa: E402  (tools/: rewrites a key of an exported file)
 
 MAX_LENGTH = 40
 N_FEATURES = 4
@@ -71,6 +76,20 @@ def repeating(m, s, token=8969):
     return r
 
 
+def with_key(src, dst, key, value):
+    """The .gguf file src written again as dst with metadata key set to value (CRCs redone)."""
+    f = gguf_io.GGUFFile(src)
+    meta = []
+    for k, v in f.metadata.items():
+        t = f.types[k]
+        if isinstance(t, tuple):  # an array: (element type, values)
+            t, v = gguf_io.ARRAY, (t[1], bytes(np.asarray(v, dtype=np.uint8)) if t[1] == gguf_io.UINT8 else v)
+        meta.append((k, t, value if k == key else v))
+    tensors = [(i["name"], np.array(f.tensors[i["name"]]), i["ggml_type"]) for i in f.tensor_infos]
+    gguf_io.write(dst, meta, tensors)
+    return dst
+
+
 class Setup:
     def __init__(self, work):
         m, s = TR.timestamp_model()
@@ -88,14 +107,13 @@ class Setup:
             W.save_checkpoint(model, ck, tok, suppress=suppress, alignment_heads=TR.HEADS)
             T.export(ck, gguf, exporter="export_whisper.py")
         # the same model with forced_decoder_ids as OpenAI's checkpoints have them, forcing translate
-        ck = os.path.join(work, "forced.hf")
-        W.save_checkpoint(self.m, ck, tok, suppress=suppress, alignment_heads=TR.HEADS)
-        with open(os.path.join(ck, "generation_config.json")) as f:
-            g = json.load(f)
-        g["forced_decoder_ids"] = [[1, None], [2, g["task_to_id"]["translate"]]]
-        with open(os.path.join(ck, "generation_config.json"), "w") as f:
-            json.dump(g, f)
-        self.forced_gguf = T.export(ck, os.path.join(work, "forced.gguf"), exporter="export_whisper.py")
+        self.forced_gguf = self.forced_export(work, tok, "forced", [[1, None], [2, s.task_to_id["translate"]]])
+        # and as older multilingual checkpoints have them, forcing a language none of the
+        # first two windows would be detected as
+        detected = {G.detect_language(self.m, s, f) for f in self.features[:2]}
+        self.forced_lang = next(i for i in sorted(s.lang_to_id.values()) if i not in detected)
+        self.forced_lang_ids = [[1, self.forced_lang], [2, s.task_to_id["transcribe"]], [3, s.no_timestamps]]
+        self.forced_lang_gguf = self.forced_export(work, tok, "forced-lang", self.forced_lang_ids)
         self.paths = []
         for k, f in enumerate(self.features):
             self.paths.append(os.path.join(work, f"f{k}.npy"))
@@ -103,6 +121,17 @@ class Setup:
         self.short = os.path.join(work, "short.npy")  # 24.01 s: no pair ends on the 0.02 s step
         np.save(self.short, self.features[0][:, :2401])
         self.cache = {}
+
+    def forced_export(self, work, tok, name, forced_decoder_ids):
+        """self.m exported with these forced_decoder_ids in its generation config."""
+        ck = os.path.join(work, name + ".hf")
+        W.save_checkpoint(self.m, ck, tok, suppress=self.s.suppress, alignment_heads=TR.HEADS)
+        with open(os.path.join(ck, "generation_config.json")) as f:
+            g = json.load(f)
+        g["forced_decoder_ids"] = forced_decoder_ids
+        with open(os.path.join(ck, "generation_config.json"), "w") as f:
+            json.dump(g, f)
+        return T.export(ck, os.path.join(work, name + ".gguf"), exporter="export_whisper.py")
 
     def reference(self, k, **options):
         """The reference on features k with timestamps (cached)."""
@@ -212,6 +241,38 @@ def check_repeats_fall_back(u):
             assert g["temperature"] == temps[-1] or (g["compression_ratio"] <= 2.4 and g["avg_logprob"] >= -1.0), g
 
 
+def check_encode_once(u):
+    """A window decoded again at each fallback temperature is encoded once: the repeating
+    model on a one-window clip falls back through every temperature (more decoder steps than
+    greedy's) on one encoder pass, as temperature 0 alone does."""
+    import re
+    temps = "0,0.2,0.4,0.6,0.8,1"
+    runs = {}
+    for t in ("0", temps):
+        p = T.run_attend(["transcribe", "-m", u.rep_gguf, "--output", "json", "--language", "de", "--max-length",
+                          "60", "--timing", "--temperature", t, *flags(cr=2.4, lp=-1.0), u.short])
+        steps, passes = re.search(r"(\d+) steps, (\d+) encoder passes", p.stderr).groups()
+        runs[t] = (json.loads(p.stdout)["segments"], int(steps), int(passes))
+    (greedy, steps0, passes0), (kept, steps, passes) = runs["0"], runs[temps]
+    assert greedy[0]["temperature"] == 0.0 and kept[0]["temperature"] > 0.0, (greedy, kept)
+    assert steps > steps0, (steps, steps0)  # decoded more than once
+    assert passes0 == 1 and passes == 1, (passes0, passes)
+
+
+def check_no_speech_id(u):
+    """The no-speech probability reads the file's whisper.no_speech_id: a copy naming another
+    token (not the id before <|notimestamps|>) gives that token's probability after
+    <|startoftranscript|>, as the reference computes it."""
+    probs = [torch.softmax(u.m.decode(u.m.encode(f), [u.s.sot])[0][0].float(), -1) for f in u.features[:2]]
+    order = torch.argsort(probs[0], descending=True).tolist()
+    other = next(i for i in order if i != u.s.nospeech)
+    assert all(abs(float(p[other] - p[u.s.nospeech])) > 0.01 for p in probs), [(p[other], p[u.s.nospeech]) for p in probs]
+    moved = with_key(u.gguf, os.path.join(os.path.dirname(u.gguf), "moved.gguf"), "whisper.no_speech_id", other)
+    for path, p in zip(u.paths[:2], probs):
+        got = u.attend(path, gguf=moved)
+        assert got and all(abs(g["no_speech_prob"] - float(p[other])) < 1e-4 for g in got), (got, float(p[other]))
+
+
 def check_python(u):
     """Model.transcribe(temperature=[...], thresholds) on samples equals the command line on
     the same samples as a WAV file."""
@@ -278,6 +339,42 @@ def check_task_none(u):
             (gguf, language, init)
 
 
+def check_forced_language(u):
+    """forced_decoder_ids fixing the language (older multilingual checkpoints): given neither
+    language nor task (or --language auto), the prompt holds that language, not a detected
+    one, as HF's; --task given, the forced ids are ignored and the language detected; with a
+    language given, that one. Segments and the reported language equal the reference's."""
+    import copy
+    forced = copy.copy(u.s)
+    forced.forced_decoder_ids = u.forced_lang_ids
+    code = u.s.id_to_lang[u.forced_lang]
+    for k, args, opts in ((0, [], {}), (1, ["--timestamps"], dict(timestamps=True)),
+                          (0, ["--timestamps", "--language", "auto"], dict(timestamps=True)),
+                          (1, ["--task", "transcribe"], dict(task="transcribe")),
+                          (0, ["--language", "de"], dict(language="de"))):
+        want = G.transcribe(u.m, forced, u.features[k], G.Options(**dict(dict(max_length=MAX_LENGTH), **opts)))
+        p = T.run_attend(["transcribe", "-m", u.forced_lang_gguf, "--output", "json", "--max-length", str(MAX_LENGTH),
+                          *args, u.paths[k]])
+        out = json.loads(p.stdout)
+        if "--timestamps" in args:
+            same_segments(out["segments"], want["segments"])
+        else:  # one decode, one segment without timestamps (docs/whisper.md): its tokens
+            got, first = [t for g in out["segments"] for t in g["tokens"]], want["windows"][0].tokens
+            assert got == [t for t in first if t != u.s.eot], (got, first)
+        lang = want["init"][1]
+        assert out["language"] == u.s.id_to_lang[lang], (args, out["language"], want["init"])
+        assert (lang == u.forced_lang) == (not opts.get("task") and not opts.get("language")), (args, want["init"], code)
+    # the exporter reads forced_decoder_ids as HF's _retrieve_init_tokens: positions 1, 2, ... in a run
+    from attend.export import whisper as XW
+    V, tr, tl, lang, langs = u.m.config["vocab_size"], u.s.task_to_id["transcribe"], u.s.task_to_id["translate"], \
+        u.forced_lang, list(u.s.lang_to_id.values())
+    sp = {"transcribe": tr, "translate": tl}
+    for ids, task, language in (([[1, None], [2, tl]], tl, V), ([[2, tr]], V, V), ([[1, lang], [3, tr]], V, lang),
+                                (u.forced_lang_ids, tr, lang), ([[1, u.s.no_timestamps]], V, V), (None, V, V)):
+        cfg = {"forced_decoder_ids": ids}
+        assert (XW.forced_task(cfg, sp, V), XW.forced_language(cfg, langs, V)) == (task, language), (ids, task, language)
+
+
 def check_cli_errors(u):
     """--help names the options; bad values are clear errors with status 2."""
     h = T.run_attend(["transcribe", "--help"]).stdout
@@ -301,7 +398,10 @@ def main():
         r.check("a repeating model falls back; kept windows meet the thresholds or are the last", check_repeats_fall_back,
                 u)
         r.check("--language auto: detected in the first decode, no second encoder pass", check_detect_once, u)
+        r.check("a window falling back is encoded once", check_encode_once, u)
+        r.check("the no-speech probability reads whisper.no_speech_id", check_no_speech_id, u)
         r.check("no task given: HF's prompt (the checkpoint's forced task, or none)", check_task_none, u)
+        r.check("forced_decoder_ids fixing the language: HF's prompt", check_forced_language, u)
         r.check("Python's Model.transcribe takes the fallback options", check_python, u)
         r.check("the command line's options: --help and errors", check_cli_errors, u)
     finally:

@@ -9,6 +9,10 @@
                                            build/attend align and score its alignment
                                            (without --preset: the model's own view, exactly
                                            what attend align prints by default)
+  aer.py GOLD -m MODEL --source SRC --target TGT --reverse-model MODEL2
+                                           the same with a model of the other direction:
+                                           the links both agree on (attend align
+                                           --reverse-model)
   aer.py GOLD -m MODEL --source SRC --target TGT --sweep
                                            score every decoder layer x head (and each layer's
                                            average, and all:avg), plain and shifted, links
@@ -202,9 +206,11 @@ def hyp_from_model(a, srcs, tgts):
     """The links attend align prints for each pair, and the view's name."""
     out, name = [], a.preset
     for s, t in zip(srcs, tgts):
-        js = run_align(a.attend, a.model, s, t, ["--preset", a.preset] if a.preset else [])
+        extra = (["--preset", a.preset] if a.preset else []) + (
+            ["--reverse-model", a.reverse_model] if a.reverse_model else [])
+        js = run_align(a.attend, a.model, s, t, extra)
         out.append({tuple(x) for x in js["links"]})
-        name = js["view"]
+        name = js["view"] + (f" + {os.path.basename(a.reverse_model)}'s {js['reverse_view']}" if a.reverse_model else "")
     return out, name
 
 
@@ -259,6 +265,7 @@ def main(argv=None):
     p.add_argument("--source", help="source sentences, whitespace-tokenised, one per line")
     p.add_argument("--target", help="target sentences (the gold's), whitespace-tokenised")
     p.add_argument("--preset", help="attention view (default: the model's own, as attend align)")
+    p.add_argument("--reverse-model", help="a model of the other direction: score the links both agree on")
     p.add_argument("--sweep", action="store_true", help="score every layer x head (x shift)")
     p.add_argument("--attend", default=ATTEND, help="the attend binary (default build/attend)")
     a = p.parse_args(argv)
@@ -274,6 +281,8 @@ def main(argv=None):
     srcs, tgts = read_lines(a.source), read_lines(a.target)
     if not (len(srcs) == len(tgts) == len(gold)):
         raise SystemExit(f"aer.py: {len(srcs)} source, {len(tgts)} target and {len(gold)} gold lines")
+    if a.sweep and a.reverse_model:
+        p.error("--sweep scores one model's views; --reverse-model is not taken there")
     if a.sweep:
         sweep(a, gold, srcs, tgts)
     else:

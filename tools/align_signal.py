@@ -27,7 +27,8 @@ time per sentence (force-decoding and reading the links, the model loaded once; 
 the threads -t gives). Methods: the model's own view, each --preset VIEW (the Python API,
 the library's own code), each --hyp NAME PREFIX (Pharaoh files PREFIX.dev.wa,
 PREFIX.devcased.wa and PREFIX.silver.wa written by any other aligner), and word_align.py's
-grow-diag-final-and links on dev and devcased (it made the silver labels: no silver score).
+grow-diag-final-and links on dev and devcased (it made the silver labels: no silver score), and
+with --reverse-model the links of both directions (attend align --reverse-model).
 --json FILE writes the table as JSON."""
 import argparse
 import json
@@ -193,6 +194,28 @@ def score_views(a, sets, views):
     return rows
 
 
+def score_both(a, sets):
+    """--reverse-model: the links the model's own view and the reverse model's own view agree
+    on (attend align --reverse-model), and seconds per pair for both models."""
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    import attend
+    fwd, rev = attend.Model(a.model, threads=a.threads), attend.Model(a.reverse_model, threads=a.threads)
+    row = {"method": f"{fwd.config.alignment_view} + {os.path.basename(a.reverse_model)}'s "
+                     f"{rev.config.alignment_view} (both directions)"}
+    for name in SETS:
+        src, tgt, gold = sets[name]
+        t0 = time.perf_counter()
+        res = fwd.score(src, tgt, attention=True, threads=a.threads)
+        back = rev.score(tgt, src, attention=True, threads=a.threads)
+        links = [set(r.alignment(reverse=b)) for r, b in zip(res, back)]
+        row[name] = score(gold, links)
+        if name == "silver":
+            row["seconds_per_sentence"] = (time.perf_counter() - t0) / max(1, len(src))
+    fwd.close()
+    rev.close()
+    return row
+
+
 def score_files(name, prefix, sets):
     row = {"method": name}
     for s in SETS:
@@ -229,11 +252,15 @@ def main(argv=None):
                    help="score PREFIX.{dev,devcased,silver}.wa as NAME (repeatable)")
     p.add_argument("--no-views", action="store_true", help="score no view (not even the model's own)")
     p.add_argument("-t", "--threads", type=int, default=1)
+    p.add_argument("--reverse-model", metavar="MODEL2", help="a model of the other direction (English->German): "
+                   "also score the links both models' own views agree on")
     p.add_argument("--json", help="write the table as JSON here")
     a = p.parse_args(argv)
     build(a)
     sets = {s: read_set(a.work, s) for s in SETS}
     rows = [] if a.no_views else score_views(a, sets, [None] + a.preset)
+    if a.reverse_model:
+        rows.append(score_both(a, sets))
     rows += [score_files(n, pre, sets) for n, pre in a.hyp]
     rows.append(score_files("word_align.py (IBM 1-2-HMM, gdfa; made the silver labels)",
                             os.path.join(a.work, "word_align"), {k: v for k, v in sets.items() if k != "silver"}))

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Score a German->English .gguf with attend on the project's test sets (cased BLEU, 13a).
+"""Score a German->English .gguf with attend on the project's test sets (cased BLEU, 13a);
+--reverse: an English->German one on the same sets the other way round.
 
 Sets: Multi30k val and test_2016_flickr, and the held-out slices that tools/train.py carves
 out of the Tatoeba (1,000 pairs), Anki (2,000) and news (500) corpora before training (rebuilt
@@ -24,9 +25,11 @@ import data_paths as D  # noqa: E402
 import train  # noqa: E402
 
 
-def load_sets(data_dir, seed, heldout):
+def load_sets(data_dir, seed, heldout, reverse=False):
     a = argparse.Namespace(data_dir=data_dir, seed=seed, heldout=heldout, corpora="multi30k")
     d = train.prepare_data(a)
+    if reverse:
+        d = train.reverse_data(d)
     h = d["heldout_sets"]
     return {"test": d["test"], "val": d["dev"], "tatoeba": h["tatoeba"], "anki": h.get("anki", []),
             "news": h.get("news", [])}
@@ -68,11 +71,13 @@ def main():
                    help="the shared corpora (default ../shared/data beside the checkout, or $ATTEND_DATA)")
     p.add_argument("--seed", type=int, default=1234, help="train.py's --seed (1234)")
     p.add_argument("--heldout", type=int, default=1000, help="train.py's --heldout (1000)")
+    p.add_argument("--reverse", action="store_true", help="an English->German model: English sources, "
+                   "German references")
     p.add_argument("--save-dir", help="write each set's hypotheses to DIR/SET.hyp")
     p.add_argument("--compare", help="second model (e.g. int8): also report BLEU and the share "
                    "of identical output lines")
     a = p.parse_args()
-    sets = load_sets(a.data_dir, a.seed, a.heldout)
+    sets = load_sets(a.data_dir, a.seed, a.heldout, a.reverse)
     for name in a.sets.split(","):
         pairs = sets[name]
         src, ref = [x[0] for x in pairs], [x[1] for x in pairs]

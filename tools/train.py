@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Train attend's small German->English MarianMT model from scratch.
+"""Train attend's small German->English MarianMT model from scratch (--reverse: English->German,
+the same data and held-out slices the other way round).
 
 Data (read from the shared data directory, never copied into the repo), --corpora:
   * multi30k: Multi30k train (29,000 image captions), three times per epoch (--multi30k-repeat);
@@ -194,6 +195,18 @@ def prepare_data(a):
     return {"train": train, "per_corpus": per, "tatoeba_train": per.get("tatoeba", []),
             "dev": list(zip(v_de, v_en)), "test": list(zip(s_de, s_en)),
             "heldout": held["tatoeba"], "heldout_sets": held, "stats": stats}
+
+
+def reverse_data(data):
+    """--reverse: every pair (de, en) as (en, de), the held-out rule unchanged (the same pairs
+    are held out, dropped and kept), for an English->German model of the same recipe."""
+    flip = lambda pairs: [(en, de) for de, en in pairs]  # noqa: E731
+    out = dict(data)
+    for k in ("train", "tatoeba_train", "dev", "test", "heldout"):
+        out[k] = flip(data[k])
+    out["per_corpus"] = {k: flip(v) for k, v in data["per_corpus"].items()}
+    out["heldout_sets"] = {k: flip(v) for k, v in data["heldout_sets"].items()}
+    return out
 
 
 def train_spm(a, data, work):
@@ -659,6 +672,8 @@ def main(argv=None):
     g = p.add_argument_group("data")
     g.add_argument("--corpora", default="multi30k,tatoeba,anki,news,wmt10k",
                    help="training corpora, a comma list of " + ",".join(CORPORA) + " (all)")
+    g.add_argument("--reverse", action="store_true",
+                   help="English->German: every pair the other way round (the same pairs held out)")
     g.add_argument("--heldout", type=int, default=1000, help="Tatoeba pairs held out (1000)")
     g.add_argument("--heldout-anki", type=int, default=2000, help="Anki pairs held out (2000)")
     g.add_argument("--heldout-news", type=int, default=500, help="news pairs held out (500)")
@@ -734,13 +749,15 @@ def main(argv=None):
     log(f"args: {json.dumps(vars(a))}")
 
     data = prepare_data(a)
+    if a.reverse:
+        data = reverse_data(data)
     for name, (n, k) in data["stats"].items():
         log(f"data: {name}: {n} candidate pairs, {k} kept ({n - k} dropped: overlap with "
             f"held-out/dev/test sentences or empty)")
     log(f"data: train {len(data['train'])} pairs, dev {len(data['dev'])}, "
         f"tatoeba held-out {len(data['heldout'])}")
     for name, pairs in data["heldout_sets"].items():
-        for side, i in (("de", 0), ("en", 1)):
+        for side, i in ((("en", 0), ("de", 1)) if a.reverse else (("de", 0), ("en", 1))):
             write_lines(os.path.join(work, "data", f"{name}-heldout.{side}"), [x[i] for x in pairs])
         log(f"data: {name} held-out slice: {len(pairs)} pairs")
 

@@ -20,7 +20,7 @@ from typing import List, Optional
 # Structures (field order and types exactly as in the headers)
 
 # the struct layout mirrored here (model/attend.h ATTEND_ABI); the library must report it
-ABI = 14
+ABI = 15
 ATTEND_VIEW_MAX = 64
 # the metadata key a model file records its alignment view under (align.h)
 ATTEND_ALIGNMENT_VIEW_KEY = "attend.alignment.view"
@@ -109,6 +109,7 @@ class attend_stats(ctypes.Structure):
         ("encode_seconds", ctypes.c_double),
         ("decode_seconds", ctypes.c_double),
         ("steps", ctypes.c_longlong),
+        ("encoder_passes", ctypes.c_longlong),
     ]
 
 
@@ -411,6 +412,9 @@ _FUNCTIONS = {
     "attend_alignment": ([ctypes.POINTER(attend_result), ctypes.POINTER(attend_config),
                           ctypes.POINTER(attend_view), ctypes.c_char_p, ctypes.c_size_t],
                          ctypes.c_void_p, True),
+    "attend_alignment_both": ([ctypes.POINTER(attend_result), ctypes.POINTER(attend_config), ctypes.POINTER(attend_view),
+                               ctypes.POINTER(attend_result), ctypes.POINTER(attend_config), ctypes.POINTER(attend_view),
+                               ctypes.c_char_p, ctypes.c_size_t], ctypes.c_void_p, True),
     "attend_default_view": ([ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t], None, True),
     "attend_record_view": ([ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p,
                             ctypes.c_size_t], ctypes.c_int, True),

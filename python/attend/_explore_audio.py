@@ -104,22 +104,31 @@ def _features(lib: ctypes.CDLL, h: int, x: Any, cfg: Any) -> Any:
 
 
 def _decode(lib: ctypes.CDLL, h: int, mel: Any, cfg: Any, sp: Any, p: Any) -> Dict[str, Any]:
-    """The window decoded with attention and scores: tokens, texts, cross-attention."""
+    """The window decoded with scores and every head's cross-attention: tokens, texts,
+    cross-attention. The heads through cross_heads, every (layer, head) in order (cross's
+    layout), not want_attention: that would keep the encoder's self-attention too, which the
+    page does not show (layers x heads x 1500 x 1500 floats)."""
     out, lang, err = C.attend_result(), ctypes.c_char_p(), C.err_buffer()
     row = mel.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
     mels = (ctypes.POINTER(ctypes.c_float) * 1)(row)
-    p.want_attention = p.want_scores = 1
-    if lib.attend_decode_features(h, mels, 1, ctypes.byref(sp), ctypes.byref(p), ctypes.byref(out),
-                                  ctypes.byref(lang), err, C.ERR_LEN):
-        raise AttendError(C.decode(err.value))
+    L, H = cfg.decoder_layers, cfg.decoder_heads
+    heads = (ctypes.c_int * (2 * L * H))(*[x for layer in range(L) for head in range(H) for x in (layer, head)])
+    p.want_attention, p.want_scores = 0, 1
+    p.cross_heads, p.n_cross_heads = ctypes.cast(heads, ctypes.POINTER(ctypes.c_int)), L * H
+    try:
+        if lib.attend_decode_features(h, mels, 1, ctypes.byref(sp), ctypes.byref(p), ctypes.byref(out),
+                                      ctypes.byref(lang), err, C.ERR_LEN):
+            raise AttendError(C.decode(err.value))
+    finally:
+        p.cross_heads, p.n_cross_heads = None, 0  # p goes on to the transcript's decode
     try:
         T, S = out.n_tgt, out.n_src
-        cross = np.ctypeslib.as_array(out.cross, shape=(cfg.decoder_layers * cfg.decoder_heads * T * S,))
+        cross = np.ctypeslib.as_array(out.head_cross, shape=(L * H * T * S,))
         return {"language": C.decode(lang.value), "text": C.decode(out.text),
                 "tokens": [C.decode(out.tgt_pieces[t]) for t in range(T)],
                 "ids": [int(out.tgt_ids[t]) for t in range(T)],
                 "logprob": [float(f"{float(out.logprob[t]):.4f}") for t in range(T)],
-                "cross": cross.reshape(cfg.decoder_layers, cfg.decoder_heads, T, S).copy()}
+                "cross": cross.reshape(L, H, T, S).copy()}
     finally:
         C.lib().attend_result_free(ctypes.byref(out))
 

@@ -154,7 +154,8 @@ class Model(VocabularyMixin):
         """Speech to text with a Whisper model (``attend transcribe``): ``audio`` is a file
         path (read by the soundfile module, resampled to 16 kHz by libsoxr) or 16 kHz mono
         float samples (a numpy array). ``language``: a code of Config.languages, or None /
-        "auto" to detect it from the first 30 s; ``task``: "transcribe", "translate" (into
+        "auto" to detect it from the first 30 s (without ``task``, a language the checkpoint's
+        forced_decoder_ids fix is taken instead, as HF's generate() does); ``task``: "transcribe", "translate" (into
         English) or None (HF's default: the checkpoint's forced task when the language is
         detected, transcribe when it is given); ``timestamps``: segments with times (always on past 30 s: long audio is
         decoded window by window, HF's long-form rule). Returns a Transcript (text,

@@ -274,14 +274,10 @@ class Result:
             raise AttendError(C.decode(err.value))
         return out
 
-    def pharaoh(self, view: Optional[str] = None) -> str:
-        """The word alignment as Pharaoh text ("0-0 1-2": source word - target word,
-        0-based), exactly as ``attend translate --alignment=VIEW`` appends it (without a
-        view: the model's own, as ``--alignment``)."""
+    def _c_result(self) -> Tuple[Any, Any, list]:
+        """This result as the library's attend_result and attend_config (what attend_alignment
+        reads), and the buffers they point into (keep them alive while they are used)."""
         cross = self._need_cross()
-        v = self._c_view(view)
-        if cross.shape[2] == 0:  # a blank line: nothing translated, nothing aligned
-            return ""
         cfg = self._config._to_c() if self._config else C.attend_config()
         cfg.decoder_layers, cfg.decoder_heads = cross.shape[0], cross.shape[1]
         r = C.attend_result()
@@ -294,8 +290,31 @@ class Result:
         head = self._head()
         if head is not None:
             r.align_head = head.ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+        return r, cfg, [cross, src, tgt, head]
+
+    def pharaoh(self, view: Optional[str] = None, reverse: Optional["Result"] = None) -> str:
+        """The word alignment as Pharaoh text ("0-0 1-2": source word - target word,
+        0-based), exactly as ``attend translate --alignment=VIEW`` appends it (without a
+        view: the model's own, as ``--alignment``). reverse: the Result of a model of the
+        other direction scoring this pair the other way round (``rev.score(target, source)``):
+        the links both directions agree on, as ``attend align --reverse-model`` prints them
+        (each one's word matrix under its own view, row-normalised, added, read by this
+        view's link rule)."""
+        cross = self._need_cross()
+        v = self._c_view(view)
+        if cross.shape[2] == 0:  # a blank line: nothing translated, nothing aligned
+            return ""
+        r, cfg, keep = self._c_result()
         err = C.err_buffer()
-        ptr = C.lib().attend_alignment(ctypes.byref(r), ctypes.byref(cfg), ctypes.byref(v), err, C.ERR_LEN)
+        if reverse is None:
+            ptr = C.lib().attend_alignment(ctypes.byref(r), ctypes.byref(cfg), ctypes.byref(v), err, C.ERR_LEN)
+        else:
+            rv = reverse._c_view(None)
+            rr, rcfg, rkeep = reverse._c_result()
+            ptr = C.lib().attend_alignment_both(ctypes.byref(r), ctypes.byref(cfg), ctypes.byref(v), ctypes.byref(rr),
+                                                ctypes.byref(rcfg), ctypes.byref(rv), err, C.ERR_LEN)
+            del rkeep
+        del keep
         if not ptr:
             raise AttendError(f"alignment: {C.decode(err.value)}")
         try:
@@ -303,7 +322,7 @@ class Result:
         finally:
             C.libc_free(ptr)
 
-    def alignment(self, view: Optional[str] = None) -> List[Tuple[int, int]]:
+    def alignment(self, view: Optional[str] = None, reverse: Optional["Result"] = None) -> List[Tuple[int, int]]:
         """Word alignment from a cross-attention view (default: the model's own, as
         ``attend align`` and ``--alignment`` use it; see default_view): a sorted list of
         (source word, target word) index pairs into src_words / tgt_words. Computed by the
@@ -311,9 +330,10 @@ class Result:
         target piece links to its highest-weight source piece (``</s>`` excluded), "words"
         reads links off whole words, "mutual" / "grow" keep the mutual argmaxes / grow them
         (docs/alignment-and-attention.md); words are aligned if any of their pieces are.
-        Needs attention=True."""
+        Needs attention=True. reverse: a model of the other direction's Result for this pair
+        the other way round, as pharaoh() takes it (both directions' links)."""
         out = []
-        for link in self.pharaoh(view).split():
+        for link in self.pharaoh(view, reverse).split():
             i, j = link.split("-")
             out.append((int(i), int(j)))
         return out

@@ -188,17 +188,42 @@ def alignment_heads(g, cfg):
     return [x for p in heads for x in p]
 
 
+def forced_prompt(cfg):
+    """The prompt tokens after <|startoftranscript|> that forced_decoder_ids fix, as HF's
+    _retrieve_init_tokens reads them: the ids of positions 1, 2, ... in a run (None: not
+    fixed); [] when the first pair is not position 1 (HF then ignores them all). Pairs after
+    a gap are left out (HF's generate() refuses them)."""
+    forced = cfg.get("forced_decoder_ids") or []
+    ok = isinstance(forced, list) and all(
+        isinstance(p, list) and len(p) == 2 and all(x is None or (isinstance(x, int) and not isinstance(x, bool))
+                                                   for x in p) and p[0] is not None for p in forced)
+    if not ok:
+        raise E.Refuse(f"forced_decoder_ids: unsupported {json.dumps(forced)[:60]}")
+    if not forced or forced[0][0] != 1:
+        return []
+    tokens = []
+    while forced and forced[0][0] == len(tokens) + 1:
+        tokens.append(forced[0][1])
+        forced = forced[1:]
+    return tokens
+
+
 def forced_task(cfg, sp, V):
     """The task token HF's generate() puts in the prompt when given neither language nor task:
     the one forced_decoder_ids place after the language (<|transcribe|> or <|translate|>), else
     V (none: HF then writes no task token)."""
-    forced = cfg.get("forced_decoder_ids") or []
-    if not isinstance(forced, list):
-        raise E.Refuse(f"forced_decoder_ids: unsupported {json.dumps(forced)[:60]}")
-    for pair in forced:
-        if isinstance(pair, list) and len(pair) == 2 and pair[1] in (sp["transcribe"], sp["translate"]):
-            return pair[1]
+    for tok in forced_prompt(cfg):
+        if tok in (sp["transcribe"], sp["translate"]):
+            return tok
     return V
+
+
+def forced_language(cfg, lang_ids, V):
+    """The language token forced_decoder_ids fix at position 1 (HF's generate() then writes
+    it, given neither language nor task, instead of detecting one), else V (none: detected;
+    English-only models take no language token)."""
+    tokens = forced_prompt(cfg)
+    return tokens[0] if tokens and tokens[0] in lang_ids else V
 
 
 def whisper_metadata(cfg, sp, codes, lang_ids, V):
@@ -217,6 +242,7 @@ def whisper_metadata(cfg, sp, codes, lang_ids, V):
         (f"{ARCH}.transcribe_id", u32, sp["transcribe"]),
         (f"{ARCH}.translate_id", u32, sp["translate"]),
         (f"{ARCH}.forced_task_id", u32, forced_task(cfg, sp, V)),
+        (f"{ARCH}.forced_language_id", u32, forced_language(cfg, lang_ids, V)),
         (f"{ARCH}.prev_id", u32, sp["startofprev"]),
         (f"{ARCH}.no_speech_id", u32, sp["nospeech"] if sp["nospeech"] >= 0 else V),
         (f"{ARCH}.max_initial_timestamp_index", u32, mit),
