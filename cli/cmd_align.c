@@ -12,6 +12,8 @@
 #include "cli.h"
 #include "output.h"
 
+static void usage_calibrate(FILE *f);
+
 static void usage_align(FILE *f) {
     fprintf(f,
             "usage: attend align [-m MODEL.gguf] [options] \"source sentence\"\n"
@@ -82,7 +84,12 @@ static void usage_align(FILE *f) {
             "                          $OMP_NUM_THREADS)\n"
             "      --compute T         f32 (default, exact), bf16 (AVX-512 BF16 CPUs: faster,\n"
             "                          approximate) or auto (= f32)\n"
-            "  -h, --help              this help\n"
+            "  -h, --help              this help\n");
+    usage_calibrate(f);
+}
+
+static void usage_calibrate(FILE *f) {
+    fprintf(f,
             "\n"
             "calibration (choose the view that aligns best on a small gold set):\n"
             "  attend align --calibrate GOLD --source SRC --target TGT [-m MODEL] [-o OUT]\n"
