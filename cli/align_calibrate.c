@@ -1,7 +1,7 @@
 /* attend align --calibrate GOLD --source SRC --target TGT [-o OUT]: force-decode each gold
  * sentence pair, score every candidate view (each layer x head, each layer averaged,
- * all:avg; plain and shifted; per piece and per word; links by argmax, mutual or grow) by
- * alignment error rate against the gold links, print the
+ * all:avg; plain and shifted; per piece and per word; links by argmax, mutual or grow; each
+ * also with the file's trained alignment head when it has one) by alignment error rate against the gold links, print the
  * table best first and, with -o, write a copy of the model that records the best view
  * (attend_record_view). Ties go to the view whose name sorts first, as tools/aer.py --sweep. */
 #include <stdio.h>
@@ -89,22 +89,28 @@ static int parse_gold(const char *path, int lineno, const char *text, gold_line 
 }
 
 /* Every layer x head, each layer averaged and all:avg; plain and shifted; links read per
- * piece and per word ("words"), by argmax, "mutual" or "grow". */
-static candidate *make_candidates(int L, int H, int *n) {
-    candidate *c = calloc((size_t)12 * (L * (H + 1) + 1), sizeof *c);
+ * piece and per word ("words"), by argmax, "mutual" or "grow". With the file's trained
+ * alignment head (align), each of those averaged with it too, and the head alone. */
+static candidate *make_candidates(int L, int H, int align, int *n) {
+    const int per_mode = (L * (H + 1) + 1) * (align ? 2 : 1) + (align ? 1 : 0);
+    candidate *c = calloc((size_t)12 * per_mode, sizeof *c);
     if (!c) return NULL;
     *n = 0;
     for (int mode = 0; mode < 12; mode++)
-        for (int l = 0; l <= L; l++)
-            for (int h = 0; h <= H; h++) {
-                if (l == L && h < H) continue; /* all:avg only */
-                candidate *k = &c[(*n)++];
-                k->v = attend_view_single(l == L ? ATTEND_LAYER_ALL : l, h == H ? ATTEND_HEAD_AVG : h);
-                k->v.shift = mode & 1;
-                k->v.words = (mode >> 1) & 1;
-                k->v.links = mode >> 2;
-                attend_view_name(&k->v, k->name, sizeof k->name);
-            }
+        for (int with = 0; with <= align; with++)
+            for (int l = 0; l <= L + with; l++)
+                for (int h = 0; h <= H; h++) {
+                    if (l == L && h < H) continue;     /* all:avg only */
+                    if (l == L + 1 && h < H) continue; /* the head alone, once */
+                    candidate *k = &c[(*n)++];
+                    k->v = attend_view_single(l >= L ? ATTEND_LAYER_ALL : l, h == H ? ATTEND_HEAD_AVG : h);
+                    if (l == L + 1) k->v.n = 0;
+                    k->v.align = with;
+                    k->v.shift = mode & 1;
+                    k->v.words = (mode >> 1) & 1;
+                    k->v.links = mode >> 2;
+                    attend_view_name(&k->v, k->name, sizeof k->name);
+                }
     return c;
 }
 
@@ -124,8 +130,8 @@ static void out_of_memory(void) {
 static void score_sentence(candidate *k, const scored_sentence *x, const attend_config *c, const gold_line *g) {
     const attend_result *r = x->r;
     char err[256];
-    attend_view_reduce(&k->v, r->cross, c->decoder_layers, c->decoder_heads, r->n_tgt, r->n_src, x->A, err,
-                       sizeof err);
+    attend_view_reduce_head(&k->v, r->cross, r->align_head, c->decoder_layers, c->decoder_heads, r->n_tgt,
+                            r->n_src, x->A, err, sizeof err);
     int *links;
     const int nl = attend_view_links(&k->v, x->A, r->n_tgt, r->n_src, &x->sw, &x->tw, &links);
     if (nl < 0) out_of_memory();
@@ -271,7 +277,7 @@ int align_calibrate(const align_options *o) {
         if (cli_check_languages("align", m, o->common.src_lang, o->common.tgt_lang, 1)) status = EXIT_USAGE;
     }
     const attend_config *c = m ? attend_get_config(m) : NULL;
-    if (!status && !(cand = make_candidates(c->decoder_layers, c->decoder_heads, &nc))) {
+    if (!status && !(cand = make_candidates(c->decoder_layers, c->decoder_heads, c->align_head_width > 0, &nc))) {
         fprintf(stderr, "attend align: out of memory\n");
         status = EXIT_FAIL;
     }

@@ -47,6 +47,8 @@ int align_reverse(align_run *x) {
     const attend_config *rc = attend_get_config(rm);
     attend_params p = cli_model_params(&o->common);
     p.want_attention = p.want_scores = 1;
+    p.src_lang = o->common.tgt_lang, p.tgt_lang = o->common.src_lang; /* the other way round */
+    p.target_prefix = NULL;
     attend_result rr;
     char *text = translation_words(x);
     const char *src[1] = {text}, *tgt[1] = {x->source};

@@ -12,6 +12,8 @@
 #include "cli.h"
 #include "output.h"
 
+static void usage_calibrate(FILE *f);
+
 static void usage_align(FILE *f) {
     fprintf(f,
             "usage: attend align [-m MODEL.gguf] [options] \"source sentence\"\n"
@@ -82,7 +84,12 @@ static void usage_align(FILE *f) {
             "                          $OMP_NUM_THREADS)\n"
             "      --compute T         f32 (default, exact), bf16 (AVX-512 BF16 CPUs: faster,\n"
             "                          approximate) or auto (= f32)\n"
-            "  -h, --help              this help\n"
+            "  -h, --help              this help\n");
+    usage_calibrate(f);
+}
+
+static void usage_calibrate(FILE *f) {
+    fprintf(f,
             "\n"
             "calibration (choose the view that aligns best on a small gold set):\n"
             "  attend align --calibrate GOLD --source SRC --target TGT [-m MODEL] [-o OUT]\n"
@@ -96,7 +103,9 @@ static void usage_align(FILE *f) {
             "                          print the table\n"
             "  Every layer x head, each layer averaged and all:avg, plain and shifted, per\n"
             "  piece and per word, links by argmax, mutual and grow, are scored by alignment\n"
-            "  error rate (AER); the table is printed best first.\n");
+            "  error rate (AER); the table is printed best first. A file with a trained\n"
+            "  alignment head (attend info shows one) adds each of them averaged with it\n"
+            "  (L:H,align,...) and the head alone (align,...).\n");
 }
 
 /* ---------------------------------------------------------------------------------------

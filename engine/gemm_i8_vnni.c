@@ -143,10 +143,10 @@ static void tile_any(float *y, int ldy, const uint8_t *xu, int in, const float *
 #undef T
 }
 
-/* W rows [o0, o0 + 64) against every input row. pw: the block's panels, or scratch to
+/* W rows [o0, o0 + 64) against input rows [t0, t1). pw: the block's panels, or scratch to
  * transpose them into. */
-static void gemm_block(float *y, const uint8_t *xu, const float *sx, const at_matrix *w, const float *b, int n, int o0,
-                       uint8_t *pw, size_t steps) {
+static void gemm_block(float *y, const uint8_t *xu, const float *sx, const at_matrix *w, const float *b, int t0, int t1,
+                       int o0, uint8_t *pw, size_t steps) {
     const int out = w->rows, in = w->cols;
     const size_t block_bytes = (size_t)BLOCK_PANELS * steps * 64;
     const char *next = NULL; /* VNNI panels: the next block in memory, pulled into L2 meanwhile */
@@ -168,11 +168,11 @@ static void gemm_block(float *y, const uint8_t *xu, const float *sx, const at_ma
     }
     /* the next block's lines spread over the tiles, one every 2^pf_shift steps (as the f32
      * panels do: the first tile over a block otherwise waits on memory) */
-    const size_t lines = block_bytes / 64, tiles = (size_t)(n + TILE_X - 1) / TILE_X, used = (size_t)(in + 3) / 4;
+    const size_t lines = block_bytes / 64, tiles = (size_t)(t1 - t0 + TILE_X - 1) / TILE_X, used = (size_t)(in + 3) / 4;
     const int pf_shift = at_prefetch_shift(tiles, used, lines);
     size_t line = 0;
-    for (int t = 0; t < n; t += TILE_X) {
-        const int nx = n - t < TILE_X ? n - t : TILE_X;
+    for (int t = t0; t < t1; t += TILE_X) {
+        const int nx = t1 - t < TILE_X ? t1 - t : TILE_X;
         const char *pf = next && line < lines ? next + line * 64 : NULL;
         line += used >> pf_shift;
         tile_any(y + (size_t)t * out + o0, out, xu + (size_t)t * in, in, sx + t, pw, steps, comp, sw, bias, keep, pf,
@@ -186,23 +186,37 @@ typedef struct {
     const float *sx, *b;
     const at_matrix *w;
     int n, rb;
+    int parts, part_rows; /* input rows in parts of part_rows */
     size_t steps, scratch;
     int failed; /* set atomically by a block without scratch memory */
 } gemm_job;
 
-/* Blocks [lo, hi) of rb weight rows. */
+/* Items [lo, hi): item i is block i / parts of rb weight rows against part i % parts of the
+ * input rows (consecutive items share a block while it is in cache). */
 static void gemm_blocks(const void *ctx, int lo, int hi, int worker) {
     (void)worker;
     gemm_job *j = (gemm_job *)ctx;
-    for (int blk = lo; blk < hi; blk++) {
+    for (int i = lo; i < hi; i++) {
+        const int blk = i / j->parts, t0 = i % j->parts * j->part_rows;
+        const int t1 = t0 + j->part_rows < j->n ? t0 + j->part_rows : j->n;
         uint8_t *pw = j->w->packed == AT_PACKED_VNNI ? (uint8_t *)j->w->data + (size_t)blk * j->scratch
                                                      : block_scratch(j->scratch);
         if (!pw) {
             __atomic_store_n(&j->failed, 1, __ATOMIC_RELAXED);
             return;
         }
-        gemm_block(j->y, j->xu, j->sx, j->w, j->b, j->n, blk * j->rb, pw, j->steps);
+        gemm_block(j->y, j->xu, j->sx, j->w, j->b, t0, t1, blk * j->rb, pw, j->steps);
     }
+}
+
+/* Parts of the input rows: a matrix of few blocks (d_model 320: 5) left one of 2 threads
+ * idle for a block in every product; with the rows split too each thread gets about 4
+ * items. Parts keep whole micro-tiles; W in other layouts is transposed per item, so it
+ * is not split. */
+static int row_parts(const at_matrix *w, int n, int nb, int nt) {
+    int parts = 1;
+    while (w->packed == AT_PACKED_VNNI && nb * parts < 4 * nt && (n + parts) / (parts + 1) >= 2 * TILE_X) parts++;
+    return parts;
 }
 
 int at_gemm_i8_vnni(float *y, const uint8_t *xu, const float *sx, const at_matrix *w, const float *b, int n) {
@@ -210,7 +224,10 @@ int at_gemm_i8_vnni(float *y, const uint8_t *xu, const float *sx, const at_matri
     const size_t steps = ((size_t)in + CHUNK - 1) / CHUNK * (CHUNK / 4);
     const int rb = BLOCK_PANELS * PANEL, nb = (out + rb - 1) / rb;
     const double work = (double)n * out * in;
-    gemm_job j = {y, xu, sx, b, w, n, rb, steps, (size_t)BLOCK_PANELS * steps * 64, 0};
-    at_parallel_for(nb, work > PARALLEL_GRAIN ? at_threads() : 1, gemm_blocks, &j);
+    const int nt = work > PARALLEL_GRAIN ? at_threads() : 1, parts = nt > 1 ? row_parts(w, n, nb, nt) : 1;
+    int part_rows = (n + parts - 1) / parts;
+    part_rows = (part_rows + TILE_X - 1) / TILE_X * TILE_X;
+    gemm_job j = {y, xu, sx, b, w, n, rb, parts, part_rows, steps, (size_t)BLOCK_PANELS * steps * 64, 0};
+    at_parallel_for(nb * parts, nt, gemm_blocks, &j);
     return __atomic_load_n(&j.failed, __ATOMIC_RELAXED) ? -1 : 0;
 }

@@ -521,6 +521,11 @@ const at_kernels *at_k(void) { return __atomic_load_n(&active, __ATOMIC_ACQUIRE)
 
 /* Rows whose mean and variance sums run side by side in at_add_layernorm. */
 #define NORM_ROWS 8
+/* Elements from which at_add_layernorm splits its groups over threads: its sums in double,
+ * a row after another, cost several times a multiply-add per element, and serial at greedy
+ * batch 32 (32 rows of 320) they were 3% of the samples on the calling thread while the
+ * other one waited. */
+#define NORM_GRAIN (1 << 13)
 
 /* x[k*d ..] for k < NORM_ROWS (or `rows` < NORM_ROWS): LayerNorm(x + r) * g + b. Each row's
  * sums are the same sequential double sums as a row alone would get; running NORM_ROWS rows'
@@ -588,10 +593,12 @@ void at_add_layernorm(float *x, const float *r, const float *g, const float *b, 
     /* groups of rows are independent: threads split them, each row computed the same way */
     const layernorm_args a = {x, r, g, b, n, d, eps};
     const int groups = (n + NORM_ROWS - 1) / NORM_ROWS;
-    at_parallel_for(groups, (double)n * d > PARALLEL_GRAIN ? at_threads() : 1, layernorm_groups, &a);
+    at_parallel_for(groups, (double)n * d >= NORM_GRAIN ? at_threads() : 1, layernorm_groups, &a);
 }
 
-enum { ACTIVATE_CHUNK = 16384 };
+/* 4096: an FFN's 32 rows of 1280 (greedy, batch 32) in 10 chunks; with 16384 they were 3,
+ * two of them on one thread */
+enum { ACTIVATE_CHUNK = 4096 };
 
 typedef struct {
     float *x;

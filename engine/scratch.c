@@ -78,12 +78,27 @@ static void *hand_out(scratch_set *s, void *p, size_t bytes) {
     return p;
 }
 
+/* A new block's size: above 2 MiB, the next of 3, 4, 6, 8, 12, 16, ... MiB (steps of 1.5 and
+ * 1.33). The batches of a sorted input grow a little each time, and an exact-size block kept
+ * from the last batch fit none of the next one's requests: each batch then faulted in and
+ * zeroed its caches afresh (13% of a beam-4 batch-32 run). The rest of a block is address
+ * space only, until touched. */
+static size_t ladder_bytes(size_t bytes) {
+    size_t s = (size_t)2 << 20;
+    if (bytes <= s) return bytes;
+    while (s < bytes) s = (s & (s - 1)) == 0 ? s / 2 * 3 : s / 3 * 4;
+    return s;
+}
+
 void *at_block_alloc(size_t bytes) {
     scratch_set *s = thread_set();
     if (!s) return at_alloc_weights(bytes);
     s->requests++;
-    /* the smallest kept block of bytes .. 2 x bytes: a batch asks for several blocks of
-     * different sizes, and each should find its own from the last batch */
+    /* the smallest kept block of bytes .. 4 x bytes: a batch asks for several blocks of
+     * different sizes, and each should find its own from the last batch. Batches sorted by
+     * length come in runs of growing size, and the next run starts small again: with 2 x
+     * bytes its first batch missed the last one's caches (beam 4, batch 32, 1,000 lines:
+     * 2.6 GB faulted in and zeroed, 0.54 GB with 4 x and ladder_bytes, and a lower peak) */
     int best = -1;
     for (int i = 0; i < KEPT_BLOCKS; i++) {
         if (!s->kept[i]) continue;
@@ -91,7 +106,7 @@ void *at_block_alloc(size_t bytes) {
             drop_kept(s, i);
             continue;
         }
-        if (s->kept_bytes[i] >= bytes && s->kept_bytes[i] / 2 <= bytes &&
+        if (s->kept_bytes[i] >= bytes && s->kept_bytes[i] / 4 <= bytes &&
             (best < 0 || s->kept_bytes[i] < s->kept_bytes[best]))
             best = i;
     }
@@ -104,7 +119,8 @@ void *at_block_alloc(size_t bytes) {
      * is allocated, so kept memory does not add to the largest request's */
     for (int i = 0; i < KEPT_BLOCKS; i++)
         if (s->kept[i] && s->kept_bytes[i] < bytes) drop_kept(s, i);
-    return hand_out(s, at_alloc_weights(bytes), bytes);
+    const size_t size = ladder_bytes(bytes);
+    return hand_out(s, at_alloc_weights(size), size);
 }
 
 void at_block_free(void *p, size_t bytes) {

@@ -420,6 +420,7 @@ static int generate(gen *g) {
             nb = sentence_rows(g, b0, nr);
             if (t < q->src->n_prefix ? prefix_advance(g, q, b0, nb) : q->how->advance(g, q, b0, nb)) return -1;
         }
+        dec_run_copies(&g->ds); /* the beams' branched caches */
     }
 }
 

@@ -71,14 +71,19 @@ typedef struct {
     float *relbias;            /* POS_RELATIVE: [heads, cap] one step's self-attention biases */
     float *logits;             /* [max_rows, decoder_vocab_size]: written by decoder_step (at_block_alloc) */
     float *scratch;            /* [max_rows, heads * max(cap, max_src)] attention scores */
+    int (*copies)[3];          /* [n_slots] slot copies queued (dst, src, len) for dec_run_copies */
+    int n_copies;
 } dec_state;
 
 int dec_init(dec_state *s, const s2s_model *m, const enc_memory *mem, int n_slots, int max_rows,
              int cap);
 /* Make every slot hold at least `positions` positions. 0 or -1 (OOM; the state stays valid). */
 int dec_reserve(dec_state *s, int positions);
-/* Copy positions 0 .. len-1 of every layer of slot src into slot dst (a beam that branched). */
+/* Queue a copy of positions 0 .. len-1 of every layer of slot src into slot dst (a beam that
+ * branched); dec_run_copies does the queued ones, which must not read what another writes. */
 void dec_copy_slot(dec_state *s, int dst, int src, int len);
+/* The queued copies, spread over the threads, before the next step reads the caches. */
+void dec_run_copies(dec_state *s);
 void dec_free(dec_state *s);
 
 /* Run position t for rows[0..n): embeds each row's token, appends its keys/values at

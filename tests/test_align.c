@@ -1,6 +1,7 @@
 /* Unit tests of model/align.c on hand-made matrices with known answers: view parsing and
  * reduction (last:0, penultimate:avg, shift, all:avg, explicit lists), word merging at "▁",
- * argmax hard alignment with </s> excluded, word links and Pharaoh text.
+ * argmax hard alignment with </s> excluded, word links and Pharaoh text, and the links of
+ * two directions together.
  * Run: build/tests/test_align (prints "N passed, 0 failed"; exit status 1 on failure). */
 #include <math.h>
 #include <stdio.h>
@@ -366,8 +367,38 @@ static void test_link_rules(void) {
     attend_words_free(&tw);
 }
 
+/* attend_links_both: the forward view alone links both target words to source word a; the
+ * reverse model is sure that b goes with B; row-normalised and added, the links agree on
+ * a-A and b-B. A reverse model with other words is refused (-2). */
+static void test_links_both(void) {
+    const char *src[] = {U "a", U "b", "</s>"}, *tgt[] = {U "A", U "B", "</s>"};
+    const char *three[] = {U "x", U "y", U "z", "</s>"};
+    const float F[3 * 3] = {0.55f, 0.45f, 0.0f, 0.60f, 0.40f, 0.0f, 0.0f, 0.0f, 1.0f}; /* rows A B </s> */
+    const float R[3 * 3] = {0.90f, 0.10f, 0.0f, 0.10f, 0.90f, 0.0f, 0.0f, 0.0f, 1.0f}; /* rows a b </s> */
+    const float R3[4 * 3] = {0};
+    attend_words sw, tw, w3;
+    CHECK(attend_words_from_pieces(src, 3, &sw) == 0 && attend_words_from_pieces(tgt, 3, &tw) == 0);
+    CHECK(attend_words_from_pieces(three, 4, &w3) == 0);
+    attend_view v = attend_view_single(0, 0);
+    v.words = 1;
+    int *links = NULL;
+    int k = attend_view_links(&v, F, 3, 3, &sw, &tw, &links);
+    char *p = attend_pharaoh(links, k);
+    CHECK(p && !strcmp(p, "0-0 0-1"));
+    free(p), free(links);
+    k = attend_links_both(&v, F, 3, 3, &sw, &tw, R, 3, 3, &tw, &sw, &links);
+    p = attend_pharaoh(links, k);
+    CHECK(p && !strcmp(p, "0-0 1-1"));
+    if (p && strcmp(p, "0-0 1-1")) fprintf(stderr, "  both directions: got %s\n", p);
+    free(p), free(links);
+    links = NULL;
+    CHECK(attend_links_both(&v, F, 3, 3, &sw, &tw, R3, 4, 3, &tw, &w3, &links) == -2 && !links);
+    attend_words_free(&sw), attend_words_free(&tw), attend_words_free(&w3);
+}
+
 int main(void) {
     test_views();
+    test_links_both();
     test_view_names_and_errors();
     test_align_head_item();
     test_words();

@@ -83,8 +83,9 @@ def shipped_records_its_view():
 
 
 def calibrate_round_trip(d):
-    """--calibrate -o: the table equals tools/aer.py --sweep's; the copy records the best view
-    and nothing else changes; calibrating the copy again replaces the key."""
+    """--calibrate -o: the table equals tools/aer.py --sweep's (the views with the file's trained
+    alignment head included); the copy records the best view and nothing else changes;
+    calibrating the copy again replaces the key."""
     gold, src, tgt = dev_set(d, 12)
     out = os.path.join(d, "calibrated.gguf")
     p = T.run_attend(["align", "--calibrate", gold, "--source", src, "--target", tgt, "-m", SHIPPED, "-o", out])
@@ -95,8 +96,14 @@ def calibrate_round_trip(d):
                             "--target", tgt, "--sweep"], capture_output=True, text=True, check=True).stdout
     assert [l.split() for l in lines[:-2]] == [l.split() for l in sweep.strip().split("\n")[:-1]], \
         (lines[:5], sweep[:200])
-    # every layer x head, each layer's avg, all:avg; x shift x words x argmax/mutual/grow
-    assert len(lines) - 3 == 12 * (5 * 6 + 1)
+    # every layer x head, each layer's avg, all:avg, each also with the file's alignment head, and
+    # the head alone; x shift x words x argmax/mutual/grow
+    assert len(lines) - 3 == 12 * (2 * (5 * 6 + 1) + 1)
+    assert any(",align," in l for l in lines[1:-2]) and any(l.startswith("align,") for l in lines[1:-2])
+    # a file without the head: no such views
+    plain = T.run_attend(["align", "--calibrate", gold, "--source", src, "--target", tgt, "-m",
+                          os.path.join(T.REPO, "models", "en-de.gguf")]).stdout.strip().split("\n")
+    assert len(plain) - 2 == 12 * (5 * 6 + 1) and not any("align" in l for l in plain), plain[:3]
     meta, tens = G.load(out)
     meta0, tens0 = G.load(SHIPPED)
     assert meta[KEY] == best[0]

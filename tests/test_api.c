@@ -273,7 +273,7 @@ int main(int argc, char **argv) {
     score_scales(m, p);
     cross_heads(m, p, c);
     /* attend_params.stats: this call's phases, reset by each call (not summed across calls) */
-    attend_stats st = {1.0, 1.0, 999};
+    attend_stats st = {1.0, 1.0, 999, 999};
     attend_params q = p;
     q.stats = &st;
     attend_result sr;
@@ -281,6 +281,7 @@ int main(int argc, char **argv) {
         CHECK(attend_translate(m, &lines[0], NULL, 1, NULL, &q, &sr, err, sizeof err) == 0);
         CHECKF(st.steps >= 1 && st.steps <= sr.n_tgt + 1, "steps %lld for %d tokens", st.steps, sr.n_tgt);
         CHECK(st.encode_seconds > 0 && st.encode_seconds < 1.0 && st.decode_seconds > 0 && st.decode_seconds < 10.0);
+        CHECKF(st.encoder_passes == 1, "encoder passes %lld for one line", st.encoder_passes);
         attend_result_free(&sr);
     }
     int neg[] = {-1};

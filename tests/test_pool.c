@@ -250,8 +250,8 @@ static void test_scratch_freed_at_thread_exit(void) {
            after - before);
 }
 
-/* A block given back comes back for a request of half its size or more (the smallest that
- * fits), and only to its thread. A request that fits nothing frees the kept blocks smaller
+/* A block given back comes back for a request of a quarter of its size or more (the smallest
+ * that fits), and only to its thread. A request that fits nothing frees the kept blocks smaller
  * than itself (kept memory never adds to the largest request's) and leaves larger ones for
  * their next batch; a block no request took for KEPT_STALE (16) requests is freed. */
 static void test_kept_blocks(void) {
@@ -262,24 +262,24 @@ static void test_kept_blocks(void) {
     char *b = at_block_alloc(3 * mb);
     CHECKF(b == a, "a kept 4 MiB block is not reused for 3 MiB");
     at_block_free(b, 3 * mb);
-    char *c = at_block_alloc(1 * mb); /* under half of 3 MiB: a new block */
-    CHECKF(c != NULL && c != b, "a kept 3 MiB block was handed out for 1 MiB");
+    char *c = at_block_alloc(mb / 2); /* under a quarter of 4 MiB: a new block */
+    CHECKF(c != NULL && c != b, "a kept 4 MiB block was handed out for 0.5 MiB");
     char *d = at_block_alloc(3 * mb);
     CHECKF(d == b, "a smaller request's miss freed a larger kept block");
-    at_block_free(c, 1 * mb);
+    at_block_free(c, mb / 2);
     at_block_free(d, 3 * mb);
-    char *e = at_block_alloc(2 * mb), *f = at_block_alloc(mb);
+    char *e = at_block_alloc(2 * mb), *f = at_block_alloc(mb / 2);
     CHECKF(e == d && f == c, "each request gets the kept block it fits");
     char *i2 = at_block_alloc(2 * mb); /* fits no kept block: a new one */
     CHECK(i2 != NULL && i2 != e && i2 != f);
-    at_block_free(f, mb);
+    at_block_free(f, mb / 2);
     at_block_free(i2, 2 * mb);
     at_block_free(e, 3 * mb);
-    char *g = at_block_alloc(3 * mb / 2); /* the 2 and the 3 MiB blocks fit: the smaller one */
+    char *g = at_block_alloc(3 * mb / 2); /* the 2 and the 4 MiB blocks fit: the smaller one */
     CHECKF(g == i2, "a 1.5 MiB request did not get the smallest kept block that fits");
     at_block_free(g, 2 * mb);
 
-    /* a miss frees the smaller kept blocks before allocating (1 + 2 + 4 MiB kept) */
+    /* a miss frees the smaller kept blocks before allocating (0.5 + 2 + 4 MiB kept) */
     const size_t kept = heap_in_use();
     char *h = at_block_alloc(32 * mb);
     CHECK(h != NULL);
@@ -292,28 +292,50 @@ static void test_kept_blocks(void) {
     CHECKF(heap_in_use() < with_big - 16 * mb, "a 32 MiB block no request took is still kept");
 }
 
-/* A kept block lent for a smaller request comes back at its real size: with a 4 MiB block
- * (last lent for 2.5 MiB) and a 3.5 MiB one kept, 2 MiB gets the 3.5 MiB one. On a thread
- * of its own, so no other test's kept blocks take part. */
+/* A kept block lent for a smaller request comes back at its real size: with a 6 MiB block
+ * (last lent for 3.5 MiB) and a 4 MiB one kept, 3 MiB gets the 4 MiB one. On a thread of its
+ * own, so no other test's kept blocks take part. */
 static void *kept_real_size(void *arg) {
     (void)arg;
     const size_t mb = (size_t)1 << 20;
-    char *a = at_block_alloc(4 * mb);
-    at_block_free(a, 4 * mb);
-    char *b = at_block_alloc(5 * mb / 2);
-    char *y = at_block_alloc(7 * mb / 2);
+    char *a = at_block_alloc(6 * mb);
+    at_block_free(a, 6 * mb);
+    char *b = at_block_alloc(7 * mb / 2);
+    char *y = at_block_alloc(4 * mb);
     CHECK(b == a && y != NULL && y != a);
-    at_block_free(b, 5 * mb / 2);
-    at_block_free(y, 7 * mb / 2);
-    char *r = at_block_alloc(2 * mb);
-    CHECKF(r == y, "a 4 MiB block lent for 2.5 MiB was kept as a 2.5 MiB one");
+    at_block_free(b, 7 * mb / 2);
+    at_block_free(y, 4 * mb);
+    char *r = at_block_alloc(3 * mb);
+    CHECKF(r == y, "a 6 MiB block lent for 3.5 MiB was kept as a 3.5 MiB one");
+    at_block_free(r, 3 * mb);
+    return NULL;
+}
+
+/* New blocks above 2 MiB come in steps of 1.5 and 1.33 (3, 4, 6, 8, 12 MiB...): a kept 9 MiB
+ * request's block serves the next, slightly larger batch's 11 MiB (as an exact 9 MiB one
+ * could not), and a 1 MiB request still gets a block of its own size. */
+static void *kept_ladder(void *arg) {
+    (void)arg;
+    const size_t mb = (size_t)1 << 20;
+    char *a = at_block_alloc(9 * mb);
+    at_block_free(a, 9 * mb);
+    char *b = at_block_alloc(11 * mb);
+    CHECKF(b == a, "a kept block for 9 MiB did not serve 11 MiB");
+    char *c = at_block_alloc(13 * mb);
+    CHECKF(c != NULL && c != a, "13 MiB got the 12 MiB block");
+    at_block_free(b, 11 * mb);
+    at_block_free(c, 13 * mb);
+    char *q = at_block_alloc(3 * mb), *r = at_block_alloc(2 * mb); /* a quarter of 12 MiB; less */
+    CHECKF(q == a, "3 MiB did not get the kept 12 MiB block");
+    CHECKF(r != NULL && r != c, "2 MiB got the 16 MiB block");
+    at_block_free(q, 3 * mb);
     at_block_free(r, 2 * mb);
     return NULL;
 }
 
-static void test_kept_real_size(void) {
+static void on_own_thread(void *(*fn)(void *)) {
     pthread_t t;
-    const int made = pthread_create(&t, NULL, kept_real_size, NULL) == 0;
+    const int made = pthread_create(&t, NULL, fn, NULL) == 0;
     if (made) pthread_join(t, NULL);
     CHECK(made); /* after the join: the thread counts its own checks */
 }
@@ -321,7 +343,8 @@ static void test_kept_real_size(void) {
 int main(void) {
     test_scratch_freed_at_thread_exit();
     test_kept_blocks();
-    test_kept_real_size();
+    on_own_thread(kept_real_size);
+    on_own_thread(kept_ladder);
     test_each_item_once();
     test_nested_serial();
     test_concurrent_callers();

@@ -64,13 +64,7 @@ def add_head(model, head, out, view=None):
     d_model, n_layers = int(meta[f"{arch}.d_model"]), int(meta[f"{arch}.decoder_layers"])
     layer, width, tensors, mix = read_head(head, d_model, n_layers)
     view = view or default_view(meta.get(VIEW_KEY), mix)
-    skip = {G.CRC_KEY, G.META_CRC_KEY, VIEW_KEY, PREFIX + ".layer", PREFIX + ".width"}
-    metadata = []
-    for k, v in meta.items():
-        if k in skip:
-            continue
-        t = f.types[k]
-        metadata.append((k, G.ARRAY, (t[1], v)) if isinstance(t, tuple) else (k, t, v))
+    metadata = f.metadata_to_write({VIEW_KEY, PREFIX + ".layer", PREFIX + ".width"})
     metadata += [(VIEW_KEY, G.STRING, view), (PREFIX + ".layer", G.UINT32, layer),
                  (PREFIX + ".width", G.UINT32, width)]
     kept = [(t["name"], f.tensors[t["name"]], t["ggml_type"]) for t in f.tensor_infos

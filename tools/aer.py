@@ -15,7 +15,8 @@
                                            --reverse-model)
   aer.py GOLD -m MODEL --source SRC --target TGT --sweep
                                            score every decoder layer x head (and each layer's
-                                           average, and all:avg), plain and shifted, links
+                                           average, and all:avg; each also with the file's
+                                           alignment head if it has one), plain and shifted, links
                                            per piece and per word (",words"), links by
                                            argmax, ",mutual" or ",grow", and print the
                                            table, best first
@@ -118,10 +119,11 @@ def words_of(pieces):
     return out
 
 
-def view(cross, layers_heads, shift):
-    """Mean of cross[l][h] ([T, S]) over the (l, h) pairs; shifted: row t <- row t+1."""
+def view(cross, layers_heads, shift, head=None):
+    """Mean of cross[l][h] ([T, S]) over the (l, h) pairs, and of the trained alignment head's
+    rows when head is given (one more item, as a view's `align`); shifted: row t <- row t+1."""
     import numpy as np
-    A = np.mean([cross[l][h] for l, h in layers_heads], axis=0)
+    A = np.mean([cross[l][h] for l, h in layers_heads] + ([head] if head is not None else []), axis=0)
     if shift:
         A = np.concatenate([A[1:], np.zeros_like(A[:1])])
     return A
@@ -224,6 +226,7 @@ def sweep(a, gold, srcs, tgts):
             z = np.load(npz)
             L = sum(1 for k in z.files if k.startswith("s0/cross/"))
             sents.append(dict(cross=[z[f"s0/cross/l{l}"] for l in range(L)],
+                              head=z["s0/align_head"] if "s0/align_head" in z.files else None,
                               src=[str(x) for x in z["s0/src_pieces"]],
                               tgt=[str(x) for x in z["s0/tgt_pieces"]]))
     L = len(sents[0]["cross"])
@@ -234,13 +237,16 @@ def sweep(a, gold, srcs, tgts):
             views.append((f"{l}:{h}", [(l, h)]))
         views.append((f"{l}:avg", [(l, h) for h in range(H)]))
     views.append(("all:avg", [(l, h) for l in range(L) for h in range(H)]))
+    views = [(n, lh, False) for n, lh in views]
+    if sents[0]["head"] is not None:  # the file's trained alignment head: each view with it, and alone
+        views += [(n + ",align", lh, True) for n, lh, _ in views] + [("align", [], True)]
     rows = []
-    for name, lh in views:
+    for name, lh, align in views:
         for shift in (False, True):
             for words in (False, True):
                 for links in ("argmax", "mutual", "grow"):
-                    hyp = [hard_links(view(s["cross"], lh, shift), s["src"], s["tgt"], words, links)
-                           for s in sents]
+                    hyp = [hard_links(view(s["cross"], lh, shift, s["head"] if align else None), s["src"], s["tgt"],
+                                      words, links) for s in sents]
                     rows.append((aer(gold, hyp), name + (",shift" if shift else "") + (",words" if words else "")
                                  + ("," + links if links != "argmax" else "")))
     rows.sort(key=lambda r: (r[0], r[1]))

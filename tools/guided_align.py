@@ -240,14 +240,7 @@ def apply_main(a):
     z = np.load(a.delta)
     new = {k[2:]: z[k] for k in z.files if k.startswith("t:")}
     f = G.GGUFFile(a.model)
-    meta = f.metadata
-    skip = {G.CRC_KEY, G.META_CRC_KEY} | ({VIEW_KEY} if a.view else set())
-    metadata = []
-    for k, v in meta.items():
-        if k in skip:
-            continue
-        t = f.types[k]
-        metadata.append((k, G.ARRAY, (t[1], v)) if isinstance(t, tuple) else (k, t, v))
+    metadata = f.metadata_to_write({VIEW_KEY} if a.view else ())
     if a.view:
         metadata.append((VIEW_KEY, G.STRING, a.view))
     tensors = []

@@ -10,7 +10,7 @@ carried from words to pieces.
    as its own tests and the silver links use).
 2. Each pair is encoded with MODEL's SentencePiece models (train.encode_pairs: source ids and
    target ids, each ending in </s>). A piece belongs to the word its characters overlap most
-   (the pieces' byte offsets from SentencePiece, the words' from word_align.split_words'
+   (the pieces' character offsets from SentencePiece, the words' from word_align.split_words'
    pattern); a piece of no word (a lone word-start mark) is in no link.
 3. A link (source word i, target word j) becomes every (target piece of j, source piece of i)
    pair: OUT holds, per pair, those (target piece, source piece) index pairs. Training turns
@@ -43,27 +43,37 @@ def log(msg):
 
 
 def word_spans(text):
-    """[(first byte, end byte)] of each of word_align.split_words(text)'s words."""
-    spans = []
-    for m in W.WORD.finditer(text):
-        b = len(text[: m.start()].encode("utf-8"))
-        spans.append((b, b + len(m.group(0).encode("utf-8"))))
-    return spans
+    """[(first character, end character)] of each of word_align.split_words(text)'s words."""
+    return [m.span() for m in W.WORD.finditer(text)]
+
+
+def piece_spans(proto, text):
+    """[(first character, end character)] of each piece of text. SentencePiece's Python module
+    gives character offsets (0.1.97 here); a build that gives UTF-8 byte offsets is
+    told apart by the pieces' surfaces and converted."""
+    spans = [(p.begin, p.end) for p in proto.pieces]
+    if all(text[b:e] == p.surface for (b, e), p in zip(spans, proto.pieces)):
+        return spans
+    raw = text.encode("utf-8")
+    char_at = {len(text[:i].encode("utf-8")): i for i in range(len(text) + 1)}
+    if all(raw[b:e].decode("utf-8", "replace") == p.surface for (b, e), p in zip(spans, proto.pieces)):
+        return [(char_at.get(b, b), char_at.get(e, e)) for b, e in spans]
+    raise SystemExit(f"guided_labels: SentencePiece's piece offsets fit neither characters nor bytes: {text!r}")
 
 
 def piece_words(sp, text, spans):
     """The piece strings of text and, per piece, the index of the word it overlaps most (-1: none)."""
     proto = sp.encode(text, out_type="immutable_proto")
     pieces, owner = [], []
-    for p in proto.pieces:
+    for p, (pb, pe) in zip(proto.pieces, piece_spans(proto, text)):
         pieces.append(p.piece)
         best, where = 0, -1
         for w, (b, e) in enumerate(spans):
-            if e <= p.begin:
+            if e <= pb:
                 continue
-            if b >= p.end:
+            if b >= pe:
                 break
-            over = min(e, p.end) - max(b, p.begin)
+            over = min(e, pe) - max(b, pb)
             if over > best:
                 best, where = over, w
         owner.append(where)

@@ -350,6 +350,17 @@ class GGUFFile:
             return bool(v), vtype
         return (float(v) if vtype in (FLOAT32, FLOAT64) else int(v)), vtype
 
+    def metadata_to_write(self, skip=()):
+        """[(key, type, value)] as write() takes them: every key but the CRC-32 keys (write
+        computes them again) and those in skip, in the file's order."""
+        out = []
+        for k, v in self.metadata.items():
+            if k in (CRC_KEY, META_CRC_KEY) or k in skip:
+                continue
+            t = self.types[k]
+            out.append((k, ARRAY, (t[1], v)) if isinstance(t, tuple) else (k, t, v))
+        return out
+
     def tensor_bytes(self, name):
         t = next(t for t in self.tensor_infos if t["name"] == name)
         start = self.data_start + t["offset"]
