@@ -10,7 +10,7 @@
 #                 for en-de, so both directions share one vocabulary; the labels of
 #                 tools/guided_labels.py, made beforehand as build/guided/labels.npz)
 #   There:        sh tools/gpu_align_job.sh run         (carry build/gpu)
-#   Here, after:  cat /work/.device/.../en-de.gguf.part* > en-de.gguf (the files come back split)
+#   Here, after:  cat en-de.gguf.part* > en-de.gguf (the files come back split, 15 MB each)
 set -u
 G=build/gpu
 PY=${PYTHON:-python3}
