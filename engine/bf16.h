@@ -37,7 +37,11 @@ void at_bf16_row(float *dst, const at_matrix *m, int r);
  * (engine/kernels_bf16.c; only where at_bf16_available). */
 void at_linear_bf16_ref(float *y, const float *x, const at_matrix *w, const float *b, int n);
 void at_linear_bf16(float *y, const float *x, const at_matrix *w, const float *b, int n);
-/* The kernel where available, else the reference (a kernel set forced lower after loading). */
+/* The kernel with swish applied to y as each tile is stored (the same values as a pass after). */
+void at_linear_bf16_swish(float *y, const float *x, const at_matrix *w, const float *b, int n);
+/* The kernel where available, else the reference (a kernel set forced lower after loading);
+ * _swish: then swish over y. */
 void at_linear_bf16_any(float *y, const float *x, const at_matrix *w, const float *b, int n);
+void at_linear_bf16_swish_any(float *y, const float *x, const at_matrix *w, const float *b, int n);
 
 #endif

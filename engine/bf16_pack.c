@@ -80,3 +80,12 @@ void at_linear_bf16_any(float *y, const float *x, const at_matrix *w, const floa
     if (at_bf16_available()) at_linear_bf16(y, x, w, b, n);
     else at_linear_bf16_ref(y, x, w, b, n);
 }
+
+void at_linear_bf16_swish_any(float *y, const float *x, const at_matrix *w, const float *b, int n) {
+    if (at_bf16_available()) {
+        at_linear_bf16_swish(y, x, w, b, n);
+        return;
+    }
+    at_linear_bf16_ref(y, x, w, b, n);
+    at_k()->swish(y, (size_t)n * w->rows);
+}

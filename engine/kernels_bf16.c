@@ -14,6 +14,7 @@
 #define BF16_PANELS 4   /* 64 outputs a tile: 24 accumulators */
 #define BF16_K_BLOCK 64 /* column pairs per pass over the rows */
 #define BF16_GRAIN (1 << 17) /* multiply-adds below which one thread does it all */
+#define BF16_ROUND_GRAIN (1 << 16) /* input elements below which one thread rounds them */
 
 typedef struct {
     float *y;
@@ -22,16 +23,25 @@ typedef struct {
     const float *b;
     int n;
     size_t kp;
+    int parts, part_rows; /* input rows in parts of part_rows */
+    int swish;            /* swish applied to y after the bias */
 } bf16_job;
 
-/* x[n,in] rounded to bf16 (nearest even) into the thread's scratch, each row padded with a
- * zero to whole pairs; NULL if out of memory. */
-static const uint32_t *round_inputs(const float *x, int n, int in, size_t kp) {
-    uint16_t *xb = at_scratch(AT_SCRATCH_BF16, (size_t)n * kp * 4 + 64);
-    if (!xb) return NULL;
-    for (int t = 0; t < n; t++) {
-        const float *xr = x + (size_t)t * in;
-        uint16_t *dr = xb + (size_t)t * kp * 2;
+typedef struct {
+    const float *x;
+    uint16_t *xb;
+    int in;
+    size_t kp;
+} round_job;
+
+/* Rows [lo, hi) of x rounded to bf16 (nearest even), each padded with a zero to whole pairs. */
+static void round_rows(const void *ctx, int lo, int hi, int worker) {
+    (void)worker;
+    const round_job *j = ctx;
+    const int in = j->in;
+    for (int t = lo; t < hi; t++) {
+        const float *xr = j->x + (size_t)t * in;
+        uint16_t *dr = j->xb + (size_t)t * j->kp * 2;
         for (int c = 0; c < in; c += 16) {
             const __mmask16 m = in - c >= 16 ? 0xffff : (__mmask16)((1u << (in - c)) - 1);
             const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(m, xr + c));
@@ -39,6 +49,16 @@ static const uint32_t *round_inputs(const float *x, int n, int in, size_t kp) {
         }
         if (in & 1) dr[in] = 0;
     }
+}
+
+/* x[n,in] as bf16 pairs in the calling thread's scratch (split over the threads when large:
+ * the encoder's 640 x 1280 inputs took 3% of a batch-32 run on one thread while the other
+ * waited); NULL if out of memory. */
+static const uint32_t *round_inputs(const float *x, int n, int in, size_t kp) {
+    uint16_t *xb = at_scratch(AT_SCRATCH_BF16, (size_t)n * kp * 4 + 64);
+    if (!xb) return NULL;
+    const round_job j = {x, xb, in, kp};
+    at_parallel_for(n, (double)n * in > BF16_ROUND_GRAIN ? at_threads() : 1, round_rows, &j);
     return (const uint32_t *)xb;
 }
 
@@ -83,19 +103,25 @@ static inline __attribute__((always_inline)) void tile(const int R, const bf16_j
         for (int r = 0; r < R; r++)
             _mm512_mask_storeu_ps(j->y + (size_t)(t0 + r) * out + (p0 + q) * 16, m[q], _mm512_add_ps(a[r][q], b));
     }
+    const int width = out - p0 * AT_BF16_PANEL < BF16_PANELS * AT_BF16_PANEL ? out - p0 * AT_BF16_PANEL
+                                                                           : BF16_PANELS * AT_BF16_PANEL;
+    if (last && j->swish) /* element-wise, so per tile it is what one pass over y would give */
+        for (int r = 0; r < R; r++) at_k()->swish(j->y + (size_t)(t0 + r) * out + p0 * AT_BF16_PANEL, (size_t)width);
 }
 
-/* Groups [lo, hi) of BF16_PANELS panels against every input row, BF16_K_BLOCK pairs at a
- * time: the group's slice of W (16 KiB) stays in L1 while the rows pass. */
+/* Items [lo, hi): item i is group i / parts of BF16_PANELS panels against part i % parts
+ * of the input rows, BF16_K_BLOCK pairs at a time: the group's slice of W (16 KiB) stays in
+ * L1 while the part's rows pass. */
 static void panel_groups(const void *ctx, int lo, int hi, int worker) {
     (void)worker;
     const bf16_job *j = ctx;
-    for (int g = lo; g < hi; g++)
+    for (int i = lo; i < hi; i++) {
+        const int p0 = i / j->parts * BF16_PANELS, r0 = i % j->parts * j->part_rows;
+        const int r1 = r0 + j->part_rows < j->n ? r0 + j->part_rows : j->n;
         for (size_t k0 = 0; k0 < j->kp; k0 += BF16_K_BLOCK) {
             const size_t k1 = k0 + BF16_K_BLOCK < j->kp ? k0 + BF16_K_BLOCK : j->kp;
-            const int p0 = g * BF16_PANELS;
-            for (int t = 0; t < j->n; t += BF16_ROWS) {
-                switch (j->n - t < BF16_ROWS ? j->n - t : BF16_ROWS) {
+            for (int t = r0; t < r1; t += BF16_ROWS) {
+                switch (r1 - t < BF16_ROWS ? r1 - t : BF16_ROWS) {
                 case 1: tile(1, j, t, p0, k0, k1); break;
                 case 2: tile(2, j, t, p0, k0, k1); break;
                 case 3: tile(3, j, t, p0, k0, k1); break;
@@ -105,17 +131,38 @@ static void panel_groups(const void *ctx, int lo, int hi, int worker) {
                 }
             }
         }
+    }
 }
 
-void at_linear_bf16(float *y, const float *x, const at_matrix *w, const float *b, int n) {
+/* Parts of the input rows: a matrix of few groups (d_model 320: 5) left one of 2 threads
+ * idle for a group in every product; with the rows split too each thread gets about 4
+ * items. Parts keep whole tiles, and every output stays one chain, so the split changes
+ * no result. */
+static int row_parts(int n, int groups, int nt) {
+    int parts = 1;
+    while (groups * parts < 4 * nt && (n + parts) / (parts + 1) >= 2 * BF16_ROWS) parts++;
+    return parts;
+}
+
+static void linear_bf16(float *y, const float *x, const at_matrix *w, const float *b, int n, int swish) {
     const size_t kp = at_bf16_pairs(w->cols);
     const uint32_t *xb = round_inputs(x, n, w->cols, kp);
     if (!xb) { /* out of memory: the reference needs none */
         at_linear_bf16_ref(y, x, w, b, n);
+        if (swish) at_k()->swish(y, (size_t)n * w->rows);
         return;
     }
-    const bf16_job j = {y, xb, w, b, n, kp};
     const int groups = (w->rows + BF16_PANELS * AT_BF16_PANEL - 1) / (BF16_PANELS * AT_BF16_PANEL);
     const double work = (double)n * w->rows * w->cols;
-    at_parallel_for(groups, work > BF16_GRAIN ? at_threads() : 1, panel_groups, &j);
+    const int nt = work > BF16_GRAIN ? at_threads() : 1, parts = nt > 1 ? row_parts(n, groups, nt) : 1;
+    int part_rows = (n + parts - 1) / parts;
+    part_rows = (part_rows + BF16_ROWS - 1) / BF16_ROWS * BF16_ROWS;
+    const bf16_job j = {y, xb, w, b, n, kp, parts, part_rows, swish};
+    at_parallel_for(groups * parts, nt, panel_groups, &j);
+}
+
+void at_linear_bf16(float *y, const float *x, const at_matrix *w, const float *b, int n) { linear_bf16(y, x, w, b, n, 0); }
+
+void at_linear_bf16_swish(float *y, const float *x, const at_matrix *w, const float *b, int n) {
+    linear_bf16(y, x, w, b, n, 1);
 }

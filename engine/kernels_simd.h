@@ -541,8 +541,7 @@ static void simd_linear(float *y, const float *x, const at_matrix *w, const floa
 /* f32 / f16 only (at_linear_act) */
 static void simd_linear_swish(float *y, const float *x, const at_matrix *w, const float *b, int n) {
     if (w->dtype == AT_BF16) {
-        at_linear_bf16_any(y, x, w, b, n);
-        simd_swish(y, (size_t)n * w->rows);
+        at_linear_bf16_swish_any(y, x, w, b, n);
         return;
     }
     linear_panels(y, x, w, b, n, 1);

@@ -21,7 +21,7 @@ static void test_bf16_rounding(void) {
 
 /* One shape: W [out, in] from f32 (or f16 when f16), x [n, in]; every output within the
  * f32 summation error of the exact sum of the bf16 products, and each row equal, bit for
- * bit, to that row alone (batch independence). */
+ * bit, to that row alone (batch independence: whichever tiles and thread parts it ran in). */
 static void check_bf16_shape(int out, int in, int n, int f16, int swish) {
     float *w = malloc(sizeof(float) * out * in), *x = malloc(sizeof(float) * n * in), *b = malloc(sizeof(float) * out);
     float *y = malloc(sizeof(float) * n * out), *y1 = malloc(sizeof(float) * out), *row = malloc(sizeof(float) * in);
@@ -49,8 +49,9 @@ static void check_bf16_shape(int out, int in, int n, int f16, int swish) {
             if (fabs(y[(size_t)t * out + o] - s) > 1e-6 * (in + 4) * (mag + fabs(b[o])) + 1e-5) bad++;
         }
     }
-    for (int t = 0; t < n && !swish; t++) {
-        at_k()->linear(y1, x + (size_t)t * in, &W, b, 1);
+    for (int t = 0; t < n; t++) {
+        if (swish) at_linear_act(y1, x + (size_t)t * in, &W, b, 1, AT_ACT_SWISH);
+        else at_k()->linear(y1, x + (size_t)t * in, &W, b, 1);
         if (memcmp(y1, y + (size_t)t * out, sizeof(float) * out)) diff++;
     }
     CHECK_ISA(bad == 0, "bf16 linear out=%d in=%d n=%d %s%s: %d outputs off", out, in, n, f16 ? "f16" : "f32",
@@ -61,8 +62,11 @@ static void check_bf16_shape(int out, int in, int n, int f16, int swish) {
 
 static void test_bf16(void) {
     test_bf16_rounding();
-    const int shapes[][3] = {{1, 1, 1}, {17, 3, 2}, {16, 64, 6}, {33, 63, 7}, {100, 130, 13}, {47, 512, 1}, {512, 257, 9}};
+    /* the last two split the input rows among threads (few panel groups, 24+ rows) */
+    const int shapes[][3] = {{1, 1, 1}, {17, 3, 2}, {16, 64, 6}, {33, 63, 7}, {100, 130, 13}, {47, 512, 1}, {512, 257, 9},
+                             {320, 320, 32}, {200, 96, 37}};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         for (int f16 = 0; f16 < 2; f16++) check_bf16_shape(shapes[i][0], shapes[i][1], shapes[i][2], f16, 0);
     check_bf16_shape(70, 96, 5, 0, 1);
+    check_bf16_shape(330, 128, 31, 0, 1);
 }
