@@ -76,6 +76,7 @@ typedef struct {
     int alternatives;   /* /translate "alternatives": N more translations from the n-best list */
     char detected[32];  /* /translate "source": "auto": the language answered as detectedLanguage */
     float detected_confidence; /* and its confidence (0..100) */
+    float *detected_confs; /* [n_q] a list's: each entry's own confidence (malloc'd), or NULL */
 } serve_request;
 
 /* A request's body read once as JSON (POST /translate, /translate_file's, /v1/translate,
@@ -243,12 +244,41 @@ char *serve_models_json(const serve_models *ms, size_t *len);
 /* Language identification (serve_detect.c, CLD2 through langid.h), among the languages the
  * models translate from. POST /detect: 200 and *out (malloc'd), or a status with err. */
 int serve_detect(const serve_models *ms, const serve_body *b, char **out, size_t *outlen, char *err, size_t errlen);
-/* "source": "auto" in a /translate body (root, NULL when not JSON): the language detected
- * among the sources of the models that translate into its target replaces it in root, and
- * is written to detected with its confidence. 0 (also when there is no auto, or q is of the
- * wrong type for parsing to refuse), or 400/500 with err. */
-int serve_resolve_auto(const serve_models *ms, cJSON *root, char *detected, size_t cap, float *confidence, char *err,
-                       size_t errlen);
+/* "source": "auto" on /translate, as serve_resolve_auto leaves it. */
+typedef struct {
+    char lang[32];     /* the language of every entry, put in place of auto ("": no auto, q of the
+                        * wrong type, or a list whose entries differ) */
+    float confidence;  /* its confidence (a list's: the first entry's) */
+    int n;             /* q a list of strings: its entries, each detected (0 otherwise) */
+    char (*langs)[32]; /* [n] each entry's language */
+    float *confs;      /* [n] and its confidence */
+} serve_auto;
+/* "source": "auto" in a /translate body (root, NULL when not JSON) into *a. A string q: the
+ * language detected among the sources of the models that translate into its target. A list:
+ * each entry detected among every source of the server (longer than 40 characters on its
+ * own, else all the entries together, as LibreTranslate); when they agree the language
+ * replaces auto in root, else root keeps auto and the caller splits the request
+ * (serve_split.c). 0 (also when there is no auto, or q is of the wrong type for parsing to
+ * refuse), or 400/500 with err. */
+int serve_resolve_auto(const serve_models *ms, cJSON *root, serve_auto *a, char *err, size_t errlen);
+void serve_auto_free(serve_auto *a);
+
+/* A /translate list whose entries were detected in several languages (serve_split.c): one
+ * part per language, each a request of its own, the answers merged in the entries' order. */
+enum { SERVE_PARTS_MAX = 64 }; /* languages in one request, at most (400 above) */
+/* The parts: their count; part_of[i] (n entries) the part of entry i, numbered in order of
+ * first appearance. */
+int serve_split_parts(const serve_auto *a, int *part_of);
+/* The body of part p: b's with q holding only that part's entries and source its language,
+ * into *out; its detection into *sub (lang, and n confs: one per entry of the part; free
+ * both). 0, or -1 out of memory. */
+int serve_split_body(const serve_body *b, const serve_auto *a, const int *part_of, int p, serve_body *out,
+                     serve_auto *sub);
+/* The answer to the whole request from the parts' answers (each job's http_status and body):
+ * the first part that failed answers for all, else one /translate answer, its lists in the
+ * entries' order. malloc'd (NULL: out of memory) with *status and *len. */
+char *serve_split_merge(serve_job *const *parts, int n_parts, const int *part_of, int n_q, int *status,
+                        size_t *len);
 /* Sentences queued or being translated, every scheduler together. */
 int serve_models_pending(const serve_models *ms);
 

@@ -42,8 +42,7 @@ static int no_sources(char *err, size_t errlen) {
 
 /* q's text (a string, or a list of strings joined by newlines), malloc'd; NULL when q is
  * neither. */
-static char *q_text(const cJSON *root) {
-    const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "q");
+static char *q_text(const cJSON *q) {
     if (cJSON_IsString(q)) return strdup(q->valuestring);
     if (!cJSON_IsArray(q)) return NULL;
     size_t len = 0;
@@ -82,8 +81,73 @@ int serve_detect(const serve_models *ms, const serve_body *b, char **out, size_t
     return 200;
 }
 
-int serve_resolve_auto(const serve_models *ms, cJSON *root, char *detected, size_t cap, float *confidence, char *err,
-                       size_t errlen) {
+/* Length in characters (code points, as LibreTranslate's len() counts them), not bytes. */
+static size_t utf8_chars(const char *s) {
+    size_t n = 0;
+    for (; *s; s++) n += ((unsigned char)*s & 0xc0) != 0x80;
+    return n;
+}
+
+/* The best guess for text among cands (the first candidate at 0 when there is none). */
+static langid_guess best_guess(const char *text, const char *const *cands, int nc) {
+    langid_guess g = {.confidence = 0};
+    if (langid_detect(text, strlen(text), cands, nc, &g, 1) < 1) snprintf(g.code, sizeof g.code, "%s", cands[0]);
+    return g;
+}
+
+/* A list q (strings only: anything else is left for parsing to refuse), each entry detected
+ * as LibreTranslate detects a batch: an entry longer than AUTO_ALONE characters on its own,
+ * a shorter one takes the detection of all the entries together. Among every source
+ * language of the server (as /detect), so that an entry in a language no model translates
+ * into target is refused by routing, never translated from the wrong language. 0 (a->n
+ * set), or 500 with err. */
+#define AUTO_ALONE 40
+static int detect_entries(const serve_models *ms, const cJSON *q, serve_auto *a, char *err, size_t errlen) {
+    const int n = cJSON_GetArraySize(q);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, q) if (!cJSON_IsString(e)) return 0;
+    const char *cands[MAX_SOURCES];
+    const int nc = sources(ms, "", cands, MAX_SOURCES);
+    char *all = q_text(q);
+    a->langs = calloc((size_t)n, sizeof *a->langs);
+    a->confs = calloc((size_t)n, sizeof *a->confs);
+    if (!all || !a->langs || !a->confs) return free(all), snprintf(err, errlen, "out of memory"), 500;
+    const langid_guess overall = best_guess(all, cands, nc);
+    free(all);
+    int i = 0;
+    cJSON_ArrayForEach(e, q) {
+        const langid_guess g = utf8_chars(e->valuestring) > AUTO_ALONE ? best_guess(e->valuestring, cands, nc) : overall;
+        snprintf(a->langs[i], sizeof a->langs[i], "%s", g.code);
+        a->confs[i++] = g.confidence;
+    }
+    a->n = n;
+    return 0;
+}
+
+/* Replace "auto" in root by code. 0, or 500 with err. */
+static int set_source(cJSON *root, const char *code, char *err, size_t errlen) {
+    cJSON *v = cJSON_CreateString(code);
+    if (!v || !cJSON_ReplaceItemInObjectCaseSensitive(root, "source", v)) {
+        cJSON_Delete(v);
+        return snprintf(err, errlen, "out of memory"), 500;
+    }
+    return 0;
+}
+
+/* A list q: each entry detected; one language for all replaces "auto" as a string's does. */
+static int resolve_list(const serve_models *ms, cJSON *root, const cJSON *q, serve_auto *a, char *err,
+                        size_t errlen) {
+    int rc = detect_entries(ms, q, a, err, errlen);
+    if (rc || !a->n) return rc;
+    for (int i = 1; i < a->n; i++)
+        if (strcmp(a->langs[i], a->langs[0])) return 0; /* several: serve_split.c */
+    snprintf(a->lang, sizeof a->lang, "%s", a->langs[0]);
+    a->confidence = a->confs[0];
+    return set_source(root, a->lang, err, errlen);
+}
+
+int serve_resolve_auto(const serve_models *ms, cJSON *root, serve_auto *a, char *err, size_t errlen) {
+    memset(a, 0, sizeof *a);
     const cJSON *src = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "source") : NULL;
     if (!cJSON_IsString(src) || strcmp(src->valuestring, "auto")) return 0;
     const cJSON *tgt = cJSON_GetObjectItemCaseSensitive(root, "target");
@@ -93,19 +157,21 @@ int serve_resolve_auto(const serve_models *ms, cJSON *root, char *detected, size
         snprintf(err, errlen, "\"source\": auto: no model translates into %.20s (GET /languages)", target);
         return 400;
     }
-    char *text = q_text(root);
-    const int have_text = text != NULL; /* else q is of the wrong type: parsing says so */
+    if (!nc) return no_sources(err, errlen);
+    const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "q");
+    if (cJSON_IsArray(q) && cJSON_GetArraySize(q) > 0) return resolve_list(ms, root, q, a, err, errlen);
+    char *text = q_text(q); /* NULL: q is of the wrong type, parsing says so */
     langid_guess g;
-    const int rc = !nc ? no_sources(err, errlen) : 0;
-    const int found = !rc && have_text && langid_detect(text, strlen(text), cands, nc, &g, 1) > 0;
+    const int found = text && langid_detect(text, strlen(text), cands, nc, &g, 1) > 0;
     free(text);
-    if (!found) return rc;
-    snprintf(detected, cap, "%s", g.code);
-    *confidence = g.confidence;
-    cJSON *code = cJSON_CreateString(g.code);
-    if (!code || !cJSON_ReplaceItemInObjectCaseSensitive(root, "source", code)) {
-        cJSON_Delete(code);
-        return snprintf(err, errlen, "out of memory"), 500;
-    }
-    return 0;
+    if (!found) return 0;
+    snprintf(a->lang, sizeof a->lang, "%s", g.code);
+    a->confidence = g.confidence;
+    return set_source(root, g.code, err, errlen);
+}
+
+void serve_auto_free(serve_auto *a) {
+    free(a->langs);
+    free(a->confs);
+    a->langs = NULL, a->confs = NULL, a->n = 0;
 }

@@ -44,6 +44,10 @@ typedef struct {
     char *body; /* the request's body (taken from the connection), rewritten as JSON */
     size_t len;
     serve_job *job; /* with the scheduler, or answered */
+    serve_job **parts; /* or, a list detected in several languages: a job per language (serve_split.c) */
+    int n_parts, parts_left; /* parts_left: not yet answered (under h->mu) */
+    int *part_of;            /* [n_q] the part of each entry */
+    int n_q;
     serve_audio_job *audio; /* POST /v1/audio/...: with a speech worker, or answered */
     int retry_after;                  /* a 429's Retry-After (seconds) */
     char file_name[SERVE_FILE_NAME]; /* POST /translate_file: the upload's name */
@@ -184,58 +188,119 @@ static int file_to_json(request *x, char *err, size_t errlen) {
     return 0;
 }
 
-/* The body's steps before the scheduler: the gate, "source": "auto" (into detected and
- * *confidence), routing. The model's index, or minus a status with err. */
-static int route_body(request *x, int kind, serve_body *b, char *detected, size_t cap, float *confidence, char *err,
-                      size_t errlen) {
-    int bad = gate(x, b, err, errlen);
-    if (!bad && kind == SERVE_LIBRE) bad = serve_resolve_auto(x->h->ms, b->root, detected, cap, confidence, err, errlen);
-    return bad ? -bad : serve_route(x->h->ms, b->root, kind, err, errlen);
+/* Called by a part's scheduler: the answer is ready once every part's is. */
+static void part_finished(serve_job *job) {
+    request *x = job->user;
+    pthread_mutex_lock(&x->h->mu);
+    const int left = --x->parts_left;
+    pthread_mutex_unlock(&x->h->mu);
+    if (!left) http_resume(x->conn);
+}
+
+/* A job for body b: routed (*k, its model), parsed, with what "source": "auto" found. NULL
+ * with *status and err. */
+static serve_job *make_job(request *x, int kind, const serve_body *b, const serve_auto *a, int *k, int *status,
+                           char *err, size_t errlen) {
+    char why[448];
+    *k = serve_route(x->h->ms, b->root, kind, why, sizeof why);
+    if (*k < 0) {
+        if (a->lang[0]) snprintf(err, errlen, "%s is not supported (detected by \"source\": auto): %.400s", a->lang, why);
+        else snprintf(err, errlen, "%s", why);
+        return *status = -*k, NULL;
+    }
+    serve_job *job = calloc(1, sizeof *job);
+    if (!job) return *status = 500, snprintf(err, errlen, "out of memory"), NULL;
+    const serve_model *sm = &x->h->ms->list[*k];
+    *status = serve_request_parse(b, kind, sm->m, &sm->o, &job->req, err, errlen);
+    if (*status) return job_free(job), NULL;
+    if (a->lang[0]) {
+        snprintf(job->req.detected, sizeof job->req.detected, "%s", a->lang);
+        job->req.detected_confidence = a->confidence;
+    }
+    if (a->lang[0] && a->n && job->req.q_is_list && job->req.n_q == a->n) {
+        if (!(job->req.detected_confs = malloc(sizeof(float) * (size_t)a->n)))
+            return job_free(job), *status = 500, snprintf(err, errlen, "out of memory"), NULL;
+        memcpy(job->req.detected_confs, a->confs, sizeof(float) * (size_t)a->n);
+    }
+    job->finish = job_finished;
+    job->user = x;
+    return job;
+}
+
+/* Hand a job to model k's scheduler; a full queue answers it 503 at once. */
+static void submit(request *x, serve_job *job, int k) {
+    if (!serve_sched_submit(x->h->ms->list[k].s, job)) return;
+    job->http_status = 503;
+    job->body = serve_response_error("the queue is full (see --max-queue, --max-wait) or the server is "
+                                     "stopping; retry", &job->body_len);
+    job->finish(job);
+}
+
+/* The jobs of the parts (serve_split.c), made before any is submitted. 0, or a status with err. */
+static int make_parts(request *x, const serve_body *b, const serve_auto *a, int *model, char *err, size_t errlen) {
+    if (!(x->part_of = malloc(sizeof(int) * (size_t)a->n))) return snprintf(err, errlen, "out of memory"), 500;
+    x->n_q = a->n;
+    const int n = serve_split_parts(a, x->part_of);
+    if (n > SERVE_PARTS_MAX)
+        return snprintf(err, errlen, "q's entries are in more than %d languages: send them separately",
+                        SERVE_PARTS_MAX), 400;
+    if (!(x->parts = calloc((size_t)n, sizeof *x->parts))) return snprintf(err, errlen, "out of memory"), 500;
+    for (int p = 0, status = 0; p < n; p++) {
+        serve_body sub;
+        serve_auto sub_auto;
+        if (serve_split_body(b, a, x->part_of, p, &sub, &sub_auto)) return snprintf(err, errlen, "out of memory"), 500;
+        x->parts[p] = make_job(x, SERVE_LIBRE, &sub, &sub_auto, &model[p], &status, err, errlen);
+        serve_body_free(&sub), serve_auto_free(&sub_auto);
+        if (!x->parts[p]) return status;
+        x->parts[p]->finish = part_finished;
+        x->n_parts = p + 1;
+    }
+    return 0;
+}
+
+/* A list detected in several languages: a part per language, each to its model. */
+static void start_parts(request *x, const serve_body *b, const serve_auto *a) {
+    char err[512];
+    int model[SERVE_PARTS_MAX];
+    const int status = make_parts(x, b, a, model, err, sizeof err);
+    if (status) return reply_error(x, status, err);
+    x->parts_left = x->n_parts; /* before the first submit: a part may finish at once */
+    for (int p = 0; p < x->n_parts; p++) submit(x, x->parts[p], model[p]);
 }
 
 /* The body has arrived: parse it and hand it to the scheduler (or answer an error). */
 static void start_translation(request *x, int api) {
-    serve_http *h = x->h;
     char err[512];
-    int bad_form = serve_no_text_model(h->ms, err, sizeof err);
-    if (!bad_form) bad_form = api == SERVE_LIBRE ? form_to_json(x, err, sizeof err)
-                              : api == SERVE_FILE ? file_to_json(x, err, sizeof err)
-                                                  : 0;
-    if (bad_form) return reply_error(x, bad_form, err);
+    int status = serve_no_text_model(x->h->ms, err, sizeof err);
+    if (!status) status = api == SERVE_LIBRE ? form_to_json(x, err, sizeof err)
+                          : api == SERVE_FILE ? file_to_json(x, err, sizeof err)
+                                              : 0;
+    if (status) return reply_error(x, status, err);
     const int kind = api == SERVE_FILE ? SERVE_LIBRE : api;
-    char detected[32] = "";
-    float confidence = 0;
+    serve_auto a = {0};
     serve_body b = take_body(x);
-    const int k = route_body(x, kind, &b, detected, sizeof detected, &confidence, err, sizeof err);
-    serve_job *job = k >= 0 ? calloc(1, sizeof *job) : NULL;
-    if (!job) {
-        serve_body_free(&b);
-        return k < 0 ? reply_error(x, -k, err) : reply_error(x, 500, "out of memory");
-    }
-    const serve_model *sm = &h->ms->list[k];
-    const int rc = serve_request_parse(&b, kind, sm->m, &sm->o, &job->req, err, sizeof err);
-    serve_body_free(&b);
-    if (rc) {
-        job_free(job);
-        return reply_error(x, rc, err);
-    }
-    if (detected[0]) {
-        snprintf(job->req.detected, sizeof job->req.detected, "%s", detected);
-        job->req.detected_confidence = confidence;
-    }
-    job->finish = job_finished;
-    job->user = x;
-    x->job = job;
-    if (serve_sched_submit(sm->s, job)) {
-        job->http_status = 503;
-        job->body = serve_response_error("the queue is full (see --max-queue, --max-wait) or the server is "
-                                         "stopping; retry", &job->body_len);
-        job_finished(job);
-    }
+    status = gate(x, &b, err, sizeof err);
+    if (!status && kind == SERVE_LIBRE) status = serve_resolve_auto(x->h->ms, b.root, &a, err, sizeof err);
+    int k = 0;
+    if (!status && a.n && !a.lang[0]) start_parts(x, &b, &a); /* the entries' languages differ */
+    else if (!status) x->job = make_job(x, kind, &b, &a, &k, &status, err, sizeof err);
+    serve_body_free(&b), serve_auto_free(&a);
+    if (status) return reply_error(x, status, err);
+    if (x->job) submit(x, x->job, k);
+}
+
+/* Resumed, split: the parts' answers merged in the entries' order. */
+static void finish_parts(request *x) {
+    int status = 500;
+    size_t len = 0;
+    char *body = serve_split_merge(x->parts, x->n_parts, x->part_of, x->n_q, &status, &len);
+    if (body) reply_json(x, status, body, len);
+    else reply_error(x, 500, "out of memory");
 }
 
 /* Resumed: the scheduler's answer. */
 static void finish_translation(request *x) {
+    if (x->parts) return finish_parts(x);
     serve_job *job = x->job;
     char *body = job->body;
     job->body = NULL;
@@ -391,6 +456,8 @@ static void on_done(void *user, http_conn *conn, int status, size_t sent, const 
                 status, sent, x ? (serve_now() - x->started) * 1000.0 : 0.0, *why ? " (" : "", why, *why ? ")" : "");
     if (!x) return; /* answered by the connection layer before it reached the server */
     job_free(x->job);
+    for (int p = 0; p < x->n_parts; p++) job_free(x->parts[p]);
+    free(x->parts), free(x->part_of);
     serve_audio_job_free(x->audio);
     free(x->body);
     free(x);

@@ -401,5 +401,6 @@ void serve_request_free(serve_request *r) {
     free(r->q_of);
     free(r->targets);
     free(r->prefixes);
+    free(r->detected_confs);
     memset(r, 0, sizeof *r);
 }

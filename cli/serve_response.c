@@ -101,7 +101,8 @@ static void entry_ranges(const serve_request *r, int *first) {
 
 /* POST /translate: {"translatedText": "..."} or a list, one entry per q entry (its lines
  * joined with newlines again); with "alternatives", a list of strings per entry; with
- * "source": "auto", detectedLanguage (one per entry for a list), as LibreTranslate answers. */
+ * "source": "auto", detectedLanguage (one per entry for a list, each with its own confidence),
+ * as LibreTranslate answers. */
 static int write_libre(FILE *f, serve_job *job) {
     const serve_request *r = &job->req;
     int *first = malloc(sizeof(int) * (size_t)(r->n_q + 1));
@@ -122,7 +123,8 @@ static int write_libre(FILE *f, serve_job *job) {
         if (r->detected[0]) {
             fputs(r->q_is_list ? ",\"detectedLanguage\":[" : ",\"detectedLanguage\":", f);
             for (int q = 0; q < r->n_q; q++)
-                fprintf(f, "%s{\"confidence\":%.1f,\"language\":", q ? "," : "", r->detected_confidence),
+                fprintf(f, "%s{\"confidence\":%.1f,\"language\":", q ? "," : "",
+                        r->detected_confs ? r->detected_confs[q] : r->detected_confidence),
                     json_str(f, r->detected),
                     fputc('}', f);
             fputs(r->q_is_list ? "]" : "", f);
