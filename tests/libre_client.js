@@ -5,10 +5,18 @@
 // detection (the client's default "auto"), and what the client made of GET /languages (it
 // has no call of its own for the list: it reads /languages before each translation and
 // refuses a code the server does not list).
+//   ... libre_client.js URL --list TARGET TEXT...
+// Prints the translatedText of one request whose query is the list of TEXTs, the source left
+// to the server's detection (the client passes a list through as it is).
 const { translate } = require('libretranslate');
 
 async function main() {
   const apiurl = process.argv[2];
+  if (process.argv[3] === '--list') {
+    const texts = process.argv.slice(5);
+    console.log(JSON.stringify(await translate({ query: texts, target: process.argv[4], apiurl: apiurl })));
+    return;
+  }
   const out = {};
   out.translated = await translate({
     query: 'Wo ist der Bahnhof?',

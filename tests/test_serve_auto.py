@@ -8,7 +8,10 @@ language no model translates into the target is a 400 naming it, never translate
 another language. /detect is the oracle of each detection (same candidates: every source
 language of the server).
 Run: /usr/bin/python3 tests/test_serve_auto.py"""
+import json
 import os
+import shutil
+import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -111,6 +114,23 @@ def check_mixed(server):
     assert body["translatedText"][1] == m2m[0], (body, m2m)
 
 
+def check_npm_client(server):
+    """The npm client libretranslate (its default source is auto) with a list: the entries
+    translated each from its own language, as the raw request answers them."""
+    npm = os.path.join(T.REPO, "build", "npm", "node_modules")
+    assert os.path.exists(os.path.join(npm, "libretranslate")), (
+        f"the npm client is not installed in {npm}: make test installs it (see tests/test_serve_libre.py)")
+    node = shutil.which("node")
+    assert node, "node is not installed (Node 20 runs tests/libre_client.js)"
+    q = [DE_A, FR_A, "Ein Hund."]
+    out = subprocess.run([node, os.path.join(T.REPO, "tests", "libre_client.js"), f"http://127.0.0.1:{server.port}",
+                          "--list", "en", *q], capture_output=True, text=True, timeout=60,
+                         env=dict(os.environ, NODE_PATH=npm))
+    assert out.returncode == 0, out
+    parts = part_answers(server, q, ["de", "fr", "de"], target="en")
+    assert json.loads(out.stdout) == merged(parts, ["de", "fr", "de"], "translatedText"), (out.stdout, parts)
+
+
 def check_one_model(server):
     """One multilingual model: a part per source language, each with its own src_lang."""
     q = [FR_A, DE_A, FR_A]
@@ -131,6 +151,7 @@ def main():
     with S.Server(S.SHIPPED, "-m", M2M, "--beam", "2", "-t", "1") as server:
         r.check("de, fr, en entries on two models: each from its own language, merged in order", check_mixed,
                 server)
+        r.check("the npm client libretranslate with a list in two languages", check_npm_client, server)
         assert server.stop() == 0
     with S.Server(M2M, "-t", "1") as server:
         r.check("one multilingual model: a part per source language", check_one_model, server)
