@@ -5,6 +5,8 @@
  * log), serve_models.c (which model a request goes to), serve_request.c
  * (a JSON body into a serve_request), serve_sched.c (the scheduler thread: requests arriving
  * together are translated as one batch), serve_response.c (results and errors as JSON),
+ * serve_detect.c ("source": "auto"), serve_split.c (a list in several languages: a request
+ * per language, the answers merged),
  * serve_audio.c (an audio upload's form into a job; OpenAI's errors), serve_speech.c (the
  * worker thread of each speech model). */
 #ifndef ATTEND_CLI_SERVE_H

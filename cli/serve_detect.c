@@ -1,7 +1,9 @@
 /* Language identification in attend serve (serve.h): POST /detect and "source": "auto" on
  * /translate, both answered among the languages the server translates from (CLD2 through
  * langid.h). "auto" is resolved before routing: the detected code replaces it in the body's
- * tree, so that routing and parsing see a named source as if the client had sent it. */
+ * tree, so that routing and parsing see a named source as if the client had sent it. A list
+ * q is detected entry by entry, as LibreTranslate does; entries in several languages leave
+ * auto in place for serve_split.c. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
