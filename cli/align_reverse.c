@@ -9,19 +9,6 @@
 #include "align_run.h"
 #include "cli.h"
 
-/* "i-j i-j ..." -> x->links / x->nl (replacing the forward view's). 0, or -1 out of memory. */
-static int take_links(align_run *x, const char *pharaoh) {
-    int n = 0;
-    for (const char *q = pharaoh; *q; q++) n += *q == '-';
-    int *links = malloc(sizeof(int) * (2 * (size_t)n + 1)), k = 0, used = 0;
-    if (!links) return -1;
-    for (const char *q = pharaoh; k < n && sscanf(q, "%d-%d%n", &links[2 * k], &links[2 * k + 1], &used) == 2; k++)
-        q += used;
-    free(x->links);
-    x->links = links, x->nl = k;
-    return 0;
-}
-
 /* The translation's text with the word boundaries its pieces have ("▁" read as a space), so
  * that the reverse model sees the same words; --target's text as given. malloc'd, or NULL. */
 static char *translation_words(const align_run *x) {
@@ -60,18 +47,20 @@ int align_reverse(align_run *x) {
         return EXIT_FAIL;
     }
     free(text);
-    char *both = NULL;
+    int *links = NULL, k = -1;
+    char *pharaoh = NULL;
     if (rr.status)
         fprintf(stderr, "attend align: --reverse-model %s: %s\n", o->reverse_model, rr.message), status = EXIT_FAIL;
-    else if (!(both = attend_alignment_both(&x->r, x->c, &x->view, &rr, rc, NULL, err, sizeof err)))
+    else if ((k = attend_alignment_both_links(&x->r, x->c, &x->view, &rr, rc, NULL, &links, err, sizeof err)) < 0)
         fprintf(stderr, "attend align: --reverse-model %s: %s\n", o->reverse_model, err), status = EXIT_FAIL;
-    else if (take_links(x, both)) {
+    else if (!(pharaoh = attend_pharaoh(links, k))) {
         fprintf(stderr, "attend align: out of memory\n");
-        free(both);
+        free(links);
         status = EXIT_FAIL;
-    } else {
+    } else { /* they replace the forward view's */
+        free(x->links);
         free(x->pharaoh);
-        x->pharaoh = both;
+        x->links = links, x->nl = k, x->pharaoh = pharaoh;
         snprintf(x->rvname, sizeof x->rvname, "%s", rc->alignment_view);
     }
     attend_result_free(&rr);
