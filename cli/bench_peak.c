@@ -62,6 +62,13 @@ __attribute__((target("avx512f,avx512vnni"))) static float vnni_zmm(float seed) 
 #undef ZMM_LOW
 }
 
+/* 32 bf16 products (16 pairs) x 2 flops per vdpbf16ps zmm */
+__attribute__((target("avx512f,avx512bf16"))) static float dpbf16_zmm(float seed) {
+    const __m512bh a = (__m512bh)_mm512_set1_epi16((short)0x3f80), b = (__m512bh)_mm512_set1_epi16((short)0x3c00);
+    PEAK_LOOP(__m512, _mm512_set1_ps(seed), acc[j] = _mm512_dpbf16_ps(acc[j], a, b), _mm512_add_ps,
+              _mm512_reduce_add_ps)
+}
+
 /* 16 x 16 outputs x 64 byte products x 2 ops per tdpbusd: four accumulator tiles (the
  * kernel's blocking), two input and two weight tiles; tile configuration is per thread */
 #define AMX_TRIPS (ITERS / 16) /* a tdpbusd takes about 16 cycles */
@@ -156,7 +163,7 @@ static double time_loop(float (*loop)(float), double ops_per_call, int threads) 
     return best;
 }
 
-compute_peak measure_compute_peak(const char *isa, int amx, int threads) {
+compute_peak measure_compute_peak(const char *isa, int amx, int bf16, int threads) {
     compute_peak p;
     memset(&p, 0, sizeof p);
     p.f32_how = p.i8_how = "none";
@@ -179,8 +186,9 @@ compute_peak measure_compute_peak(const char *isa, int amx, int threads) {
         p.i8_how = "vpmaddubsw+vpmaddwd ymm";
     }
     if (amx) p.amx_gops = time_loop(amx_tiles, (double)AMX_TRIPS * 4 * 16 * 16 * 64 * 2, threads) / 1e9;
+    if (bf16) p.bf16_gflops = time_loop(dpbf16_zmm, steps * 32 * 2, threads) / 1e9;
 #else
-    (void)isa, (void)amx;
+    (void)isa, (void)amx, (void)bf16;
 #endif
     return p;
 }

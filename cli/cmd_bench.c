@@ -32,8 +32,9 @@ static void usage_bench(FILE *f) {
             "the linear layers' rate (2 x rows x in x out per layer, summed from the model's\n"
             "shapes over the run, per second of the run and of the decoder) against that peak:\n"
             "f32 peak for f32 and f16 models, int8 peak for int8 models (and, where int8 runs\n"
-            "on AMX tiles, tdpbusd's peak beside it). A multilingual model's\n"
-            "sources start with its first language's token, which is also the target language.\n"
+            "on AMX tiles, tdpbusd's peak beside it), vdpbf16ps's with --compute bf16. A\n"
+            "multilingual model's sources start with its first language's token, which is also\n"
+            "the target language.\n"
             "\n"
             "options:\n"
             "  -m, --model FILE     checkpoint (required)\n"
@@ -320,7 +321,7 @@ typedef struct {
     double wbytes, step_s, achieved;      /* a decoder step: weight bytes, seconds, GB/s */
     bandwidth bws;                        /* the machine's */
     double run_ops, run_rate, dec_rate;   /* the linear layers: ops a round, G/s over it, in the decoder */
-    int int8, amx;                        /* int8 model; its layers on AMX */
+    int int8, amx, bf16;                  /* int8 model; its layers on AMX; bf16 compute */
     compute_peak pk;                      /* the machine's */
     double peak;                          /* the peak of the model's dtype */
 } bench_figures;
@@ -346,9 +347,10 @@ static bench_figures figures(const bench_run *x) {
     f.run_ops = 2.0 * enc_macs * o->B * o->S + dec_ops;
     f.run_rate = f.run_ops / f.med / 1e9, f.dec_rate = f.dec > 0 ? dec_ops / f.dec / 1e9 : 0;
     f.int8 = !strcmp(c->dtype, "int8"), f.amx = f.int8 && !strcmp(attend_isa_int8(), "amx");
-    f.pk = o->want_peak ? measure_compute_peak(attend_isa(), f.amx, x->threads)
-                        : (compute_peak){0, 0, "none", "none", 0};
-    f.peak = f.int8 ? f.pk.i8_gops : f.pk.f32_gflops;
+    f.bf16 = cli_compute() && !strcmp(cli_compute(), "bf16");
+    f.pk = o->want_peak ? measure_compute_peak(attend_isa(), f.amx, f.bf16, x->threads)
+                        : (compute_peak){0, 0, "none", "none", 0, 0};
+    f.peak = f.int8 ? f.pk.i8_gops : f.bf16 ? f.pk.bf16_gflops : f.pk.f32_gflops;
     return f;
 }
 
@@ -363,7 +365,7 @@ static void print_json(const bench_run *x, const bench_figures *f) {
            "\"read_gbps\": %.3f, \"read_fraction\": %.4f, \"peak_f32_gflops\": %.2f, \"peak_i8_gops\": %.2f, "
            "\"linear_gop\": %.4f, \"linear_gops\": %.2f, \"decoder_linear_gops\": %.2f, \"peak_fraction\": %.4f, "
            "\"decoder_peak_fraction\": %.4f, \"int8_path\": \"%s\", \"peak_amx_gops\": %.2f, "
-           "\"amx_peak_fraction\": %.4f, \"load_ms\": %.3f, \"first_round_ms\": %.3f, \"unix_main\": %.6f, "
+           "\"amx_peak_fraction\": %.4f, \"peak_bf16_gflops\": %.2f, \"load_ms\": %.3f, \"first_round_ms\": %.3f, \"unix_main\": %.6f, "
            "\"unix_loaded\": %.6f, \"unix_first_round\": %.6f}\n",
            o->path, x->c->dtype, cli_compute() ? cli_compute() : "f32", attend_isa(), x->threads, o->B, o->beams, o->S, o->T, o->rounds, x->produced,
            (int)x->steps, 1e3 * f->med / B, 1e3 * f->best / B, f->tok_s, f->tok_s_max, 1e3 * f->enc, 1e3 * f->dec,
@@ -371,7 +373,7 @@ static void print_json(const bench_run *x, const bench_figures *f) {
            f->bws.read, f->bws.read > 0 ? f->achieved / f->bws.read : 0.0, f->pk.f32_gflops, f->pk.i8_gops,
            f->run_ops / 1e9, f->run_rate, f->dec_rate, f->peak > 0 ? f->run_rate / f->peak : 0.0,
            f->peak > 0 ? f->dec_rate / f->peak : 0.0, attend_isa_int8(), f->pk.amx_gops,
-           f->pk.amx_gops > 0 ? f->run_rate / f->pk.amx_gops : 0.0, 1e3 * x->load_s, 1e3 * x->first_s, x->unix_main,
+           f->pk.amx_gops > 0 ? f->run_rate / f->pk.amx_gops : 0.0, f->pk.bf16_gflops, 1e3 * x->load_s, 1e3 * x->first_s, x->unix_main,
            x->unix_loaded, x->unix_first);
 }
 
@@ -390,10 +392,12 @@ static void print_machine(const bench_run *x, const bench_figures *f) {
         printf("multiply-add peak   %.1f GFLOP/s f32 (%s), %.1f GOP/s int8 (%s), %d threads\n", f->pk.f32_gflops,
                f->pk.f32_how, f->pk.i8_gops, f->pk.i8_how, threads);
     if (amx > 0) printf("AMX peak            %.1f GOP/s int8 (tdpbusd tiles), %d threads\n", amx, threads);
+    if (f->pk.bf16_gflops > 0)
+        printf("bf16 peak           %.1f GFLOP/s (vdpbf16ps zmm), %d threads\n", f->pk.bf16_gflops, threads);
     printf("linear layers       %.2f G%s per round -> %.1f %s over the run, %.1f %s in the decoder", f->run_ops / 1e9,
            int8 ? "OP" : "FLOP", f->run_rate, unit, f->dec_rate, unit);
     if (peak > 0) printf(" (%.0f%% / %.0f%% of the %s peak", 100 * f->run_rate / peak, 100 * f->dec_rate / peak,
-                         int8 ? "int8" : "f32");
+                         int8 ? "int8" : f->bf16 ? "bf16" : "f32");
     if (peak > 0 && amx > 0)
         printf("; %.0f%% / %.0f%% of the AMX peak", 100 * f->run_rate / amx, 100 * f->dec_rate / amx);
     if (peak > 0) printf(")");

@@ -6,6 +6,7 @@ the CLI's --compute bf16 output (texts and n-best scores) on those CPUs and the 
 elsewhere; CTranslate2's other names are accepted ("default", "auto", "float32": f32) or
 refused with a ValueError saying what to do (int8: quantize the file). `attend isa` says
 whether bf16 compute runs and on what."""
+import json
 import os
 import subprocess
 import sys
@@ -89,6 +90,19 @@ def test_bench_reports_compute():
     assert '"compute": "bf16"' in p.stdout, p.stdout
 
 
+def test_bench_bf16_peak():
+    """With --compute bf16 the linear layers are measured against vdpbf16ps's peak (about twice
+    the f32 FMA peak's flops), with f32 against the FMA peak and no bf16 probe."""
+    def bench(compute):
+        p = T.run_attend(["bench", "-m", MODEL, "--compute", compute, "-r", "1", "-b", "2", "-s", "5", "-n", "3",
+                          "--no-bandwidth", "--json"], timeout=60)
+        return json.loads(p.stdout)
+    b, f = bench("bf16"), bench("f32")
+    assert b["peak_bf16_gflops"] > 0 and f["peak_bf16_gflops"] == 0, (b, f)
+    assert abs(b["peak_fraction"] - b["linear_gops"] / b["peak_bf16_gflops"]) < 1e-3, b
+    assert abs(f["peak_fraction"] - f["linear_gops"] / f["peak_f32_gflops"]) < 1e-3, f
+
+
 def test_python_equals_cli():
     """Model(compute_type="bfloat16") runs the CLI's --compute bf16 arithmetic: the same lines
     (beams, the model's search, and greedy) and the same n-best scores to the printed digit."""
@@ -166,6 +180,7 @@ def main():
         r.check("bf16 scores differ slightly from f32", test_really_bf16)
         r.check("--compute auto is f32", test_auto_is_f32)
         r.check("bench --compute bf16", test_bench_reports_compute)
+        r.check("bench --compute bf16: against vdpbf16ps's peak", test_bench_bf16_peak)
         r.check("Python compute_type='bfloat16' = the CLI's --compute bf16", test_python_equals_cli)
     else:
         print("no bf16 translation: this CPU lacks avx512_bf16; its refusal instead")
