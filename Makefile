@@ -27,7 +27,7 @@ LIB_C   = engine/kernels.c engine/attention_gemm.c engine/kernels_avx2.c engine/
 LIB_CXX = tokenizer/spm.cc
 CLI_C   = cli/attend.c cli/cli.c cli/options.c cli/output.c cli/json.c cli/npz.c cli/heatmap.c \
           cli/line_reader.c cli/translate_options.c cli/cmd_translate.c cli/translate_html.c cli/cmd_info.c cli/cmd_quantize.c \
-          cli/cmd_align.c cli/align_reverse.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/explore_json.c cli/page_file.c cli/explore_audio.c cli/explore_audio_json.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c \
+          cli/cmd_align.c cli/align_reverse.c cli/reverse_model.c cli/align_print.c cli/align_calibrate.c cli/cmd_explore.c cli/explore_json.c cli/page_file.c cli/explore_audio.c cli/explore_audio_json.c cli/cmd_bench.c cli/bench_bandwidth.c cli/bench_peak.c \
           cli/cmd_serve.c cli/serve_http.c cli/serve_request.c cli/serve_sched.c cli/serve_response.c cli/serve_form.c cli/serve_libre.c cli/serve_limits.c cli/serve_multipart.c cli/serve_file.c cli/serve_models.c cli/serve_detect.c cli/serve_split.c cli/serve_audio.c cli/serve_speech.c cli/http_server.c cli/http_parse.c cli/cmd_split.c cli/cmd_detect.c \
           cli/cmd_transcribe.c cli/speech_input.c cli/transcript_write.c cli/npy_read.c cli/cmd_features.c audio/read.c
 LIB_OBJ = $(LIB_C:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o)

@@ -1,56 +1,23 @@
 /* attend align --reverse-model FILE (issue 38): the reverse model reads the translation as its
- * source and is force-decoded to the source; the links become those both directions agree on
- * (attend_alignment_both: each direction's word matrix row-normalised, added, read by the
- * forward view's link rule). */
+ * source and is force-decoded to the source (reverse_model.c); the links become those both
+ * directions agree on (attend_alignment_both_links: each direction's word matrix
+ * row-normalised, added, read by the forward view's link rule). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "align_run.h"
 #include "cli.h"
-
-/* "i-j i-j ..." -> x->links / x->nl (replacing the forward view's). 0, or -1 out of memory. */
-static int take_links(align_run *x, const char *pharaoh) {
-    int n = 0;
-    for (const char *q = pharaoh; *q; q++) n += *q == '-';
-    int *links = malloc(sizeof(int) * (2 * (size_t)n + 1)), k = 0, used = 0;
-    if (!links) return -1;
-    for (const char *q = pharaoh; k < n && sscanf(q, "%d-%d%n", &links[2 * k], &links[2 * k + 1], &used) == 2; k++)
-        q += used;
-    free(x->links);
-    x->links = links, x->nl = k;
-    return 0;
-}
-
-/* The translation's text with the word boundaries its pieces have ("▁" read as a space), so
- * that the reverse model sees the same words; --target's text as given. malloc'd, or NULL. */
-static char *translation_words(const align_run *x) {
-    if (x->o->target) return strdup(x->o->target);
-    size_t n = 1;
-    for (int t = 0; t < x->T; t++) n += strlen(x->r.tgt_pieces[t]);
-    char *s = malloc(n), *w = s;
-    if (!s) return NULL;
-    for (int t = 0; t < x->T; t++) {
-        if (x->tw.word_of[t] < 0) continue; /* </s>, language tokens */
-        for (const char *q = x->r.tgt_pieces[t]; *q;)
-            if (!strncmp(q, "\xe2\x96\x81", 3)) *w++ = ' ', q += 3;
-            else *w++ = *q++;
-    }
-    *w = 0;
-    return s;
-}
+#include "reverse_model.h"
 
 int align_reverse(align_run *x) {
     const align_options *o = x->o;
     char err[512];
     attend_model *rm = cli_load_model(o->reverse_model);
     const attend_config *rc = attend_get_config(rm);
-    attend_params p = cli_model_params(&o->common);
-    p.want_attention = p.want_scores = 1;
-    p.src_lang = o->common.tgt_lang, p.tgt_lang = o->common.src_lang; /* the other way round */
-    p.target_prefix = NULL;
+    attend_params p = cli_reverse_params(&o->common);
     attend_result rr;
-    char *text = translation_words(x);
+    char *text = o->target ? strdup(o->target) : cli_reverse_source(&x->r); /* --target's as given */
     const char *src[1] = {text}, *tgt[1] = {x->source};
     int status = EXIT_OK;
     if (!text || attend_translate(rm, src, NULL, 1, tgt, &p, &rr, err, sizeof err)) {
@@ -60,18 +27,20 @@ int align_reverse(align_run *x) {
         return EXIT_FAIL;
     }
     free(text);
-    char *both = NULL;
+    int *links = NULL, k = -1;
+    char *pharaoh = NULL;
     if (rr.status)
         fprintf(stderr, "attend align: --reverse-model %s: %s\n", o->reverse_model, rr.message), status = EXIT_FAIL;
-    else if (!(both = attend_alignment_both(&x->r, x->c, &x->view, &rr, rc, NULL, err, sizeof err)))
+    else if ((k = attend_alignment_both_links(&x->r, x->c, &x->view, &rr, rc, NULL, &links, err, sizeof err)) < 0)
         fprintf(stderr, "attend align: --reverse-model %s: %s\n", o->reverse_model, err), status = EXIT_FAIL;
-    else if (take_links(x, both)) {
+    else if (!(pharaoh = attend_pharaoh(links, k))) {
         fprintf(stderr, "attend align: out of memory\n");
-        free(both);
+        free(links);
         status = EXIT_FAIL;
-    } else {
+    } else { /* they replace the forward view's */
+        free(x->links);
         free(x->pharaoh);
-        x->pharaoh = both;
+        x->links = links, x->nl = k, x->pharaoh = pharaoh;
         snprintf(x->rvname, sizeof x->rvname, "%s", rc->alignment_view);
     }
     attend_result_free(&rr);

@@ -266,8 +266,8 @@ static int find_pair(const attend_model *m, const char *name, const char *given,
     return 0;
 }
 
-/* --models DIR: every *.gguf in it, sorted by name, added to the -m list (paths malloc'd,
- * freed at exit with the process). 0, or EXIT_USAGE with a message. */
+/* --models DIR: every *.gguf in it, sorted by name, added to the -m list after the -m
+ * arguments (paths malloc'd: cmd_serve frees them). 0, or EXIT_USAGE with a message. */
 static int add_models_dir(serve_options *o) {
     struct dirent **names;
     const int n = scandir(o->models_dir, &names, NULL, alphasort);
@@ -349,6 +349,22 @@ static int name_taken(const serve_models *ms, int k) {
     return 0;
 }
 
+/* Load every model of o's list and serve them until SIGTERM or SIGINT. The exit status. */
+static int serve_all(const serve_options *o) {
+    serve_models ms = {calloc((size_t)(o->n_model_args ? o->n_model_args : 1), sizeof(serve_model)),
+                       o->n_model_args ? o->n_model_args : 1};
+    if (!ms.list) return fprintf(stderr, "attend serve: out of memory\n"), EXIT_FAIL;
+    int status = 0, loaded = 0;
+    for (; !status && loaded < ms.n; loaded++) {
+        status = load_one(o, loaded, &ms.list[loaded]);
+        if (!status) status = name_taken(&ms, loaded);
+    }
+    if (!status) status = run_server(&ms, o);
+    for (int k = 0; k < loaded; k++) attend_free(ms.list[k].m);
+    free(ms.list);
+    return status;
+}
+
 int cmd_serve(int argc, char **argv) {
     if (cli_wants_help(argc, argv)) {
         usage_serve(stdout);
@@ -356,22 +372,13 @@ int cmd_serve(int argc, char **argv) {
     }
     serve_options o;
     int status = parse_serve(argc, argv, &o);
+    const int from_argv = o.n_model_args; /* those past it are add_models_dir's, malloc'd */
     if (!status && o.models_dir) status = add_models_dir(&o);
     if (!status && o.languages && o.n_model_args > 1) {
         fprintf(stderr, "attend serve: --languages names one model's pair: with several, give each as -m FILE:SRC-TGT\n");
         status = EXIT_USAGE;
     }
-    if (status) return status;
-    serve_models ms = {calloc((size_t)(o.n_model_args ? o.n_model_args : 1), sizeof(serve_model)),
-                       o.n_model_args ? o.n_model_args : 1};
-    if (!ms.list) return fprintf(stderr, "attend serve: out of memory\n"), EXIT_FAIL;
-    int loaded = 0;
-    for (; !status && loaded < ms.n; loaded++) {
-        status = load_one(&o, loaded, &ms.list[loaded]);
-        if (!status) status = name_taken(&ms, loaded);
-    }
-    if (!status) status = run_server(&ms, &o);
-    for (int k = 0; k < loaded; k++) attend_free(ms.list[k].m);
-    free(ms.list);
+    if (!status) status = serve_all(&o);
+    for (int k = from_argv; k < o.n_model_args; k++) free((void *)o.model_args[k]);
     return status;
 }

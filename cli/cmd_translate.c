@@ -10,6 +10,7 @@
 #include "line_reader.h"
 #include "npz.h"
 #include "output.h"
+#include "reverse_model.h"
 #include "translate.h"
 
 /* ---------------------------------------------------------------------------------------
@@ -25,6 +26,8 @@ typedef struct {
     long long failed; /* lines the library could not translate (attend_result.status) */
     FILE *prefixes;   /* --prefix-file, read one line per input line */
     long long n_read; /* input lines given a prefix line so far */
+    attend_model *rm; /* --reverse-model */
+    attend_params rp; /* its settings */
 } translate_ctx;
 
 typedef struct {
@@ -34,11 +37,31 @@ typedef struct {
                            * once written */
     int written;          /* lines 0..written are out */
     const size_t *lens;   /* [n] the lines' bytes (more than SPLIT_MAX_LINE: cut) */
+    const char *const *src; /* [k] the lines translated, by slot */
+    attend_result *rres;  /* [k] --reverse-model's results, by slot; freed with res */
 } chunk_output;
 
-/* Write one input line's output: the translation r (NULL for a blank line) of a line the
- * reader cut (cut 1) or not. Returns 0 or an exit status. */
-static int write_line(translate_ctx *cx, attend_result *r, int cut) {
+/* --reverse-model: line idx's translation r with the links both directions agree on (rr the
+ * reverse model's result). A line they cannot be had for is reported and written empty, as a
+ * line not translated. */
+static void write_both(translate_ctx *cx, long long idx, attend_result *r, const attend_result *rr) {
+    char err[512];
+    const attend_config *c = attend_get_config(cx->m), *rc = attend_get_config(cx->rm);
+    char *al = rr->status ? NULL : attend_alignment_both(r, c, &cx->o->view, rr, rc, NULL, err, sizeof err);
+    if (al) {
+        cli_write_aligned(r, al);
+        free(al);
+        return;
+    }
+    fprintf(stderr, "attend: line %lld: --reverse-model %s: %s\n", idx, cx->o->reverse_model,
+            rr->status ? rr->message : err);
+    cx->failed++;
+    cli_write_empty(idx - 1, 0, 1);
+}
+
+/* Write one input line's output: the translation r (NULL for a blank line; rr, --reverse-model's
+ * result for it) of a line the reader cut (cut 1) or not. Returns 0 or an exit status. */
+static int write_line(translate_ctx *cx, attend_result *r, const attend_result *rr, int cut) {
     const translate_options *o = cx->o;
     const long long idx = ++cx->n_done; /* 1-based input line */
     if (r && r->status) { /* reported, and an empty line keeps the output in step */
@@ -58,6 +81,7 @@ static int write_line(translate_ctx *cx, attend_result *r, int cut) {
         cli_warn_truncated(c, idx, r);
     int status = 0;
     if (o->nbest) status = cli_write_nbest(idx - 1, r, c, o->align ? &o->view : NULL); /* Marian's n-best layout */
+    else if (rr) write_both(cx, idx, r, rr);
     else status = cli_write_translation(r, c, o->align ? &o->view : NULL);
     if (!status && cx->dump) {
         cli_dump_result(cx->dump, c, idx - 1, r, o->dump_logits);
@@ -73,8 +97,9 @@ static int write_ready(translate_ctx *cx, chunk_output *o) {
         const int k = o->slot[o->written];
         if (k >= 0 && !o->res[k].text) break; /* not translated yet */
         const int cut = cx->p.split == ATTEND_SPLIT_SENTENCES && o->lens[o->written] > SPLIT_MAX_LINE;
-        int status = write_line(cx, k >= 0 ? &o->res[k] : NULL, cut);
+        int status = write_line(cx, k >= 0 ? &o->res[k] : NULL, k >= 0 && cx->rm ? &o->rres[k] : NULL, cut);
         if (k >= 0) attend_result_free(&o->res[k]); /* attention results are big */
+        if (k >= 0 && cx->rm) attend_result_free(&o->rres[k]);
         o->written++;
         if (status) return status;
     }
@@ -92,8 +117,35 @@ typedef struct {
     int status;
 } batch_ctx;
 
+/* --reverse-model: the reverse model's results for the batch's lines index[0..n) (those
+ * translated), into o->rres: each translation force-decoded to its source line, as attend
+ * align --reverse-model does (reverse_model.h). 0 or EXIT_FAIL after a message. */
+static int reverse_batch(translate_ctx *cx, chunk_output *o, const int *index, int n) {
+    const char **text = calloc((size_t)n, sizeof *text), **src = calloc((size_t)n, sizeof *src);
+    attend_result *rr = calloc((size_t)n, sizeof *rr);
+    int *at = calloc((size_t)n, sizeof *at), m = 0, status = !text || !src || !rr || !at;
+    for (int j = 0; !status && j < n; j++) {
+        if (o->res[index[j]].status) continue; /* reported when written */
+        src[m] = o->src[index[j]], at[m] = index[j];
+        status = !(text[m++] = cli_reverse_source(&o->res[index[j]]));
+    }
+    char err[512] = "out of memory";
+    if (status || (m && attend_translate(cx->rm, text, NULL, m, src, &cx->rp, rr, err, sizeof err))) {
+        fprintf(stderr, "attend: --reverse-model %s: %s\n", cx->o->reverse_model, err);
+        status = EXIT_FAIL;
+    }
+    for (int j = 0; !status && j < m; j++) o->rres[at[j]] = rr[j];
+    for (int j = 0; text && j < m; j++) free((char *)text[j]);
+    free(text);
+    free(src);
+    free(rr);
+    free(at);
+    return status;
+}
+
 static int batch_done(void *user, const int *index, int n) {
     batch_ctx *b = user;
+    if (b->cx->rm && (b->status = reverse_batch(b->cx, b->o, index, n))) return b->status;
     if (b->cx->o->verbose) {
         long long sum = 0;
         int lo = 0, hi = 0;
@@ -164,9 +216,9 @@ static int translate_chunk(translate_ctx *cx, char **lines, size_t *lens, int n)
     char **pre = calloc((size_t)n, sizeof(char *));
     const char **todo_pre = calloc((size_t)n, sizeof(char *));
     int *slot = malloc(sizeof(int) * (size_t)n);
-    attend_result *res = calloc((size_t)n, sizeof *res);
+    attend_result *res = calloc((size_t)n, sizeof *res), *rres = calloc((size_t)n, sizeof *rres);
     int status = 0, k = 0, owned = 0;
-    if (!todo || !todo_len || !pre || !todo_pre || !slot || !res) {
+    if (!todo || !todo_len || !pre || !todo_pre || !slot || !res || !rres) {
         fprintf(stderr, "attend: out of memory\n");
         status = EXIT_FAIL;
     }
@@ -183,13 +235,17 @@ static int translate_chunk(translate_ctx *cx, char **lines, size_t *lens, int n)
     if (!status && cx->o->verbose) fprintf(stderr, "attend: %d line%s, %d to translate\n", n, n == 1 ? "" : "s", k);
     for (int i = 0; cx->p.split == ATTEND_SPLIT_SENTENCES && i < n; i++)
         if (lens[i] > SPLIT_MAX_LINE && slot[i] >= 0) todo_len[slot[i]] = SPLIT_MAX_LINE;
-    chunk_output o = {n, slot, res, 0, lens};
+    chunk_output o = {n, slot, res, 0, lens, todo, rres};
     const int any_prefix = cx->o->prefix || cx->prefixes;
     if (!status && k) status = translate_sorted(cx, todo, todo_len, any_prefix ? todo_pre : NULL, k, &o);
     if (!status) status = write_ready(cx, &o); /* blank lines after the last translation */
-    for (int i = 0; res && i < k; i++) attend_result_free(&res[i]); /* those not written */
+    for (int i = 0; res && rres && i < k; i++) { /* those not written */
+        attend_result_free(&res[i]);
+        attend_result_free(&rres[i]);
+    }
     for (int i = 0; owned && i < n; i++) free(pre[i]);
     free(res);
+    free(rres);
     free(todo);
     free(todo_len);
     free(pre);
@@ -316,6 +372,7 @@ static int finish(translate_ctx *cx, int status) {
         if (!status) status = EXIT_IO;
     }
     attend_free(cx->m);
+    attend_free(cx->rm);
     if (cx->prefixes) {
         char *extra = NULL;
         size_t cap = 0;
@@ -344,9 +401,13 @@ int cmd_translate(int argc, char **argv) {
     int status = translate_parse(argc, argv, &o);
     if (!status) status = translate_check_options(&o);
     if (status) return status;
-    translate_ctx cx = {&o, cli_load_model(o.common.model), {0}, NULL, 0, 0, NULL, 0};
+    translate_ctx cx = {&o, cli_load_model(o.common.model), {0}, NULL, 0, 0, NULL, 0, NULL, {0}};
     status = translate_check_with_model(&o, cx.m);
     if (!status) status = prepare(&cx);
+    if (!status && o.reverse_model) { /* exits with a message when it does not load */
+        cx.rm = cli_load_model(o.reverse_model);
+        cx.rp = cli_reverse_params(&o.common);
+    }
     if (!status && o.document) {
         status = translate_html_document(cx.m, &cx.p, o.document);
     } else if (!status) {

@@ -104,6 +104,11 @@ int cli_write_nbest(long long idx, attend_result *r, const attend_config *c, con
     return 0;
 }
 
+void cli_write_aligned(attend_result *r, const char *pharaoh) {
+    cli_one_line(r->text);
+    printf("%s ||| %s\n", r->text, pharaoh);
+}
+
 int cli_write_translation(attend_result *r, const attend_config *c, const attend_view *view) {
     cli_one_line(r->text);
     fputs(r->text, stdout);

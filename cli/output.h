@@ -27,6 +27,9 @@ attend_result cli_hypothesis_result(const attend_result *r, int k);
 /* r's translation on one line; with view, then " ||| " and the Pharaoh word alignment of that
  * attention view. 0, or EXIT_USAGE after a message when the alignment fails. */
 int cli_write_translation(attend_result *r, const attend_config *c, const attend_view *view);
+/* r's translation on one line, then " ||| " and the alignment pharaoh the caller made
+ * (--reverse-model's). */
+void cli_write_aligned(attend_result *r, const char *pharaoh);
 
 /* Add one result to a --dump-attention archive under s{idx}/ (layout in README.md). */
 void cli_dump_result(npz_writer *z, const attend_config *c, long long idx, const attend_result *r,

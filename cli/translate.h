@@ -23,6 +23,8 @@ typedef struct {
     int align;                /* --alignment: append " ||| " and the Pharaoh alignment */
     attend_view view;         /* its attention view */
     int view_from_model;      /* --alignment without =VIEW: the model's own view */
+    const char *reverse_model; /* --reverse-model FILE: with --alignment, the links both directions
+                                * agree on (as attend align --reverse-model) */
     int batch;                /* --batch-size: at most this many sentences per batch (0: no limit) */
     int batch_tokens;         /* --batch-tokens: at most this many source tokens per batch (0: no limit) */
     int verbose;              /* -v: one line per chunk and per batch on stderr */

@@ -7,6 +7,8 @@
 #include "cli.h"
 #include "translate.h"
 
+static void usage_search(FILE *f);
+
 void translate_usage(FILE *f) {
     fprintf(f,
             "usage: attend translate [-m MODEL.gguf] [options] [TEXT ...]\n"
@@ -64,6 +66,17 @@ void translate_usage(FILE *f) {
             "                          0-based source-target) from attention VIEW (default:\n"
             "                          the model's own, see attend info and attend align\n"
             "                          --help)\n"
+            "      --reverse-model FILE  with --alignment: the links the model and FILE (a\n"
+            "                          target->source model, force-decoded from each\n"
+            "                          translation to its source) agree on, as attend\n"
+            "                          align --reverse-model gives them\n",
+            DEFAULT_BATCH);
+    usage_search(f);
+}
+
+/* attend translate --help's search options. */
+static void usage_search(FILE *f) {
+    fprintf(f,
             "\n"
             "search (default: the model's generation settings, as HF generate() uses them;\n"
             "greedy for files that record none; see attend info):\n"
@@ -84,8 +97,7 @@ void translate_usage(FILE *f) {
             "      --temperature T     sampling: divide the logits by T (default 1)\n"
             "      --seed S            sampling: a line's draws depend on S and the line only\n"
             "                          (default 0)\n"
-            "  -h, --help              this help\n",
-            DEFAULT_BATCH);
+            "  -h, --help              this help\n");
 }
 
 /* ---------------------------------------------------------------------------------------
@@ -178,6 +190,7 @@ static int take_output_option(cli_args *a, translate_options *o) {
     if (cli_is(a, NULL, "--prefix-file")) return cli_take_str(a, &o->prefix_file);
     if (cli_is(a, NULL, "--alignment") || !strncmp(arg, "--alignment=", 12)) return take_alignment(arg, o);
     if (cli_is(a, NULL, "--format")) return take_format(a, o);
+    if (cli_is(a, NULL, "--reverse-model")) return cli_take_str(a, &o->reverse_model);
     if (cli_is(a, NULL, "--document")) {
         o->html = 1;
         return cli_take_str(a, &o->document);
@@ -246,6 +259,11 @@ int translate_check_options(const translate_options *o) {
     }
     if (o->prefix && o->prefix_file) {
         fprintf(stderr, "attend translate: --prefix and --prefix-file: give one of them\n");
+        return EXIT_USAGE;
+    }
+    if (o->reverse_model && (!o->align || o->nbest)) {
+        fprintf(stderr, "attend translate: --reverse-model changes --alignment's links: %s\n",
+                o->align ? "not with --n-best (one translation a line)" : "give --alignment with it");
         return EXIT_USAGE;
     }
     if (o->dump_logits && !o->dump_path) {

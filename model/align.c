@@ -1,5 +1,7 @@
-/* Attention views, word merging and hard alignments (see align.h for the presets' sources). */
+/* Attention views, word merging and hard alignments (see align.h for the presets' sources); a
+ * result's view and words (align_side.h). */
 #include "align.h"
+#include "align_side.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -318,40 +320,58 @@ char *attend_pharaoh(const int *links, int k) {
     return s;
 }
 
-char *attend_alignment(const attend_result *r, const attend_config *c, const attend_view *v,
-                       char *err, size_t errlen) {
-    const int T = r->n_tgt, S = r->n_src;
+/* ---------------------------------------------------------------------------------------
+ * One result's alignment */
+
+void align_side_free(align_side *x) {
+    if (x->have_src) attend_words_free(&x->src);
+    if (x->have_tgt) attend_words_free(&x->tgt);
+    free(x->A);
+    memset(x, 0, sizeof *x);
+}
+
+int align_side_build(const attend_result *r, const attend_config *c, const attend_view *v, align_side *x,
+                     char *err, size_t errlen) {
     attend_view own;
+    memset(x, 0, sizeof *x);
+    x->T = r->n_tgt, x->S = r->n_src;
     if (!v) { /* the model's own view (checked when the file loaded) */
-        if (attend_view_parse(c->alignment_view, &own, err, errlen)) return NULL;
+        if (attend_view_parse(c->alignment_view, &own, err, errlen)) return -1;
         v = &own;
     }
     if (!r->cross) {
         snprintf(err, errlen, "no attention captured: translate with want_attention");
-        return NULL;
+        return -1;
     }
-    float *A = malloc(sizeof(float) * ((size_t)T * S + 1));
-    int *links = NULL;
-    attend_words sw, tw;
-    char *out = NULL;
-    int have_sw = 0, have_tw = 0;
-    if (!A) goto oom;
-    if (attend_view_reduce_head(v, r->cross, r->align_head, c->decoder_layers, c->decoder_heads, T, S, A, err,
-                                errlen))
-        goto done;
-    if (attend_words_from_pieces((const char *const *)r->src_pieces, S, &sw)) goto oom;
-    have_sw = 1;
-    if (attend_words_from_pieces((const char *const *)r->tgt_pieces, T, &tw)) goto oom;
-    have_tw = 1;
-    const int k = attend_view_links(v, A, T, S, &sw, &tw, &links);
-    if (k < 0 || !(out = attend_pharaoh(links, k))) goto oom;
-    goto done;
+    if (!(x->A = malloc(sizeof(float) * ((size_t)x->T * x->S + 1)))) goto oom;
+    if (attend_view_reduce_head(v, r->cross, r->align_head, c->decoder_layers, c->decoder_heads, x->T, x->S,
+                                x->A, err, errlen))
+        return -1;
+    if (attend_words_from_pieces((const char *const *)r->src_pieces, x->S, &x->src)) goto oom;
+    x->have_src = 1;
+    if (attend_words_from_pieces((const char *const *)r->tgt_pieces, x->T, &x->tgt)) goto oom;
+    x->have_tgt = 1;
+    return 0;
 oom:
     snprintf(err, errlen, "out of memory");
-done:
-    if (have_sw) attend_words_free(&sw);
-    if (have_tw) attend_words_free(&tw);
-    free(A);
+    return -1;
+}
+
+char *attend_alignment(const attend_result *r, const attend_config *c, const attend_view *v,
+                       char *err, size_t errlen) {
+    attend_view own;
+    align_side x;
+    int *links = NULL;
+    char *out = NULL;
+    if (!v) { /* the links are read as the model's own view says */
+        if (attend_view_parse(c->alignment_view, &own, err, errlen)) return NULL;
+        v = &own;
+    }
+    if (align_side_build(r, c, v, &x, err, errlen) == 0) {
+        const int k = attend_view_links(v, x.A, x.T, x.S, &x.src, &x.tgt, &links);
+        if (k < 0 || !(out = attend_pharaoh(links, k))) snprintf(err, errlen, "out of memory");
+    }
+    align_side_free(&x);
     free(links);
     return out;
 }

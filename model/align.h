@@ -205,6 +205,12 @@ ATTEND_API char *attend_alignment(const attend_result *r, const attend_config *c
 ATTEND_API char *attend_alignment_both(const attend_result *r, const attend_config *c, const attend_view *v,
                                        const attend_result *rr, const attend_config *rc, const attend_view *rv,
                                        char *err, size_t errlen);
+/* attend_alignment_both's links themselves, as attend_view_links gives them for one view:
+ * *links a malloc'd, sorted, duplicate-free list of (src word, tgt word) pairs, 2*k ints (free
+ * it). Returns k, or -1 with err (and *links NULL). */
+ATTEND_API int attend_alignment_both_links(const attend_result *r, const attend_config *c, const attend_view *v,
+                                           const attend_result *rr, const attend_config *rc,
+                                           const attend_view *rv, int **links, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

@@ -310,6 +310,42 @@ static void test_alignment_result(void) {
     CHECK(p == NULL && strstr(err, "want_attention"));
 }
 
+/* attend_alignment_both_links and attend_alignment_both on two fake results of one pair: the
+ * reverse one reads the target as its source; both align monotonically under last:0. */
+static void test_alignment_both_result(void) {
+    char *sp[] = {U "a", U "b", "</s>"}, *tp[] = {U "x", U "y", "</s>"}, *three[] = {U "x", U "y", U "z"};
+    float cross[2][2][3][3];
+    for (int l = 0; l < 2; l++)
+        for (int h = 0; h < 2; h++)
+            for (int t = 0; t < 3; t++)
+                for (int s = 0; s < 3; s++) cross[l][h][t][s] = t == s ? 0.9f : 0.05f;
+    attend_result r, rr;
+    memset(&r, 0, sizeof r);
+    r.n_src = r.n_tgt = 3;
+    r.src_pieces = sp, r.tgt_pieces = tp;
+    r.cross = &cross[0][0][0][0];
+    rr = r;
+    rr.src_pieces = tp, rr.tgt_pieces = sp;
+    attend_config c;
+    memset(&c, 0, sizeof c);
+    c.decoder_layers = c.decoder_heads = 2;
+    c.alignment_view = "last:0";
+    char err[256];
+    int *links = NULL;
+    const int k = attend_alignment_both_links(&r, &c, NULL, &rr, &c, NULL, &links, err, sizeof err);
+    CHECK(k == 2 && links && links[0] == 0 && links[1] == 0 && links[2] == 1 && links[3] == 1);
+    free(links);
+    char *p = attend_alignment_both(&r, &c, NULL, &rr, &c, NULL, err, sizeof err);
+    CHECK(p && !strcmp(p, "0-0 1-1"));
+    free(p);
+    rr.src_pieces = three; /* three target words where the forward model has two */
+    CHECK(attend_alignment_both_links(&r, &c, NULL, &rr, &c, NULL, &links, err, sizeof err) == -1 && !links &&
+          strstr(err, "other words"));
+    rr.cross = NULL;
+    CHECK(attend_alignment_both_links(&r, &c, NULL, &rr, &c, NULL, &links, err, sizeof err) == -1 && !links &&
+          strstr(err, "want_attention"));
+}
+
 /* Link rules worked by hand. Source "▁a ▁b ▁c ▁d </s>", target "▁A ▁B ▁C ▁D </s>":
  *        a    b    c    d   </s>      row argmax   column argmax: a->A, b->D, c->C, d->D
  *   A  .80  .10  .05  .05   0         a
@@ -406,6 +442,7 @@ int main(void) {
     test_merge_links();
     test_link_rules();
     test_alignment_result();
+    test_alignment_both_result();
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

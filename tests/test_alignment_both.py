@@ -1,10 +1,10 @@
 #!/usr/bin/python3
-"""Alignments from two directions (issue 38): attend align --reverse-model and Python's
-Result.alignment(reverse=) give the links of the shipped German->English and English->German
-models together, computed here again with numpy from each model's own view (word matrices,
-row-normalised, added, grown as tools/aer.py's grow_mutual reads model/align_links.c); they
-align the development set better than the forward view alone; and what cannot be combined is
-refused with a message.
+"""Alignments from two directions (issue 38): attend align --reverse-model, attend translate
+--alignment --reverse-model and Python's Result.alignment(reverse=) give the links of the
+shipped German->English and English->German models together, computed here again with numpy
+from each model's own view (word matrices, row-normalised, added, grown as tools/aer.py's
+grow_mutual reads model/align_links.c); they align the development set better than the forward
+view alone; and what cannot be combined is refused with a message.
 Run: /usr/bin/python3 tests/test_alignment_both.py"""
 import json
 import os
@@ -84,6 +84,27 @@ def cli_equals_python():
     assert "reverse:" in text and "alignment:" in text, text
 
 
+def translate_equals_align():
+    src = dev(8)[0]
+    lines = T.run_attend(["translate", "-m", DE_EN, "--alignment", "--reverse-model", EN_DE],
+                         "\n".join(src) + "\n").stdout.split("\n")[:-1]
+    one = T.run_attend(["translate", "-m", DE_EN, "--alignment"], "\n".join(src) + "\n").stdout.split("\n")[:-1]
+    assert len(lines) == len(one) == len(src), (lines, one)
+    differ = 0
+    for s, line, single in zip(src, lines, one):
+        text, links = line.split(" ||| ")
+        js = json.loads(T.run_attend(["align", "-m", DE_EN, "--reverse-model", EN_DE, "--format", "json", "--",
+                                      s]).stdout)
+        assert (text, links) == (js["translation"], js["alignment"]), (line, js["translation"], js["alignment"])
+        assert single.split(" ||| ")[0] == text, (single, line)
+        differ += single != line
+    assert differ > 0, "the reverse model changed no line's links: it is not being read"
+    for extra in ([], ["--alignment", "--n-best", "2", "--beam", "2"]):
+        p = T.run_attend(["translate", "-m", DE_EN, "--reverse-model", EN_DE] + extra + [src[0]], check=False)
+        assert p.returncode == EXIT_USAGE and "--reverse-model" in p.stderr and not p.stdout, p
+    assert "--reverse-model" in T.run_attend(["translate", "--help"]).stdout
+
+
 def better_than_one_direction():
     _, _, gold, fwd, rev = scored(None)
     one = AER.aer(gold, [set(a.alignment()) for a in fwd])
@@ -114,6 +135,7 @@ def main():
     run = T.Runner()
     run.check("Python's links of both directions equal numpy's", python_equals_numpy)
     run.check("attend align --reverse-model prints Python's links", cli_equals_python)
+    run.check("attend translate --alignment --reverse-model prints attend align's", translate_equals_align)
     run.check("both directions align the development set better", better_than_one_direction)
     run.check("what cannot be combined is refused", refusals)
     run.finish()

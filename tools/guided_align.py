@@ -186,6 +186,7 @@ def delta(model, weights):
 
 
 def train_main(a):
+    import train
     torch.manual_seed(a.seed)
     torch.set_num_threads(a.threads)
     device = torch.device(a.device)
@@ -205,7 +206,6 @@ def train_main(a):
     sums = np.zeros(3)
     while time.time() - t0 < a.minutes * 60 and (not a.max_steps or step < a.max_steps):
         epoch += 1
-        import train
         for ids in train.make_batches(examples, a.max_tokens, random.Random(a.seed * 1000 + epoch)):
             elapsed = time.time() - t0
             if elapsed >= a.minutes * 60 or (a.max_steps and step >= a.max_steps):
