@@ -334,6 +334,8 @@ sanitize-run: $(BUILD)/attend $(TEST_BINS) $(BUILD)/tests/bpe_driver
 	@# attend serve under concurrent clients, bad input, disconnects and a SIGTERM in flight
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
 	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_serve_hostile.py
+	@# a list in several languages: a request per language on two models, merged (cli/serve_split.c)
+	$(SAN_ENV) ATTEND_BIN=$(BUILD)/attend $(PYTHON) tests/test_serve_auto.py
 	@echo "sanitize: ok"
 
 # make tsan: the library, test_api_threads and test_pool built with clang's ThreadSanitizer:
@@ -358,6 +360,8 @@ tsan:
 	  SERVE_QUICK=1 $(PYTHON) tests/test_serve_load.py
 	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" ATTEND_BIN=$(TSAN_DIR)/attend \
 	  $(PYTHON) tests/test_serve_hostile.py
+	TSAN_OPTIONS="halt_on_error=1 exitcode=66 ignore_noninstrumented_modules=1" ATTEND_BIN=$(TSAN_DIR)/attend \
+	  $(PYTHON) tests/test_serve_auto.py
 	@echo "tsan: ok"
 
 # make valgrind: memcheck on the normal build, no leaks and no errors allowed.
