@@ -42,21 +42,23 @@ typedef struct {
 } chunk_output;
 
 /* --reverse-model: line idx's translation r with the links both directions agree on (rr the
- * reverse model's result). A line they cannot be had for is reported and written empty, as a
- * line not translated. */
-static void write_both(translate_ctx *cx, long long idx, attend_result *r, const attend_result *rr) {
+ * reverse model's result). Where the reverse model cannot give them (its result failed, or it
+ * cut the translation into other words: past its length limit), the line keeps its
+ * translation with the forward model's links, and stderr says so. Returns 0 or an exit status. */
+static int write_both(translate_ctx *cx, long long idx, attend_result *r, const attend_result *rr) {
     char err[512];
     const attend_config *c = attend_get_config(cx->m), *rc = attend_get_config(cx->rm);
     char *al = rr->status ? NULL : attend_alignment_both(r, c, &cx->o->view, rr, rc, NULL, err, sizeof err);
     if (al) {
         cli_write_aligned(r, al);
         free(al);
-        return;
+        return 0;
     }
-    fprintf(stderr, "attend: line %lld: --reverse-model %s: %s\n", idx, cx->o->reverse_model,
-            rr->status ? rr->message : err);
-    cx->failed++;
-    cli_write_empty(idx - 1, 0, 1);
+    if (!rr->status && rr->truncated)
+        snprintf(err, sizeof err, "it read the translation's first %d tokens only (its length limit)", rr->n_src);
+    fprintf(stderr, "attend: line %lld: --reverse-model %s: %s; the forward model's links instead\n", idx,
+            cx->o->reverse_model, rr->status && rr->message ? rr->message : rr->status ? "not translated" : err);
+    return cli_write_translation(r, c, &cx->o->view);
 }
 
 /* Write one input line's output: the translation r (NULL for a blank line; rr, --reverse-model's
@@ -81,7 +83,7 @@ static int write_line(translate_ctx *cx, attend_result *r, const attend_result *
         cli_warn_truncated(c, idx, r);
     int status = 0;
     if (o->nbest) status = cli_write_nbest(idx - 1, r, c, o->align ? &o->view : NULL); /* Marian's n-best layout */
-    else if (rr) write_both(cx, idx, r, rr);
+    else if (rr) status = write_both(cx, idx, r, rr);
     else status = cli_write_translation(r, c, o->align ? &o->view : NULL);
     if (!status && cx->dump) {
         cli_dump_result(cx->dump, c, idx - 1, r, o->dump_logits);

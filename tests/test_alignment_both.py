@@ -105,6 +105,21 @@ def translate_equals_align():
     assert "--reverse-model" in T.run_attend(["translate", "--help"]).stdout
 
 
+def reverse_past_its_limit():
+    """A translation longer than the reverse model reads keeps its text with the forward model's
+    links (stderr says why), and the lines after it are aligned both ways as before."""
+    long_line, short = " ".join(["Haus"] * 400), dev(1)[0][0]
+    p = T.run_attend(["translate", "-m", DE_EN, "--alignment", "--reverse-model", EN_DE],
+                     long_line + "\n" + short + "\n")
+    one = T.run_attend(["translate", "-m", DE_EN, "--alignment"], long_line + "\n").stdout.split("\n")[0]
+    lines = p.stdout.split("\n")[:-1]
+    assert len(lines) == 2 and lines[0] == one and len(lines[0].split(" ||| ")[0].split()) > 300, lines[0][:200]
+    assert "line 1" in p.stderr and "length limit" in p.stderr and "forward model" in p.stderr, p.stderr
+    js = json.loads(T.run_attend(["align", "-m", DE_EN, "--reverse-model", EN_DE, "--format", "json", "--",
+                                  short]).stdout)
+    assert lines[1] == js["translation"] + " ||| " + js["alignment"], (lines[1], js)
+
+
 def better_than_one_direction():
     _, _, gold, fwd, rev = scored(None)
     one = AER.aer(gold, [set(a.alignment()) for a in fwd])
@@ -136,6 +151,7 @@ def main():
     run.check("Python's links of both directions equal numpy's", python_equals_numpy)
     run.check("attend align --reverse-model prints Python's links", cli_equals_python)
     run.check("attend translate --alignment --reverse-model prints attend align's", translate_equals_align)
+    run.check("a translation past the reverse model's length keeps the forward links", reverse_past_its_limit)
     run.check("both directions align the development set better", better_than_one_direction)
     run.check("what cannot be combined is refused", refusals)
     run.finish()
