@@ -14,29 +14,19 @@ the same runs. Needs a CPU with AVX-512 BF16.
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+from bench_text import cpu_name  # noqa: E402
 
 
 def bench(a, compute, batch, beam):
     cmd = [a.attend, "bench", "-m", a.model, "--compute", compute, "-b", str(batch), "--beam", str(beam),
            "-t", str(a.threads), "-r", str(a.bench_rounds), "--no-bandwidth", "--json"]
     return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def main(argv=None):
