@@ -186,7 +186,8 @@ compute_peak measure_compute_peak(const char *isa, int amx, int bf16, int thread
         p.i8_how = "vpmaddubsw+vpmaddwd ymm";
     }
     if (amx) p.amx_gops = time_loop(amx_tiles, (double)AMX_TRIPS * 4 * 16 * 16 * 64 * 2, threads) / 1e9;
-    if (bf16) p.bf16_gflops = time_loop(dpbf16_zmm, steps * 32 * 2, threads) / 1e9;
+    if (bf16 && !strcmp(isa, "avx512") && __builtin_cpu_supports("avx512bf16"))
+        p.bf16_gflops = time_loop(dpbf16_zmm, steps * 32 * 2, threads) / 1e9;
 #else
     (void)isa, (void)amx, (void)bf16;
 #endif

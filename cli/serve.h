@@ -255,14 +255,16 @@ typedef struct {
     char (*langs)[32]; /* [n] each entry's language */
     float *confs;      /* [n] and its confidence */
 } serve_auto;
-/* "source": "auto" in a /translate body (root, NULL when not JSON) into *a. A string q: the
- * language detected among the sources of the models that translate into its target. A list:
- * each entry detected among every source of the server (longer than 40 characters on its
- * own, else all the entries together, as LibreTranslate); when they agree the language
- * replaces auto in root, else root keeps auto and the caller splits the request
- * (serve_split.c). 0 (also when there is no auto, or q is of the wrong type for parsing to
- * refuse), or 400/500 with err. */
-int serve_resolve_auto(const serve_models *ms, cJSON *root, serve_auto *a, char *err, size_t errlen);
+/* "source": "auto" in a /translate body (root, NULL when not JSON) into *a, detected among
+ * every source language of the server (as /detect: a language no model translates into the
+ * target is then refused by routing, never translated as another). A string q: its language.
+ * A list: each entry's (longer than 40 characters on its own, else all the entries together,
+ * as LibreTranslate); when they agree the language replaces auto in root, else root keeps
+ * auto and the caller splits the request (serve_split.c). A list of more than max_entries
+ * entries is refused before any detection (each entry is at least one of a request's
+ * max_entries sentences). 0 (also when there is no auto, or q is of the wrong type for
+ * parsing to refuse), or 400/500 with err. */
+int serve_resolve_auto(const serve_models *ms, cJSON *root, int max_entries, serve_auto *a, char *err, size_t errlen);
 void serve_auto_free(serve_auto *a);
 
 /* A /translate list whose entries were detected in several languages (serve_split.c): one

@@ -148,7 +148,7 @@ static int resolve_list(const serve_models *ms, cJSON *root, const cJSON *q, ser
     return set_source(root, a->lang, err, errlen);
 }
 
-int serve_resolve_auto(const serve_models *ms, cJSON *root, serve_auto *a, char *err, size_t errlen) {
+int serve_resolve_auto(const serve_models *ms, cJSON *root, int max_entries, serve_auto *a, char *err, size_t errlen) {
     memset(a, 0, sizeof *a);
     const cJSON *src = cJSON_IsObject(root) ? cJSON_GetObjectItemCaseSensitive(root, "source") : NULL;
     if (!cJSON_IsString(src) || strcmp(src->valuestring, "auto")) return 0;
@@ -161,10 +161,13 @@ int serve_resolve_auto(const serve_models *ms, cJSON *root, serve_auto *a, char 
     }
     if (!nc) return no_sources(err, errlen);
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(root, "q");
+    if (cJSON_IsArray(q) && cJSON_GetArraySize(q) > max_entries)
+        return snprintf(err, errlen, "more than %d sentences in one request", max_entries), 400;
     if (cJSON_IsArray(q) && cJSON_GetArraySize(q) > 0) return resolve_list(ms, root, q, a, err, errlen);
     char *text = q_text(q); /* NULL: q is of the wrong type, parsing says so */
+    const int all = sources(ms, "", cands, MAX_SOURCES); /* as a list's entries */
     langid_guess g;
-    const int found = text && langid_detect(text, strlen(text), cands, nc, &g, 1) > 0;
+    const int found = text && langid_detect(text, strlen(text), cands, all, &g, 1) > 0;
     free(text);
     if (!found) return 0;
     snprintf(a->lang, sizeof a->lang, "%s", g.code);

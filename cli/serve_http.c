@@ -255,6 +255,10 @@ static int make_parts(request *x, const serve_body *b, const serve_auto *a, int 
         x->parts[p]->finish = part_finished;
         x->n_parts = p + 1;
     }
+    int sentences = 0; /* the request's limit, not each part's (nor a 503 from its own parts) */
+    for (int p = 0; p < n; p++) sentences += x->parts[p]->req.n;
+    if (sentences > x->h->o->max_queue)
+        return snprintf(err, errlen, "more than %d sentences in one request", x->h->o->max_queue), 400;
     return 0;
 }
 
@@ -280,7 +284,8 @@ static void start_translation(request *x, int api) {
     serve_auto a = {0};
     serve_body b = take_body(x);
     status = gate(x, &b, err, sizeof err);
-    if (!status && kind == SERVE_LIBRE) status = serve_resolve_auto(x->h->ms, b.root, &a, err, sizeof err);
+    if (!status && kind == SERVE_LIBRE)
+        status = serve_resolve_auto(x->h->ms, b.root, x->h->o->max_queue, &a, err, sizeof err);
     int k = 0;
     if (!status && a.n && !a.lang[0]) start_parts(x, &b, &a); /* the entries' languages differ */
     else if (!status) x->job = make_job(x, kind, &b, &a, &k, &status, err, sizeof err);

@@ -12,11 +12,13 @@
 #include "serve.h"
 
 int serve_split_parts(const serve_auto *a, int *part_of) {
-    int n = 0;
+    int first[SERVE_PARTS_MAX + 1], n = 0; /* each part's first entry: a part per language seen */
     for (int i = 0; i < a->n; i++) {
         int p = 0;
-        while (p < i && strcmp(a->langs[p], a->langs[i])) p++; /* the first entry in that language */
-        part_of[i] = p < i ? part_of[p] : n++;
+        while (p < n && strcmp(a->langs[first[p]], a->langs[i])) p++;
+        if (p == n && n > SERVE_PARTS_MAX) return n; /* too many: the caller refuses */
+        if (p == n) first[n++] = i;
+        part_of[i] = p;
     }
     return n;
 }
@@ -24,18 +26,21 @@ int serve_split_parts(const serve_auto *a, int *part_of) {
 int serve_split_body(const serve_body *b, const serve_auto *a, const int *part_of, int p, serve_body *out,
                      serve_auto *sub) {
     memset(sub, 0, sizeof *sub);
+    /* the body without its q, copied (not every part's copy of every entry), q put back */
+    cJSON *all = cJSON_DetachItemFromObjectCaseSensitive(b->root, "q");
     *out = (serve_body){cJSON_Duplicate(b->root, 1), b->has_nul};
+    cJSON_AddItemToObject(b->root, "q", all);
     cJSON *q = cJSON_CreateArray();
     sub->confs = calloc((size_t)a->n, sizeof *sub->confs);
     int ok = out->root && q && sub->confs;
-    const cJSON *e = ok ? cJSON_GetObjectItemCaseSensitive(b->root, "q")->child : NULL;
+    const cJSON *e = ok ? all->child : NULL;
     for (int i = 0; ok && i < a->n; i++, e = e->next) {
         if (part_of[i] != p) continue;
         if (!sub->n) snprintf(sub->lang, sizeof sub->lang, "%s", a->langs[i]), sub->confidence = a->confs[i];
         sub->confs[sub->n++] = a->confs[i];
         ok = cJSON_AddItemToArray(q, cJSON_CreateString(e->valuestring));
     }
-    if (!ok || !cJSON_ReplaceItemInObjectCaseSensitive(out->root, "q", q)) {
+    if (!ok || !cJSON_AddItemToObject(out->root, "q", q)) {
         cJSON_Delete(q);
         return serve_body_free(out), serve_auto_free(sub), -1;
     }

@@ -62,9 +62,10 @@ static void check_bf16_shape(int out, int in, int n, int f16, int swish) {
 
 static void test_bf16(void) {
     test_bf16_rounding();
-    /* the last two split the input rows among threads (few panel groups, 24+ rows) */
+    /* the next two split the input rows among threads (few panel groups, 24+ rows); the last
+     * rounds its inputs on every thread (64 x 1280 inputs) */
     const int shapes[][3] = {{1, 1, 1}, {17, 3, 2}, {16, 64, 6}, {33, 63, 7}, {100, 130, 13}, {47, 512, 1}, {512, 257, 9},
-                             {320, 320, 32}, {200, 96, 37}};
+                             {320, 320, 32}, {200, 96, 37}, {64, 1280, 64}};
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++)
         for (int f16 = 0; f16 < 2; f16++) check_bf16_shape(shapes[i][0], shapes[i][1], shapes[i][2], f16, 0);
     check_bf16_shape(70, 96, 5, 0, 1);

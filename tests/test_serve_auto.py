@@ -68,6 +68,9 @@ def check_unsupported(server):
         assert f"{lang} is not supported" in body["error"] and f"no model translates {lang} to {lang}" in body["error"], body
     status, _, body = server.post("/translate", {"q": [EN_A, 5], "source": "auto", "target": "en"})
     assert status == 400 and "list of strings" in body["error"], (status, body)
+    # a string is detected as a list's entry is: the same 400, not English read as German
+    status, _, body = server.post("/translate", {"q": EN_A, "source": "auto", "target": "en"})
+    assert status == 400 and "en is not supported" in body["error"], (status, body)
     S.alive(server)
 
 
@@ -131,6 +134,19 @@ def check_npm_client(server):
     assert json.loads(out.stdout) == merged(parts, ["de", "fr", "de"], "translatedText"), (out.stdout, parts)
 
 
+def check_limit(server):
+    """--max-queue 8 counts a request's sentences, split or not: 4 German + 4 French entries
+    pass, 5 + 5 (two parts of 5) are a 400 as 10 German are, and a list of more entries than
+    the limit is refused before any detection."""
+    for q, status_want in (([DE_A] * 4 + [FR_A] * 4, 200), ([DE_A, FR_A] * 5, 400), ([DE_A] * 10, 400),
+                           (["x"] * 5000, 400)):
+        status, _, body = server.post("/translate", {"q": q, "source": "auto", "target": "en"})
+        assert status == status_want, (len(q), status, body)
+        if status == 400:
+            assert "more than 8 sentences in one request" in body["error"], body
+    S.alive(server)
+
+
 def check_one_model(server):
     """One multilingual model: a part per source language, each with its own src_lang."""
     q = [FR_A, DE_A, FR_A]
@@ -152,6 +168,9 @@ def main():
         r.check("de, fr, en entries on two models: each from its own language, merged in order", check_mixed,
                 server)
         r.check("the npm client libretranslate with a list in two languages", check_npm_client, server)
+        assert server.stop() == 0
+    with S.Server(S.SHIPPED, "-m", M2M, "-t", "1", "--max-queue", "8") as server:
+        r.check("--max-queue: a split request's sentences count together", check_limit, server)
         assert server.stop() == 0
     with S.Server(M2M, "-t", "1") as server:
         r.check("one multilingual model: a part per source language", check_one_model, server)

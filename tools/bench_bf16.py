@@ -26,7 +26,10 @@ from bench_text import cpu_name  # noqa: E402
 def bench(a, compute, batch, beam):
     cmd = [a.attend, "bench", "-m", a.model, "--compute", compute, "-b", str(batch), "--beam", str(beam),
            "-t", str(a.threads), "-r", str(a.bench_rounds), "--no-bandwidth", "--json"]
-    return json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode:
+        sys.exit(f"bench_bf16: {' '.join(cmd)} failed: {p.stderr.strip()}")
+    return json.loads(p.stdout)
 
 
 def main(argv=None):
