@@ -13,7 +13,7 @@
 #define BF16_ROWS 6
 #define BF16_PANELS 4   /* 64 outputs a tile: 24 accumulators */
 #define BF16_K_BLOCK 64 /* column pairs per pass over the rows */
-#define BF16_GRAIN (1 << 17) /* multiply-adds below which one thread does it all */
+#define BF16_GRAIN (1 << 16) /* multiply-adds below which one thread does it all (as f32) */
 #define BF16_ROUND_GRAIN (1 << 16) /* input elements below which one thread rounds them */
 
 typedef struct {
