@@ -332,13 +332,12 @@ void align_side_free(align_side *x) {
 
 int align_side_build(const attend_result *r, const attend_config *c, const attend_view *v, align_side *x,
                      char *err, size_t errlen) {
-    attend_view own;
     memset(x, 0, sizeof *x);
     x->T = r->n_tgt, x->S = r->n_src;
-    if (!v) { /* the model's own view (checked when the file loaded) */
-        if (attend_view_parse(c->alignment_view, &own, err, errlen)) return -1;
-        v = &own;
-    }
+    if (v) x->view = *v;
+    else if (attend_view_parse(c->alignment_view, &x->view, err, errlen)) /* the model's own (checked at load) */
+        return -1;
+    v = &x->view;
     if (!r->cross) {
         snprintf(err, errlen, "no attention captured: translate with want_attention");
         return -1;
@@ -359,16 +358,11 @@ oom:
 
 char *attend_alignment(const attend_result *r, const attend_config *c, const attend_view *v,
                        char *err, size_t errlen) {
-    attend_view own;
     align_side x;
     int *links = NULL;
     char *out = NULL;
-    if (!v) { /* the links are read as the model's own view says */
-        if (attend_view_parse(c->alignment_view, &own, err, errlen)) return NULL;
-        v = &own;
-    }
-    if (align_side_build(r, c, v, &x, err, errlen) == 0) {
-        const int k = attend_view_links(v, x.A, x.T, x.S, &x.src, &x.tgt, &links);
+    if (align_side_build(r, c, v, &x, err, errlen) == 0) { /* links by the rules of the view read */
+        const int k = attend_view_links(&x.view, x.A, x.T, x.S, &x.src, &x.tgt, &links);
         if (k < 0 || !(out = attend_pharaoh(links, k))) snprintf(err, errlen, "out of memory");
     }
     align_side_free(&x);

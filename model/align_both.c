@@ -10,15 +10,10 @@ int attend_alignment_both_links(const attend_result *r, const attend_config *c, 
                                 const attend_result *rr, const attend_config *rc, const attend_view *rv,
                                 int **links, char *err, size_t errlen) {
     align_side f, b = {0};
-    attend_view own;
     int k = -1;
     *links = NULL;
-    if (!v) {
-        if (attend_view_parse(c->alignment_view, &own, err, errlen)) return -1;
-        v = &own;
-    }
     if (align_side_build(r, c, v, &f, err, errlen) || align_side_build(rr, rc, rv, &b, err, errlen)) goto done;
-    k = attend_links_both(v, f.A, f.T, f.S, &f.src, &f.tgt, b.A, b.T, b.S, &b.src, &b.tgt, links);
+    k = attend_links_both(&f.view, f.A, f.T, f.S, &f.src, &f.tgt, b.A, b.T, b.S, &b.src, &b.tgt, links);
     if (k == -2)
         snprintf(err, errlen, "the reverse model splits the text into other words (source %d and %d words, "
                  "target %d and %d)", f.src.n_words, b.tgt.n_words, f.tgt.n_words, b.src.n_words);

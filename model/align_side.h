@@ -7,13 +7,15 @@
 #include "align.h"
 
 typedef struct {
-    float *A;               /* [T, S] the view */
+    attend_view view;       /* the view read (the model's own when none was given) */
+    float *A;               /* [T, S] it reduced */
     attend_words src, tgt;
     int T, S, have_src, have_tgt;
 } align_side;
 
-/* r's view (v, or NULL: the model's own, c->alignment_view) reduced into x->A, and its source
- * and target words. 0, or -1 with err; free x with align_side_free either way (x zeroed first). */
+/* r's view (v, or NULL: the model's own, c->alignment_view; kept in x->view, whose rules the
+ * links then follow) reduced into x->A, and its source and target words. 0, or -1 with err;
+ * free x with align_side_free either way (x zeroed first). */
 int align_side_build(const attend_result *r, const attend_config *c, const attend_view *v, align_side *x,
                      char *err, size_t errlen);
 void align_side_free(align_side *x);
