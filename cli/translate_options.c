@@ -69,7 +69,9 @@ void translate_usage(FILE *f) {
             "      --reverse-model FILE  with --alignment: the links the model and FILE (a\n"
             "                          target->source model, force-decoded from each\n"
             "                          translation to its source) agree on, as attend\n"
-            "                          align --reverse-model gives them\n",
+            "                          align --reverse-model gives them (a line FILE\n"
+            "                          cannot align, past its length: the model's own\n"
+            "                          links, with a warning)\n",
             DEFAULT_BATCH);
     usage_search(f);
 }
