@@ -71,9 +71,11 @@ static void write_item(FILE *f, const char *field, const cJSON *v) {
     }
 }
 
-/* The list field of every part, entry by entry in the entries' order. */
-static void write_field(FILE *f, const char *field, cJSON *const *roots, const int *part_of, int n_q) {
-    fprintf(f, "%s\"%s\":[", strcmp(field, "translatedText") ? "," : "{", field);
+/* The list field of every part, entry by entry in the entries' order, after `lead` ("{" for
+ * the answer's first field, else ","). */
+static void write_field(FILE *f, const char *lead, const char *field, cJSON *const *roots, const int *part_of,
+                        int n_q) {
+    fprintf(f, "%s\"%s\":[", lead, field);
     const cJSON *next[SERVE_PARTS_MAX] = {0}; /* each part's next item */
     for (int i = 0; i < n_q; i++) {
         const int p = part_of[i];
@@ -84,13 +86,11 @@ static void write_field(FILE *f, const char *field, cJSON *const *roots, const i
     fputc(']', f);
 }
 
-/* Whether every part's answer has field as a list of as many items as its entries. */
-static int has_field(cJSON *const *roots, int n_parts, const int *part_of, int n_q, const char *field) {
+/* Whether every part's answer has field as a list of as many items as its entries (entries[p]). */
+static int has_field(cJSON *const *roots, int n_parts, const int *entries, const char *field) {
     for (int p = 0; p < n_parts; p++) {
-        int want = 0;
-        for (int i = 0; i < n_q; i++) want += part_of[i] == p;
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(roots[p], field);
-        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != want) return 0;
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != entries[p]) return 0;
     }
     return 1;
 }
@@ -105,16 +105,18 @@ char *serve_split_merge(serve_job *const *parts, int n_parts, const int *part_of
             return body;
         }
     cJSON *roots[SERVE_PARTS_MAX] = {0};
+    int entries[SERVE_PARTS_MAX] = {0}; /* each part's */
+    for (int i = 0; i < n_q && n_parts <= SERVE_PARTS_MAX; i++) entries[part_of[i]]++;
     char *out = NULL;
     FILE *f = n_parts <= SERVE_PARTS_MAX ? open_memstream(&out, len) : NULL;
     int ok = f != NULL;
     for (int p = 0; ok && p < n_parts; p++) ok = (roots[p] = cJSON_ParseWithLength(parts[p]->body, parts[p]->body_len)) != NULL;
-    ok = ok && has_field(roots, n_parts, part_of, n_q, "translatedText");
+    ok = ok && has_field(roots, n_parts, entries, "translatedText");
     if (ok) {
-        write_field(f, "translatedText", roots, part_of, n_q);
-        if (has_field(roots, n_parts, part_of, n_q, "alternatives")) write_field(f, "alternatives", roots, part_of, n_q);
-        if (has_field(roots, n_parts, part_of, n_q, "detectedLanguage"))
-            write_field(f, "detectedLanguage", roots, part_of, n_q);
+        write_field(f, "{", "translatedText", roots, part_of, n_q);
+        if (has_field(roots, n_parts, entries, "alternatives")) write_field(f, ",", "alternatives", roots, part_of, n_q);
+        if (has_field(roots, n_parts, entries, "detectedLanguage"))
+            write_field(f, ",", "detectedLanguage", roots, part_of, n_q);
         fputs("}\n", f);
     }
     for (int p = 0; p < n_parts; p++) cJSON_Delete(roots[p]);
